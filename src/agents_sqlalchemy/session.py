@@ -1,0 +1,145 @@
+"""`SQLAlchemySession`: the Agents SDK's session protocol over a `SessionStore`."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+from agents.memory.session_settings import resolve_session_limit
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .engines import normalize_url
+from .errors import ConfigurationError
+from .store import SessionStore, session_key
+from .tables import TableNames
+
+# Sessions made on the same database and tables share one store (and so one engine per loop).
+_shared_stores: weakref.WeakValueDictionary[tuple[Any, ...], SessionStore] = (
+    weakref.WeakValueDictionary()
+)
+_shared_stores_lock = threading.Lock()
+
+
+def _shared_store(
+    url_or_engine: str | Path | URL | AsyncEngine,
+    tables: TableNames,
+    create_tables: bool,
+    engine_kwargs: dict[str, Any] | None,
+) -> SessionStore:
+    target = (
+        ("engine", id(url_or_engine))
+        if isinstance(url_or_engine, AsyncEngine)
+        else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
+    )
+    key = (target, tables, repr(sorted((engine_kwargs or {}).items())))
+    with _shared_stores_lock:
+        store = _shared_stores.get(key)
+        if store is None:
+            store = SessionStore(
+                url_or_engine,
+                tables=tables,
+                create_tables=create_tables,
+                engine_kwargs=engine_kwargs,
+            )
+            _shared_stores[key] = store
+        store.create_tables = store.create_tables or create_tables
+        return store
+
+
+class SQLAlchemySession:
+    """An Agents SDK session kept by a `SessionStore`; also a drop-in for the SDK's class.
+
+    Mint it from a store, or build it the way the SDK's `SQLAlchemySession` is built:
+    sessions on the same database and tables then share one store.
+
+    Example::
+
+        session = store.session("user-123")
+        session = SQLAlchemySession("user-123", "agent.db", create_tables=True)
+        session = SQLAlchemySession("user-123", engine=engine, create_tables=True)
+        session = SQLAlchemySession.from_url("user-123", url="postgresql://...")
+        await Runner.run(agent, "hello", session=session)
+    """
+
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        url_or_engine: str | Path | URL | AsyncEngine | None = None,
+        *,
+        engine: AsyncEngine | None = None,
+        store: SessionStore | None = None,
+        user_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        tables: TableNames | None = None,
+        sessions_table: str | None = None,
+        messages_table: str | None = None,
+        create_tables: bool = False,
+        engine_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self._key = session_key(session_id, user_id, metadata)
+        self.session_id = session_id
+        targets = [x for x in (url_or_engine, engine, store) if x is not None]
+        if len(targets) != 1:
+            raise ConfigurationError("pass exactly one of url_or_engine, engine= or store=")
+        if store is None:
+            if tables is None:
+                tables = TableNames(sessions=sessions_table, items=messages_table)
+            elif sessions_table or messages_table:
+                raise ConfigurationError("pass tables= or sessions_table/messages_table, not both")
+            store = _shared_store(targets[0], tables, create_tables, engine_kwargs)  # type: ignore[arg-type]
+        elif tables or sessions_table or messages_table or create_tables or engine_kwargs:
+            raise ConfigurationError("table and engine options belong to the store= given")
+        self._store = store
+        self.session_settings = store.session_settings.resolve(session_settings)
+
+    @classmethod
+    def from_url(
+        cls,
+        session_id: str,
+        *,
+        url: str | URL,
+        engine_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SQLAlchemySession:
+        """Build a session from a database URL, as the SDK's class does."""
+        return cls(session_id, url, engine_kwargs=engine_kwargs, **kwargs)
+
+    @property
+    def store(self) -> SessionStore:
+        """The store that keeps this session."""
+        return self._store
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine for the running event loop."""
+        return self._store.engine
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """Items in order; `limit=n` gives the latest n (the settings' limit when None)."""
+        return await self._store.read_items(
+            self._key, resolve_session_limit(limit, self.session_settings)
+        )
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append items, all or nothing."""
+        await self._store.append_items(self._key, items)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the most recent item, or None when there is none."""
+        item: TResponseInputItem | None = await self._store.pop_item(self._key)
+        return item
+
+    async def clear_session(self) -> None:
+        """Delete every item of this session."""
+        await self._store.clear_items(self._key)
+
+    def __repr__(self) -> str:
+        return f"SQLAlchemySession({self.session_id!r}, store={self._store!r})"

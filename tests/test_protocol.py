@@ -1,0 +1,188 @@
+"""The four protocol methods on SQLite and PostgreSQL: round-trips, order, limits, errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+from agents.memory import Session, SessionSettings
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from agents_sqlalchemy import (
+    AgentsSQLAlchemyError,
+    ConfigurationError,
+    InvalidSessionIdError,
+    ItemError,
+    SchemaError,
+    SessionStore,
+)
+from agents_sqlalchemy import repository as repository_module
+
+from .items import ALL, message
+
+
+async def raw_rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    """What really lies in the tables, read with plain SQL."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return [tuple(row) for row in await conn.execute(text(sql))]
+    finally:
+        await engine.dispose()
+
+
+async def test_items_round_trip_verbatim(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("round-trip")
+        assert isinstance(session, Session)
+        await session.add_items(ALL)
+        assert await session.get_items() == ALL
+        # A fresh store reads the same from disk.
+    async with SessionStore(db_url) as store:
+        assert await store.session("round-trip").get_items() == ALL
+
+
+async def test_payload_is_json_plain_sql_can_query(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("sql").add_items(ALL)
+    extract = (
+        "payload::json->>'call_id'"
+        if db_url.startswith("postgresql")
+        else "json_extract(payload, '$.call_id')"
+    )
+    rows = await raw_rows(
+        db_url,
+        f"SELECT {extract} FROM agents_sqlalchemy_items WHERE {extract} IS NOT NULL ORDER BY seq",
+    )
+    assert rows == [("call_1",), ("call_1",), ("call_2",)]
+    payloads = await raw_rows(db_url, "SELECT payload FROM agents_sqlalchemy_items ORDER BY seq")
+    assert [json.loads(str(p)) for (p,) in payloads] == ALL
+    assert "Zürich" in str(payloads[0][0])  # stored readable, not \\u-escaped
+
+
+async def test_order_is_the_sequence_not_the_clock(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    monkeypatch.setattr(repository_module, "utcnow", lambda: frozen)
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("same-time")
+        for i in range(30):
+            await session.add_items([message(f"{i}-a"), message(f"{i}-b")])
+        expected = [message(f"{i}-{s}") for i in range(30) for s in "ab"]
+        assert await session.get_items() == expected
+        assert await session.get_items(limit=3) == expected[-3:]
+        assert await session.pop_item() == expected[-1]
+    rows = await raw_rows(db_url, "SELECT DISTINCT created_at FROM agents_sqlalchemy_items")
+    assert len(rows) == 1  # every row has the same timestamp, and order still held
+
+
+async def test_limits_follow_the_sdk(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("limits", session_settings=SessionSettings(limit=2))
+        items = [message(str(i)) for i in range(5)]
+        await session.add_items(items)
+        assert await session.get_items() == items[-2:]  # settings' limit is the default
+        assert await session.get_items(limit=4) == items[-4:]  # an explicit limit wins
+        assert await session.get_items(limit=0) == []
+        assert await session.get_items(limit=50) == items
+        unlimited = store.session("limits")
+        assert await unlimited.get_items() == items
+        assert await unlimited.get_items(limit=1) == items[-1:]
+        with pytest.raises(ConfigurationError):
+            await unlimited.get_items(limit=-1)
+
+
+async def test_store_wide_settings_and_dict_settings(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True, session_settings={"limit": 1}) as store:
+        session = store.session("s")
+        await session.add_items([message("a"), message("b")])
+        assert session.session_settings == SessionSettings(limit=1)
+        assert await session.get_items() == [message("b")]
+        wider = store.session("s", session_settings={"limit": 2})
+        assert await wider.get_items() == [message("a"), message("b")]
+
+
+async def test_pop_and_clear(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session, other = store.session("a"), store.session("b")
+        assert await session.pop_item() is None  # no session row yet
+        await session.add_items([message("1"), message("2")])
+        await other.add_items([message("other")])
+        assert await session.pop_item() == message("2")
+        await session.add_items([message("3")])
+        assert await session.get_items() == [message("1"), message("3")]
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        assert await other.get_items() == [message("other")]  # isolation
+        await session.add_items([message("after clear")])
+        assert await session.get_items() == [message("after clear")]
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    [
+        "x" * 1500,
+        "🐶" * 1500,
+        "Robert'); DROP TABLE agents_sqlalchemy_items;--",
+        'quote " and \\ and % and _ and \n newline',
+        "用户-123",
+        " ",
+    ],
+)
+async def test_any_unicode_session_id(db_url: str, session_id: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session(session_id)
+        await session.add_items([message(session_id[:10])])
+        neighbour = store.session(session_id[:-1] or "other")
+        await neighbour.add_items([message("neighbour")])
+        assert await session.get_items() == [message(session_id[:10])]
+    rows = await raw_rows(db_url, "SELECT session_id FROM agents_sqlalchemy_sessions")
+    assert (session_id,) in rows
+
+
+@pytest.mark.parametrize("bad", ["", "\x00", "a\x00b", "\ud800", None, 42])
+async def test_bad_session_ids_are_rejected(sqlite_url: str, bad: object) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        with pytest.raises(InvalidSessionIdError):
+            store.session(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad_item",
+    [
+        {"content": object()},
+        {"content": float("nan")},
+        {"content": "lone surrogate \ud800"},
+        "not a dict",
+        ["a", "list"],
+    ],
+)
+async def test_bad_item_raises_and_stores_nothing_of_the_batch(db_url: str, bad_item: object) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("bad")
+        await session.add_items([message("kept")])
+        with pytest.raises(ItemError) as raised:
+            await session.add_items([message("first of batch"), bad_item])  # type: ignore[list-item]
+        assert isinstance(raised.value, AgentsSQLAlchemyError)
+        assert "item 1" in str(raised.value)
+        assert await session.get_items() == [message("kept")]
+
+
+async def test_missing_tables_say_what_to_do(db_url: str) -> None:
+    async with SessionStore(db_url) as store:
+        with pytest.raises(SchemaError) as raised:
+            await store.session("s").get_items()
+    assert "create_tables=True" in str(raised.value)
+    assert "upgrade" in str(raised.value)
+
+
+async def test_add_empty_list_is_a_no_op(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("empty")
+        assert await session.get_items() == []
+        await session.add_items([])
+    assert await raw_rows(db_url, "SELECT * FROM agents_sqlalchemy_sessions") == []
