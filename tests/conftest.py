@@ -15,9 +15,11 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from agents import Agent
+from agents import Agent, set_tracing_disabled
 from agents.testing import ScriptedModel
 from sqlalchemy.engine import make_url
+
+set_tracing_disabled(True)
 
 PG_URL = os.environ.get("AGENTS_SQLALCHEMY_PG_URL")
 REQUIRE_PG = os.environ.get("AGENTS_SQLALCHEMY_REQUIRE_PG") == "1"

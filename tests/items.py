@@ -30,14 +30,23 @@ ASSISTANT = {
     "role": "assistant",
     "status": "completed",
     "content": [
-        {"type": "output_text", "text": "It is 21.5 °C and sunny.", "annotations": [], "logprobs": []}
+        {
+            "type": "output_text",
+            "text": "It is 21.5 °C and sunny.",
+            "annotations": [],
+            "logprobs": [],
+        }
     ],
 }
 MULTIPART = {
     "role": "user",
     "content": [
         {"type": "input_text", "text": "What is in this picture? 日本語も"},
-        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+        {
+            "type": "input_image",
+            "image_url": "data:image/png;base64,iVBORw0KGgo=",
+            "detail": "auto",
+        },
     ],
 }
 NESTED = {

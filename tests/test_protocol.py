@@ -161,7 +161,9 @@ async def test_bad_session_ids_are_rejected(sqlite_url: str, bad: object) -> Non
         ["a", "list"],
     ],
 )
-async def test_bad_item_raises_and_stores_nothing_of_the_batch(db_url: str, bad_item: object) -> None:
+async def test_bad_item_raises_and_stores_nothing_of_the_batch(
+    db_url: str, bad_item: object
+) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("bad")
         await session.add_items([message("kept")])

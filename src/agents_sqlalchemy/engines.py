@@ -88,7 +88,6 @@ class EngineSource:
             self._given = None
             self.url = normalize_url(url_or_engine)
             self._engine_kwargs = dict(engine_kwargs or {})
-            self.get_unbound()  # fail fast on an unknown driver or bad option
 
     @property
     def owns_engines(self) -> bool:
@@ -128,7 +127,13 @@ class EngineSource:
     def _make(self) -> AsyncEngine:
         try:
             engine = create_async_engine(self.url, **self._engine_kwargs)
-        except (ArgumentError, ImportError, TypeError) as exc:
+        except ImportError as exc:
+            extra = "[postgres]" if self.dialect_name == "postgresql" else ""
+            raise ConfigurationError(
+                f"the driver for {self.url.drivername} is not installed ({exc}): "
+                f"pip install 'openai-agents-sqlalchemy{extra}'"
+            ) from exc
+        except (ArgumentError, TypeError) as exc:
             raise ConfigurationError(f"cannot create an engine for {self.url!r}: {exc}") from exc
         configure_sqlite(engine)
         return engine

@@ -110,20 +110,31 @@ class Repository:
 
     async def ensure_schema(self, *, create: bool) -> None:
         """Check that the tables exist, creating them when `create` is true."""
-        names = self._models.names
-        async with self._connect(write=create) as conn:
-            missing = await conn.run_sync(self._missing_tables)
-            if missing and create:
-                if names.schema and conn.dialect.name == "postgresql":
-                    await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{names.schema}"'))
-                await conn.run_sync(self._models.metadata.create_all)
-                return
+        try:
+            missing = await self._create_missing(create)
+        except DatabaseError:
+            if not create:
+                raise
+            # Another connection created them at the same moment: look again.
+            missing = await self._create_missing(False)
         if missing:
             raise SchemaError(
                 f"tables {', '.join(missing)} not found in {self._source.url!r}: pass "
                 "create_tables=True in development, or run the migrations "
                 "(agents-sqlalchemy db upgrade --url ...)"
             )
+
+    async def _create_missing(self, create: bool) -> list[str]:
+        """Create the missing tables if `create`; return those still missing."""
+        schema = self._models.names.schema
+        async with self._connect(write=create) as conn:
+            missing = await conn.run_sync(self._missing_tables)
+            if not (missing and create):
+                return missing
+            if schema and conn.dialect.name == "postgresql":
+                await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+            await conn.run_sync(self._models.metadata.create_all)
+            return []
 
     def _missing_tables(self, conn: Any) -> list[str]:
         inspector = inspect(conn)

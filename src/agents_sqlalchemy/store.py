@@ -65,6 +65,7 @@ class SessionStore:
         self.session_settings = _settings(session_settings) or SessionSettings()
         self._source = EngineSource(url_or_engine, engine_kwargs)
         self._repository = Repository(self._source, build_models(self.tables))
+        self._source.get_unbound()  # fail fast on a missing driver or a bad engine option
         self._schema_ready = False
 
     @property

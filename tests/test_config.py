@@ -1,0 +1,175 @@
+"""Construction: URLs, app engines, table names, the SDK-compatible constructors, failures."""
+
+from __future__ import annotations
+
+import pytest
+from agents.memory import SessionSettings
+from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from agents_sqlalchemy import (
+    ConfigurationError,
+    DatabaseError,
+    SessionStore,
+    SQLAlchemySession,
+    TableNames,
+)
+
+from .items import message
+
+
+async def table_names(engine: AsyncEngine, schema: str | None = None) -> set[str]:
+    async with engine.connect() as conn:
+        return set(await conn.run_sync(lambda c: inspect(c).get_table_names(schema=schema)))
+
+
+def test_table_names_defaults_and_overrides() -> None:
+    default = TableNames()
+    assert (default.sessions_table, default.items_table, default.version_table) == (
+        "agents_sqlalchemy_sessions",
+        "agents_sqlalchemy_items",
+        "agents_sqlalchemy_version",
+    )
+    custom = TableNames(prefix="chat_", items="transcript", schema="agents")
+    assert (custom.sessions_table, custom.items_table) == ("chat_sessions", "transcript")
+    assert "agent_sessions" not in {default.sessions_table, default.items_table}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"prefix": "bad-prefix"},
+        {"items": "items; DROP TABLE users"},
+        {"sessions": '"quoted"'},
+        {"schema": "public.x"},
+        {"items": "1starts_with_digit"},
+        {"items": "x" * 41},
+        {"sessions": "same", "items": "same"},
+    ],
+)
+def test_unsafe_table_names_are_rejected(kwargs: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError):
+        TableNames(**kwargs)
+
+
+async def test_custom_table_names_leave_other_tables_alone(db_url: str) -> None:
+    engine = create_async_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE app_users (id INTEGER PRIMARY KEY, name TEXT)"))
+            await conn.execute(text("INSERT INTO app_users VALUES (1, 'alice')"))
+        tables = TableNames(prefix="chat_", items="chat_transcript")
+        async with SessionStore(engine, tables=tables, create_tables=True) as store:
+            await store.session("s").add_items([message("hi")])
+            assert await store.session("s").get_items() == [message("hi")]
+        assert await table_names(engine) == {"app_users", "chat_sessions", "chat_transcript"}
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SELECT name FROM app_users"))).all() == [("alice",)]
+    finally:
+        await engine.dispose()
+
+
+async def test_schema_on_postgresql(pg_url: str) -> None:
+    tables = TableNames(schema="agents")
+    async with SessionStore(pg_url, tables=tables, create_tables=True) as store:
+        await store.session("s").add_items([message("in a schema")])
+        assert await store.session("s").get_items() == [message("in a schema")]
+        assert await table_names(store.engine, "agents") == {
+            "agents_sqlalchemy_sessions",
+            "agents_sqlalchemy_items",
+        }
+
+
+async def test_an_app_engine_is_used_and_left_open(db_url: str) -> None:
+    engine = create_async_engine(db_url)
+    try:
+        async with SessionStore(engine, create_tables=True) as store:
+            assert store.engine is engine
+            await store.session("s").add_items([message("x")])
+        async with engine.connect() as conn:  # still usable after the store closed
+            assert (await conn.execute(text("SELECT 1"))).scalar() == 1
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["{path}", "sqlite:///{path}", "sqlite+aiosqlite:///{path}"],
+)
+async def test_bare_paths_and_sync_urls_mean_aiosqlite(tmp_path: object, url: str) -> None:
+    path = f"{tmp_path}/agent.db"
+    async with SessionStore(url.format(path=path), create_tables=True) as store:
+        assert store.engine.url.drivername == "sqlite+aiosqlite"
+        await store.session("s").add_items([message("x")])
+    async with SessionStore(path) as store:
+        assert await store.session("s").get_items() == [message("x")]
+
+
+def test_postgresql_urls_mean_asyncpg() -> None:
+    for url in ("postgresql://u@localhost/db", "postgres://u@localhost/db"):
+        store = SessionStore(url)
+        assert store.engine.url.drivername == "postgresql+asyncpg"
+
+
+def test_unsupported_database_is_a_clear_error() -> None:
+    with pytest.raises(ConfigurationError, match="SQLite or PostgreSQL"):
+        SessionStore("oracle+oracledb://u@localhost/db")
+
+
+async def test_sdk_style_constructors_share_one_store(sqlite_url: str) -> None:
+    a = SQLAlchemySession("a", sqlite_url, create_tables=True)
+    b = SQLAlchemySession.from_url("b", url=sqlite_url, create_tables=True)
+    c = SQLAlchemySession("c", url_or_engine=sqlite_url, session_settings={"limit": 1})
+    assert a.store is b.store is c.store
+    assert c.session_settings == SessionSettings(limit=1)
+    await a.add_items([message("from a")])
+    await b.add_items([message("from b")])
+    assert await b.get_items() == [message("from b")]
+    other_tables = SQLAlchemySession(
+        "a", sqlite_url, sessions_table="s2", messages_table="m2", create_tables=True
+    )
+    assert other_tables.store is not a.store
+    assert await other_tables.get_items() == []
+    await a.store.close()
+    await other_tables.store.close()
+
+
+async def test_sdk_style_engine_constructor(db_url: str) -> None:
+    engine = create_async_engine(db_url)
+    try:
+        first = SQLAlchemySession("s", engine=engine, create_tables=True)
+        second = SQLAlchemySession("t", engine=engine)
+        assert first.store is second.store
+        assert first.engine is engine
+        await first.add_items([message("x")])
+        assert await first.get_items() == [message("x")]
+    finally:
+        await engine.dispose()
+
+
+def test_constructor_needs_exactly_one_target(sqlite_url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        SQLAlchemySession("s")
+    store = SessionStore(sqlite_url)
+    with pytest.raises(ConfigurationError):
+        SQLAlchemySession("s", sqlite_url, store=store)
+    with pytest.raises(ConfigurationError):
+        SQLAlchemySession("s", store=store, create_tables=True)
+
+
+async def test_a_database_that_went_away(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items([message("kept")])
+    if db_url.startswith("postgresql"):
+        gone = SessionStore(
+            "postgresql+asyncpg://postgres@127.0.0.1:9/nowhere",
+            engine_kwargs={"connect_args": {"timeout": 2}},
+        )
+    else:
+        gone = SessionStore("sqlite+aiosqlite:////nonexistent-dir/for/sure/agent.db")
+    with pytest.raises(DatabaseError):
+        await gone.session("s").add_items([message("lost?")])
+    await gone.close()
+    async with SessionStore(db_url) as store:
+        assert await store.session("s").get_items() == [message("kept")]
