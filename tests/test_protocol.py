@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
     ConfigurationError,
+    CorruptItemError,
     InvalidSessionIdError,
     ItemError,
     SchemaError,
@@ -188,3 +189,23 @@ async def test_add_empty_list_is_a_no_op(db_url: str) -> None:
         assert await session.get_items() == []
         await session.add_items([])
     assert await raw_rows(db_url, "SELECT * FROM agents_sqlalchemy_sessions") == []
+
+
+async def test_a_tampered_row_is_loud_and_stays(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("tampered")
+        await session.add_items([message("1"), message("2")])
+        engine = create_async_engine(db_url)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(
+                    text("UPDATE agents_sqlalchemy_items SET payload = 'not json' WHERE seq = 2")
+                )
+        finally:
+            await engine.dispose()
+        with pytest.raises(CorruptItemError, match="#2"):
+            await session.get_items()
+        with pytest.raises(CorruptItemError):
+            await session.pop_item()
+        rows = await raw_rows(db_url, "SELECT seq FROM agents_sqlalchemy_items ORDER BY seq")
+        assert rows == [(1,), (2,)]  # the pop rolled back: nothing was lost
