@@ -26,6 +26,7 @@ from .models import Models
 
 T = TypeVar("T")
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+CREATE_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 def utcnow() -> datetime:
@@ -109,14 +110,19 @@ class Repository:
     # -- schema ------------------------------------------------------------------------------
 
     async def ensure_schema(self, *, create: bool) -> None:
-        """Check that the tables exist, creating them when `create` is true."""
-        try:
-            missing = await self._create_missing(create)
-        except DatabaseError:
-            if not create:
-                raise
-            # Another connection created them at the same moment: look again.
-            missing = await self._create_missing(False)
+        """Check that the tables exist, creating them when `create` is true.
+
+        Creators racing in other tasks, threads or processes are waited for: a failed
+        creation is retried, with backoff, until the other side has finished.
+        """
+        for delay in (*CREATE_RETRY_DELAYS, None):
+            try:
+                missing = await self._create_missing(create)
+                break
+            except DatabaseError:
+                if not create or delay is None:
+                    raise
+                await asyncio.sleep(delay)
         if missing:
             raise SchemaError(
                 f"tables {', '.join(missing)} not found in {self._source.url!r}: pass "

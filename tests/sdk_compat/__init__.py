@@ -1,0 +1,1 @@
+"""Run the OpenAI Agents SDK's own `SQLAlchemySession` tests against this library."""
