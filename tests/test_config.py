@@ -43,7 +43,7 @@ def test_table_names_defaults_and_overrides() -> None:
         {"sessions": '"quoted"'},
         {"schema": "public.x"},
         {"items": "1starts_with_digit"},
-        {"items": "x" * 41},
+        {"items": "x" * 37},
         {"sessions": "same", "items": "same"},
     ],
 )
@@ -62,7 +62,9 @@ async def test_custom_table_names_leave_other_tables_alone(db_url: str) -> None:
         async with SessionStore(engine, tables=tables, create_tables=True) as store:
             await store.session("s").add_items([message("hi")])
             assert await store.session("s").get_items() == [message("hi")]
-        assert await table_names(engine) == {"app_users", "chat_sessions", "chat_transcript"}
+        ours = {"chat_sessions", "chat_transcript", "chat_item_keys", "chat_keyring"}
+        ours |= {"chat_terms", "chat_embeddings"}
+        assert await table_names(engine) == {"app_users", *ours}
         async with engine.connect() as conn:
             assert (await conn.execute(text("SELECT name FROM app_users"))).all() == [("alice",)]
     finally:
@@ -74,10 +76,9 @@ async def test_schema_on_postgresql(pg_url: str) -> None:
     async with SessionStore(pg_url, tables=tables, create_tables=True) as store:
         await store.session("s").add_items([message("in a schema")])
         assert await store.session("s").get_items() == [message("in a schema")]
-        assert await table_names(store.engine, "agents") == {
-            "agents_sqlalchemy_sessions",
-            "agents_sqlalchemy_items",
-        }
+        found = await table_names(store.engine, "agents")
+        assert {"agents_sqlalchemy_sessions", "agents_sqlalchemy_items"} <= found
+        assert await table_names(store.engine) == set()  # nothing outside the schema
 
 
 async def test_an_app_engine_is_used_and_left_open(db_url: str) -> None:

@@ -19,7 +19,9 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     ForeignKey,
+    Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -68,18 +70,30 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 class SessionColumns:
-    """One row per SDK session: identity, owner, metadata and the item sequence counter."""
+    """One row per SDK session: identity, owner, metadata, state and the item sequence."""
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     # The SDK's id, any length and any Unicode; looked up through its SHA-256.
     session_id: Mapped[str] = mapped_column(Text)
     session_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    user_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    user_id: Mapped[str | None] = mapped_column(String(255))
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    # Per-session state: JSON in plaintext mode, sealed bytes with a key.
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    sealed_state: Mapped[bytes | None] = mapped_column(LargeBinary)
     # The last sequence number handed out; bumping it is the per-session write lock.
     next_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        # Keyset pages of sessions, most recently active first, overall and per user.
+        return (Index(None, "updated_at", "id"), Index(None, "user_id", "updated_at", "id"))
+
+
+def _cascade(table: str, column: str = "id") -> Mapped[int]:
+    return mapped_column(ForeignKey(f"{table}.{column}", ondelete="CASCADE"), nullable=False)
 
 
 class ItemColumns:
@@ -91,32 +105,109 @@ class ItemColumns:
     seq: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
-    # The item as compact JSON text.
-    payload: Mapped[str] = mapped_column(Text)
+    # The item as compact JSON text, or (with a key) sealed under its own data key.
+    payload: Mapped[str | None] = mapped_column(Text)
+    ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
 
     @declared_attr
     def session_pk(cls) -> Mapped[int]:
-        return mapped_column(
-            ForeignKey(f"{cls.sessions_fullname}.id", ondelete="CASCADE"), nullable=False
-        )
+        return _cascade(cls.sessions_fullname)
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
-        # Unique per session and the index every read walks, newest first.
+        # Unique per session, and the index every read walks, newest first.
         return (UniqueConstraint("session_pk", "seq"),)
+
+
+class ItemKeyColumns:
+    """The wrapped data key of one encrypted item; deleting the item deletes it."""
+
+    items_fullname: ClassVar[str]
+
+    kek_id: Mapped[str] = mapped_column(String(64), index=True)
+    wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
+
+    @declared_attr
+    def item_pk(cls) -> Mapped[int]:
+        return mapped_column(
+            ForeignKey(f"{cls.items_fullname}.id", ondelete="CASCADE"), primary_key=True
+        )
+
+
+class KeyringColumns:
+    """Key-encryption keys: how to derive or reach each, and a verifier of the right key."""
+
+    kek_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    salt: Mapped[bytes | None] = mapped_column(LargeBinary)
+    params: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    verifier: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class TermColumns:
+    """Keyword index: one row per distinct term of an item (a keyed hash with a key)."""
+
+    items_fullname: ClassVar[str]
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    session_pk: Mapped[int] = mapped_column(BigInteger)
+    term: Mapped[str] = mapped_column(String(64))
+    frequency: Mapped[int] = mapped_column(Integer)
+
+    @declared_attr
+    def item_pk(cls) -> Mapped[int]:
+        return _cascade(cls.items_fullname)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        return (Index(None, "session_pk", "term"), Index(None, "term"), Index(None, "item_pk"))
+
+
+class EmbeddingColumns:
+    """One vector per item and embedding model (sealed with the item's key when encrypted)."""
+
+    items_fullname: ClassVar[str]
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    session_pk: Mapped[int] = mapped_column(BigInteger, index=True)
+    model_id: Mapped[str] = mapped_column(String(200))
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+    @declared_attr
+    def item_pk(cls) -> Mapped[int]:
+        return _cascade(cls.items_fullname)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        return (UniqueConstraint("item_pk", "model_id"),)
 
 
 @dataclass(frozen=True)
 class Models:
-    """The mapped classes and their `MetaData` for one `TableNames`."""
+    """The mapped classes of one `TableNames`, their `MetaData`, and their Core tables."""
 
     names: TableNames
     metadata: MetaData
     session: type[SessionColumns]
     item: type[ItemColumns]
-    # The same tables, for the repository's Core statements.
-    sessions: Table
-    items: Table
+    item_key: type[ItemKeyColumns]
+    keyring: type[KeyringColumns]
+    term: type[TermColumns]
+    embedding: type[EmbeddingColumns]
+
+    def table(self, mapped: type[Any]) -> Table:
+        """The Core table of one of the classes above, for the repository's statements."""
+        return cast(Table, mapped.__table__)
+
+    @property
+    def sessions(self) -> Table:
+        return self.table(self.session)
+
+    @property
+    def items(self) -> Table:
+        return self.table(self.item)
 
 
 @cache
@@ -126,20 +217,38 @@ def build_models(names: TableNames) -> Models:
     class Base(DeclarativeBase):
         metadata = MetaData(schema=names.schema, naming_convention=NAMING_CONVENTION)
 
-    class SessionRow(SessionColumns, Base):
-        __tablename__ = names.sessions_table
+    def fullname(role: str) -> str:
+        return f"{names.schema}.{names.name(role)}" if names.schema else names.name(role)
 
-    sessions = cast(Table, SessionRow.__table__)
+    class SessionRow(SessionColumns, Base):
+        __tablename__ = names.name("sessions")
 
     class ItemRow(ItemColumns, Base):
-        __tablename__ = names.items_table
-        sessions_fullname = sessions.fullname
+        __tablename__ = names.name("items")
+        sessions_fullname = fullname("sessions")
+
+    class ItemKeyRow(ItemKeyColumns, Base):
+        __tablename__ = names.name("item_keys")
+        items_fullname = fullname("items")
+
+    class KeyringRow(KeyringColumns, Base):
+        __tablename__ = names.name("keyring")
+
+    class TermRow(TermColumns, Base):
+        __tablename__ = names.name("terms")
+        items_fullname = fullname("items")
+
+    class EmbeddingRow(EmbeddingColumns, Base):
+        __tablename__ = names.name("embeddings")
+        items_fullname = fullname("items")
 
     return Models(
         names=names,
         metadata=Base.metadata,
         session=SessionRow,
         item=ItemRow,
-        sessions=sessions,
-        items=cast(Table, ItemRow.__table__),
+        item_key=ItemKeyRow,
+        keyring=KeyringRow,
+        term=TermRow,
+        embedding=EmbeddingRow,
     )

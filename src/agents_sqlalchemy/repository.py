@@ -147,7 +147,7 @@ class Repository:
         schema = self._models.names.schema
         return [
             table.name
-            for table in (self._sessions, self._items)
+            for table in self._models.metadata.sorted_tables
             if not inspector.has_table(table.name, schema=schema)
         ]
 

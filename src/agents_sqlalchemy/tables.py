@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 
 from .errors import ConfigurationError
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Constraint names are built from table names and must fit PostgreSQL's 63-byte identifiers.
-MAX_NAME_LENGTH = 40
+MAX_NAME_LENGTH = 36
+# The tables, in creation order; each can be renamed, the rest take `prefix + role`.
+ROLES = ("sessions", "items", "item_keys", "keyring", "terms", "embeddings", "version")
 
 
-def _check_identifier(what: str, value: str) -> str:
+def check_identifier(what: str, value: str) -> str:
+    """Return `value` if it is a plain SQL identifier, else raise `ConfigurationError`."""
     if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
         raise ConfigurationError(
             f"{what} {value!r} is not a safe SQL identifier: use letters, digits and "
@@ -29,45 +32,53 @@ class TableNames:
 
     Example::
 
-        TableNames()                                   # agents_sqlalchemy_sessions, ...
-        TableNames(prefix="chat_")                     # chat_sessions, chat_items, ...
-        TableNames(items="conversation_items", schema="agents")
+        TableNames()                              # agents_sqlalchemy_sessions, ..._items, ...
+        TableNames(prefix="chat_")                # chat_sessions, chat_items, ...
+        TableNames(items="transcript", schema="agents")
+        TableNames().items_table                  # "agents_sqlalchemy_items"
     """
 
     prefix: str = "agents_sqlalchemy_"
+    schema: str | None = None
     sessions: str | None = None
     items: str | None = None
+    item_keys: str | None = None
+    keyring: str | None = None
+    terms: str | None = None
+    embeddings: str | None = None
     version: str | None = None
-    schema: str | None = None
-    _resolved: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.prefix:
-            _check_identifier("table prefix", self.prefix)
+            check_identifier("table prefix", self.prefix)
         if self.schema is not None:
-            _check_identifier("schema", self.schema)
-        resolved = {
-            "sessions": self.sessions or f"{self.prefix}sessions",
-            "items": self.items or f"{self.prefix}items",
-            "version": self.version or f"{self.prefix}version",
+            check_identifier("schema", self.schema)
+        names = [check_identifier(f"{role} table name", self.name(role)) for role in ROLES]
+        if len(set(names)) != len(names):
+            raise ConfigurationError(f"table names must be distinct, got {names}")
+
+    def name(self, role: str) -> str:
+        """The table name for a role in `ROLES`: its override, else prefix + role."""
+        override: str | None = getattr(self, role)
+        return override or f"{self.prefix}{role}"
+
+    def overrides(self) -> dict[str, str]:
+        """The options that differ from the defaults, e.g. for a command line."""
+        return {
+            f.name: value
+            for f in fields(self)
+            if (value := getattr(self, f.name)) is not None and value != f.default
         }
-        for role, name in resolved.items():
-            _check_identifier(f"{role} table name", name)
-        if len(set(resolved.values())) != len(resolved):
-            raise ConfigurationError(f"table names must be distinct, got {resolved}")
-        object.__setattr__(self, "_resolved", resolved)
 
     @property
     def sessions_table(self) -> str:
-        """Name of the sessions table."""
-        return self._resolved["sessions"]
+        return self.name("sessions")
 
     @property
     def items_table(self) -> str:
-        """Name of the items table."""
-        return self._resolved["items"]
+        return self.name("items")
 
     @property
     def version_table(self) -> str:
-        """Name of the migrations' own version table (never the app's `alembic_version`)."""
-        return self._resolved["version"]
+        """The migrations' own version table (never the app's `alembic_version`)."""
+        return self.name("version")
