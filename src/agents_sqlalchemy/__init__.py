@@ -19,6 +19,7 @@ from .errors import (
     ItemError,
     SchemaError,
 )
+from .records import Removed, SessionInfo, SessionPage
 from .session import SQLAlchemySession
 from .store import SessionStore
 from .tables import TableNames
@@ -30,8 +31,11 @@ __all__ = [
     "DatabaseError",
     "InvalidSessionIdError",
     "ItemError",
+    "Removed",
     "SQLAlchemySession",
     "SchemaError",
+    "SessionInfo",
+    "SessionPage",
     "SessionStore",
     "TableNames",
 ]

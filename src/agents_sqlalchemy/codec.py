@@ -9,25 +9,25 @@ from typing import Any
 from .errors import CorruptItemError, ItemError
 
 
-def encode_item(item: Any, index: int = 0) -> str:
+def encode_item(item: Any, what: str = "item") -> str:
     """Serialise one item, a JSON object, to compact JSON text.
 
     >>> encode_item({"role": "user", "content": "héllo"})
     '{"role":"user","content":"héllo"}'
     """
     if not isinstance(item, Mapping):
-        raise ItemError(f"item {index} is a {type(item).__name__}, not a JSON object (a dict)")
+        raise ItemError(f"{what} is a {type(item).__name__}, not a JSON object (a dict)")
     try:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         text.encode("utf-8")  # lone surrogates cannot be stored by any database
     except (TypeError, ValueError) as exc:
-        raise ItemError(f"item {index} is not JSON-serialisable: {exc}") from exc
+        raise ItemError(f"{what} is not JSON-serialisable: {exc}") from exc
     return text
 
 
 def encode_items(items: Iterable[Any]) -> list[str]:
     """Serialise a batch; the first bad item raises before anything is written."""
-    return [encode_item(item, index) for index, item in enumerate(items)]
+    return [encode_item(item, f"item {index}") for index, item in enumerate(items)]
 
 
 def decode_item(text: str, where: str) -> Any:

@@ -24,7 +24,7 @@ class InvalidSessionIdError(ConfigurationError):
 
 
 class ItemError(AgentsSQLAlchemyError, ValueError):
-    """An item is not a JSON object that can be stored; nothing of its batch was written."""
+    """An item, metadata or state value is not JSON that can be stored; nothing was written."""
 
 
 class CorruptItemError(AgentsSQLAlchemyError):
@@ -37,3 +37,27 @@ class SchemaError(AgentsSQLAlchemyError):
 
 class DatabaseError(AgentsSQLAlchemyError):
     """The database failed or went away; the operation was rolled back."""
+
+
+class InvalidKeyError(ConfigurationError):
+    """The `key` option is not a non-empty passphrase, 32 raw bytes, or a key provider."""
+
+
+class KeyringError(AgentsSQLAlchemyError):
+    """The database's keyring cannot be used: a stored row is malformed or missing."""
+
+
+class WrongKeyError(KeyringError):
+    """The key given does not open this database's keyring; nothing was read or written."""
+
+
+class KeyProviderError(AgentsSQLAlchemyError):
+    """A key provider (KMS, secret manager) failed to wrap or unwrap; nothing was changed."""
+
+
+class DecryptionError(AgentsSQLAlchemyError):
+    """Sealed bytes fail authentication: altered, truncated, or moved from their place."""
+
+
+class TamperedItemError(DecryptionError, CorruptItemError):
+    """An item's ciphertext or wrapped key fails to open at its place; it is never skipped."""

@@ -12,17 +12,29 @@ import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, TypeVar
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, delete, inspect, or_, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    delete,
+    func,
+    inspect,
+    literal,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .engines import EngineSource
 from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError, SchemaError
-from .models import Models
+from .models import Models, UTCDateTime
 
 T = TypeVar("T")
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
@@ -43,11 +55,9 @@ class SessionKey:
     metadata: dict[str, Any] | None = None
 
     @classmethod
-    def of(
-        cls, session_id: str, user_id: str | None = None, metadata: dict[str, Any] | None = None
-    ) -> SessionKey:
+    def of(cls, session_id: str, **first_write: Any) -> SessionKey:
         digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
-        return cls(session_id, digest, user_id, metadata)
+        return cls(session_id, digest, **first_write)
 
 
 async def settle(operation: Awaitable[T]) -> T:
@@ -171,20 +181,14 @@ class Repository:
         )
         return result.scalar_one_or_none()
 
-    # -- operations --------------------------------------------------------------------------
+    async def _claim(
+        self, conn: AsyncConnection, key: SessionKey, count: int, now: datetime
+    ) -> Any:
+        """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
-    async def append(
-        self, key: SessionKey, payloads: list[str], expires_at: datetime | None
-    ) -> None:
-        """Append a batch in one transaction, creating the session row on first write."""
-        if not payloads:
-            return
-        await settle(self._append(key, payloads, expires_at))
-
-    async def _append(
-        self, key: SessionKey, payloads: list[str], expires_at: datetime | None
-    ) -> None:
-        sessions, count, now = self._sessions, len(payloads), utcnow()
+        Returns the row's `id` and `next_seq` (the last number now taken).
+        """
+        sessions = self._sessions
         claim = (
             self._upsert(sessions)
             .values(
@@ -202,8 +206,21 @@ class Repository:
             )
             .returning(sessions.c.id, sessions.c.next_seq)
         )
+        return (await conn.execute(claim)).one()
+
+    # -- operations --------------------------------------------------------------------------
+
+    async def append(self, key: SessionKey, payloads: list[str], ttl: timedelta | None) -> None:
+        """Append a batch in one transaction, creating the session row on first write."""
+        if not payloads:
+            return
+        await settle(self._append(key, payloads, ttl))
+
+    async def _append(self, key: SessionKey, payloads: list[str], ttl: timedelta | None) -> None:
+        count, now = len(payloads), utcnow()
+        expires_at = now + ttl if ttl else None
         async with self._connect(write=True) as conn:
-            claimed = (await conn.execute(claim)).one()
+            claimed = await self._claim(conn, key, count, now)
             first = claimed.next_seq - count + 1
             await conn.execute(
                 self._items.insert(),
@@ -271,3 +288,179 @@ class Repository:
                 delete(self._items).where(self._items.c.session_pk == session_pk)
             )
             return int(result.rowcount)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def _item_count(self, now: datetime) -> Any:
+        items = self._items
+        return (
+            select(func.count())
+            .where(items.c.session_pk == self._sessions.c.id, self._live(now))
+            .scalar_subquery()
+        )
+
+    def _described(self, now: datetime) -> Any:
+        sessions = self._sessions
+        return select(
+            sessions.c.id,
+            sessions.c.session_id,
+            sessions.c.user_id,
+            sessions.c.metadata,
+            sessions.c.created_at,
+            sessions.c.updated_at,
+            self._item_count(now).label("item_count"),
+        )
+
+    async def describe(self, key: SessionKey) -> Any:
+        """The session's row with its live item count, or None."""
+        query = self._described(utcnow()).where(self._sessions.c.session_hash == key.hash)
+        async with self._connect(write=False) as conn:
+            return (await conn.execute(query)).one_or_none()
+
+    async def list_sessions(
+        self,
+        *,
+        user_id: str | None,
+        metadata: dict[str, Any] | None,
+        updated_after: datetime | None,
+        updated_before: datetime | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+    ) -> list[Any]:
+        """Rows like `describe`, most recently active first, after the keyset position."""
+        sessions = self._sessions
+        query = self._described(utcnow())
+        if user_id is not None:
+            query = query.where(sessions.c.user_id == user_id)
+        for name, value in (metadata or {}).items():
+            query = query.where(_json_field_equals(sessions.c.metadata[name], value))
+        if updated_after is not None:
+            query = query.where(sessions.c.updated_at > updated_after)
+        if updated_before is not None:
+            query = query.where(sessions.c.updated_at < updated_before)
+        if after is not None:
+            query = query.where(
+                tuple_(sessions.c.updated_at, sessions.c.id)
+                < tuple_(literal(after[0], UTCDateTime()), literal(after[1]))
+            )
+        query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(limit)
+        async with self._connect(write=False) as conn:
+            return list(await conn.execute(query))
+
+    async def update_session(
+        self,
+        key: SessionKey,
+        change: Callable[[Any], dict[str, Any]],
+        columns: tuple[str, ...],
+    ) -> None:
+        """Read `columns` of the session under its lock (creating its row), write `change(row)`."""
+        await settle(self._update_session(key, change, columns))
+
+    async def _update_session(
+        self, key: SessionKey, change: Callable[[Any], dict[str, Any]], columns: tuple[str, ...]
+    ) -> None:
+        sessions, now = self._sessions, utcnow()
+        async with self._connect(write=True) as conn:
+            session_pk = (await self._claim(conn, key, 0, now)).id
+            chosen = select(*(sessions.c[name] for name in columns))
+            row = (
+                (await conn.execute(chosen.where(sessions.c.id == session_pk))).one()
+                if columns
+                else None
+            )
+            values = change(row)
+            if values:
+                await conn.execute(
+                    update(sessions).where(sessions.c.id == session_pk).values(**values)
+                )
+
+    async def read_session_columns(self, key: SessionKey, columns: tuple[str, ...]) -> Any:
+        """Some columns of the session's row, or None if it has none."""
+        sessions = self._sessions
+        query = select(*(sessions.c[name] for name in columns)).where(
+            sessions.c.session_hash == key.hash
+        )
+        async with self._connect(write=False) as conn:
+            return (await conn.execute(query)).one_or_none()
+
+    async def delete_sessions(self, where: ColumnElement[bool], batch: int) -> tuple[int, int]:
+        """Delete the sessions matching `where`, with their items, in batches.
+
+        Returns (sessions, items) deleted. Each batch is one transaction that first locks its
+        sessions, so a concurrent writer waits and then starts a fresh session.
+        """
+        total_sessions = total_items = 0
+        while True:
+            deleted_sessions, deleted_items = await settle(self._delete_batch(where, batch))
+            total_sessions += deleted_sessions
+            total_items += deleted_items
+            if deleted_sessions < batch:
+                return total_sessions, total_items
+
+    async def _delete_batch(self, where: ColumnElement[bool], batch: int) -> tuple[int, int]:
+        sessions, items = self._sessions, self._items
+        async with self._connect(write=True) as conn:
+            chosen = select(sessions.c.id).where(where).limit(batch).scalar_subquery()
+            locked = await conn.execute(
+                update(sessions)
+                .where(sessions.c.id.in_(chosen))
+                .values(next_seq=sessions.c.next_seq)
+                .returning(sessions.c.id)
+            )
+            pks = list(locked.scalars())
+            if not pks:
+                return 0, 0
+            removed = await conn.execute(delete(items).where(items.c.session_pk.in_(pks)))
+            await conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
+            return len(pks), int(removed.rowcount)
+
+    def sessions_where(
+        self,
+        *,
+        session_hash: str | None = None,
+        user_id: str | None = None,
+        inactive_for: timedelta | None = None,
+    ) -> ColumnElement[bool]:
+        """A condition on the sessions table, for `delete_sessions`."""
+        sessions = self._sessions
+        conditions = []
+        if session_hash is not None:
+            conditions.append(sessions.c.session_hash == session_hash)
+        if user_id is not None:
+            conditions.append(sessions.c.user_id == user_id)
+        if inactive_for is not None:
+            conditions.append(sessions.c.updated_at < utcnow() - inactive_for)
+        return and_(*conditions)
+
+    async def purge_expired(self, batch: int) -> int:
+        """Delete expired items in batches; return how many."""
+        total = 0
+        while True:
+            removed = await settle(self._purge_batch(batch))
+            total += removed
+            if removed < batch:
+                return total
+
+    async def _purge_batch(self, batch: int) -> int:
+        items = self._items
+        expired = (
+            select(items.c.id).where(items.c.expires_at <= utcnow()).limit(batch).scalar_subquery()
+        )
+        async with self._connect(write=True) as conn:
+            result = await conn.execute(delete(items).where(items.c.id.in_(expired)))
+            return int(result.rowcount)
+
+
+def _json_field_equals(field: Any, value: object) -> ColumnElement[bool]:
+    """`metadata[name] == value` for a scalar JSON value, on every dialect."""
+    if isinstance(value, bool):
+        return cast(ColumnElement[bool], field.as_boolean() == value)
+    if isinstance(value, int):
+        return cast(ColumnElement[bool], field.as_integer() == value)
+    if isinstance(value, float):
+        return cast(ColumnElement[bool], field.as_float() == value)
+    if isinstance(value, str):
+        return cast(ColumnElement[bool], field.as_string() == value)
+    raise ConfigurationError(
+        f"metadata filters compare strings, numbers and booleans, not {type(value).__name__}"
+    )

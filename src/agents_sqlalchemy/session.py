@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engines import normalize_url
 from .errors import ConfigurationError
-from .store import SessionStore, session_key
+from .store import SessionStore, session_key, ttl_delta
 from .tables import TableNames
 
 # Sessions made on the same database and tables share one store (and so one engine per loop).
@@ -78,6 +79,7 @@ class SQLAlchemySession:
         user_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        ttl: float | timedelta | None = None,
         tables: TableNames | None = None,
         sessions_table: str | None = None,
         messages_table: str | None = None,
@@ -98,6 +100,7 @@ class SQLAlchemySession:
         elif tables or sessions_table or messages_table or create_tables or engine_kwargs:
             raise ConfigurationError("table and engine options belong to the store= given")
         self._store = store
+        self._ttl = ttl_delta(ttl)
         self.session_settings = store.session_settings.resolve(session_settings)
 
     @classmethod
@@ -130,7 +133,7 @@ class SQLAlchemySession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items, all or nothing."""
-        await self._store.append_items(self._key, items)
+        await self._store.append_items(self._key, items, self._ttl)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the most recent item, or None when there is none."""
@@ -140,6 +143,32 @@ class SQLAlchemySession:
     async def clear_session(self) -> None:
         """Delete every item of this session."""
         await self._store.clear_items(self._key)
+
+    # -- beyond the protocol: owner, metadata, state -------------------------------------------
+
+    async def get_metadata(self) -> dict[str, Any]:
+        """This session's metadata ({} if none)."""
+        return await self._store.get_metadata(self._key)
+
+    async def update_metadata(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Merge `values` into the metadata (None removes a name); return the result."""
+        return await self._store.update_metadata(self._key, values)
+
+    async def set_user_id(self, user_id: str | None) -> None:
+        """Give this session to another owner (None: to nobody)."""
+        await self._store.set_user_id(self._key, user_id)
+
+    async def get_state(self, name: str, default: Any = None) -> Any:
+        """One named state value (JSON), or `default`."""
+        return (await self._store.get_state(self._key)).get(name, default)
+
+    async def set_state(self, name: str, value: Any) -> None:
+        """Set one named state value; `value` must be JSON-serialisable."""
+        await self._store.change_state(self._key, name, value)
+
+    async def delete_state(self, name: str) -> None:
+        """Remove one named state value (no error if absent)."""
+        await self._store.change_state(self._key, name, delete=True)
 
     def __repr__(self) -> str:
         return f"SQLAlchemySession({self.session_id!r}, store={self._store!r})"

@@ -1,0 +1,67 @@
+"""What the management API returns: session descriptions, pages of them, removal counts."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as `store.list_sessions()` describes it; `item_count` counts live items."""
+
+    session_id: str
+    user_id: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    item_count: int
+
+
+class SessionPage(list[SessionInfo]):
+    """One page of `SessionInfo`, most recently active first.
+
+    Example::
+
+        page = await store.list_sessions(user_id="alice", limit=20)
+        while page:
+            show(page)
+            page = await store.list_sessions(user_id="alice", cursor=page.next_cursor)
+    """
+
+    def __init__(self, infos: list[SessionInfo], next_cursor: str | None) -> None:
+        super().__init__(infos)
+        self.next_cursor = next_cursor
+        """Pass to `list_sessions(cursor=...)` for the next page; None on the last page."""
+
+
+@dataclass(frozen=True)
+class Removed:
+    """How much a removal deleted."""
+
+    sessions: int = 0
+    items: int = 0
+
+    def __add__(self, other: Removed) -> Removed:
+        return Removed(self.sessions + other.sessions, self.items + other.items)
+
+
+def encode_cursor(updated_at: datetime, row_id: int) -> str:
+    """An opaque cursor for the position after (updated_at, row_id)."""
+    raw = json.dumps([updated_at.isoformat(), row_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    """The position a cursor of `encode_cursor` stands for."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        stamp, row_id = json.loads(raw)
+        return datetime.fromisoformat(stamp), int(row_id)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"not a cursor of list_sessions: {cursor!r}") from exc

@@ -1,0 +1,172 @@
+"""Retention and management: TTL, owners, metadata, state, listing and removal."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agents_sqlalchemy import ConfigurationError, ItemError, Removed, SessionStore
+from agents_sqlalchemy import repository as repository_module
+
+from .items import message
+from .test_protocol import raw_rows
+
+
+def travel(monkeypatch: pytest.MonkeyPatch, ahead: timedelta) -> None:
+    """Make the store's reads and purges see a clock `ahead` of the real one."""
+    real = repository_module.utcnow
+    monkeypatch.setattr(repository_module, "utcnow", lambda: real() + ahead)
+
+
+async def test_expired_items_never_come_back(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with SessionStore(db_url, create_tables=True, ttl=3600) as store:
+        short = store.session("s", ttl=timedelta(minutes=10))
+        await short.add_items([message("old-1"), message("old-2")])
+        keep = store.session("s", ttl=timedelta(days=2))
+        await keep.add_items([message("kept")])
+        await short.add_items([message("old-3")])
+        travel(monkeypatch, timedelta(hours=1, minutes=1))  # past 10 min and the store's hour
+        assert await keep.get_items() == [message("kept")]
+        assert await keep.get_items(limit=1) == [message("kept")]
+        assert await keep.get_items(limit=5) == [message("kept")]  # limit counts live items
+        assert await keep.pop_item() == message("kept")
+        assert await keep.pop_item() is None  # expired items are not popped either
+        assert (await store.session_info("s")).item_count == 0  # type: ignore[union-attr]
+        assert len(await raw_rows(db_url, "SELECT id FROM agents_sqlalchemy_items")) == 3
+        assert await store.purge_expired(batch_size=2) == 3
+        assert await raw_rows(db_url, "SELECT id FROM agents_sqlalchemy_items") == []
+        assert await store.purge_expired() == 0
+
+
+async def test_items_without_ttl_do_not_expire(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items([message("forever")])
+        travel(monkeypatch, timedelta(days=3650))
+        assert await store.session("s").get_items() == [message("forever")]
+        assert await store.purge_expired() == 0
+
+
+def test_ttl_must_be_positive(sqlite_url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        SessionStore(sqlite_url, ttl=0)
+    with pytest.raises(ConfigurationError):
+        SessionStore(sqlite_url).session("s", ttl=-5)
+
+
+async def test_owner_and_metadata(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s", user_id="alice", metadata={"channel": "web", "tier": 1})
+        assert await session.get_metadata() == {}  # nothing written yet
+        await session.add_items([message("hi")])
+        assert await session.get_metadata() == {"channel": "web", "tier": 1}
+        merged = await session.update_metadata({"tier": 2, "channel": None, "lang": "fr"})
+        assert merged == {"tier": 2, "lang": "fr"}
+        assert await store.session("s").get_metadata() == merged
+        info = await store.session_info("s")
+        assert info is not None and info.user_id == "alice" and info.item_count == 1
+        await session.set_user_id("bob")
+        assert [i.session_id for i in await store.list_sessions(user_id="bob")] == ["s"]
+        assert await store.list_sessions(user_id="alice") == []
+        # Metadata set before any item creates the session row.
+        fresh = store.session("new", user_id="carol")
+        await fresh.update_metadata({"topic": "billing"})
+        info = await store.session_info("new")
+        assert info is not None and info.user_id == "carol" and info.item_count == 0
+        with pytest.raises(ItemError):
+            await session.update_metadata({"bad": object()})
+        assert await session.get_metadata() == merged
+
+
+async def test_state(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        assert await session.get_state("cart", default=[]) == []
+        await session.set_state("cart", [{"sku": "A-1", "qty": 2}])
+        await session.set_state("step", 3)
+        await session.set_state("note", "Zürich ✓")
+        assert await session.get_state("cart") == [{"sku": "A-1", "qty": 2}]
+        await session.delete_state("step")
+        await session.delete_state("never-set")
+        with pytest.raises(ItemError):
+            await session.set_state("bad", {1, 2})
+        with pytest.raises(ConfigurationError):
+            await session.set_state("", 1)
+    async with SessionStore(db_url) as store:
+        session = store.session("s")
+        assert await session.get_state("step") is None
+        assert await session.get_state("note") == "Zürich ✓"
+        assert await session.get_state("cart") == [{"sku": "A-1", "qty": 2}]
+        assert await session.get_items() == []  # state is not history
+
+
+async def test_list_sessions_pages_most_recent_first(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        for i in range(7):
+            owner = "alice" if i % 2 == 0 else "bob"
+            session = store.session(f"s{i}", user_id=owner, metadata={"i": i, "odd": i % 2 == 1})
+            await session.add_items([message(str(n)) for n in range(i)] or [message("x")])
+        await store.session("s2").add_items([message("s2 is now the most recent")])
+        seen, cursor, pages = [], None, 0
+        while True:
+            page = await store.list_sessions(limit=3, cursor=cursor)
+            seen += page
+            pages += 1
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert pages == 3
+        assert [i.session_id for i in seen] == ["s2", "s6", "s5", "s4", "s3", "s1", "s0"]
+        assert [i.item_count for i in seen] == [3, 6, 5, 4, 3, 1, 1]
+        assert all(i.updated_at.tzinfo is not None for i in seen)
+        assert all(i.updated_at.utcoffset() == timedelta(0) for i in seen)
+        assert seen[0].metadata == {"i": 2, "odd": False}
+        alice = await store.list_sessions(user_id="alice")
+        assert [i.session_id for i in alice] == ["s2", "s6", "s4", "s0"]
+        assert alice.next_cursor is None
+        odd = await store.list_sessions(metadata={"odd": True})
+        assert [i.session_id for i in odd] == ["s5", "s3", "s1"]
+        assert [i.session_id for i in await store.list_sessions(metadata={"i": 4})] == ["s4"]
+        middle = seen[3].updated_at
+        newer = await store.list_sessions(updated_after=middle)
+        assert [i.session_id for i in newer] == ["s2", "s6", "s5"]
+        older = await store.list_sessions(updated_before=middle, user_id="bob")
+        assert [i.session_id for i in older] == ["s3", "s1"]
+        with pytest.raises(ConfigurationError):
+            await store.list_sessions(cursor="garbage!")
+        with pytest.raises(ConfigurationError):
+            await store.list_sessions(metadata={"i": [1]})
+
+
+async def test_removal(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        for i in range(4):
+            session = store.session(f"a{i}", user_id="alice")
+            await session.add_items([message("x")] * 3)
+            await session.set_state("k", i)
+        await store.session("b0", user_id="bob").add_items([message("y")] * 2)
+        assert await store.delete_session("a0") == Removed(sessions=1, items=3)
+        assert await store.delete_session("a0") == Removed()
+        assert await store.session("a0").get_state("k") is None
+        assert await store.delete_user("alice") == Removed(sessions=3, items=9)
+        assert [i.session_id for i in await store.list_sessions()] == ["b0"]
+        travel(monkeypatch, timedelta(days=31))
+        await store.session("fresh").add_items([message("new")])  # active "now"
+        assert await store.purge_inactive(timedelta(days=30)) == Removed(sessions=1, items=2)
+        assert [i.session_id for i in await store.list_sessions()] == ["fresh"]
+    rows = await raw_rows(db_url, "SELECT session_id FROM agents_sqlalchemy_sessions")
+    assert rows == [("fresh",)]
+    assert len(await raw_rows(db_url, "SELECT id FROM agents_sqlalchemy_items")) == 1
+
+
+async def test_times_are_utc_and_aware(db_url: str) -> None:
+    before = datetime.now(timezone.utc)
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items([message("x")])
+        info = await store.session_info("s")
+    assert info is not None
+    for stamp in (info.created_at, info.updated_at):
+        assert stamp.tzinfo is not None and stamp.utcoffset() == timedelta(0)
+        assert before - timedelta(seconds=5) <= stamp <= datetime.now(timezone.utc)
