@@ -1,0 +1,152 @@
+"""A key provider for a cloud KMS, with an offline stand-in so that this file runs anywhere.
+
+    python examples/kms_key_provider.py
+
+`KmsKeyProvider` adapts any client with the AWS KMS `encrypt`/`decrypt` call shape (the
+boto3 `kms` client, or a compatible one) to `agents_sqlalchemy.crypto.KeyProvider`::
+
+    import boto3
+    provider = KmsKeyProvider(boto3.client("kms"), "arn:aws:kms:eu-west-1:111122223333:key/...")
+    store = SessionStore(url, key=provider)
+
+The KMS is called when the database's keyring is created and once each time a store opens
+it, never per item: it guards the keyring secrets, which wrap the items' keys locally.
+boto3 is blocking; the library runs plain `wrap`/`unwrap` methods in a worker thread, and
+awaits them directly if they are `async def` (as with an async client).
+
+`LocalKmsStandIn` imitates that client in memory. It is a STAND-IN FOR DEMOS AND TESTS:
+its key lives in this process, so it protects nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from typing import Any, Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from agents_sqlalchemy.crypto import KeyProvider, Place, open_item, resolve_key, seal_item
+from agents_sqlalchemy.errors import KeyProviderError, WrongKeyError
+
+# KMS authenticates the encryption context: a blob made for this purpose opens for no other.
+CONTEXT = {"purpose": "agents-sqlalchemy keyring"}
+
+
+class KmsClient(Protocol):
+    """The two calls of the AWS KMS API that the adapter uses (boto3 spelling)."""
+
+    def encrypt(
+        self, *, KeyId: str, Plaintext: bytes, EncryptionContext: dict[str, str]
+    ) -> dict[str, Any]: ...
+
+    def decrypt(
+        self, *, CiphertextBlob: bytes, KeyId: str, EncryptionContext: dict[str, str]
+    ) -> dict[str, Any]: ...
+
+
+class KmsKeyProvider:
+    """`KeyProvider` over a KMS key: `kek_id` is the key's ARN (stable, not secret)."""
+
+    def __init__(self, client: KmsClient, key_id: str) -> None:
+        self._client = client
+        self._key_id = key_id
+        self.calls = 0  # for the demo: how often the KMS was reached
+
+    @property
+    def kek_id(self) -> str:
+        return self._key_id
+
+    def wrap(self, data_key: bytes) -> bytes:
+        self.calls += 1
+        response = self._client.encrypt(
+            KeyId=self._key_id, Plaintext=data_key, EncryptionContext=CONTEXT
+        )
+        return bytes(response["CiphertextBlob"])
+
+    def unwrap(self, wrapped: bytes) -> bytes:
+        self.calls += 1
+        response = self._client.decrypt(
+            CiphertextBlob=wrapped, KeyId=self._key_id, EncryptionContext=CONTEXT
+        )
+        return bytes(response["Plaintext"])
+
+
+class InvalidCiphertextException(Exception):
+    """What KMS raises when a blob is not from this key or its context differs."""
+
+
+class LocalKmsStandIn:
+    """An in-memory imitation of a KMS client: AES-256-GCM under keys it makes up per id.
+
+    FOR DEMOS AND TESTS ONLY: the keys live in this process's memory.
+    """
+
+    def __init__(self) -> None:
+        self._keys: dict[str, AESGCM] = {}
+
+    def _key(self, key_id: str) -> AESGCM:
+        return self._keys.setdefault(key_id, AESGCM(AESGCM.generate_key(bit_length=256)))
+
+    def encrypt(
+        self, *, KeyId: str, Plaintext: bytes, EncryptionContext: dict[str, str]
+    ) -> dict[str, Any]:
+        nonce = os.urandom(12)
+        sealed = self._key(KeyId).encrypt(nonce, Plaintext, _aad(KeyId, EncryptionContext))
+        return {"CiphertextBlob": nonce + sealed, "KeyId": KeyId}
+
+    def decrypt(
+        self, *, CiphertextBlob: bytes, KeyId: str, EncryptionContext: dict[str, str]
+    ) -> dict[str, Any]:
+        nonce, sealed = CiphertextBlob[:12], CiphertextBlob[12:]
+        try:
+            plaintext = self._key(KeyId).decrypt(nonce, sealed, _aad(KeyId, EncryptionContext))
+        except InvalidTag:
+            raise InvalidCiphertextException("the ciphertext is not from this key") from None
+        return {"Plaintext": plaintext, "KeyId": KeyId}
+
+
+def _aad(key_id: str, context: dict[str, str]) -> bytes:
+    return json.dumps([key_id, context], sort_keys=True).encode()
+
+
+async def main() -> None:
+    kms = LocalKmsStandIn()
+    provider = KmsKeyProvider(kms, "alias/agents-demo")
+    assert isinstance(provider, KeyProvider)
+
+    # First use of a database: a new keyring row, its secrets wrapped by the KMS key.
+    kek = await resolve_key(provider, None)
+    record = kek.record
+    print(f"keyring row {record.kek_id} kind={record.kind} params={record.params}")
+
+    session_hash = hashlib.sha256(b"user-123").hexdigest()
+    sealed = [
+        seal_item(
+            kek, f'{{"role":"user","content":"message {seq}"}}'.encode(), Place(session_hash, seq)
+        )
+        for seq in range(1, 1001)
+    ]
+    print(f"sealed {len(sealed)} items; KMS calls so far: {provider.calls}")
+
+    # Another process opens the same database: one KMS call, then local unwraps.
+    reopened = await resolve_key(provider, record)
+    first = open_item(reopened, sealed[0].ciphertext, sealed[0].wrapped_key, Place(session_hash, 1))
+    print(f"reopened, item 1 = {first.decode()}; KMS calls so far: {provider.calls}")
+
+    # The wrong KMS key is refused before anything is read.
+    try:
+        await resolve_key(KmsKeyProvider(kms, "alias/someone-else"), record)
+    except WrongKeyError as exc:
+        print(f"another key id: {type(exc).__name__}: {exc}")
+    try:
+        await resolve_key(KmsKeyProvider(LocalKmsStandIn(), "alias/agents-demo"), record)
+    except KeyProviderError as exc:
+        print(f"same id, other key material: {type(exc).__name__}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
