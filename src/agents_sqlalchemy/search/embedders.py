@@ -1,0 +1,143 @@
+"""The `Embedder` protocol, and the helpers that call any embedder and pack its vectors.
+
+An embedder is any object with `dim`, `metric` ("cosine"), `model_id` and two methods,
+`embed(texts)` for stored items and `embed_queries(texts)` for queries (the same for most
+models; different for models trained with query prompts). Each returns one vector per text as
+a numpy array or a list of lists of floats, and may be sync or `async`.
+
+Vectors are stored as little-endian float32 bytes, L2-normalised, so cosine similarity is a
+dot product: `embed_documents` returns those bytes, `embed_query` the query as an array.
+
+Example::
+
+    class Constant:
+        dim, metric, model_id = 2, "cosine", "constant-v1"
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0, 0.0] for _ in texts]
+
+        embed_queries = embed
+
+    blobs = await embed_documents(Constant(), ["a", "b"])   # [b'\\x00\\x00\\x80?...', ...]
+    query = await embed_query(Constant(), "a")              # array([1., 0.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import EmbedderError
+
+#: What `embed`/`embed_queries` may return: one row per text.
+VectorBatch: TypeAlias = "npt.NDArray[Any] | Sequence[Sequence[float]]"
+#: A float32 matrix, one L2-normalised row per text.
+Matrix: TypeAlias = "npt.NDArray[np.float32]"
+#: The byte layout of a stored vector.
+VECTOR_DTYPE = np.dtype("<f4")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors of `dim` floats; `model_id` names the model and its settings.
+
+    Vectors of two different `model_id` values are never compared: change `model_id`
+    whenever the vectors would change (model, version, dimensions, prompts).
+    """
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def metric(self) -> str: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    def embed(self, texts: list[str]) -> VectorBatch | Awaitable[VectorBatch]:
+        """Vectors of stored texts (documents)."""
+        ...
+
+    def embed_queries(self, texts: list[str]) -> VectorBatch | Awaitable[VectorBatch]:
+        """Vectors of search queries."""
+        ...
+
+
+async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -> Matrix:
+    """Call the embedder (sync or async) and return a checked, L2-normalised float32 matrix.
+
+    Sync embedders embed documents in a worker thread so a large batch does not stall the
+    event loop; queries are embedded inline (one short text).
+    """
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise EmbedderError(f"text {i} is empty or not a string: index nothing for it")
+    if embedder.metric != "cosine":
+        raise EmbedderError(f"metric {embedder.metric!r} is not supported: use 'cosine'")
+    method: Callable[[list[str]], Any] = embedder.embed_queries if queries else embedder.embed
+    if inspect.iscoroutinefunction(method) or queries:
+        result = method(texts)
+    else:
+        result = await asyncio.to_thread(method, texts)
+    if inspect.isawaitable(result):
+        result = await result
+    return _check(np.asarray(result, dtype=np.float32), len(texts), embedder)
+
+
+def _check(matrix: Matrix, count: int, embedder: Embedder) -> Matrix:
+    if matrix.shape != (count, embedder.dim):
+        raise EmbedderError(
+            f"embedder {embedder.model_id!r} returned shape {matrix.shape}, "
+            f"expected ({count}, {embedder.dim})"
+        )
+    if not np.isfinite(matrix).all():
+        raise EmbedderError(f"embedder {embedder.model_id!r} returned NaN or infinite values")
+    return normalize(matrix)
+
+
+def normalize(matrix: npt.NDArray[Any]) -> Matrix:
+    """Rows scaled to unit length (zero rows stay zero), as float32."""
+    out = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(out, axis=-1, keepdims=True)
+    unit = np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
+    return np.asarray(unit, dtype=np.float32)
+
+
+async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
+    """One stored vector (`dim * 4` bytes) per text, ready for the embeddings table.
+
+    Texts must not be empty: an item whose `item_text` is `""` gets no embedding row.
+    """
+    return pack_vectors(await embed_texts(embedder, texts))
+
+
+async def embed_query(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
+    """The query's vector (shape `(dim,)`), for `cosine_scores` or `rank`."""
+    matrix = await embed_texts(embedder, [text], queries=True)
+    return matrix.reshape(embedder.dim)
+
+
+def pack_vectors(matrix: npt.NDArray[Any]) -> list[bytes]:
+    """Rows of a matrix as little-endian float32 bytes."""
+    rows = np.ascontiguousarray(matrix, dtype=VECTOR_DTYPE)
+    return [row.tobytes() for row in rows]
+
+
+def unpack_vectors(blobs: Sequence[bytes], dim: int) -> Matrix:
+    """Stored vectors back into an `(n, dim)` float32 matrix; a wrong length raises.
+
+    A length other than `dim * 4` means the vector came from another model: never compared.
+    """
+    size = dim * VECTOR_DTYPE.itemsize
+    if set(map(len, blobs)) - {size}:
+        raise EmbedderError(f"a stored vector is not {size} bytes: it belongs to another model")
+    flat = np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE)
+    return flat.reshape(len(blobs), dim).astype(np.float32, copy=False)

@@ -1,0 +1,93 @@
+"""The default embedder: feature hashing of words and character n-grams, no model at all.
+
+It knows no synonyms ("release" and "deployment" are unrelated to it) but matches shared
+words and word pieces ("deploy", "deployments", "redeployed"), needs nothing beyond numpy,
+and embeds a query in tens of microseconds. For meaning, use `Model2VecEmbedder`.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigurationError
+from .embedders import normalize
+from .text import tokenize
+
+
+class HashingEmbedder:
+    """Signed feature hashing of the tokeniser's terms and their character n-grams.
+
+    Example::
+
+        embedder = HashingEmbedder()           # 256 dims, model_id "hashing-v1-256-3-5-0.5"
+        vectors = embedder.embed(["the disk was full", "lunch plans"])   # (2, 256) float32
+    """
+
+    metric = "cosine"
+
+    def __init__(
+        self, dim: int = 256, *, ngrams: tuple[int, int] = (3, 5), ngram_weight: float = 0.5
+    ) -> None:
+        if dim < 8 or ngrams[0] < 1 or ngrams[1] < ngrams[0] or ngram_weight < 0:
+            raise ConfigurationError(
+                "dim must be >= 8, ngrams a (min, max) range, ngram_weight >= 0"
+            )
+        self.dim = dim
+        self.ngrams = ngrams
+        self.ngram_weight = ngram_weight
+        self.model_id = f"hashing-v1-{dim}-{ngrams[0]}-{ngrams[1]}-{ngram_weight:g}"
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """One unit vector per text (all zeros for a text without terms)."""
+        indices: list[npt.NDArray[np.int64]] = []
+        weights: list[npt.NDArray[np.float64]] = []
+        for row, text in enumerate(texts):
+            for term, count in Counter(tokenize(text)).items():
+                idx, val = _features(term, self.dim, self.ngrams, self.ngram_weight)
+                indices.append(idx + row * self.dim)
+                weights.append(val * (1.0 + math.log(count)))
+        size = len(texts) * self.dim
+        flat = np.zeros(size)
+        if indices:
+            sums = np.bincount(np.concatenate(indices), np.concatenate(weights), minlength=size)
+            flat = np.asarray(sums, dtype=np.float64)
+        return normalize(flat.reshape(len(texts), self.dim))
+
+    def embed_queries(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Queries are embedded like documents."""
+        return self.embed(texts)
+
+
+def _ngrams(term: str, bounds: tuple[int, int]) -> Sequence[str]:
+    padded = f"<{term}>"
+    return [
+        padded[i : i + n]
+        for n in range(bounds[0], bounds[1] + 1)
+        for i in range(len(padded) - n + 1)
+    ]
+
+
+@lru_cache(maxsize=65536)
+def _features(
+    term: str, dim: int, ngrams: tuple[int, int], ngram_weight: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The hashed features of one term: the term itself (weight 1) and its n-grams (together
+    of norm about `ngram_weight`), duplicates merged."""
+    grams = _ngrams(term, ngrams) if ngram_weight else []
+    features = {f"w:{term}": 1.0}
+    for gram in grams:
+        key = f"g:{gram}"
+        features[key] = features.get(key, 0.0) + ngram_weight / math.sqrt(len(grams))
+    acc: dict[int, float] = {}
+    for feature, weight in features.items():
+        h = zlib.crc32(feature.encode("utf-8"))
+        sign = 1.0 if h & 0x80000000 else -1.0
+        acc[h % dim] = acc.get(h % dim, 0.0) + sign * weight
+    return np.fromiter(acc.keys(), np.int64, len(acc)), np.fromiter(acc.values(), np.float64)

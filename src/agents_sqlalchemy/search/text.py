@@ -1,0 +1,255 @@
+"""What of an SDK item is searchable, and how text becomes keyword terms.
+
+`item_text` projects an item onto plain text: message text (a string or `input_text`,
+`output_text`, `text`, `refusal` parts), reasoning summaries, tool names and arguments, tool
+outputs, shell commands, search queries. Ids, statuses, images, files and encrypted blobs are
+left out. The item itself is only read, never changed.
+
+`term_counts` turns text into `{term: count}`: lowercase, Unicode word splitting, a small
+English stopword list and a light suffix stemmer. Identifiers survive whole *and* in parts:
+`ERR-4411` gives `err-4411`, `err`, `4411`; `user_42` gives `user_42`, `user`, `42`; Chinese
+and Japanese runs give character bigrams. Terms are plain strings of at most 64 characters,
+so a repository can store them as they are or as keyed hashes.
+
+Example::
+
+    text = item_text({"type": "function_call", "name": "get_logs",
+                      "arguments": '{"service": "checkout-api"}', "call_id": "c1"})
+    text                      # 'get_logs\\nservice: checkout-api'
+    term_counts("ERR-4411: the disk was full")
+    # {'err-4411': 1, 'err': 1, '4411': 1, 'disk': 1, 'full': 1}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+#: Bump when tokenising changes: stored terms made by another version no longer match.
+TOKENIZER_VERSION = 1
+#: The longest term `term_counts` returns (longer ones are cut).
+MAX_TERM_CHARS = 64
+#: `item_text` stops after this many characters by default.
+MAX_TEXT_CHARS = 16_000
+
+# Keys whose values hold searchable text, at any depth of an item.
+_TEXT_KEYS = frozenset(
+    {
+        "content",
+        "text",
+        "refusal",
+        "summary",
+        "name",
+        "arguments",
+        "input",
+        "output",
+        "outputs",
+        "logs",
+        "error",
+        "action",
+        "query",
+        "queries",
+        "command",
+        "commands",
+        "code",
+        "stdout",
+        "stderr",
+        "results",
+        "filename",
+        "operation",
+        "path",
+        "diff",
+        "server_label",
+    }
+)
+# Keys whose string values are often JSON (tool arguments and outputs): flattened to text.
+_JSON_KEYS = frozenset({"arguments", "input", "output"})
+# Items with nothing a person would search for.
+_SKIP_TYPES = frozenset({"item_reference", "mcp_list_tools", "compaction"})
+
+
+def item_text(item: Mapping[str, Any], *, max_chars: int = MAX_TEXT_CHARS) -> str:
+    """The plain text of an SDK item to index; `""` means there is nothing to index.
+
+    >>> item_text({"role": "user", "content": [{"type": "input_text", "text": "hi there"}]})
+    'hi there'
+    """
+    if item.get("type") in _SKIP_TYPES:
+        return ""
+    pieces: list[str] = []
+    size = 0
+    for piece in _walk(item):
+        piece = piece.strip()
+        if not piece:
+            continue
+        pieces.append(piece)
+        size += len(piece) + 1
+        if size >= max_chars:
+            break
+    return "\n".join(pieces)[:max_chars]
+
+
+def _walk(value: Any, key: str | None = None) -> Iterator[str]:
+    if isinstance(value, str):
+        if key in _JSON_KEYS and value[:1] in ("{", "["):
+            try:
+                yield from _flatten_json(json.loads(value))
+                return
+            except ValueError:
+                pass
+        if not _is_blob(value):
+            yield value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if k in _TEXT_KEYS:
+                yield from _walk(v, k)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _walk(v, key)
+
+
+def _flatten_json(value: Any, key: str | None = None) -> Iterator[str]:
+    """Tool data as `key: value` lines: keys are often the only words around a number."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _flatten_json(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _flatten_json(v, key)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        if isinstance(value, str) and _is_blob(value):
+            return
+        yield f"{key}: {value}" if key else str(value)
+
+
+def _is_blob(text: str) -> bool:
+    """Data URLs and long unbroken runs (base64, hashes) are not worth indexing."""
+    return text.startswith("data:") or (len(text) > 200 and not any(c.isspace() for c in text))
+
+
+# English words too common to search for; kept small on purpose.
+STOPWORDS = frozenset(
+    """a about above after again all am an and any are as at be because been before being
+    below between both but by can could did do does doing during each few for from further
+    had has have having he her here hers him his how i if in into is it its itself just me
+    more most my myself no nor not now of on once only or other our ours over own same she
+    should so some such than that the their theirs them then there these they this those
+    through to too until up very was we were what when where which while who whom why will
+    with would you your yours im ive id youre youve dont doesnt didnt isnt wasnt cant wont
+    lets please thanks thank ok okay hi hey also us""".split()  # noqa: SIM905
+)
+
+# A word, or words joined by connectors: `err-4411`, `v2.3.1`, `a@b.com`, `/var/lib`.
+_TOKEN = re.compile(r"[^\W_]+(?:[-_.+/:@#][^\W_]+)*")
+_SEGMENT_SEP = re.compile(r"[/:@#]")
+_PART_SEP = re.compile(r"[-_.+/:@#]")
+_APOSTROPHE_S = re.compile(r"['\u2019]s\b")
+_APOSTROPHE = re.compile(r"['\u2019]")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_VOWELS = frozenset("aeiouy")
+
+
+_WORD = re.compile(r"\w(?:[\w'\u2019.@/+-]*\w)?")
+
+
+def content_words(text: str) -> str:
+    """The words of `text` without stopwords and punctuation; `text` if nothing is left.
+
+    For embedders that average token vectors (static models): function words and
+    punctuation pull every question towards every other question.
+
+    >>> content_words("What's the name of my dog (a shiba)?")
+    'name dog shiba'
+    """
+    kept = [
+        word
+        for word in _WORD.findall(text)
+        if _APOSTROPHE.sub("", _APOSTROPHE_S.sub("", word.casefold())) not in STOPWORDS
+    ]
+    return " ".join(kept) or text
+
+
+def tokenize(text: str) -> list[str]:
+    """The terms of `text` in order, with repeats (single ASCII characters are dropped).
+
+    >>> tokenize("Deploys failed: v2.3.1")
+    ['deploy', 'fail', 'v2.3.1', 'v2']
+    """
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _APOSTROPHE.sub("", _APOSTROPHE_S.sub("", text))
+    terms: list[str] = []
+    for match in _TOKEN.finditer(text):
+        terms.extend(_token_terms(match.group()))
+    return terms
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """`{term: count}` of `text`: what the keyword index stores per item, and the query terms.
+
+    >>> term_counts("user_42 and user_42")
+    {'user_42': 2, 'user': 2, '42': 2}
+    """
+    return dict(Counter(tokenize(text)))
+
+
+@lru_cache(maxsize=65536)
+def _token_terms(token: str) -> tuple[str, ...]:
+    if not _PART_SEP.search(token):
+        return _word_terms(token)
+    terms = [token[:MAX_TERM_CHARS]]
+    segments = _SEGMENT_SEP.split(token)
+    if len(segments) > 1:
+        terms.extend(s[:MAX_TERM_CHARS] for s in segments if _PART_SEP.search(s))
+    for part in _PART_SEP.split(token):
+        terms.extend(_word_terms(part))
+    return tuple(terms)
+
+
+def _word_terms(word: str) -> tuple[str, ...]:
+    if _CJK.search(word):
+        out: list[str] = []
+        for piece in re.split(f"({_CJK.pattern})", word):
+            if _CJK.fullmatch(piece):
+                out.extend(piece[i : i + 2] for i in range(max(1, len(piece) - 1)))
+            elif piece:
+                out.extend(_word_terms(piece))
+        return tuple(out)
+    if word in STOPWORDS or (len(word) == 1 and word.isascii()):
+        return ()
+    return (stem(word)[:MAX_TERM_CHARS],)
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plurals, -ing, -ed, -ment, -ation and a final -e.
+
+    Index and query go through the same function, so only consistency matters.
+
+    >>> [stem(w) for w in ["deployments", "released", "release", "stopped", "entries"]]
+    ['deploy', 'releas', 'releas', 'stop', 'entry']
+    """
+    if len(word) <= 3 or not (word.isascii() and word.isalpha()):
+        return word
+    w = word
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ation", "ment", "ing", "ed"):
+        if w.endswith(suffix):
+            rest = w[: -len(suffix)]
+            if len(rest) >= 3 and _VOWELS.intersection(rest):
+                w = rest
+                doubled = len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz"
+                if suffix in ("ing", "ed") and doubled:
+                    w = w[:-1]
+            break
+    if w.endswith("e") and len(w) >= 4:
+        w = w[:-1]
+    return w

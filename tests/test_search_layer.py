@@ -1,0 +1,459 @@
+"""The search layer on its own: embedders, text projection, tokeniser, ranking. No database."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import doctest
+import json
+import math
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+import agents_sqlalchemy.search._extras as extras_module
+import agents_sqlalchemy.search.ranking as ranking_module
+import agents_sqlalchemy.search.text as text_module
+from agents_sqlalchemy import AgentsSQLAlchemyError, ConfigurationError
+from agents_sqlalchemy.search import (
+    MAX_TERM_CHARS,
+    CorpusStats,
+    Embedder,
+    EmbedderError,
+    HashingEmbedder,
+    MemoryIndex,
+    MissingExtraError,
+    Model2VecEmbedder,
+    OpenAIEmbedder,
+    RankParams,
+    SentenceTransformerEmbedder,
+    bm25_scores,
+    content_words,
+    cosine_scores,
+    embed_documents,
+    embed_query,
+    fuse,
+    item_text,
+    pack_vectors,
+    rank,
+    recency_scores,
+    term_counts,
+    tokenize,
+    unpack_vectors,
+)
+
+from . import items as sdk
+
+try:  # the openai package's HTTP client: httpx, or its successor httpx2
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - depends on the installed openai
+    import httpx  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+
+class SyncEmbedder:
+    dim, metric, model_id = 3, "cosine", "sync-v1"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[float(len(t)), 1.0, 0.0] for t in texts]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return [[0.0, 0.0, 2.0] for _ in texts]
+
+
+class AsyncEmbedder:
+    dim, metric, model_id = 2, "cosine", "async-v1"
+
+    async def embed(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        return np.array([[3.0, 4.0] for _ in texts])
+
+    async def embed_queries(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        return np.array([[0.0, 5.0] for _ in texts])
+
+
+@pytest.mark.parametrize("module", [text_module, ranking_module, extras_module])
+def test_docstring_examples_hold(module: Any) -> None:
+    assert doctest.testmod(module).failed == 0
+
+
+# --- Embedder protocol and helpers -------------------------------------------------------
+
+
+def test_any_object_with_the_attributes_is_an_embedder() -> None:
+    assert isinstance(SyncEmbedder(), Embedder)
+    assert isinstance(AsyncEmbedder(), Embedder)
+    assert isinstance(HashingEmbedder(), Embedder)
+    assert not isinstance(object(), Embedder)
+
+
+async def test_sync_and_async_embedders_give_unit_float32_bytes() -> None:
+    for embedder in (SyncEmbedder(), AsyncEmbedder()):
+        blobs = await embed_documents(embedder, ["ab", "abcd"])
+        assert [len(b) for b in blobs] == [embedder.dim * 4] * 2
+        matrix = unpack_vectors(blobs, embedder.dim)
+        assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0)
+    query = await embed_query(AsyncEmbedder(), "q")
+    assert query.dtype == np.float32 and query.tolist() == [0.0, 1.0]
+    assert (await embed_query(SyncEmbedder(), "q")).tolist() == [0.0, 0.0, 1.0]
+    assert await embed_documents(SyncEmbedder(), []) == []
+
+
+async def test_bad_embedder_output_and_input_raise_embedder_error() -> None:
+    class WrongShape(SyncEmbedder):
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0, 2.0] for _ in texts]
+
+    class NotANumber(SyncEmbedder):
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [[math.nan, 1.0, 1.0] for _ in texts]
+
+    class DotProduct(SyncEmbedder):
+        metric = "dot"
+
+    with pytest.raises(EmbedderError, match=r"shape \(1, 2\), expected \(1, 3\)"):
+        await embed_documents(WrongShape(), ["x"])
+    with pytest.raises(EmbedderError, match="NaN"):
+        await embed_documents(NotANumber(), ["x"])
+    with pytest.raises(EmbedderError, match="metric"):
+        await embed_documents(DotProduct(), ["x"])
+    with pytest.raises(EmbedderError, match="empty"):
+        await embed_documents(SyncEmbedder(), ["fine", "  "])
+    assert issubclass(EmbedderError, AgentsSQLAlchemyError)
+
+
+def test_vectors_round_trip_and_a_foreign_length_is_refused() -> None:
+    matrix = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
+    blobs = pack_vectors(matrix)
+    assert blobs[1] == np.array([0.6, 0.8], dtype="<f4").tobytes()
+    assert np.array_equal(unpack_vectors(blobs, 2), matrix)
+    with pytest.raises(EmbedderError, match="another model"):
+        unpack_vectors([blobs[0], b"\x00" * 12], 2)
+
+
+# --- The default embedder ----------------------------------------------------------------
+
+
+def test_hashing_embedder_is_deterministic_unit_and_lexical() -> None:
+    embedder = HashingEmbedder()
+    assert (embedder.dim, embedder.model_id) == (256, "hashing-v1-256-3-5-0.5")
+    assert HashingEmbedder(dim=64, ngram_weight=0).model_id == "hashing-v1-64-3-5-0"
+    a, b, c, empty = embedder.embed(
+        ["the deployments failed", "deployment failure on friday", "lunch plans", "the of"]
+    )
+    assert math.isclose(float(np.linalg.norm(a)), 1.0, rel_tol=1e-5)
+    assert float(a @ b) > float(a @ c) + 0.2
+    assert not empty.any()
+    with pytest.raises(ConfigurationError):
+        HashingEmbedder(dim=4)
+
+
+def test_hashing_embedder_is_the_same_in_every_process() -> None:
+    code = (
+        "from agents_sqlalchemy.search import HashingEmbedder;"
+        "print(HashingEmbedder().embed(['ERR-4411 disk full']).tobytes().hex())"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
+    assert outputs.pop().strip() == HashingEmbedder().embed(["ERR-4411 disk full"]).tobytes().hex()
+
+
+# --- Plain-text projection ---------------------------------------------------------------
+
+
+def test_item_text_of_every_sdk_item_shape_and_items_are_not_mutated() -> None:
+    before = copy.deepcopy(sdk.ALL)
+    texts = [item_text(item) for item in sdk.ALL]
+    assert before == sdk.ALL
+    user, reasoning, call, output, assistant, multipart, nested = texts
+    assert user == "Remember: my dog is called Mochi 🐶, né à Zürich."
+    assert reasoning == "The user wants the weather; call the tool."
+    assert call == "lookup_weather\ncity: Zürich\nunits: metric"
+    assert output == "temp_c: 21.5\nsky: ☀️"
+    assert assistant == "It is 21.5 °C and sunny."
+    assert multipart == "What is in this picture? 日本語も"
+    assert nested == "nested"
+    assert "gAAAA" not in reasoning and "base64" not in multipart
+
+
+def test_item_text_of_other_tool_items() -> None:
+    shell = {"type": "local_shell_call", "action": {"command": ["ls", "-la"], "env": {}}}
+    assert item_text(shell) == "ls\n-la"
+    web = {"type": "web_search_call", "id": "ws_1", "action": {"type": "search", "query": "q"}}
+    assert item_text(web) == "q"
+    files = {
+        "type": "file_search_call",
+        "queries": ["refund policy"],
+        "results": [{"file_id": "f1", "filename": "policy.pdf", "text": "30 days"}],
+    }
+    assert item_text(files) == "refund policy\npolicy.pdf\n30 days"
+    mcp = {"type": "mcp_call", "name": "get", "arguments": "not json", "output": "[1, 2]"}
+    assert item_text(mcp) == "get\nnot json\n1\n2"
+    click = {"type": "computer_call", "action": {"type": "click", "x": 10, "y": 20}}
+    assert item_text(click) == ""
+    refusal = {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}
+    assert item_text(refusal) == "No."
+    assert item_text({"type": "item_reference", "id": "msg_1"}) == ""
+    assert item_text({"role": "user", "content": "x" * 50 + " y" * 50}, max_chars=20) == "x" * 20
+    assert item_text({"role": "user", "content": "a" * 300}) == ""  # a blob, not words
+
+
+# --- Tokeniser ---------------------------------------------------------------------------
+
+
+def test_identifiers_survive_whole_and_in_parts() -> None:
+    assert term_counts("ERR-4411") == {"err-4411": 1, "err": 1, "4411": 1}
+    assert term_counts("user_42") == {"user_42": 1, "user": 1, "42": 1}
+    assert tokenize("v2.3.1") == ["v2.3.1", "v2"]
+    assert set(tokenize("alex.moreno@fastmail.com")) >= {
+        "alex.moreno@fastmail.com",
+        "alex.moreno",
+        "fastmail.com",
+        "moreno",
+    }
+    # End-of-sentence punctuation is not part of an identifier.
+    assert tokenize("It failed with ERR-4411.") == ["fail", "err-4411", "err", "4411"]
+
+
+def test_tokeniser_is_unicode_aware_with_stems_and_stopwords() -> None:
+    assert tokenize("Zürich STRASSE Straße") == ["zürich", "strass", "strass"]
+    assert tokenize("日本語") == ["日本", "本語"]
+    assert tokenize("What is the") == []
+    assert tokenize("deployments deployed deploying") == ["deploy"] * 3
+    assert tokenize("Lena's shouldn't") == ["lena", "shouldnt"]
+    long = "x" * 100
+    assert tokenize(long) == ["x" * MAX_TERM_CHARS]
+    counts = term_counts("disk disk full")
+    assert counts == {"disk": 2, "full": 1}
+    assert all(type(t) is str and len(t) <= MAX_TERM_CHARS for t in counts)
+
+
+def test_content_words_drop_stopwords_and_punctuation() -> None:
+    assert content_words("Why did the release break?") == "release break"
+    assert content_words("the of") == "the of"
+
+
+# --- Ranking -----------------------------------------------------------------------------
+
+
+def test_bm25_rewards_rare_terms_repeats_and_if_asked_short_items() -> None:
+    stats = CorpusStats(doc_count=100, doc_freq={"rare": 1, "common": 90})
+    rare, common = bm25_scores(["rare", "common"], [{"rare": 1}, {"common": 1}], stats)
+    assert rare > 3 * common > 0
+    once, twice = bm25_scores(["rare"], [{"rare": 1}, {"rare": 2}], stats)
+    assert once < twice < 2 * once  # saturates
+    short, long = bm25_scores(["rare"], [{"rare": 1}] * 2, stats, [5, 50], b=0.75)
+    assert short > long
+    plain = bm25_scores(["rare"], [{"rare": 1}] * 2, stats, [5, 50])  # b=0 by default
+    assert plain[0] == plain[1] == once
+    assert bm25_scores(["rare"], [None, {}], stats).tolist() == [0.0, 0.0]
+
+
+def test_cosine_and_recency_scores() -> None:
+    blobs = pack_vectors(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    scores = cosine_scores(np.array([1.0, 0.0], dtype=np.float32), [blobs[0], None, blobs[1]])
+    assert scores[0] == 1.0 and math.isnan(scores[1]) and scores[2] == 0.0
+    assert cosine_scores(blobs[1], np.array([[0.0, 1.0]])).tolist() == [1.0]
+    assert recency_scores([10, 30, 20, 30]).tolist() == [0.0, 1.0, 0.5, 1.0]
+    assert recency_scores([100, 90], half_life=10).tolist() == [1.0, 0.5]
+    assert recency_scores([5]).tolist() == [1.0]
+
+
+def test_fuse_modes_keep_their_own_candidates_and_ties_go_to_the_newer() -> None:
+    keys = ["a", "b", "c", "d"]
+    vector = np.array([0.9, 0.1, np.nan, 0.5])
+    keyword = np.array([0.0, 4.0, 2.0, 0.0])
+    recency = np.array([0.0, 0.3, 0.6, 1.0])
+    signals: dict[str, Any] = {"vector": vector, "keyword": keyword, "recency": recency}
+    assert [h.key for h in fuse(keys, mode="vector", **signals)] == ["a", "d", "b"]
+    assert [h.key for h in fuse(keys, mode="keyword", **signals)] == ["b", "c"]
+    hybrid = fuse(keys, **signals)
+    assert {h.key for h in hybrid} == set(keys)
+    assert hybrid[0].key == "b"  # strong keyword and some vector beats either alone
+    assert (hybrid[0].vector, hybrid[0].keyword, hybrid[0].recency) == (0.1, 4.0, 0.3)
+    rrf = fuse(keys, params=RankParams(fusion="rrf"), limit=2, **signals)
+    assert len(rrf) == 2
+    tie = fuse(["old", "new"], vector=np.array([0.5, 0.5]), recency=np.array([0.0, 1.0]))
+    assert [h.key for h in tie] == ["new", "old"]
+    with pytest.raises(ConfigurationError):
+        fuse(keys, mode="fuzzy")  # type: ignore[arg-type]
+
+
+def test_rank_from_what_a_repository_fetches() -> None:
+    blobs = pack_vectors(np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]))
+    common: dict[str, Any] = {
+        "positions": [1, 2, 3],
+        "query_vector": np.array([0.0, 1.0], dtype=np.float32),
+        "vectors": blobs,
+        "query_terms": {"disk": 1},
+        "term_freqs": {10: {"disk": 3}},
+        "lengths": {10: 4, 11: 9, 12: 2},
+    }
+    hits = rank([10, 11, 12], mode="keyword", **common)
+    assert [h.key for h in hits] == [10]
+    assert [h.key for h in rank([10, 11, 12], mode="vector", **common)] == [11, 12, 10]
+    hybrid = rank([10, 11, 12], stats=CorpusStats(3, {"disk": 1}, 5.0), limit=1, **common)
+    assert len(hybrid) == 1
+    # Without stats: doc_count = len(keys), document frequencies from term_freqs.
+    derived = rank([10, 11, 12], mode="keyword", **common)[0].keyword
+    given = rank([10, 11, 12], mode="keyword", stats=CorpusStats(3, {"disk": 1}), **common)
+    assert derived == given[0].keyword
+    with pytest.raises(ConfigurationError, match="aligned"):
+        rank([10, 11], **common)
+    with pytest.raises(ConfigurationError, match="term_freqs"):
+        rank([11, 12, 13], **common)
+
+
+async def test_memory_index_indexes_searches_and_forgets() -> None:
+    index: MemoryIndex[str] = MemoryIndex(HashingEmbedder())
+    await index.add(
+        [
+            ("disk", sdk.message("ERR-4411: the disk was full")),
+            ("lunch", sdk.message("lunch plans for friday")),
+            ("empty", {"type": "item_reference", "id": "x"}),
+        ]
+    )
+    assert set(index.entries) == {"disk", "lunch"}
+    for mode in ("hybrid", "vector", "keyword"):
+        hits = await index.search("err-4411", mode=mode, limit=1)
+        assert [h.key for h in hits] == ["disk"]
+    index.remove("disk")
+    assert [h.key for h in await index.search("err-4411")] == ["lunch"]
+    assert await index.search("err-4411", mode="keyword") == []
+    assert await index.search("   ") == []
+    assert await MemoryIndex().search("x", mode="vector") == []
+
+
+# --- Optional adapters -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "make"),
+    [
+        ("model2vec", "model2vec", lambda: Model2VecEmbedder.from_pretrained("some/model")),
+        (
+            "sentence_transformers",
+            "sentence-transformers",
+            lambda: SentenceTransformerEmbedder("all-MiniLM-L6-v2"),
+        ),
+        ("openai", "openai", lambda: OpenAIEmbedder()),
+    ],
+)
+def test_missing_extras_name_the_pip_install(
+    monkeypatch: pytest.MonkeyPatch, module: str, extra: str, make: Any
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
+    with pytest.raises(MissingExtraError) as caught:
+        make()
+    assert f"pip install 'openai-agents-sqlalchemy[{extra}]'" in str(caught.value)
+    assert isinstance(caught.value, ImportError)
+
+
+async def test_sentence_transformer_adapter_passes_prompts_and_normalises() -> None:
+    calls: list[dict[str, Any]] = []
+
+    class FakeModel:
+        def get_sentence_embedding_dimension(self) -> int:
+            return 2
+
+        def encode(self, texts: list[str], **options: Any) -> np.ndarray[Any, Any]:
+            calls.append({"texts": texts, **options})
+            return np.array([[1.0, 1.0] for _ in texts])
+
+    embedder = SentenceTransformerEmbedder(
+        FakeModel(), model_id="st:e5", query_prompt="query: ", document_prompt="passage: "
+    )
+    assert embedder.dim == 2 and embedder.model_id == "st:e5:q='query: ':d='passage: '"
+    await embed_documents(embedder, ["doc"])
+    await embed_query(embedder, "question")
+    assert [c["prompt"] for c in calls] == ["passage: ", "query: "]
+    assert all(c["normalize_embeddings"] for c in calls)
+    with pytest.raises(ConfigurationError, match="model_id"):
+        SentenceTransformerEmbedder(FakeModel())
+
+
+def _openai_client(handler: Any) -> Any:
+    import openai
+
+    transport = httpx.MockTransport(handler)
+    return openai.AsyncOpenAI(
+        api_key="sk-test",
+        base_url="http://embeddings.test/v1",
+        http_client=httpx.AsyncClient(transport=transport),
+        max_retries=0,
+    )
+
+
+async def test_openai_embedder_request_and_response_over_a_fake_transport() -> None:
+    requests: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/embeddings"
+        assert request.headers["authorization"] == "Bearer sk-test"
+        body = json.loads(request.content)
+        requests.append(body)
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(
+                    np.array([float(len(text)), 0.0, 1.0], dtype="<f4").tobytes()
+                ).decode(),
+            }
+            for i, text in enumerate(body["input"])
+        ]
+        data.reverse()  # the order of `data` is not promised: `index` is
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        return httpx.Response(
+            200, json={"object": "list", "data": data, "model": body["model"], "usage": usage}
+        )
+
+    embedder = OpenAIEmbedder(
+        "text-embedding-3-small", dimensions=3, client=_openai_client(handler), batch_size=2
+    )
+    assert (embedder.dim, embedder.model_id) == (3, "openai:text-embedding-3-small:3")
+    vectors = await embedder.embed(["a", "bb", "ccc"])
+    assert requests == [
+        {
+            "model": "text-embedding-3-small",
+            "input": ["a", "bb"],
+            "dimensions": 3,
+            "encoding_format": "base64",
+        },
+        {
+            "model": "text-embedding-3-small",
+            "input": ["ccc"],
+            "dimensions": 3,
+            "encoding_format": "base64",
+        },
+    ]
+    assert vectors.dtype == np.float32
+    assert vectors.tolist() == [[1.0, 0.0, 1.0], [2.0, 0.0, 1.0], [3.0, 0.0, 1.0]]
+    query = await embed_query(embedder, "bb")
+    assert np.allclose(query, np.array([2.0, 0.0, 1.0]) / math.sqrt(5))
+
+
+async def test_openai_embedder_reads_float_lists_and_checks_counts() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        data = [{"object": "embedding", "index": 0, "embedding": [0.5] * 1536}]
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        return httpx.Response(
+            200, json={"object": "list", "data": data, "model": "m", "usage": usage}
+        )
+
+    embedder = OpenAIEmbedder(client=_openai_client(handler))
+    assert (await embedder.embed(["one"])).shape == (1, 1536)
+    with pytest.raises(EmbedderError, match="asked for 2"):
+        await embedder.embed(["one", "two"])
+    with pytest.raises(ConfigurationError, match="dimensions"):
+        OpenAIEmbedder("my-own-model")
