@@ -10,6 +10,7 @@ Example::
     await Runner.run(agent, "remember my dog is called Mochi", session=session)
 """
 
+from .app_env import LibraryTables
 from .errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
@@ -19,7 +20,9 @@ from .errors import (
     ItemError,
     SchemaError,
 )
+from .migrate import SchemaStatus, downgrade, upgrade
 from .records import Removed, SessionInfo, SessionPage
+from .sdk_import import ImportReport, import_sdk
 from .session import SQLAlchemySession
 from .store import SessionStore
 from .tables import TableNames
@@ -29,13 +32,19 @@ __all__ = [
     "ConfigurationError",
     "CorruptItemError",
     "DatabaseError",
+    "ImportReport",
     "InvalidSessionIdError",
     "ItemError",
+    "LibraryTables",
     "Removed",
     "SQLAlchemySession",
     "SchemaError",
+    "SchemaStatus",
     "SessionInfo",
     "SessionPage",
     "SessionStore",
     "TableNames",
+    "downgrade",
+    "import_sdk",
+    "upgrade",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -42,22 +42,30 @@ def normalize_url(url: str | Path | URL) -> URL:
     return parsed.set(drivername=_ASYNC_DRIVERS.get(backend, backend))
 
 
-def configure_sqlite(engine: AsyncEngine) -> None:
-    """Make every new SQLite connection wait for locks, enforce foreign keys and use WAL."""
-    if engine.dialect.name != "sqlite" or getattr(engine.sync_engine, "_agents_sqlalchemy", False):
-        return
+_PREPARED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
-    @event.listens_for(engine.sync_engine, "connect")
+
+def sqlite_pragmas(engine: Engine, *, synchronous: str | None = None) -> None:
+    """Set every new SQLite connection of `engine` up: lock waits, foreign keys, WAL.
+
+    `synchronous` ("NORMAL", "FULL", ...) is set only on engines the library made.
+    """
+    if engine.dialect.name != "sqlite" or engine in _PREPARED:
+        return
+    _PREPARED.add(engine)
+
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA secure_delete = ON")
             cursor.execute("PRAGMA journal_mode = WAL")
+            if synchronous:
+                cursor.execute(f"PRAGMA synchronous = {synchronous}")
         finally:
             cursor.close()
-
-    engine.sync_engine._agents_sqlalchemy = True  # type: ignore[attr-defined]
 
 
 class EngineSource:
@@ -81,7 +89,7 @@ class EngineSource:
         if isinstance(url_or_engine, AsyncEngine):
             if engine_kwargs:
                 raise ConfigurationError("engine_kwargs apply only when the store makes the engine")
-            configure_sqlite(url_or_engine)
+            sqlite_pragmas(url_or_engine.sync_engine)
             self._given: AsyncEngine | None = url_or_engine
             self.url = url_or_engine.url
         else:
@@ -135,7 +143,7 @@ class EngineSource:
             ) from exc
         except (ArgumentError, TypeError) as exc:
             raise ConfigurationError(f"cannot create an engine for {self.url!r}: {exc}") from exc
-        configure_sqlite(engine)
+        sqlite_pragmas(engine.sync_engine)
         return engine
 
     def _forget_closed_loops(self) -> None:

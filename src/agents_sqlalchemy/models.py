@@ -27,6 +27,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -104,7 +105,7 @@ class ItemColumns:
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The item as compact JSON text, or (with a key) sealed under its own data key.
     payload: Mapped[str | None] = mapped_column(Text)
     ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
@@ -115,8 +116,13 @@ class ItemColumns:
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
-        # Unique per session, and the index every read walks, newest first.
-        return (UniqueConstraint("session_pk", "seq"),)
+        # Unique per session, and the index every read walks, newest first; and the items
+        # that expire (most never do, so the index leaves the others out).
+        expiring = text("expires_at IS NOT NULL")
+        return (
+            UniqueConstraint("session_pk", "seq"),
+            Index(None, "expires_at", sqlite_where=expiring, postgresql_where=expiring),
+        )
 
 
 class ItemKeyColumns:

@@ -14,6 +14,7 @@ from agents.memory.session_settings import resolve_session_limit
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .crypto import Key, same_key
 from .engines import normalize_url
 from .errors import ConfigurationError
 from .store import SessionStore, session_key, ttl_delta
@@ -29,27 +30,43 @@ _shared_stores_lock = threading.Lock()
 def _shared_store(
     url_or_engine: str | Path | URL | AsyncEngine,
     tables: TableNames,
-    create_tables: bool,
     engine_kwargs: dict[str, Any] | None,
+    create_tables: bool,
+    key: Key | None,
 ) -> SessionStore:
+    """The store of these tables in this database, made on first use and shared after."""
     target = (
         ("engine", id(url_or_engine))
         if isinstance(url_or_engine, AsyncEngine)
         else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
     )
-    key = (target, tables, repr(sorted((engine_kwargs or {}).items())))
+    identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
     with _shared_stores_lock:
-        store = _shared_stores.get(key)
+        store = _shared_stores.get(identity)
         if store is None:
             store = SessionStore(
                 url_or_engine,
                 tables=tables,
                 create_tables=create_tables,
+                key=key,
                 engine_kwargs=engine_kwargs,
             )
-            _shared_stores[key] = store
+            _shared_stores[identity] = store
+        elif not same_key(store.key, key):
+            raise ConfigurationError(
+                "these tables are already open in this process with another key (or none): "
+                "one database has one key"
+            )
         store.create_tables = store.create_tables or create_tables
         return store
+
+
+def _drop_in_tables(sessions_table: str | None, messages_table: str | None) -> TableNames:
+    """Tables for the SDK's two names: its own, and the rest prefixed by the first of them."""
+    if not (sessions_table or messages_table):
+        return TableNames()
+    base = sessions_table or messages_table
+    return TableNames(prefix=f"{base}_", sessions=sessions_table, items=messages_table)
 
 
 class SQLAlchemySession:
@@ -84,6 +101,7 @@ class SQLAlchemySession:
         sessions_table: str | None = None,
         messages_table: str | None = None,
         create_tables: bool = False,
+        key: Key | None = None,
         engine_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self._key = session_key(session_id, user_id, metadata)
@@ -92,13 +110,17 @@ class SQLAlchemySession:
         if len(targets) != 1:
             raise ConfigurationError("pass exactly one of url_or_engine, engine= or store=")
         if store is None:
-            if tables is None:
-                tables = TableNames(sessions=sessions_table, items=messages_table)
-            elif sessions_table or messages_table:
+            if tables is not None and (sessions_table or messages_table):
                 raise ConfigurationError("pass tables= or sessions_table/messages_table, not both")
-            store = _shared_store(targets[0], tables, create_tables, engine_kwargs)  # type: ignore[arg-type]
-        elif tables or sessions_table or messages_table or create_tables or engine_kwargs:
-            raise ConfigurationError("table and engine options belong to the store= given")
+            store = _shared_store(
+                targets[0],  # type: ignore[arg-type]
+                tables or _drop_in_tables(sessions_table, messages_table),
+                engine_kwargs,
+                create_tables,
+                key,
+            )
+        elif tables or sessions_table or messages_table or create_tables or engine_kwargs or key:
+            raise ConfigurationError("table, key and engine options belong to the store= given")
         self._store = store
         self._ttl = ttl_delta(ttl)
         self.session_settings = store.session_settings.resolve(session_settings)

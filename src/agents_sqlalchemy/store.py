@@ -1,7 +1,10 @@
-"""`SessionStore`: one database, its engines and configuration, and the sessions it mints."""
+"""`SessionStore`: one database, its configuration and key, and the sessions it mints."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -12,9 +15,25 @@ from agents.memory.session_settings import coerce_session_settings
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .codec import decode_item, encode_item, encode_items
-from .engines import EngineSource
-from .errors import ConfigurationError, InvalidSessionIdError
+from .aio import holding
+from .codec import Codec, PlainCodec, SealedCodec, encode_item, encode_items
+from .crypto import (
+    Key,
+    KeyEncryptionKey,
+    KeyringRecord,
+    create_kek,
+    open_kek,
+    rewrap_many,
+    rewrap_state,
+    validate_key,
+)
+from .database import Database
+from .errors import (
+    ConfigurationError,
+    InvalidSessionIdError,
+    KeyringError,
+    WrongKeyError,
+)
 from .models import build_models
 from .records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from .repository import Repository, SessionKey
@@ -24,6 +43,7 @@ if TYPE_CHECKING:
     from .session import SQLAlchemySession
 
 DELETE_BATCH = 500
+ROTATE_BATCH = 1000
 
 
 def session_key(
@@ -44,13 +64,16 @@ class SessionStore:
     """Agents SDK sessions kept in SQLite or PostgreSQL through SQLAlchemy.
 
     `url_or_engine` is a database URL (`"postgresql://..."`, `"sqlite+aiosqlite:///a.db"`),
-    a bare file path (SQLite), or an `AsyncEngine` the app owns. A store made from a URL
-    keeps one engine per event loop, so it works from `asyncio.run` called repeatedly and
-    from `Runner.run_sync` in several threads.
+    a bare file path (SQLite), or an `AsyncEngine` the app owns. The store works from any
+    event loop or thread: `asyncio.run` called repeatedly, `Runner.run_sync` in threads.
+
+    With `key` (a passphrase, 32 raw bytes, or a `KeyProvider`), every item and state is
+    sealed under its own data key; deleting an item destroys its key. `ttl` (seconds or a
+    timedelta) makes items expire: reads never return them, `purge_expired` deletes them.
 
     Example::
 
-        async with SessionStore("agent.db", create_tables=True) as store:
+        async with SessionStore("agent.db", create_tables=True, key="passphrase") as store:
             session = store.session("user-123", user_id="alice")
             await Runner.run(agent, "hello", session=session)
     """
@@ -61,23 +84,32 @@ class SessionStore:
         *,
         tables: TableNames | None = None,
         create_tables: bool = False,
-        session_settings: SessionSettings | dict[str, Any] | None = None,
+        key: Key | None = None,
         ttl: float | timedelta | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
+        sqlite_synchronous: str = "NORMAL",
     ) -> None:
         self.tables = tables or TableNames()
-        self.ttl = ttl_delta(ttl)
         self.create_tables = create_tables
+        self.ttl = ttl_delta(ttl)
         self.session_settings = _settings(session_settings) or SessionSettings()
-        self._source = EngineSource(url_or_engine, engine_kwargs)
-        self._repository = Repository(self._source, build_models(self.tables))
-        self._source.get_unbound()  # fail fast on a missing driver or a bad engine option
-        self._schema_ready = False
+        self.key = None if key is None else validate_key(key)
+        self._db = Database(
+            url_or_engine, engine_kwargs=engine_kwargs, sqlite_synchronous=sqlite_synchronous
+        )
+        self._repository = Repository(
+            self._db, build_models(self.tables), sealed=self.key is not None
+        )
+        self._codec: Codec | None = None
+        self._kek: KeyEncryptionKey | None = None
+        self._opening = threading.Lock()
+        self._refused: WrongKeyError | None = None
 
     @property
     def engine(self) -> AsyncEngine:
-        """The engine for the running event loop (the app's own engine if one was given)."""
-        return self._source.get_unbound()
+        """An `AsyncEngine` on the store's database (the app's own, if it gave one)."""
+        return self._db.engine
 
     def session(
         self,
@@ -106,8 +138,8 @@ class SessionStore:
         )
 
     async def close(self) -> None:
-        """Release the engines this store made; an engine passed in stays open."""
-        await self._source.close()
+        """Release the connections this store made; an engine passed in stays open."""
+        await self._db.close()
 
     async def __aenter__(self) -> SessionStore:
         return self
@@ -120,7 +152,7 @@ class SessionStore:
     ) -> None:
         await self.close()
 
-    # -- operations of one session, used by SQLAlchemySession -----------------------------------
+    # -- items of one session, used by SQLAlchemySession ---------------------------------------
 
     async def read_items(self, key: SessionKey, limit: int | None) -> list[Any]:
         """Live items of a session in order; with a limit, the latest `limit`."""
@@ -128,9 +160,8 @@ class SessionStore:
             raise ConfigurationError(f"limit must be None or >= 0, got {limit}")
         if limit == 0:
             return []
-        await self._ready()
-        rows = await self._repository.read(key, limit)
-        return [decode_item(payload, _where(key, seq)) for seq, payload in rows]
+        codec = await self._ready()
+        return [codec.item(key, stored) for stored in await self._repository.read(key, limit)]
 
     async def append_items(
         self, key: SessionKey, items: list[Any], ttl: timedelta | None = None
@@ -138,20 +169,27 @@ class SessionStore:
         """Append a batch, all or nothing; items expire after `ttl` (else the store's)."""
         payloads = encode_items(items)
         if payloads:
-            await self._ready()
-            await self._repository.append(key, payloads, ttl or self.ttl)
+            codec = await self._ready()
+            await self._repository.append(
+                key,
+                len(payloads),
+                lambda first_seq: codec.rows(key, payloads, first_seq),
+                ttl or self.ttl,
+            )
 
     async def pop_item(self, key: SessionKey) -> Any | None:
-        """Remove and return the latest live item, or None."""
-        await self._ready()
-        return await self._repository.pop(
-            key, lambda seq, text: decode_item(text, _where(key, seq))
-        )
+        """Remove and return the latest live item, or None; its key is destroyed."""
+        codec = await self._ready()
+        async with self._scrubbing():
+            return await self._repository.pop(key, lambda stored: codec.item(key, stored))
 
     async def clear_items(self, key: SessionKey) -> int:
-        """Delete every item of a session; return how many."""
+        """Delete every item of a session (and their keys); return how many."""
         await self._ready()
-        return await self._repository.clear(key)
+        async with self._scrubbing():
+            return await self._repository.clear(key)
+
+    # -- owner, metadata and state -------------------------------------------------------------
 
     async def get_metadata(self, key: SessionKey) -> dict[str, Any]:
         """The session's metadata ({} when it has none or no row yet)."""
@@ -182,9 +220,9 @@ class SessionStore:
 
     async def get_state(self, key: SessionKey) -> dict[str, Any]:
         """The session's whole state mapping ({} when empty)."""
-        await self._ready()
-        row = await self._repository.read_session_columns(key, ("state",))
-        return dict(row.state or {}) if row else {}
+        codec = await self._ready()
+        row = await self._repository.read_session_columns(key, codec.state_columns)
+        return codec.state(key, row) if row else {}
 
     async def change_state(
         self, key: SessionKey, name: str, value: Any = None, *, delete: bool = False
@@ -194,17 +232,19 @@ class SessionStore:
             raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
         if not delete:
             encode_item({"value": value}, f"state {name!r}")  # ItemError before any write
+        codec = await self._ready()
 
         def change(row: Any) -> dict[str, Any]:
-            state = dict(row.state or {})
+            state = codec.state(key, row)
             if delete:
                 state.pop(name, None)
             else:
                 state[name] = value
-            return {"state": state}
+            return codec.state_values(key, state)
 
-        await self._ready()
-        await self._repository.update_session(key, change, ("state",))
+        await self._repository.update_session(key, change, codec.state_columns)
+
+    # -- management ------------------------------------------------------------------------------
 
     async def session_info(self, session_id: str) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
@@ -257,21 +297,117 @@ class SessionStore:
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
         await self._ready()
-        return await self._repository.purge_expired(batch_size)
+        async with self._scrubbing():
+            return await self._repository.purge_expired(batch_size)
 
     async def _delete(self, **where: Any) -> Removed:
         await self._ready()
         condition = self._repository.sessions_where(**where)
-        sessions, items = await self._repository.delete_sessions(condition, DELETE_BATCH)
+        async with self._scrubbing():
+            sessions, items = await self._repository.delete_sessions(condition, DELETE_BATCH)
         return Removed(sessions=sessions, items=items)
 
-    async def _ready(self) -> None:
-        if not self._schema_ready:
-            await self._repository.ensure_schema(create=self.create_tables)
-            self._schema_ready = True
+    @asynccontextmanager
+    async def _scrubbing(self) -> AsyncIterator[None]:
+        """After a removal in encrypted mode, leave no copy of the removed keys in a WAL."""
+        yield
+        if self.key is not None:
+            await self._repository.scrub()
+
+    # -- keys --------------------------------------------------------------------------------------
+
+    async def rotate_key(
+        self,
+        new_key: Key,
+        *,
+        batch_size: int = ROTATE_BATCH,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Re-wrap every data key under `new_key`, without re-encrypting any item.
+
+        Runs in batches, one transaction each; if interrupted, call it again on a store
+        opened with the old key and it resumes. Afterwards only `new_key` opens the
+        database. `progress(n)` is called after each batch with the keys re-wrapped so far.
+        Returns how many item keys were re-wrapped.
+        """
+        await self._ready(rotating=True)
+        old = self._kek
+        if old is None:
+            raise ConfigurationError("rotate_key needs a store opened with its current key")
+        rows = await self._repository.keyring_rows()
+        pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
+        if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
+            new = await open_kek(new_key, KeyringRecord.from_row(pending[0]))
+        else:
+            new = await create_kek(new_key, previous=old)
+            await self._repository.add_keyring(new.record.as_row(), retire=old.kek_id)
+        done = 0
+        while count := await self._repository.rewrap_keys(
+            old.kek_id, new.kek_id, lambda wrapped: rewrap_many(wrapped, old, new), batch_size
+        ):
+            done += count
+            if progress is not None:
+                progress(done)
+        after: int | None = 0
+        while after is not None:
+            after = await self._repository.rewrap_states(
+                lambda blob: rewrap_state(blob, old, new), after, batch_size
+            )
+        await self._repository.finish_rotation(old.kek_id)
+        await self._repository.scrub()
+        self.key, self._kek, self._codec = validate_key(new_key), new, SealedCodec(new)
+        return done
+
+    async def _ready(self, *, rotating: bool = False) -> Codec:
+        """Check the schema and open the keyring, once per store; then return the codec."""
+        if self._codec is not None:
+            return self._codec
+        async with holding(self._opening):
+            if self._refused is not None:  # a wrong key is refused once, not re-derived per call
+                raise WrongKeyError(str(self._refused))
+            if self._codec is None:
+                await self._repository.ensure_schema(create=self.create_tables)
+                try:
+                    self._kek = await self._open_keyring(rotating)
+                except WrongKeyError as exc:
+                    self._refused = exc
+                    raise
+                self._codec = PlainCodec() if self._kek is None else SealedCodec(self._kek)
+        return self._codec
+
+    async def _open_keyring(self, rotating: bool) -> KeyEncryptionKey | None:
+        """The store's key-encryption key; a wrong or missing key fails before any item I/O."""
+        rows = await self._repository.keyring_rows()
+        active = [KeyringRecord.from_row(row) for row in rows if row["retired_at"] is None]
+        retired = [KeyringRecord.from_row(row) for row in rows if row["retired_at"] is not None]
+        if self.key is None:
+            if rows:
+                raise WrongKeyError(
+                    "this database is encrypted: open the store with its key (key=...)"
+                )
+            return None
+        if not rows:
+            kek = await create_kek(self.key)
+            if await self._repository.add_keyring(kek.record.as_row()):
+                return kek
+            return await self._open_keyring(rotating)  # another store created it first
+        try:
+            kek = await open_kek(self.key, active[-1])
+        except WrongKeyError:
+            # During an unfinished rotation, the old key may still resume it.
+            for record in retired if rotating else ():
+                return await open_kek(self.key, record)
+            raise
+        if retired and not rotating:
+            raise KeyringError(
+                "a key rotation is unfinished: open a store with the previous key and call "
+                "rotate_key(new_key) again (or run `agents-sqlalchemy rotate-key`) to finish it"
+            )
+        return kek
 
 
 def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:
+    """A ttl option as a positive timedelta (or None)."""
     if ttl is None:
         return None
     ttl = ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl)
@@ -300,7 +436,3 @@ def _info(row: Any) -> SessionInfo:
 
 def _settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
     return None if value is None else coerce_session_settings(value)
-
-
-def _where(key: SessionKey, seq: int) -> str:
-    return f"#{seq} of session {key.session_id[:80]!r}"

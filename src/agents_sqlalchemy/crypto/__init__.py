@@ -46,6 +46,7 @@ from .keys import (
     create_kek,
     open_kek,
     resolve_key,
+    same_key,
     validate_key,
 )
 from .providers import KeyProvider
@@ -86,6 +87,7 @@ __all__ = [
     "rewrap",
     "rewrap_many",
     "rewrap_state",
+    "same_key",
     "seal_item",
     "seal_state",
     "sealed_kek_id",

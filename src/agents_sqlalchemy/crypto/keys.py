@@ -183,6 +183,19 @@ def validate_key(key: object) -> Key:
     )
 
 
+def same_key(a: Key | None, b: Key | None) -> bool:
+    """Whether two key options are the same key (constant-time for passphrases and bytes).
+
+    >>> same_key("s3cret", "s3cret"), same_key(b"k" * 32, None)
+    (True, False)
+    """
+    if isinstance(a, str) and isinstance(b, str):
+        return hmac.compare_digest(a.encode(), b.encode())
+    if isinstance(a, bytes) and isinstance(b, bytes):
+        return hmac.compare_digest(a, b)
+    return a is b
+
+
 def kind_of(key: Key) -> Kind:
     """The keyring `kind` a validated key makes."""
     if isinstance(key, str):

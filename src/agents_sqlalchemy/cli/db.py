@@ -1,0 +1,94 @@
+"""`agents-sqlalchemy db ...`: the library's schema, through its shipped Alembic migrations.
+
+Example::
+
+    agents-sqlalchemy db upgrade --url postgresql://app@db/app --prefix chat_
+    agents-sqlalchemy db check --url agent.db || echo "run db upgrade"
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import migrate
+from ..engines import normalize_url
+from ..tables import TableNames
+from .options import database_options, run
+
+
+def _shown(url: str) -> str:
+    return normalize_url(url).render_as_string(hide_password=True)
+
+
+@click.group("db")
+def command() -> None:
+    """Create, upgrade, inspect or remove the library's tables (Alembic migrations).
+
+    The migrations keep their own version table (PREFIX + "version"), never the
+    application's alembic_version.
+    """
+
+
+@command.command()
+@click.argument("revision", default="head")
+@click.option("--sql", is_flag=True, help="Print the SQL instead of running it (offline mode).")
+@database_options
+def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
+    """Migrate the tables up to REVISION (default: head), creating them if needed."""
+    if sql:
+        run(migrate.upgrade_sql(url, revision, tables=tables))
+        return
+    before = run(migrate.check(url, tables=tables))
+    run(migrate.upgrade(url, revision, tables=tables))
+    after = run(migrate.check(url, tables=tables))
+    if before.found == after.found:
+        click.echo(f"{_shown(url)}: already {after.describe()}, nothing to do")
+    else:
+        click.secho(f"{_shown(url)}: upgraded from {before.found_text} to ", nl=False)
+        click.secho(after.describe().removeprefix("at revision "), fg="green")
+
+
+@command.command()
+@click.argument("revision")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@database_options
+def downgrade(url: str, tables: TableNames, revision: str, yes: bool) -> None:
+    """Migrate the tables down to REVISION ("base" removes every table of the library)."""
+    if not yes:
+        click.confirm(
+            f"Downgrade {_shown(url)} to {revision}? Tables dropped lose their rows", abort=True
+        )
+    before = run(migrate.check(url, tables=tables))
+    run(migrate.downgrade(url, revision, tables=tables))
+    after = run(migrate.check(url, tables=tables))
+    click.echo(f"{_shown(url)}: downgraded from {before.found_text} to {after.found_text}")
+
+
+@command.command()
+@click.argument("revision", default="head")
+@database_options
+def stamp(url: str, tables: TableNames, revision: str) -> None:
+    """Record REVISION as applied without running it (tables made by other means)."""
+    run(migrate.stamp(url, revision, tables=tables))
+    click.echo(f"{_shown(url)}: stamped {revision}")
+
+
+@command.command()
+@database_options
+def current(url: str, tables: TableNames) -> None:
+    """Show the revision the database is at, and the one this version expects."""
+    status = run(migrate.check(url, tables=tables))
+    click.echo(f"{_shown(url)}: {status.describe()}")
+
+
+@command.command()
+@database_options
+def check(url: str, tables: TableNames) -> None:
+    """Exit with status 0 if the schema is at head, 1 otherwise (and say what to run)."""
+    status = run(migrate.check(url, tables=tables))
+    if status.at_head:
+        click.secho(f"{_shown(url)}: {status.describe()}", fg="green")
+        return
+    click.secho(f"{_shown(url)}: {status.describe()}", fg="yellow", err=True)
+    click.echo(str(status.error(_shown(url))), err=True)
+    raise SystemExit(1)

@@ -1,0 +1,94 @@
+"""Options every command shares (`--url` and the table names), and running a coroutine.
+
+Example (a new command module)::
+
+    @click.command("count")
+    @database_options
+    def count(url: str, tables: TableNames) -> None:
+        click.echo(run(count_sessions(url, tables)))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import AgentsSQLAlchemyError, ConfigurationError
+from ..tables import ROLES, TableNames
+
+T = TypeVar("T")
+ENV_PREFIX = "AGENTS_SQLALCHEMY_"
+# The click parameter of each table role's override, e.g. --items-table -> items_table.
+_ROLE_PARAMS = {f"{role}_table": role for role in ROLES}
+
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _table_options() -> list[Decorator]:
+    default = TableNames()
+    options: list[Decorator] = [
+        click.option(
+            "--prefix",
+            metavar="PREFIX",
+            envvar=f"{ENV_PREFIX}PREFIX",
+            show_envvar=True,
+            help=f"Prefix of every table name [default: {default.prefix}].",
+        ),
+        click.option(
+            "--schema",
+            metavar="NAME",
+            envvar=f"{ENV_PREFIX}SCHEMA",
+            show_envvar=True,
+            help="Schema of the tables (PostgreSQL) [default: the connection's].",
+        ),
+    ]
+    options += [
+        click.option(
+            f"--{role.replace('_', '-')}-table",
+            param,
+            metavar="NAME",
+            help=f"Name of the {role.replace('_', ' ')} table [default: PREFIX{role}].",
+        )
+        for param, role in _ROLE_PARAMS.items()
+    ]
+    return options
+
+
+def database_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Add `--url` and the table options; the command receives `url` and `tables`."""
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> T:
+        names = {"prefix": kwargs.pop("prefix"), "schema": kwargs.pop("schema")}
+        names |= {role: kwargs.pop(param) for param, role in _ROLE_PARAMS.items()}
+        try:
+            tables = TableNames(**{key: value for key, value in names.items() if value is not None})
+        except ConfigurationError as exc:
+            raise click.BadParameter(str(exc)) from exc
+        return command(tables=tables, **kwargs)
+
+    decorated: Callable[..., Any] = wrapper
+    for option in reversed(_table_options()):
+        decorated = option(decorated)
+    url = click.option(
+        "--url",
+        metavar="URL",
+        envvar=f"{ENV_PREFIX}URL",
+        show_envvar=True,
+        required=True,
+        help="Database URL, or a file path for SQLite (e.g. postgresql://app@db/app, agent.db).",
+    )
+    return url(decorated)
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end; the library's errors become a one-line `Error: ...`, exit 1."""
+    try:
+        return asyncio.run(coroutine)
+    except AgentsSQLAlchemyError as exc:
+        raise click.ClickException(str(exc)) from exc

@@ -1,0 +1,127 @@
+"""`Database`: where the repository's units of work run, each in one transaction.
+
+A unit of work is a plain function of a synchronous SQLAlchemy `Connection`. How it runs
+depends on the database:
+
+- a SQLite file given by URL or path: a synchronous pysqlite engine, the whole unit in one
+  worker thread, so an operation costs one thread hop (through aiosqlite every cursor call
+  is a hop of its own, about 18 for an append);
+- an async engine (asyncpg, or an app's own `AsyncEngine`): `AsyncConnection.run_sync` on
+  the running loop's engine; a store made from a URL keeps one engine per event loop, as
+  asyncpg connections belong to the loop that opened them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import create_engine
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
+
+from .engines import EngineSource, sqlite_pragmas
+from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError
+
+T = TypeVar("T")
+Work = Callable[[Connection], T]
+
+
+class Database:
+    """Runs units of work against one database, from any event loop or thread.
+
+    Example::
+
+        db = Database("agent.db")
+        count = await db.run(lambda conn: conn.execute(text("SELECT 1")).scalar(), write=False)
+        await db.close()
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | Path | URL | AsyncEngine,
+        *,
+        engine_kwargs: dict[str, Any] | None = None,
+        sqlite_synchronous: str = "NORMAL",
+    ) -> None:
+        if sqlite_synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise ConfigurationError(f"unknown SQLite synchronous mode {sqlite_synchronous!r}")
+        self._source = EngineSource(url_or_engine, engine_kwargs)
+        self._sync: Engine | None = None
+        self._sync_lock: threading.Lock | None = None
+        if self._source.owns_engines and self._source.dialect_name == "sqlite":
+            self._sync = self._make_sync_engine(engine_kwargs, sqlite_synchronous.upper())
+
+    def _make_sync_engine(self, engine_kwargs: dict[str, Any] | None, synchronous: str) -> Engine:
+        url = self.url.set(drivername="sqlite+pysqlite")
+        options = dict(engine_kwargs or {})
+        if url.database in (None, "", ":memory:"):
+            # One in-memory database for every thread: one connection, used in turn.
+            options |= {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+            self._sync_lock = threading.Lock()
+        try:
+            engine = create_engine(url, **options)
+        except (ArgumentError, TypeError) as exc:
+            raise ConfigurationError(f"cannot create an engine for {url!r}: {exc}") from exc
+        sqlite_pragmas(engine, synchronous=synchronous)
+        return engine
+
+    @property
+    def url(self) -> URL:
+        """The database URL (with an async driver)."""
+        return self._source.url
+
+    @property
+    def dialect_name(self) -> str:
+        """ "sqlite" or "postgresql"."""
+        return self._source.dialect_name
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """An `AsyncEngine` on this database for the running loop (the app's, if it gave one)."""
+        return self._source.get_unbound()
+
+    async def run(self, work: Work[T], *, write: bool) -> T:
+        """Run `work(connection)` in one transaction (committed if `write` and no error).
+
+        Database failures become `DatabaseError`; the transaction is rolled back.
+        """
+        try:
+            if self._sync is not None:
+                return await asyncio.to_thread(self._run_in_thread, work, write)
+            engine = self._source.get()
+            async with engine.begin() if write else engine.connect() as conn:
+                return await conn.run_sync(work)
+        except AgentsSQLAlchemyError:
+            raise
+        except DBAPIError as exc:
+            raise DatabaseError(
+                f"{self.dialect_name} error, nothing was changed: {exc.orig}"
+            ) from exc
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+
+    def _run_in_thread(self, work: Work[T], write: bool) -> T:
+        assert self._sync is not None
+        with self._one_at_a_time(), self._sync.begin() if write else self._sync.connect() as conn:
+            return work(conn)
+
+    @contextlib.contextmanager
+    def _one_at_a_time(self) -> Iterator[None]:
+        if self._sync_lock is None:
+            yield
+        else:
+            with self._sync_lock:
+                yield
+
+    async def close(self) -> None:
+        """Release the connections this object made; an app's engine stays open."""
+        if self._sync is not None:
+            await asyncio.to_thread(self._sync.dispose)
+        await self._source.close()

@@ -1,0 +1,219 @@
+"""The library's Alembic migrations, run from Python: upgrade, downgrade, stamp, inspect.
+
+The revisions live in `agents_sqlalchemy/migrations` (inside the wheel) and keep their own
+version table (`TableNames.version_table`), never the app's `alembic_version`.
+
+Example::
+
+    from agents_sqlalchemy import TableNames, upgrade
+
+    await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
+    status = await check("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
+    status.at_head                     # True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.util.exc import CommandError
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .aio import holding
+from .engines import EngineSource, normalize_url
+from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError
+from .migrations.config import alembic_config, head_revision
+from .schema_status import SchemaStatus, schema_status
+from .tables import TableNames
+
+__all__ = [
+    "SchemaStatus",
+    "check",
+    "current",
+    "downgrade",
+    "head_revision",
+    "run_command",
+    "schema_status",
+    "stamp",
+    "upgrade",
+    "upgrade_on",
+    "upgrade_sql",
+    "upgrade_sync",
+]
+
+
+# -- running Alembic commands --------------------------------------------------------------------
+
+# Alembic's `context` is one module-level proxy: one command at a time per process.
+_COMMAND_LOCK = threading.Lock()
+
+
+def migration_lock() -> AbstractAsyncContextManager[None]:
+    """Hold the process-wide migrations lock from a coroutine (Alembic's context is global)."""
+    return holding(_COMMAND_LOCK)
+
+
+async def run_command(
+    conn: AsyncConnection, tables: TableNames, action: Callable[[Config], None]
+) -> None:
+    """Run an `alembic.command` function on `conn`, inside its transaction.
+
+    Example::
+
+        async with engine.begin() as conn:
+            await run_command(conn, TableNames(), lambda cfg: command.upgrade(cfg, "head"))
+    """
+    async with migration_lock():
+        try:
+            await conn.run_sync(lambda sync: action(alembic_config(tables, connection=sync)))
+        except CommandError as exc:
+            raise ConfigurationError(f"migrations: {exc}") from exc
+
+
+async def upgrade_on(conn: AsyncConnection, tables: TableNames, revision: str = "head") -> None:
+    """Upgrade through a connection the caller holds (and commits), e.g. the repository's."""
+    await run_command(conn, tables, lambda cfg: command.upgrade(cfg, revision))
+
+
+def upgrade_sync(connection: Connection, tables: TableNames, revision: str = "head") -> None:
+    """`upgrade_on` for a synchronous connection, from a worker thread (never an event loop).
+
+    Example::
+
+        with engine.begin() as connection:          # a sync Engine, in a worker thread
+            upgrade_sync(connection, TableNames())
+    """
+    with _COMMAND_LOCK:
+        upgrade_unlocked(connection, tables, revision)
+
+
+def upgrade_unlocked(connection: Connection, tables: TableNames, revision: str = "head") -> None:
+    """`upgrade_sync` for a caller that already holds `migration_lock()`."""
+    try:
+        command.upgrade(alembic_config(tables, connection=connection), revision)
+    except CommandError as exc:
+        raise ConfigurationError(f"migrations: {exc}") from exc
+
+
+@asynccontextmanager
+async def _connection(
+    url_or_engine: str | Path | URL | AsyncEngine, *, write: bool
+) -> AsyncIterator[AsyncConnection]:
+    source = EngineSource(url_or_engine, None)
+    try:
+        engine = source.get()
+        async with engine.begin() if write else engine.connect() as conn:
+            yield conn
+    except AgentsSQLAlchemyError:
+        raise
+    except DBAPIError as exc:
+        raise DatabaseError(f"migrations failed, nothing was changed: {exc.orig}") from exc
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise DatabaseError(f"cannot reach the database {source.url!r}: {exc}") from exc
+    finally:
+        await source.close()
+
+
+async def upgrade(
+    url_or_engine: str | Path | URL | AsyncEngine,
+    revision: str = "head",
+    *,
+    tables: TableNames | None = None,
+) -> None:
+    """Migrate the library's tables up to `revision`, in one transaction where the database can.
+
+    Example::
+
+        await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
+    """
+    async with _connection(url_or_engine, write=True) as conn:
+        await upgrade_on(conn, tables or TableNames(), revision)
+
+
+async def downgrade(
+    url_or_engine: str | Path | URL | AsyncEngine,
+    revision: str,
+    *,
+    tables: TableNames | None = None,
+) -> None:
+    """Migrate down to `revision`; `"base"` removes every table of the library, and its data.
+
+    Example::
+
+        await downgrade("agent.db", "base")
+    """
+    async with _connection(url_or_engine, write=True) as conn:
+        await run_command(
+            conn, tables or TableNames(), lambda cfg: command.downgrade(cfg, revision)
+        )
+
+
+async def stamp(
+    url_or_engine: str | Path | URL | AsyncEngine,
+    revision: str = "head",
+    *,
+    tables: TableNames | None = None,
+) -> None:
+    """Record `revision` in the version table without running anything (adopting tables).
+
+    Example::
+
+        await stamp("agent.db", "head")
+    """
+    async with _connection(url_or_engine, write=True) as conn:
+        await run_command(conn, tables or TableNames(), lambda cfg: command.stamp(cfg, revision))
+
+
+async def upgrade_sql(
+    url: str | Path | URL, revision: str = "head", *, tables: TableNames | None = None
+) -> None:
+    """Print the SQL of an upgrade to stdout instead of running it (Alembic's offline mode).
+
+    Example::
+
+        await upgrade_sql("postgresql://app@db/app", tables=TableNames(schema="agents"))
+    """
+    config = alembic_config(tables)
+    rendered = normalize_url(url).render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    async with migration_lock():
+        try:
+            command.upgrade(config, revision, sql=True)
+        except CommandError as exc:
+            raise ConfigurationError(f"migrations: {exc}") from exc
+
+
+async def check(
+    url_or_engine: str | Path | URL | AsyncEngine, *, tables: TableNames | None = None
+) -> SchemaStatus:
+    """Where the database stands: `status.at_head`, `status.found`, `status.describe()`.
+
+    Example::
+
+        status = await check("agent.db")
+        print(status.describe())        # "at revision 0001 (head)"
+    """
+    names = tables or TableNames()
+    async with _connection(url_or_engine, write=False) as conn:
+        return await conn.run_sync(schema_status, names)
+
+
+async def current(
+    url_or_engine: str | Path | URL | AsyncEngine, *, tables: TableNames | None = None
+) -> str | None:
+    """The revision the database is at, or None.
+
+    Example::
+
+        await current("agent.db")       # "0001"
+    """
+    status = await check(url_or_engine, tables=tables)
+    return ", ".join(status.found) or None

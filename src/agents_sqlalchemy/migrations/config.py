@@ -1,0 +1,129 @@
+"""What the migrations' env.py needs: their `Config`, table names, lock and version-table hook.
+
+Example::
+
+    config = alembic_config(TableNames(prefix="chat_"))
+    ScriptDirectory.from_config(config).get_current_head()     # "0001"
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext, MigrationInfo
+from alembic.script import ScriptDirectory
+from sqlalchemy import MetaData, Table, text
+from sqlalchemy.engine import Connection
+
+from ..errors import ConfigurationError
+from ..tables import ROLES, TableNames
+
+# Where Alembic finds the scripts: a path for our own calls, a resource name for an app's ini.
+SCRIPT_DIR = Path(__file__).resolve().parent
+SCRIPT_LOCATION = "agents_sqlalchemy:migrations"
+# `Config.attributes` keys read by env.py.
+CONNECTION_KEY = "connection"
+TABLES_KEY = "agents_sqlalchemy.tables"
+# The `context.configure()` option through which each revision reads the table names.
+REVISION_OPTION = "agents_sqlalchemy_tables"
+# Keys of `-x key=value` and of an app's alembic.ini section, besides `url`.
+NAME_KEYS = {"prefix": "prefix", "schema": "schema"} | {f"{role}_table": role for role in ROLES}
+
+
+def tables_from_options(options: Mapping[str, str], *, strict: bool) -> TableNames:
+    """`TableNames` from `-x`/ini keys (`prefix`, `schema`, `items_table`, ...).
+
+    With `strict`, an unknown key (other than `url`) is a `ConfigurationError`.
+
+    >>> tables_from_options({"prefix": "chat_", "items_table": "log"}, strict=True).items_table
+    'log'
+    """
+    unknown = set(options) - set(NAME_KEYS) - {"url"}
+    if strict and unknown:
+        keys = ", ".join(sorted(NAME_KEYS))
+        raise ConfigurationError(f"unknown option(s) {sorted(unknown)}; known: url, {keys}")
+    return TableNames(**{NAME_KEYS[k]: v for k, v in options.items() if k in NAME_KEYS})
+
+
+def revision_options(tables: TableNames) -> dict[str, str | None]:
+    """What the revisions read from their context: the schema and a name per table role."""
+    return {"schema": tables.schema, **{role: tables.name(role) for role in ROLES}}
+
+
+def alembic_config(
+    tables: TableNames | None = None, *, connection: Connection | None = None
+) -> Config:
+    """An Alembic `Config` for the shipped scripts, for `alembic.command` functions.
+
+    Example::
+
+        async with engine.begin() as conn:
+            await conn.run_sync(
+                lambda sync: command.history(alembic_config(connection=sync))
+            )
+    """
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_DIR))
+    config.attributes[TABLES_KEY] = tables or TableNames()
+    if connection is not None:
+        config.attributes[CONNECTION_KEY] = connection
+    return config
+
+
+@cache
+def script_directory() -> ScriptDirectory:
+    """The shipped revisions."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head_revision() -> str:
+    """The revision this version of the library expects."""
+    head = script_directory().get_current_head()
+    assert head is not None, "the shipped migrations have no revision"
+    return head
+
+
+# -- around the revisions -------------------------------------------------------
+
+
+def lock_key(tables: TableNames) -> int:
+    """A PostgreSQL advisory-lock key for migrating one set of tables (a signed 64-bit int)."""
+    name = f"agents_sqlalchemy:{tables.schema or ''}.{tables.version_table}"
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def prepare_connection(connection: Connection, tables: TableNames) -> None:
+    """Serialise migrators, then create the schema if it is missing.
+
+    PostgreSQL: a transaction-scoped advisory lock. SQLite: `BEGIN IMMEDIATE`, the database's
+    write lock, so a second migrator waits (busy timeout) and then finds the work done.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(tables)})
+        if tables.schema:
+            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{tables.schema}"'))
+    elif connection.dialect.name == "sqlite":
+        driver = connection.connection.driver_connection
+        if not getattr(driver, "in_transaction", True):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def drop_version_table_at_base(tables: TableNames) -> Callable[..., None]:
+    """An `on_version_apply` hook: a downgrade that leaves no revision drops our version table.
+
+    Alembic keeps an empty version table at base; ours goes too, so that `downgrade base`
+    leaves nothing of the library behind.
+    """
+
+    def hook(*, ctx: MigrationContext, step: MigrationInfo, heads: set[str], run_args: Any) -> None:
+        if not step.is_upgrade and not heads:
+            version = Table(tables.version_table, MetaData(), schema=tables.schema)
+            ctx.impl.drop_table(version)
+
+    return hook

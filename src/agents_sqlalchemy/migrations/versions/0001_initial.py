@@ -1,0 +1,173 @@
+"""Initial schema: sessions, items, item keys, keyring, search terms and embeddings.
+
+Revision ID: 0001
+Revises:
+Create Date: 2025-01-01
+
+Table names come from the migration context, never from the models: write
+`name("items")` and `schema()` where autogenerate wrote a literal table name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0001"
+down_revision: str | Sequence[str] | None = None
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Frozen copies of the model's types: SQLite only auto-increments an INTEGER PRIMARY KEY.
+ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+TIMESTAMP = sa.DateTime(timezone=True)
+
+
+def name(role: str) -> str:
+    """The configured name of a table role ("sessions", "items", ...)."""
+    names: dict[str, str] = op.get_context().opts["agents_sqlalchemy_tables"]
+    return names[role]
+
+
+def schema() -> str | None:
+    """The configured schema (None: the connection's default)."""
+    schema_name: str | None = op.get_context().opts["agents_sqlalchemy_tables"]["schema"]
+    return schema_name
+
+
+def ref(role: str) -> str:
+    """A foreign-key target: `[schema.]table.id`."""
+    return f"{schema()}.{name(role)}.id" if schema() else f"{name(role)}.id"
+
+
+# Constraint and index names, as the models' naming convention makes them.
+def pk(table: str) -> str:
+    return f"pk_{table}"
+
+
+def fk(table: str, column: str) -> str:
+    return f"fk_{table}_{column}"
+
+
+def ix(table: str, *columns: str) -> str:
+    return f"ix_{table}_{'_'.join(columns)}"
+
+
+def uq(table: str, *columns: str) -> str:
+    return f"uq_{table}_{'_'.join(columns)}"
+
+
+def cascade(table: str, column: str, role: str) -> sa.ForeignKeyConstraint:
+    return sa.ForeignKeyConstraint(
+        [column], [ref(role)], name=fk(table, column), ondelete="CASCADE"
+    )
+
+
+def index(table: str, *columns: str, **options: Any) -> None:
+    op.create_index(ix(table, *columns), table, list(columns), schema=schema(), **options)
+
+
+def upgrade() -> None:
+    t = name("sessions")
+    op.create_table(
+        t,
+        sa.Column("id", ID, nullable=False),
+        sa.Column("session_id", sa.Text(), nullable=False),
+        sa.Column("session_hash", sa.String(64), nullable=False),
+        sa.Column("user_id", sa.String(255), nullable=True),
+        sa.Column("metadata", sa.JSON(), nullable=True),
+        sa.Column("state", sa.JSON(), nullable=True),
+        sa.Column("sealed_state", sa.LargeBinary(), nullable=True),
+        sa.Column("next_seq", sa.BigInteger(), server_default="0", nullable=False),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("updated_at", TIMESTAMP, nullable=False),
+        sa.PrimaryKeyConstraint("id", name=pk(t)),
+        sa.UniqueConstraint("session_hash", name=uq(t, "session_hash")),
+        schema=schema(),
+    )
+    index(t, "updated_at", "id")
+    index(t, "user_id", "updated_at", "id")
+
+    t = name("items")
+    op.create_table(
+        t,
+        sa.Column("id", ID, nullable=False),
+        sa.Column("session_pk", ID, nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("expires_at", TIMESTAMP, nullable=True),
+        sa.Column("payload", sa.Text(), nullable=True),
+        sa.Column("ciphertext", sa.LargeBinary(), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=pk(t)),
+        cascade(t, "session_pk", "sessions"),
+        sa.UniqueConstraint("session_pk", "seq", name=uq(t, "session_pk", "seq")),
+        schema=schema(),
+    )
+    # Most items never expire: the index holds only those that do.
+    expiring = sa.text("expires_at IS NOT NULL")
+    index(t, "expires_at", sqlite_where=expiring, postgresql_where=expiring)
+
+    t = name("item_keys")
+    op.create_table(
+        t,
+        sa.Column("item_pk", ID, nullable=False),
+        sa.Column("kek_id", sa.String(64), nullable=False),
+        sa.Column("wrapped_key", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("item_pk", name=pk(t)),
+        cascade(t, "item_pk", "items"),
+        schema=schema(),
+    )
+    index(t, "kek_id")
+
+    t = name("keyring")
+    op.create_table(
+        t,
+        sa.Column("kek_id", sa.String(64), nullable=False),
+        sa.Column("kind", sa.String(32), nullable=False),
+        sa.Column("salt", sa.LargeBinary(), nullable=True),
+        sa.Column("params", sa.JSON(), nullable=True),
+        sa.Column("verifier", sa.LargeBinary(), nullable=False),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("retired_at", TIMESTAMP, nullable=True),
+        sa.PrimaryKeyConstraint("kek_id", name=pk(t)),
+        schema=schema(),
+    )
+
+    t = name("terms")
+    op.create_table(
+        t,
+        sa.Column("id", ID, nullable=False),
+        sa.Column("item_pk", ID, nullable=False),
+        sa.Column("session_pk", sa.BigInteger(), nullable=False),
+        sa.Column("term", sa.String(64), nullable=False),
+        sa.Column("frequency", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=pk(t)),
+        cascade(t, "item_pk", "items"),
+        schema=schema(),
+    )
+    index(t, "session_pk", "term")
+    index(t, "term")
+    index(t, "item_pk")
+
+    t = name("embeddings")
+    op.create_table(
+        t,
+        sa.Column("id", ID, nullable=False),
+        sa.Column("item_pk", ID, nullable=False),
+        sa.Column("session_pk", sa.BigInteger(), nullable=False),
+        sa.Column("model_id", sa.String(200), nullable=False),
+        sa.Column("vector", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=pk(t)),
+        cascade(t, "item_pk", "items"),
+        sa.UniqueConstraint("item_pk", "model_id", name=uq(t, "item_pk", "model_id")),
+        schema=schema(),
+    )
+    index(t, "session_pk")
+
+
+def downgrade() -> None:
+    for role in ("embeddings", "terms", "keyring", "item_keys", "items", "sessions"):
+        op.drop_table(name(role), schema=schema())

@@ -1,0 +1,146 @@
+"""What every part of the repository shares: the database, the tables, keys and clocks."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Table, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from ..database import Database
+from ..errors import ConfigurationError
+from ..models import Models
+
+T = TypeVar("T")
+SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+
+
+def utcnow() -> datetime:
+    """The repository's clock (tests move it)."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """How the repository finds a session: the SDK id and its SHA-256, plus first-write values."""
+
+    session_id: str
+    hash: str
+    user_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, session_id: str, **first_write: Any) -> SessionKey:
+        digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+        return cls(session_id, digest, **first_write)
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """One item as it will be stored: JSON text, or ciphertext with its wrapped data key."""
+
+    payload: str | None = None
+    ciphertext: bytes | None = None
+    wrapped_key: bytes | None = None
+    kek_id: str | None = None
+    # What search needs, deleted with the item: term -> count, and one embedding.
+    terms: Mapping[str, int] | None = None
+    vector: bytes | None = None
+    model_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """One item as read back: its place, and its JSON text or its sealed form."""
+
+    seq: int
+    payload: str | None
+    ciphertext: bytes | None = None
+    wrapped_key: bytes | None = None
+    kek_id: str | None = None
+
+
+class RepositoryBase:
+    """The database and the Core tables of one `Models`, and the statements all parts share."""
+
+    def __init__(self, db: Database, models: Models, *, sealed: bool = False) -> None:
+        if db.dialect_name not in SUPPORTED_DIALECTS:
+            raise ConfigurationError(
+                f"unsupported database {db.dialect_name!r}: use SQLite or PostgreSQL"
+            )
+        self._db = db
+        self._models = models
+        # Whether items carry ciphertext and wrapped keys rather than JSON text.
+        self._sealed = sealed
+        self._sessions: Table = models.sessions
+        self._items: Table = models.items
+        self._item_keys: Table = models.table(models.item_key)
+        self._terms: Table = models.table(models.term)
+        self._embeddings: Table = models.table(models.embedding)
+        self._upsert = postgresql.insert if db.dialect_name == "postgresql" else sqlite.insert
+
+    def _now(self) -> datetime:
+        """The repository's clock: `utcnow` of this module, which tests move."""
+        return utcnow()
+
+    async def scrub(self) -> None:
+        """Leave no bytes of deleted rows in a SQLite file's WAL: checkpoint and truncate it.
+
+        Deleted content is zeroed in the database pages (`secure_delete`); the WAL still holds
+        older copies of those pages until it is checkpointed and truncated. No-op elsewhere.
+        """
+        if self._db.dialect_name == "sqlite":
+            await self._db.run(
+                lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all(),
+                write=False,
+            )
+
+    def _live(self, now: datetime) -> ColumnElement[bool]:
+        expires_at = self._items.c.expires_at
+        return or_(expires_at.is_(None), expires_at > now)
+
+    def _session_pk(self, key: SessionKey) -> Any:
+        return select(self._sessions.c.id).where(self._sessions.c.session_hash == key.hash)
+
+    def _claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Any:
+        """Take the session's write lock and `count` sequence numbers, creating its row if new.
+
+        The first statement of every write: on PostgreSQL it locks the session's row, on
+        SQLite it takes the database's write lock. Returns the row's `id` and `next_seq`.
+        """
+        sessions = self._sessions
+        claim = (
+            self._upsert(sessions)
+            .values(
+                session_id=key.session_id,
+                session_hash=key.hash,
+                user_id=key.user_id,
+                metadata=key.metadata,
+                next_seq=count,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_update(
+                index_elements=[sessions.c.session_hash],
+                set_={"next_seq": sessions.c.next_seq + count, "updated_at": now},
+            )
+            .returning(sessions.c.id, sessions.c.next_seq)
+        )
+        return conn.execute(claim).one()
+
+    def _lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
+        """Take the session's write lock if it has a row; return its primary key."""
+        sessions = self._sessions
+        result = conn.execute(
+            update(sessions)
+            .where(sessions.c.session_hash == key.hash)
+            .values(updated_at=now)
+            .returning(sessions.c.id)
+        )
+        pk: int | None = result.scalar_one_or_none()
+        return pk

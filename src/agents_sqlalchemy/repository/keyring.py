@@ -1,0 +1,134 @@
+"""Keyring SQL: the key-encryption-key rows, and re-wrapping data keys during a rotation."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Table, bindparam, delete, select, text, update
+from sqlalchemy.engine import Connection
+
+from ..aio import settle
+from .base import RepositoryBase
+
+
+class KeyringOps(RepositoryBase):
+    """Rows of the keyring table, and the item keys and sealed states they wrap."""
+
+    @property
+    def _keyring(self) -> Table:
+        return self._models.table(self._models.keyring)
+
+    async def keyring_rows(self) -> list[dict[str, Any]]:
+        """Every keyring row, oldest first, as mappings."""
+        query = select(self._keyring).order_by(self._keyring.c.created_at)
+        return await self._db.run(
+            lambda conn: [dict(row._mapping) for row in conn.execute(query)], write=False
+        )
+
+    async def add_keyring(self, row: dict[str, Any], *, retire: str | None = None) -> bool:
+        """Insert a keyring row and make it the active one.
+
+        With `retire`, that kek_id is retired in the same transaction (a rotation starts);
+        without, the row goes in only if no row is active yet (two stores racing to create
+        the keyring: one wins, and the other opens the winner's). Returns whether it went in.
+        """
+        return await settle(self._db.run(lambda conn: self._add(conn, row, retire), write=True))
+
+    def _add(self, conn: Connection, row: dict[str, Any], retire: str | None) -> bool:
+        keyring = self._keyring
+        self._lock_keyring(conn)
+        if retire is not None:
+            conn.execute(
+                update(keyring)
+                .where(keyring.c.kek_id == retire)
+                .values(retired_at=row["created_at"])
+            )
+        elif conn.execute(select(keyring.c.kek_id).where(keyring.c.retired_at.is_(None))).first():
+            return False
+        conn.execute(keyring.insert(), row)
+        return True
+
+    def _lock_keyring(self, conn: Connection) -> None:
+        """Serialise keyring writers: an advisory lock on PostgreSQL, the write lock on SQLite."""
+        if conn.dialect.name == "postgresql":
+            name = f"agents_sqlalchemy.keyring:{self._keyring.fullname}".encode()
+            lock = int.from_bytes(hashlib.blake2b(name, digest_size=8).digest(), "big", signed=True)
+            conn.execute(text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": lock})
+        else:
+            conn.execute(update(self._keyring).values(kind=self._keyring.c.kind))
+
+    async def rewrap_keys(
+        self, old: str, new: str, rewrap: Callable[[list[bytes]], list[bytes]], batch: int
+    ) -> int:
+        """Re-wrap up to `batch` item keys from kek `old` to `new`, in one transaction."""
+        return await settle(
+            self._db.run(lambda conn: self._rewrap_keys(conn, old, new, rewrap, batch), write=True)
+        )
+
+    def _rewrap_keys(
+        self,
+        conn: Connection,
+        old: str,
+        new: str,
+        rewrap: Callable[[list[bytes]], list[bytes]],
+        batch: int,
+    ) -> int:
+        keys = self._item_keys
+        self._lock_keyring(conn)
+        rows = conn.execute(
+            select(keys.c.item_pk, keys.c.wrapped_key)
+            .where(keys.c.kek_id == old)
+            .order_by(keys.c.item_pk)
+            .limit(batch)
+        ).all()
+        if not rows:
+            return 0
+        wrapped = rewrap([bytes(row.wrapped_key) for row in rows])
+        conn.execute(
+            update(keys)
+            .where(keys.c.item_pk == bindparam("pk"))
+            .values(kek_id=new, wrapped_key=bindparam("w")),
+            [{"pk": row.item_pk, "w": value} for row, value in zip(rows, wrapped, strict=True)],
+        )
+        return len(rows)
+
+    async def rewrap_states(
+        self, rewrap: Callable[[bytes], bytes], after: int, batch: int
+    ) -> int | None:
+        """Re-wrap sealed states of sessions with id > `after`; return the last id, or None."""
+        return await settle(
+            self._db.run(lambda conn: self._rewrap_states(conn, rewrap, after, batch), write=True)
+        )
+
+    def _rewrap_states(
+        self, conn: Connection, rewrap: Callable[[bytes], bytes], after: int, batch: int
+    ) -> int | None:
+        sessions = self._sessions
+        self._lock_keyring(conn)
+        rows = conn.execute(
+            select(sessions.c.id, sessions.c.sealed_state)
+            .where(sessions.c.id > after, sessions.c.sealed_state.is_not(None))
+            .order_by(sessions.c.id)
+            .limit(batch)
+        ).all()
+        for row in rows:
+            conn.execute(
+                update(sessions)
+                .where(sessions.c.id == row.id)
+                .values(sealed_state=rewrap(bytes(row.sealed_state)))
+            )
+        return rows[-1].id if rows else None
+
+    async def finish_rotation(self, old: str) -> bool:
+        """Delete the retired keyring row `old` if no item key refers to it any more."""
+        return await settle(self._db.run(lambda conn: self._finish(conn, old), write=True))
+
+    def _finish(self, conn: Connection, old: str) -> bool:
+        self._lock_keyring(conn)
+        keys = self._item_keys
+        if conn.execute(select(keys.c.item_pk).where(keys.c.kek_id == old).limit(1)).first():
+            return False
+        conn.execute(delete(self._keyring).where(self._keyring.c.kek_id == old))
+        return True

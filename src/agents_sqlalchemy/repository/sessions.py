@@ -1,0 +1,192 @@
+"""Session management SQL: describe, list, update, delete and purge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import ColumnElement, and_, delete, func, literal, select, tuple_, update
+from sqlalchemy.engine import Connection
+
+from ..aio import settle
+from ..errors import ConfigurationError
+from ..models import UTCDateTime
+from .base import RepositoryBase, SessionKey
+
+
+class SessionOps(RepositoryBase):
+    """Rows of the sessions table: owner, metadata, state, activity; and bulk removal."""
+
+    def _described(self, now: datetime) -> Any:
+        sessions, items = self._sessions, self._items
+        item_count = (
+            select(func.count())
+            .where(items.c.session_pk == sessions.c.id, self._live(now))
+            .scalar_subquery()
+        )
+        return select(
+            sessions.c.id,
+            sessions.c.session_id,
+            sessions.c.user_id,
+            sessions.c.metadata,
+            sessions.c.created_at,
+            sessions.c.updated_at,
+            item_count.label("item_count"),
+        )
+
+    async def describe(self, key: SessionKey) -> Any:
+        """The session's row with its live item count, or None."""
+        query = self._described(self._now()).where(self._sessions.c.session_hash == key.hash)
+        return await self._db.run(lambda conn: conn.execute(query).one_or_none(), write=False)
+
+    async def list_sessions(
+        self,
+        *,
+        user_id: str | None,
+        metadata: dict[str, Any] | None,
+        updated_after: datetime | None,
+        updated_before: datetime | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+    ) -> list[Any]:
+        """Rows like `describe`, most recently active first, after the keyset position."""
+        sessions = self._sessions
+        query = self._described(self._now())
+        if user_id is not None:
+            query = query.where(sessions.c.user_id == user_id)
+        for name, value in (metadata or {}).items():
+            query = query.where(_json_field_equals(sessions.c.metadata[name], value))
+        if updated_after is not None:
+            query = query.where(sessions.c.updated_at > updated_after)
+        if updated_before is not None:
+            query = query.where(sessions.c.updated_at < updated_before)
+        if after is not None:
+            query = query.where(
+                tuple_(sessions.c.updated_at, sessions.c.id)
+                < tuple_(literal(after[0], UTCDateTime()), literal(after[1]))
+            )
+        query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(limit)
+        return await self._db.run(lambda conn: list(conn.execute(query)), write=False)
+
+    async def read_session_columns(self, key: SessionKey, columns: tuple[str, ...]) -> Any:
+        """Some columns of the session's row, or None if it has none."""
+        sessions = self._sessions
+        query = select(*(sessions.c[name] for name in columns)).where(
+            sessions.c.session_hash == key.hash
+        )
+        return await self._db.run(lambda conn: conn.execute(query).one_or_none(), write=False)
+
+    async def update_session(
+        self,
+        key: SessionKey,
+        change: Callable[[Any], dict[str, Any]],
+        columns: tuple[str, ...],
+    ) -> None:
+        """Read `columns` of the session under its lock (creating its row), write `change(row)`."""
+        await settle(
+            self._db.run(lambda conn: self._update_session(conn, key, change, columns), write=True)
+        )
+
+    def _update_session(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        change: Callable[[Any], dict[str, Any]],
+        columns: tuple[str, ...],
+    ) -> None:
+        sessions = self._sessions
+        session_pk = self._claim(conn, key, 0, self._now()).id
+        chosen = select(*(sessions.c[name] for name in columns))
+        row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
+        values = change(row)
+        if values:
+            conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
+
+    def sessions_where(
+        self,
+        *,
+        session_hash: str | None = None,
+        user_id: str | None = None,
+        inactive_for: timedelta | None = None,
+    ) -> ColumnElement[bool]:
+        """A condition on the sessions table, for `delete_sessions`."""
+        sessions = self._sessions
+        conditions = []
+        if session_hash is not None:
+            conditions.append(sessions.c.session_hash == session_hash)
+        if user_id is not None:
+            conditions.append(sessions.c.user_id == user_id)
+        if inactive_for is not None:
+            conditions.append(sessions.c.updated_at < self._now() - inactive_for)
+        return and_(*conditions)
+
+    async def delete_sessions(self, where: ColumnElement[bool], batch: int) -> tuple[int, int]:
+        """Delete the sessions matching `where`, with their items, in batches.
+
+        Returns (sessions, items) deleted. Each batch is one transaction that first locks its
+        sessions, so a concurrent writer waits and then starts a fresh session.
+        """
+        total_sessions = total_items = 0
+        while True:
+            deleted_sessions, deleted_items = await settle(
+                self._db.run(lambda conn: self._delete_batch(conn, where, batch), write=True)
+            )
+            total_sessions += deleted_sessions
+            total_items += deleted_items
+            if deleted_sessions < batch:
+                return total_sessions, total_items
+
+    def _delete_batch(
+        self, conn: Connection, where: ColumnElement[bool], batch: int
+    ) -> tuple[int, int]:
+        sessions, items = self._sessions, self._items
+        chosen = select(sessions.c.id).where(where).limit(batch).scalar_subquery()
+        locked = conn.execute(
+            update(sessions)
+            .where(sessions.c.id.in_(chosen))
+            .values(next_seq=sessions.c.next_seq)
+            .returning(sessions.c.id)
+        )
+        pks = list(locked.scalars())
+        if not pks:
+            return 0, 0
+        removed = conn.execute(delete(items).where(items.c.session_pk.in_(pks)))
+        conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
+        return len(pks), int(removed.rowcount)
+
+    async def purge_expired(self, batch: int) -> int:
+        """Delete expired items in batches; return how many."""
+        total = 0
+        while True:
+            removed = await settle(
+                self._db.run(lambda conn: self._purge_batch(conn, batch), write=True)
+            )
+            total += removed
+            if removed < batch:
+                return total
+
+    def _purge_batch(self, conn: Connection, batch: int) -> int:
+        items = self._items
+        expired = (
+            select(items.c.id)
+            .where(items.c.expires_at <= self._now())
+            .limit(batch)
+            .scalar_subquery()
+        )
+        return int(conn.execute(delete(items).where(items.c.id.in_(expired))).rowcount)
+
+
+def _json_field_equals(field: Any, value: object) -> ColumnElement[bool]:
+    """`metadata[name] == value` for a scalar JSON value, on every dialect."""
+    if isinstance(value, bool):
+        return cast(ColumnElement[bool], field.as_boolean() == value)
+    if isinstance(value, int):
+        return cast(ColumnElement[bool], field.as_integer() == value)
+    if isinstance(value, float):
+        return cast(ColumnElement[bool], field.as_float() == value)
+    if isinstance(value, str):
+        return cast(ColumnElement[bool], field.as_string() == value)
+    raise ConfigurationError(
+        f"metadata filters compare strings, numbers and booleans, not {type(value).__name__}"
+    )

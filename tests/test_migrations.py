@@ -1,0 +1,385 @@
+"""The shipped Alembic migrations, on SQLite and PostgreSQL, beside an app's own schema."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+import agents_sqlalchemy
+from agents_sqlalchemy import SchemaError, SessionStore, TableNames, migrate
+from agents_sqlalchemy.app_env import LibraryTables
+from agents_sqlalchemy.migrations import config as scripts_config
+from agents_sqlalchemy.models import build_models
+from agents_sqlalchemy.tables import ROLES
+
+from .app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
+from .items import message
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAD = migrate.head_revision()
+
+
+def custom_names(url: str, prefix: str = "chat_") -> TableNames:
+    """Prefix, per-table overrides, and a schema where the database has schemas."""
+    schema = "agents" if url.startswith("postgresql") else None
+    return TableNames(prefix=prefix, items=f"{prefix}transcript", version="chat_rev", schema=schema)
+
+
+async def drift(url: str, tables: TableNames) -> list[object]:
+    """Alembic's own comparison of the database with the models, our tables only."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+
+            def compare(sync_conn: object) -> list[object]:
+                context = MigrationContext.configure(
+                    sync_conn,  # type: ignore[arg-type]
+                    opts={
+                        "include_name": LibraryTables(tables).only_ours,
+                        "include_schemas": tables.schema is not None,
+                        "compare_type": True,
+                        "compare_server_default": True,
+                        "version_table": tables.version_table,
+                        "version_table_schema": tables.schema,
+                    },
+                )
+                return list(compare_metadata(context, build_models(tables).metadata))
+
+            return await conn.run_sync(compare)
+    finally:
+        await engine.dispose()
+
+
+def test_revision_ids_are_a_zero_padded_sequence() -> None:
+    scripts = scripts_config.script_directory()
+    revisions = [rev.revision for rev in scripts.walk_revisions("base", "heads")][::-1]
+    assert revisions == [f"{n:04d}" for n in range(1, len(revisions) + 1)]
+    assert scripts.get_heads() == [HEAD]
+
+
+@pytest.mark.parametrize("kind", ["default", "custom"])
+async def test_head_matches_the_models_without_drift(db_url: str, kind: str) -> None:
+    tables = TableNames() if kind == "default" else custom_names(db_url)
+    await agents_sqlalchemy.upgrade(db_url, tables=tables)
+    assert await drift(db_url, tables) == []
+    assert await migrate.current(db_url, tables=tables) == HEAD
+    found = table_names(await objects(db_url))
+    assert tables.version_table in found
+    assert "alembic_version" not in found
+    status = await migrate.check(db_url, tables=tables)
+    assert (status.state, status.found) == ("current", (HEAD,))
+
+
+async def structure(url: str, tables: TableNames) -> dict[str, object]:
+    """Our tables as the database describes them: columns, keys, indexes and their options."""
+
+    def describe(sync_conn: object) -> dict[str, object]:
+        inspector = inspect(sync_conn)
+        found: dict[str, object] = {}
+        for role in ROLES:
+            name, schema = tables.name(role), tables.schema
+            if role == "version":
+                continue
+            found[name] = {
+                "columns": {
+                    column["name"]: (str(column["type"]), column["nullable"], column["default"])
+                    for column in inspector.get_columns(name, schema=schema)
+                },
+                "pk": inspector.get_pk_constraint(name, schema=schema),
+                "fks": sorted(map(repr, inspector.get_foreign_keys(name, schema=schema))),
+                "unique": sorted(map(repr, inspector.get_unique_constraints(name, schema=schema))),
+                "indexes": sorted(
+                    repr({**index, "dialect_options": _plain(index.get("dialect_options", {}))})
+                    for index in inspector.get_indexes(name, schema=schema)
+                ),
+            }
+        return found
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(describe)
+    finally:
+        await engine.dispose()
+
+
+def _plain(options: dict[str, object]) -> dict[str, str]:
+    """Reflected index options as text (SQLite gives its WHERE as a SQL construct)."""
+    return {key: str(value) for key, value in options.items()}
+
+
+@pytest.mark.parametrize("kind", ["default", "custom"])
+async def test_head_is_what_create_all_makes_of_the_models(db_url: str, kind: str) -> None:
+    """Stricter than compare_metadata: index predicates, defaults, key options too."""
+    tables = TableNames() if kind == "default" else custom_names(db_url)
+    await agents_sqlalchemy.upgrade(db_url, tables=tables)
+    migrated = await structure(db_url, tables)
+    await agents_sqlalchemy.downgrade(db_url, "base", tables=tables)
+    engine = create_async_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(build_models(tables).metadata.create_all)
+    finally:
+        await engine.dispose()
+    assert migrated == await structure(db_url, tables)
+    assert "expires_at IS NOT NULL" in repr(migrated[tables.items_table])
+
+
+async def test_create_tables_migrates_to_head_and_a_later_upgrade_is_a_no_op(db_url: str) -> None:
+    tables = custom_names(db_url)
+    async with SessionStore(db_url, tables=tables, create_tables=True) as store:
+        await store.session("dev").add_items([message("from development")])
+    assert await migrate.current(db_url, tables=tables) == HEAD
+    assert await drift(db_url, tables) == []
+    before = await objects(db_url)
+    await agents_sqlalchemy.upgrade(db_url, tables=tables)
+    assert await objects(db_url) == before
+    async with SessionStore(db_url, tables=tables) as store:
+        assert await store.session("dev").get_items() == [message("from development")]
+
+
+def test_app_tables_rows_and_alembic_history_are_left_alone(db_url: str, tmp_path: Path) -> None:
+    app = make_app(tmp_path, db_url)
+    app_revision(app, "app1")
+    assert alembic_cli(tmp_path / "alembic.ini", "upgrade", "head").returncode == 0
+    asyncio.run(_insert_users(db_url))
+    app_only = asyncio.run(objects(db_url))
+    app_rows = _app_rows(db_url)
+    assert app_rows[1] == [("app1",)]
+
+    for tables in (TableNames(), custom_names(db_url)):
+        asyncio.run(agents_sqlalchemy.upgrade(db_url, tables=tables))
+        assert _app_rows(db_url) == app_rows
+        assert app_only < asyncio.run(objects(db_url))
+    for tables in (TableNames(), custom_names(db_url)):
+        asyncio.run(agents_sqlalchemy.downgrade(db_url, "base", tables=tables))
+        assert _app_rows(db_url) == app_rows
+    # Everything of ours is gone (version tables included), everything else is as it was.
+    remaining = asyncio.run(objects(db_url))
+    assert remaining - app_only <= {("agents", "", "schema")}
+    assert remaining >= app_only
+
+
+async def _insert_users(url: str) -> None:
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(text("INSERT INTO app_users (id, name) VALUES (1, 'alice'), (2, 'bob')"))
+    await engine.dispose()
+
+
+def _app_rows(url: str) -> list[list[tuple[object, ...]]]:
+    return [
+        rows(url, "SELECT id, name FROM app_users ORDER BY id"),
+        rows(url, "SELECT version_num FROM alembic_version"),
+    ]
+
+
+def test_app_autogenerate_produces_no_operation_on_our_tables(db_url: str, tmp_path: Path) -> None:
+    app = make_app(tmp_path, db_url)
+    app_revision(app, "app1")
+    assert alembic_cli(tmp_path / "alembic.ini", "upgrade", "head").returncode == 0
+    asyncio.run(agents_sqlalchemy.upgrade(db_url))
+    asyncio.run(agents_sqlalchemy.upgrade(db_url, tables=TableNames(prefix="chat_")))
+
+    script = app_revision(app, "app2")
+    body = script[script.index("def upgrade") :]
+    assert "op." not in body, body
+    assert alembic_cli(tmp_path / "alembic.ini", "upgrade", "head").returncode == 0
+    # Without the helper the app's autogenerate would drop our tables: the test can fail.
+    unfiltered = app_revision(app, "app3", "filters=off")
+    assert "op.drop_table('agents_sqlalchemy_items')" in unfiltered
+    assert "op.drop_table('chat_version')" in unfiltered
+
+
+def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
+    db_url: str, tmp_path: Path
+) -> None:
+    schema = "agents" if db_url.startswith("postgresql") else ""
+    section = (
+        "\n[agents_sqlalchemy]\n"
+        "script_location = agents_sqlalchemy:migrations\n"
+        f"sqlalchemy.url = {db_url}\n"
+        "prefix = ini_\n"
+        "items_table = ini_log\n" + (f"schema = {schema}\n" if schema else "")
+    )
+    make_app(tmp_path, db_url, section=section)
+    ini = tmp_path / "alembic.ini"
+
+    api = TableNames(prefix="api_", sessions="api_conversations")
+    asyncio.run(agents_sqlalchemy.upgrade(db_url, tables=api))
+    from_ini = alembic_cli(ini, "-n", "agents_sqlalchemy", "upgrade", "head")
+    assert from_ini.returncode == 0, from_ini.stderr
+    x_args = ["-x", "prefix=x_", "-x", "terms_table=x_words", "-x", "items_table=x_log"]
+    from_x = alembic_cli(ini, "-n", "agents_sqlalchemy", *x_args, "upgrade", "head")
+    assert from_x.returncode == 0, from_x.stderr
+
+    ini_names = TableNames(prefix="ini_", items="ini_log", schema=schema or None)
+    x_names = TableNames(prefix="x_", items="x_log", terms="x_words", schema=schema or None)
+    for tables in (api, ini_names, x_names):
+        assert asyncio.run(migrate.current(db_url, tables=tables)) == HEAD
+        assert asyncio.run(drift(db_url, tables)) == []
+    found = table_names(asyncio.run(objects(db_url)))
+    assert {"api_conversations", "api_items", "ini_log", "ini_sessions", "x_words"} <= found
+    current = alembic_cli(ini, "-n", "agents_sqlalchemy", "-x", "prefix=x_", "current")
+    assert HEAD in current.stdout
+    bad = alembic_cli(ini, "-n", "agents_sqlalchemy", "-x", "prefx=typo", "current")
+    assert bad.returncode != 0 and "prefx" in bad.stderr
+
+
+def test_upgrades_racing_from_processes_all_succeed(db_url: str) -> None:
+    code = (
+        "import asyncio, sys\n"
+        "from agents_sqlalchemy import SessionStore\n"
+        "async def main():\n"
+        "    async with SessionStore(sys.argv[1], create_tables=True) as store:\n"
+        "        await store.session(sys.argv[2]).add_items([{'role': 'user', 'content': 'x'}])\n"
+        "asyncio.run(main())\n"
+    )
+    upgraders = [
+        subprocess.Popen(
+            [sys.executable, "-m", "agents_sqlalchemy.cli", "db", "upgrade", "--url", db_url],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    creators = [
+        subprocess.Popen([sys.executable, "-c", code, db_url, f"s{i}"], stderr=subprocess.PIPE)
+        for i in range(3)
+    ]
+    for process in [*upgraders, *creators]:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    assert asyncio.run(migrate.current(db_url)) == HEAD
+    assert rows(db_url, "SELECT count(*) FROM agents_sqlalchemy_items") == [(3,)]
+
+
+def test_upgrade_through_a_synchronous_connection(tmp_path: Path) -> None:
+    """The pysqlite path a worker thread would take: same scripts, same lock, same result."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'sync.db'}")
+    try:
+        with engine.begin() as connection:
+            migrate.upgrade_sync(connection, TableNames(prefix="sync_"))
+        with engine.connect() as connection:
+            status = migrate.schema_status(connection, TableNames(prefix="sync_"))
+    finally:
+        engine.dispose()
+    assert status.at_head
+
+
+# -- a schema the library cannot use says what was found, what is expected, what to run -------
+
+
+async def schema_error(url: str, tables: TableNames, *, create: bool = False) -> str:
+    async with SessionStore(url, tables=tables, create_tables=create) as store:
+        with pytest.raises(SchemaError) as raised:
+            await store.session("s").get_items()
+    return str(raised.value)
+
+
+@pytest.fixture
+def newer_scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The shipped scripts plus a revision 0002, as a newer release would ship them."""
+    scripts = tmp_path / "newer"
+    shutil.copytree(
+        scripts_config.SCRIPT_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    first = (scripts / "versions" / "0001_initial.py").read_text()
+    second = re.sub(r'revision: str = "0001"', 'revision: str = "0002"', first)
+    second = second.replace(
+        "down_revision: str | Sequence[str] | None = None", 'down_revision = "0001"'
+    )
+    second = second[: second.index("def upgrade")]
+    second += (
+        "def upgrade() -> None:\n"
+        "    op.add_column(name('sessions'), sa.Column('tag', sa.Text()), schema=schema())\n\n\n"
+        "def downgrade() -> None:\n"
+        "    op.drop_column(name('sessions'), 'tag', schema=schema())\n"
+    )
+    (scripts / "versions" / "0002_tag.py").write_text(second)
+    monkeypatch.setattr(scripts_config, "SCRIPT_DIR", scripts)
+    scripts_config.script_directory.cache_clear()
+    yield
+    scripts_config.script_directory.cache_clear()
+
+
+async def test_missing_schema_names_none_head_and_the_command(db_url: str) -> None:
+    tables = custom_names(db_url)
+    message_ = await schema_error(db_url, tables)
+    assert "revision found: none, expected: 0001" in message_
+    assert "agents-sqlalchemy db upgrade --url" in message_
+    assert "--prefix chat_" in message_
+    assert "--items-table chat_transcript --version-table chat_rev" in message_
+    if tables.schema:
+        assert "--schema agents" in message_
+
+
+async def test_a_schema_behind_is_reported_then_upgraded_by_create_tables(
+    db_url: str, newer_scripts: None
+) -> None:
+    tables = custom_names(db_url)
+    await agents_sqlalchemy.upgrade(db_url, "0001", tables=tables)
+    assert "at revision 0001, expected 0002: run `agents-sqlalchemy db upgrade" in (
+        await schema_error(db_url, tables)
+    )
+    async with SessionStore(db_url, tables=tables, create_tables=True) as store:
+        await store.session("s").add_items([message("after the upgrade")])
+    assert await migrate.current(db_url, tables=tables) == "0002"
+
+
+async def test_a_schema_ahead_is_reported_and_left_alone(db_url: str) -> None:
+    tables = custom_names(db_url)
+    await agents_sqlalchemy.upgrade(db_url, tables=tables)
+    await _set_version(db_url, tables, "0002")
+    for create in (False, True):
+        error = await schema_error(db_url, tables, create=create)
+        assert "at revision 0002, newer than this version of agents_sqlalchemy" in error
+        assert "expects (0001)" in error and "pip install -U openai-agents-sqlalchemy" in error
+    assert await migrate.current(db_url, tables=tables) == "0002"
+
+
+async def test_an_unknown_revision_is_reported_and_left_alone(db_url: str) -> None:
+    await agents_sqlalchemy.upgrade(db_url)
+    await _set_version(db_url, TableNames(), "cafebabe")
+    for create in (False, True):
+        error = await schema_error(db_url, TableNames(), create=create)
+        assert "holds revision cafebabe, which is not one of agents_sqlalchemy's" in error
+        assert "expected 0001" in error
+    assert await migrate.current(db_url) == "cafebabe"
+
+
+async def test_untracked_tables_are_reported_with_the_stamp_command(db_url: str) -> None:
+    await agents_sqlalchemy.upgrade(db_url)
+    await _set_version(db_url, TableNames(), None)
+    error = await schema_error(db_url, TableNames(), create=True)
+    assert "holds no revision (expected 0001)" in error
+    assert "agents-sqlalchemy db stamp --url" in error
+    await migrate.stamp(db_url, tables=TableNames())
+    assert (await migrate.check(db_url)).at_head
+
+
+async def test_a_version_table_of_other_tables_is_reported(db_url: str) -> None:
+    await agents_sqlalchemy.upgrade(db_url)
+    error = await schema_error(db_url, TableNames(sessions="s2", items="m2"), create=True)
+    assert "is at revision 0001 (expected 0001) but tables s2, m2 are missing" in error
+
+
+async def _set_version(url: str, tables: TableNames, revision: str | None) -> None:
+    table = f"{tables.schema}.{tables.version_table}" if tables.schema else tables.version_table
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DELETE FROM {table}"))
+        if revision:
+            await conn.execute(text(f"INSERT INTO {table} VALUES (:r)"), {"r": revision})
+    await engine.dispose()
