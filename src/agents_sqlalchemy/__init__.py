@@ -11,18 +11,32 @@ Example::
 """
 
 from .app_env import LibraryTables
+from .crypto import KeyProvider
 from .errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
     CorruptItemError,
     DatabaseError,
+    DecryptionError,
+    InvalidKeyError,
     InvalidSessionIdError,
     ItemError,
+    KeyProviderError,
+    KeyringError,
     SchemaError,
+    TamperedItemError,
+    WrongKeyError,
 )
 from .migrate import SchemaStatus, downgrade, upgrade
-from .records import Removed, SessionInfo, SessionPage
+from .records import Removed, SearchHit, SessionInfo, SessionPage
 from .sdk_import import ImportReport, import_sdk
+from .search import (
+    Embedder,
+    HashingEmbedder,
+    Model2VecEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+)
 from .session import SQLAlchemySession
 from .store import SessionStore
 from .tables import TableNames
@@ -32,18 +46,31 @@ __all__ = [
     "ConfigurationError",
     "CorruptItemError",
     "DatabaseError",
+    "DecryptionError",
+    "Embedder",
+    "HashingEmbedder",
     "ImportReport",
+    "InvalidKeyError",
     "InvalidSessionIdError",
     "ItemError",
+    "KeyProvider",
+    "KeyProviderError",
+    "KeyringError",
     "LibraryTables",
+    "Model2VecEmbedder",
+    "OpenAIEmbedder",
     "Removed",
     "SQLAlchemySession",
     "SchemaError",
     "SchemaStatus",
+    "SearchHit",
+    "SentenceTransformerEmbedder",
     "SessionInfo",
     "SessionPage",
     "SessionStore",
     "TableNames",
+    "TamperedItemError",
+    "WrongKeyError",
     "downgrade",
     "import_sdk",
     "upgrade",

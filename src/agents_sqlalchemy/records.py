@@ -65,3 +65,19 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
         return datetime.fromisoformat(stamp), int(row_id)
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(f"not a cursor of list_sessions: {cursor!r}") from exc
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One result of `session.search()` or `store.search()`: the item and why it ranked.
+
+    `score` is the fused rank score; `vector` the cosine similarity (None in keyword mode),
+    `keyword` the BM25 score (0 when no query term matched).
+    """
+
+    session_id: str
+    seq: int
+    item: dict[str, Any]
+    score: float
+    vector: float | None
+    keyword: float

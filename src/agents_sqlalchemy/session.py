@@ -17,6 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .crypto import Key, same_key
 from .engines import normalize_url
 from .errors import ConfigurationError
+from .records import SearchHit
+from .repository import Scope
+from .search import SearchMode
 from .store import SessionStore, session_key, ttl_delta
 from .tables import TableNames
 
@@ -166,7 +169,13 @@ class SQLAlchemySession:
         """Delete every item of this session."""
         await self._store.clear_items(self._key)
 
-    # -- beyond the protocol: owner, metadata, state -------------------------------------------
+    # -- beyond the protocol: search, owner, metadata, state -----------------------------------
+
+    async def search(
+        self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
+    ) -> list[SearchHit]:
+        """The items of this session that best answer `query` (the store needs search=True)."""
+        return await self._store.search_items(Scope(session=self._key), query, limit, mode)
 
     async def get_metadata(self) -> dict[str, Any]:
         """This session's metadata ({} if none)."""

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import holding
-from .codec import Codec, PlainCodec, SealedCodec, encode_item, encode_items
+from .codec import Codec, IndexEntry, PlainCodec, SealedCodec, encode_item, encode_items
 from .crypto import (
     Key,
     KeyEncryptionKey,
@@ -35,8 +35,27 @@ from .errors import (
     WrongKeyError,
 )
 from .models import build_models
-from .records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
-from .repository import Repository, SessionKey
+from .records import (
+    Removed,
+    SearchHit,
+    SessionInfo,
+    SessionPage,
+    decode_cursor,
+    encode_cursor,
+)
+from .repository import Repository, Scope, SessionKey
+from .search import (
+    SEARCH_MODES,
+    CorpusStats,
+    Embedder,
+    HashingEmbedder,
+    SearchMode,
+    embed_documents,
+    embed_query,
+    item_text,
+    rank,
+    term_counts,
+)
 from .tables import TableNames
 
 if TYPE_CHECKING:
@@ -70,6 +89,7 @@ class SessionStore:
     With `key` (a passphrase, 32 raw bytes, or a `KeyProvider`), every item and state is
     sealed under its own data key; deleting an item destroys its key. `ttl` (seconds or a
     timedelta) makes items expire: reads never return them, `purge_expired` deletes them.
+    `search=True` (or an `Embedder`) indexes items as they are added, for `search()`.
 
     Example::
 
@@ -87,6 +107,7 @@ class SessionStore:
         key: Key | None = None,
         ttl: float | timedelta | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        search: bool | Embedder = False,
         engine_kwargs: dict[str, Any] | None = None,
         sqlite_synchronous: str = "NORMAL",
     ) -> None:
@@ -95,6 +116,7 @@ class SessionStore:
         self.ttl = ttl_delta(ttl)
         self.session_settings = _settings(session_settings) or SessionSettings()
         self.key = None if key is None else validate_key(key)
+        self.embedder = _embedder(search)
         self._db = Database(
             url_or_engine, engine_kwargs=engine_kwargs, sqlite_synchronous=sqlite_synchronous
         )
@@ -170,10 +192,11 @@ class SessionStore:
         payloads = encode_items(items)
         if payloads:
             codec = await self._ready()
+            index = await self._index_entries(items) if self.embedder else None
             await self._repository.append(
                 key,
                 len(payloads),
-                lambda first_seq: codec.rows(key, payloads, first_seq),
+                lambda first_seq: codec.rows(key, payloads, first_seq, index),
                 ttl or self.ttl,
             )
 
@@ -188,6 +211,113 @@ class SessionStore:
         await self._ready()
         async with self._scrubbing():
             return await self._repository.clear(key)
+
+    # -- search --------------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        limit: int = 5,
+        mode: SearchMode = "hybrid",
+    ) -> list[SearchHit]:
+        """The stored items that best answer `query`, across sessions (one user's, or all).
+
+        Ranks on vector similarity, keyword rank and recency together (`mode="vector"` or
+        `"keyword"` for one signal); each hit says which session it came from.
+        """
+        return await self.search_items(Scope(user_id=user_id), query, limit, mode)
+
+    async def search_items(
+        self, scope: Scope, query: str, limit: int, mode: SearchMode
+    ) -> list[SearchHit]:
+        """`search` within a scope: one session (`Scope(session=key)`), a user, or all."""
+        embedder = self._search_embedder()
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        if not 1 <= limit <= 1000:
+            raise ConfigurationError(f"limit must be between 1 and 1000, got {limit}")
+        codec = await self._ready()
+        candidates = await self._repository.candidates(scope, embedder.model_id)
+        if not candidates or not query.strip():
+            return []
+        pks = [candidate.item_pk for candidate in candidates]
+        query_terms = codec.terms(term_counts(query)) if mode != "vector" else {}
+        hits = rank(
+            pks,
+            positions=[
+                candidate.seq if scope.session else candidate.created_at.timestamp()
+                for candidate in candidates
+            ],
+            mode=mode,
+            query_vector=await embed_query(embedder, query) if mode != "keyword" else None,
+            vectors=[codec.vector(candidate, embedder.model_id) for candidate in candidates]
+            if mode != "keyword"
+            else None,
+            query_terms=list(query_terms),
+            term_freqs=await self._repository.term_freqs(scope, pks, list(query_terms)),
+            stats=CorpusStats(doc_count=len(candidates)),
+            limit=limit,
+        )
+        rows = await self._repository.hit_rows([hit.key for hit in hits])
+        return [
+            SearchHit(
+                session_id=rows[hit.key][0].session_id,
+                seq=rows[hit.key][1].seq,
+                item=codec.item(*rows[hit.key]),
+                score=hit.score,
+                vector=hit.vector,
+                keyword=hit.keyword,
+            )
+            for hit in hits
+            if hit.key in rows  # an item removed since the candidates were read is not found
+        ]
+
+    async def reindex(
+        self, *, batch_size: int = 200, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Index every live item for the store's embedder; drop other models' vectors.
+
+        Run it after changing the embedder (its `model_id`); items added since are indexed
+        as they come. Returns how many items were (re)indexed.
+        """
+        embedder = self._search_embedder()
+        codec = await self._ready()
+        await self._repository.drop_other_models(embedder.model_id)
+        done, after = 0, 0
+        while batch := await self._repository.unindexed(embedder.model_id, batch_size, after):
+            after = batch[-1].item_pk
+            items = [codec.item(row.key, row.stored) for row in batch]
+            entries = await self._index_entries(items)
+            await self._repository.replace_index(
+                [
+                    (row.item_pk, row.session_pk, codec.reindexed(row.key, row.stored, entry))
+                    for row, entry in zip(batch, entries, strict=True)
+                    if entry is not None
+                ]
+            )
+            done += len(batch)
+            if progress is not None:
+                progress(done)
+        return done
+
+    async def _index_entries(self, items: list[Any]) -> list[IndexEntry | None]:
+        """Term counts and a vector per item (None for an item with no text to index)."""
+        embedder = self._search_embedder()
+        texts = [item_text(item) for item in items]
+        vectors = iter(await embed_documents(embedder, [text for text in texts if text]))
+        return [
+            IndexEntry(term_counts(text), next(vectors), embedder.model_id) if text else None
+            for text in texts
+        ]
+
+    def _search_embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise ConfigurationError(
+                "search is off for this store: pass search=True (or an Embedder) to SessionStore"
+            )
+        return self.embedder
 
     # -- owner, metadata and state -------------------------------------------------------------
 
@@ -404,6 +534,16 @@ class SessionStore:
                 "rotate_key(new_key) again (or run `agents-sqlalchemy rotate-key`) to finish it"
             )
         return kek
+
+
+def _embedder(search: bool | Embedder) -> Embedder | None:
+    if search is True:
+        return HashingEmbedder()
+    if search is False or search is None:
+        return None
+    if not isinstance(search, Embedder):
+        raise ConfigurationError(f"search must be True, False or an Embedder, got {search!r}")
+    return search
 
 
 def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:

@@ -16,11 +16,22 @@ from .base import NewItem, SessionKey, StoredItem, utcnow
 from .items import ItemOps
 from .keyring import KeyringOps
 from .schema import SchemaOps
+from .search import Candidate, Scope, SearchOps, Unindexed
 from .sessions import SessionOps
 
 
-class Repository(ItemOps, SessionOps, KeyringOps, SchemaOps):
-    """Items, sessions, keyring and schema of one set of tables in one database."""
+class Repository(ItemOps, SessionOps, SearchOps, KeyringOps, SchemaOps):
+    """Items, sessions, search index, keyring and schema of one set of tables in a database."""
 
 
-__all__ = ["NewItem", "Repository", "SessionKey", "StoredItem", "settle", "utcnow"]
+__all__ = [
+    "Candidate",
+    "NewItem",
+    "Repository",
+    "Scope",
+    "SessionKey",
+    "StoredItem",
+    "Unindexed",
+    "settle",
+    "utcnow",
+]

@@ -144,3 +144,55 @@ class RepositoryBase:
         )
         pk: int | None = result.scalar_one_or_none()
         return pk
+
+    def _add_side_rows(
+        self, conn: Connection, session_pk: int, items: list[tuple[int, NewItem]]
+    ) -> None:
+        """The rows that live and die with an item: its wrapped key and its search index."""
+        keys = [
+            {"item_pk": pk, "kek_id": item.kek_id, "wrapped_key": item.wrapped_key}
+            for pk, item in items
+            if item.wrapped_key is not None
+        ]
+        terms = [
+            {"item_pk": pk, "session_pk": session_pk, "term": term, "frequency": count}
+            for pk, item in items
+            for term, count in (item.terms or {}).items()
+        ]
+        vectors = [
+            {
+                "item_pk": pk,
+                "session_pk": session_pk,
+                "model_id": item.model_id,
+                "vector": item.vector,
+            }
+            for pk, item in items
+            if item.vector is not None
+        ]
+        for table, values in (
+            (self._item_keys, keys),
+            (self._terms, terms),
+            (self._embeddings, vectors),
+        ):
+            if values:
+                conn.execute(table.insert(), values)
+
+    def _item_columns(self) -> Any:
+        items = self._items
+        if not self._sealed:
+            return select(items.c.id, items.c.seq, items.c.payload)
+        keys = self._item_keys
+        return select(
+            items.c.id,
+            items.c.seq,
+            items.c.payload,
+            items.c.ciphertext,
+            keys.c.wrapped_key,
+            keys.c.kek_id,
+        ).outerjoin(keys, keys.c.item_pk == items.c.id)
+
+    def _stored(self, row: Any) -> StoredItem:
+        if not self._sealed:
+            return StoredItem(row[1], row[2])
+        _, seq, payload, ciphertext, wrapped_key, kek_id = row
+        return StoredItem(seq, payload, ciphertext, wrapped_key, kek_id)

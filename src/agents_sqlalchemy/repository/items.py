@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.engine import Connection
 
 from ..aio import settle
@@ -64,58 +64,6 @@ class ItemOps(RepositoryBase):
             self._items.insert().returning(self._items.c.id, sort_by_parameter_order=True), rows
         )
         self._add_side_rows(conn, claimed.id, list(zip(inserted.scalars(), new, strict=True)))
-
-    def _add_side_rows(
-        self, conn: Connection, session_pk: int, items: list[tuple[int, NewItem]]
-    ) -> None:
-        """The rows that live and die with an item: its wrapped key and its search index."""
-        keys = [
-            {"item_pk": pk, "kek_id": item.kek_id, "wrapped_key": item.wrapped_key}
-            for pk, item in items
-            if item.wrapped_key is not None
-        ]
-        terms = [
-            {"item_pk": pk, "session_pk": session_pk, "term": term, "frequency": count}
-            for pk, item in items
-            for term, count in (item.terms or {}).items()
-        ]
-        vectors = [
-            {
-                "item_pk": pk,
-                "session_pk": session_pk,
-                "model_id": item.model_id,
-                "vector": item.vector,
-            }
-            for pk, item in items
-            if item.vector is not None
-        ]
-        for table, values in (
-            (self._item_keys, keys),
-            (self._terms, terms),
-            (self._embeddings, vectors),
-        ):
-            if values:
-                conn.execute(table.insert(), values)
-
-    def _item_columns(self) -> Any:
-        items = self._items
-        if not self._sealed:
-            return select(items.c.id, items.c.seq, items.c.payload)
-        keys = self._item_keys
-        return select(
-            items.c.id,
-            items.c.seq,
-            items.c.payload,
-            items.c.ciphertext,
-            keys.c.wrapped_key,
-            keys.c.kek_id,
-        ).outerjoin(keys, keys.c.item_pk == items.c.id)
-
-    def _stored(self, row: Any) -> StoredItem:
-        if not self._sealed:
-            return StoredItem(row[1], row[2])
-        _, seq, payload, ciphertext, wrapped_key, kek_id = row
-        return StoredItem(seq, payload, ciphertext, wrapped_key, kek_id)
 
     async def read(self, key: SessionKey, limit: int | None) -> list[StoredItem]:
         """Live items in order; with a limit, the latest `limit` of them."""
