@@ -170,3 +170,21 @@ async def test_times_are_utc_and_aware(db_url: str) -> None:
     for stamp in (info.created_at, info.updated_at):
         assert stamp.tzinfo is not None and stamp.utcoffset() == timedelta(0)
         assert before - timedelta(seconds=5) <= stamp <= datetime.now(timezone.utc)
+
+
+async def test_metadata_filters_respect_json_types(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        values = {"int": 7, "str7": "7", "word": "web", "yes": True, "float": 7.5, "none": None}
+        for name, value in values.items():
+            await store.session(name, metadata={"code": value}).update_metadata({})
+        await store.session("missing", metadata={"other": 1}).update_metadata({})
+
+        async def found(value: object) -> set[str]:
+            return {i.session_id for i in await store.list_sessions(metadata={"code": value})}
+
+        assert await found(7) == {"int"}
+        assert await found("7") == {"str7"}
+        assert await found("web") == {"word"}
+        assert await found(True) == {"yes"}
+        assert await found(7.5) == {"float"}
+        assert await found(1) == set()  # true is not 1

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, func, literal, select, tuple_, update
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..aio import settle
@@ -56,7 +59,7 @@ class SessionOps(RepositoryBase):
         if user_id is not None:
             query = query.where(sessions.c.user_id == user_id)
         for name, value in (metadata or {}).items():
-            query = query.where(_json_field_equals(sessions.c.metadata[name], value))
+            query = query.where(self._metadata_equals(name, value))
         if updated_after is not None:
             query = query.where(sessions.c.updated_at > updated_after)
         if updated_before is not None:
@@ -68,6 +71,22 @@ class SessionOps(RepositoryBase):
             )
         query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(limit)
         return await self._db.run(lambda conn: list(conn.execute(query)), write=False)
+
+    def _metadata_equals(self, name: str, value: object) -> ColumnElement[bool]:
+        """`metadata[name] == value` with JSON's types: 7 matches 7, never "7" or true."""
+        if not isinstance(value, (str, int, float, bool)):
+            raise ConfigurationError(
+                f"metadata filters compare strings, numbers and booleans: {type(value).__name__}"
+            )
+        column = self._sessions.c.metadata
+        if self._db.dialect_name == "postgresql":
+            return sql_cast(column, JSONB).contains({name: value})
+        path = "$." + json.dumps(name)
+        json_type = func.json_type(column, path)
+        if isinstance(value, bool):
+            return json_type == ("true" if value else "false")
+        kinds = ("text",) if isinstance(value, str) else ("integer", "real")
+        return and_(json_type.in_(kinds), func.json_extract(column, path) == value)
 
     async def read_session_columns(self, key: SessionKey, columns: tuple[str, ...]) -> Any:
         """Some columns of the session's row, or None if it has none."""
@@ -175,18 +194,3 @@ class SessionOps(RepositoryBase):
             .scalar_subquery()
         )
         return int(conn.execute(delete(items).where(items.c.id.in_(expired))).rowcount)
-
-
-def _json_field_equals(field: Any, value: object) -> ColumnElement[bool]:
-    """`metadata[name] == value` for a scalar JSON value, on every dialect."""
-    if isinstance(value, bool):
-        return cast(ColumnElement[bool], field.as_boolean() == value)
-    if isinstance(value, int):
-        return cast(ColumnElement[bool], field.as_integer() == value)
-    if isinstance(value, float):
-        return cast(ColumnElement[bool], field.as_float() == value)
-    if isinstance(value, str):
-        return cast(ColumnElement[bool], field.as_string() == value)
-    raise ConfigurationError(
-        f"metadata filters compare strings, numbers and booleans, not {type(value).__name__}"
-    )
