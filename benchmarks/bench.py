@@ -23,8 +23,13 @@ waits for an fsync and that dominates the append figures when the disk is slow.
 
 Backends
     ours             ``agents_sqlalchemy.SessionStore`` (sqlite+aiosqlite / postgresql+asyncpg)
+    ours_encrypted   the same with ``key=os.urandom(32)``: a data key per item, AES-256-GCM
     sdk_sqlalchemy   ``agents.extensions.memory.SQLAlchemySession`` on one shared engine
+    sdk_encrypted    ``agents.extensions.memory.EncryptedSession`` over that SQLAlchemySession
     sdk_sqlite       ``agents.SQLiteSession`` (sync sqlite3 in worker threads; SQLite only)
+
+A raw key keeps scrypt out of the encrypted figures; what opening a store with a passphrase
+costs (one scrypt derivation per store) is measured once per database and printed apart.
 
 Workloads (in this order, all backends of a database open at once, one database each)
     append      1,200 items in 4-item turns (300 ``add_items`` calls) -> items/s
@@ -33,12 +38,18 @@ Workloads (in this order, all backends of a database open at once, one database 
                 sessions in the same tables) -> ms per call, and their ratio; the big
                 session is built in 1,000-item batches, whose throughput is reported too
     pop         ``pop_item()`` on a 1,000-item session, 200 pops -> ms per call
+    search      ours only, on a store of its own with ``search=True`` (the default hashing
+                embedder) and the backend's key: ``session.search()`` in a 10,000-item
+                session (built in 2,000-item batches, whose throughput is reported) and
+                ``store.search(user_id=...)`` over 1,000 sessions of one user (10 items
+                each; 200 sessions of another user beside them) -> p50 and p95 ms
 
 Each workload is prepared on every backend, then sampled in rounds (5, or 3 with
 ``--quick``) that visit the backends in turn, rotating who goes first, so that a noisy
 moment on the machine hits all of them alike; each figure is the median of all its samples
-(5 appends; 50 reads of each kind; 200 pops). Results are checked (same items, same order)
-and any mismatch or error is printed under the table.
+(5 appends; 50 reads of each kind; 200 pops; 100 searches of each kind), or for a metric
+with its own ``aggregate`` (a p95) that instead. Results are checked (same items, same
+order, the hit expected) and any mismatch or error is printed under the table.
 
 To add a backend, write a factory ``(Location) -> async context manager yielding a
 SessionFactory`` and append a ``Backend`` to ``BACKENDS``. To add a workload, write
@@ -186,6 +197,17 @@ async def open_ours(location: Location) -> AsyncIterator[SessionFactory]:
 
 
 @asynccontextmanager
+async def open_ours_encrypted(location: Location) -> AsyncIterator[SessionFactory]:
+    from agents_sqlalchemy import SessionStore
+
+    store = SessionStore(location.url, create_tables=True, key=os.urandom(32))
+    try:
+        yield cast(SessionFactory, store.session)
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
 async def open_sdk_sqlalchemy(location: Location) -> AsyncIterator[SessionFactory]:
     # One engine for all sessions, as an app would do; equivalent to ``from_url`` otherwise.
     from agents.extensions.memory import SQLAlchemySession
@@ -195,6 +217,31 @@ async def open_sdk_sqlalchemy(location: Location) -> AsyncIterator[SessionFactor
 
     def factory(session_id: str) -> BenchSession:
         return SQLAlchemySession(session_id, engine=engine, create_tables=True)
+
+    try:
+        yield factory
+    finally:
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def open_sdk_encrypted(location: Location) -> AsyncIterator[SessionFactory]:
+    # Fernet under a key derived per session (HKDF), over the SDK's SQLAlchemySession.
+    from agents.extensions.memory import EncryptedSession, SQLAlchemySession
+    from cryptography.fernet import Fernet
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(location.url)
+    master_key = Fernet.generate_key().decode()
+
+    def factory(session_id: str) -> BenchSession:
+        underlying = SQLAlchemySession(session_id, engine=engine, create_tables=True)
+        return EncryptedSession(
+            session_id=session_id,
+            underlying_session=underlying,
+            encryption_key=master_key,
+            ttl=7 * 24 * 3600,  # nothing expires during the run
+        )
 
     try:
         yield factory
@@ -226,10 +273,22 @@ async def open_sdk_sqlite(location: Location) -> AsyncIterator[SessionFactory]:
 BACKENDS: list[Backend] = [
     Backend("ours", "ours", frozenset({"sqlite", "postgres"}), open_ours),
     Backend(
+        "ours_encrypted",
+        "ours encrypted",
+        frozenset({"sqlite", "postgres"}),
+        open_ours_encrypted,
+    ),
+    Backend(
         "sdk_sqlalchemy",
         "SDK SQLAlchemySession",
         frozenset({"sqlite", "postgres"}),
         open_sdk_sqlalchemy,
+    ),
+    Backend(
+        "sdk_encrypted",
+        "SDK EncryptedSession",
+        frozenset({"sqlite", "postgres"}),
+        open_sdk_encrypted,
     ),
     Backend("sdk_sqlite", "SDK SQLiteSession", frozenset({"sqlite"}), open_sdk_sqlite),
 ]
@@ -348,6 +407,12 @@ class Settings:
     pop_items: int = 1000
     pops: int = 40  # per round
     warmup: int = 3
+    search_items: int = 10_000
+    search_batch: int = 2000
+    search_sessions: int = 1000  # of one user
+    search_session_items: int = 10
+    search_other_sessions: int = 200  # of another user, in the same tables
+    search_calls: int = 20  # per round and kind
 
     @classmethod
     def make(cls, quick: bool) -> Settings:
@@ -379,6 +444,7 @@ class Prepared:
 
     sample: Callable[[int], Awaitable[Samples]]
     setup: Samples = field(default_factory=dict)  # figures measured while preparing
+    close: Callable[[], Awaitable[None]] | None = None  # after the last round
 
 
 @dataclass(frozen=True)
@@ -390,6 +456,14 @@ class Metric:
     comparable: bool = True  # False: no cross-backend speed-up (e.g. for a ratio)
     # computed from the other medians of the same backend instead of measured
     derive: Callable[[dict[str, float]], float | None] | None = None
+    # how the samples make the figure (the median unless said otherwise)
+    aggregate: Callable[[list[float]], float] = statistics.median
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile, by nearest rank."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]
 
 
 @dataclass(frozen=True)
@@ -516,6 +590,83 @@ async def prepare_pop(factory: SessionFactory, s: Settings, report: Report) -> P
     return Prepared(sample)
 
 
+# Questions about the weather turns of ``make_turn``: words, cities, the tool, paraphrases.
+SEARCH_QUERIES = (
+    "weather in Kyoto",
+    "umbrella before lunch",
+    "what is the temperature in Oslo",
+    "get_weather Lisbon metric",
+    "breeze from the west near the coast",
+    "will it rain tomorrow morning",
+    "conditions in Cairo this afternoon",
+    "wind speed Quito",
+    "sunny and dry evening",
+    "forecast for Berlin in three days",
+)
+
+
+@asynccontextmanager
+async def search_store(factory: SessionFactory) -> AsyncIterator[Any]:
+    """A store with search on beside the backend's own: same database and key, other tables."""
+    from agents_sqlalchemy import SessionStore, TableNames
+
+    store = getattr(factory, "__self__", None)
+    if not isinstance(store, SessionStore):
+        raise Unsupported("search is this library's own")
+    url = store.engine.url.render_as_string(hide_password=False)
+    tables = TableNames(prefix="bench_search_")
+    searching = SessionStore(url, tables=tables, create_tables=True, key=store.key, search=True)
+    try:
+        yield searching
+    finally:
+        await searching.close()
+
+
+async def prepare_search(factory: SessionFactory, s: Settings, report: Report) -> Prepared:
+    stack = AsyncExitStack()
+    store = await stack.enter_async_context(search_store(factory))
+    try:
+        session = store.session("search-big")
+        start = 3_000_000
+        build_rate = await build(session, make_items(s.search_items, start=start), s.search_batch)
+        user, other = "bench-user", "bench-other"
+        for n in range(s.search_sessions + s.search_other_sessions):
+            owner = user if n < s.search_sessions else other
+            items = make_items(s.search_session_items, start=4_000_000 + 3 * n)
+            await store.session(f"search-{n}", user_id=owner).add_items(items)
+        # The user message of turn t is item 4 * (t - start) + 1 of the big session.
+        turn = start + s.search_items // 4 // 3
+        [hit] = await session.search(f"turn {turn}", limit=1, mode="keyword")
+        report.check(hit.seq == 4 * (turn - start) + 1, f"search: turn {turn} found as {hit.seq}")
+        hits = await store.search("weather in Kyoto", user_id=user, limit=20)
+        report.check(
+            len(hits) == 20 and all(int(h.session_id[7:]) < s.search_sessions for h in hits),
+            "store.search: a hit of another user, or too few hits",
+        )
+        for query in SEARCH_QUERIES[: s.warmup]:
+            await session.search(query)
+            await store.search(query, user_id=user)
+    except BaseException:
+        await stack.aclose()
+        raise
+
+    async def sample(round_: int) -> Samples:
+        in_session: list[float] = []
+        across: list[float] = []
+        for n in range(s.search_calls):
+            query = SEARCH_QUERIES[(n + round_) % len(SEARCH_QUERIES)]
+            in_session.append(await timed(functools.partial(session.search, query)))
+            across.append(await timed(functools.partial(store.search, query, user_id=user)))
+        return {
+            "search_p50": in_session,
+            "search_p95": in_session,
+            "store_search_p50": across,
+            "store_search_p95": across,
+        }
+
+    return Prepared(sample, setup={"search_build": [build_rate]}, close=stack.aclose)
+
+
 def _limit_ratio(figures: dict[str, float]) -> float | None:
     big, small = figures.get("limit_big"), figures.get("limit_small")
     return None if big is None or not small else big / small
@@ -558,6 +709,39 @@ WORKLOADS: list[Workload] = [
         (Metric("pop", "pop_item() from {pop_items:,} items", "ms/call", False),),
         prepare_pop,
     ),
+    Workload(
+        "search",
+        (
+            Metric("search_p50", "session.search() in {search_items:,} items, p50", "ms", False),
+            Metric(
+                "search_p95",
+                "session.search() in {search_items:,} items, p95",
+                "ms",
+                False,
+                aggregate=p95,
+            ),
+            Metric(
+                "store_search_p50",
+                "store.search(user_id) over {search_sessions:,} sessions, p50",
+                "ms",
+                False,
+            ),
+            Metric(
+                "store_search_p95",
+                "store.search(user_id) over {search_sessions:,} sessions, p95",
+                "ms",
+                False,
+                aggregate=p95,
+            ),
+            Metric(
+                "search_build",
+                "append with search=True in {search_batch:,}-item batches",
+                "items/s",
+                True,
+            ),
+        ),
+        prepare_search,
+    ),
 ]
 
 
@@ -576,6 +760,8 @@ class Comparison:
 COMPARISONS: list[Comparison] = [
     Comparison("ours vs SDK SQLAlchemySession", "ours", "sdk_sqlalchemy"),
     Comparison("ours vs SDK SQLiteSession", "ours", "sdk_sqlite"),
+    Comparison("ours encrypted vs ours", "ours_encrypted", "ours"),
+    Comparison("ours encrypted vs SDK EncryptedSession", "ours_encrypted", "sdk_encrypted"),
 ]
 
 # results[backend key][metric key] -> value (absent when not run or failed)
@@ -619,6 +805,45 @@ def _limit_target(results: Results, s: Settings) -> tuple[bool, str] | None:
     )
 
 
+def _encrypted_append_cost(results: Results, s: Settings) -> tuple[bool, str] | None:
+    plain = results.get("ours", {}).get("append")
+    sealed = results.get("ours_encrypted", {}).get("append")
+    if plain is None or sealed is None:
+        return None
+    slower = plain / sealed
+    return slower <= 1.5, (
+        f"{sealed:,.0f} vs {plain:,.0f} items/s: {slower:.2f}x slower (need <= 1.5x)"
+    )
+
+
+def _encrypted_append_target(results: Results, s: Settings) -> tuple[bool, str] | None:
+    ours = results.get("ours_encrypted", {}).get("append")
+    sdk = results.get("sdk_encrypted", {}).get("append")
+    if ours is None or sdk is None:
+        return None
+    factor = ours / sdk
+    return factor >= 3.0, f"{ours:,.0f} vs {sdk:,.0f} items/s = {factor:.2f}x (need >= 3x)"
+
+
+def _encrypted_read_target(results: Results, s: Settings) -> tuple[bool, str] | None:
+    ours = results.get("ours_encrypted", {}).get("read_all")
+    sdk = results.get("sdk_encrypted", {}).get("read_all")
+    if ours is None or sdk is None:
+        return None
+    share = ours / sdk
+    return share <= 0.5, (
+        f"{ours:.2f} vs {sdk:.2f} ms = {share:.2f} of the SDK's time (need <= 0.5)"
+    )
+
+
+def _search_target(results: Results, s: Settings) -> tuple[bool, str] | None:
+    figures = results.get("ours_encrypted", {})
+    p50, p95_ = figures.get("search_p50"), figures.get("search_p95")
+    if p50 is None or p95_ is None:
+        return None
+    return p50 < 50.0, f"p50 {p50:.1f} ms, p95 {p95_:.1f} ms (need p50 < 50 ms)"
+
+
 TARGETS: list[Target] = [
     Target(
         frozenset({"sqlite"}),
@@ -629,6 +854,26 @@ TARGETS: list[Target] = [
         frozenset({"sqlite", "postgres"}),
         "ours get_items(limit=20) on the big session within 1.5x of the 1,000-item one",
         _limit_target,
+    ),
+    Target(
+        frozenset({"sqlite"}),
+        "ours encrypted append within 1.5x of ours plaintext",
+        _encrypted_append_cost,
+    ),
+    Target(
+        frozenset({"sqlite"}),
+        "ours encrypted append throughput >= 3x SDK EncryptedSession",
+        _encrypted_append_target,
+    ),
+    Target(
+        frozenset({"sqlite"}),
+        "ours encrypted get_items() of {read_all_items:,} items in <= half SDK EncryptedSession's",
+        _encrypted_read_target,
+    ),
+    Target(
+        frozenset({"sqlite"}),
+        "ours encrypted session.search() in a {search_items:,}-item session: p50 < 50 ms",
+        _search_target,
     ),
 ]
 
@@ -674,6 +919,7 @@ async def run_database(
                 except Exception as exc:
                     note_error(reports[key], f"{workload.key} (prepare)", exc)
             taken: dict[str, Samples] = {key: dict(p.setup) for key, p in prepared.items()}
+            to_close = {key: p.close for key, p in prepared.items() if p.close is not None}
             for round_ in range(settings.rounds):
                 keys = list(prepared)
                 shift = round_ % len(keys) if keys else 0
@@ -684,13 +930,22 @@ async def run_database(
                     except Exception as exc:
                         note_error(reports[key], f"{workload.key} (round {round_})", exc)
                         del prepared[key], taken[key]  # no partial figures
+            for key, close in to_close.items():
+                try:
+                    await close()
+                except Exception as exc:
+                    note_error(reports[key], f"{workload.key} (close)", exc)
             for key, figures in taken.items():
                 samples[key].update(figures)
             log(f"{database.label} / {workload.key}: {time.perf_counter() - started:.1f} s")
 
     results: Results = {}
     for key, measured in samples.items():
-        medians = {metric: statistics.median(values) for metric, values in measured.items()}
+        aggregates = {m.key: m.aggregate for w in WORKLOADS for m in w.metrics}
+        medians = {
+            metric: aggregates.get(metric, statistics.median)(values)
+            for metric, values in measured.items()
+        }
         for workload in WORKLOADS:
             for m in workload.metrics:
                 value = m.derive(medians) if m.derive is not None else None
@@ -760,13 +1015,36 @@ def print_results(
         if database.key not in target.databases:
             continue
         verdict = target.check(results, settings)
+        description = target.description.format(**vars(settings))
         if verdict is None:
-            print(f"  [ n/a ] {target.description}: figures missing")
+            print(f"  [ n/a ] {description}: figures missing")
             continue
         met, detail = verdict
         outcomes.append(met)
-        print(f"  [{'  MET' if met else 'NOT MET'}] {target.description}: {detail}")
+        print(f"  [{'  MET' if met else 'NOT MET'}] {description}: {detail}")
     return outcomes
+
+
+async def store_open_cost(database: Database) -> str:
+    """What the first call of a store costs with a raw key and with a passphrase (scrypt)."""
+    from agents_sqlalchemy import SessionStore
+
+    keys: dict[str, str | bytes] = {"raw": os.urandom(32), "passphrase": "correct horse battery"}
+    figures: dict[str, float] = {}
+    for label, key in keys.items():
+        async with database.fresh(f"open_{label}") as location:
+            async with SessionStore(location.url, create_tables=True, key=key) as store:
+                await store.session("s").add_items(make_items(4))  # creates the keyring
+            opened = SessionStore(location.url, key=key)
+            try:
+                figures[label] = await timed(opened.session("s").get_items)
+            finally:
+                await opened.close()
+    return (
+        f"opening an encrypted store (its first call: schema check, keyring, 4 items read): "
+        f"raw key {figures['raw']:.1f} ms, passphrase {figures['passphrase']:.1f} ms "
+        "(one scrypt derivation per store, N=2**17, r=8)"
+    )
 
 
 def load_average() -> str:
@@ -838,6 +1116,8 @@ async def main_async(args: argparse.Namespace) -> int:
             if database.probe is not None:
                 print(f"after:  {await database.probe()}")
             outcomes += print_results(database, backends, results, reports, settings)
+            if any(backend.key == "ours_encrypted" for backend in backends):
+                print(await store_open_cost(database))
 
     print(f"\nTotal time: {time.perf_counter() - started:.1f} s; {load_average()}")
     if args.strict and not all(outcomes):

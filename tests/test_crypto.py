@@ -511,3 +511,13 @@ async def test_provider_that_cannot_unwrap_is_refused_at_creation() -> None:
 def test_data_key_must_be_32_bytes() -> None:
     with pytest.raises(ValueError):
         DataKey(os.urandom(16))
+
+
+def test_data_key_open_item_is_open_at_an_item_place(kek: KeyEncryptionKey) -> None:
+    sealed = seal_item(kek, ITEM, Place(SESSION, 3))
+    assert sealed.data_key.open_item(sealed.ciphertext, SESSION, 3) == ITEM
+    for session, seq in ((SESSION, 4), (OTHER_SESSION, 3)):
+        with pytest.raises(TamperedItemError):
+            sealed.data_key.open_item(sealed.ciphertext, session, seq)
+    with pytest.raises(TamperedItemError):
+        sealed.data_key.open_item(b"\x02" + sealed.ciphertext[1:], SESSION, 3)

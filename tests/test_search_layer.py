@@ -30,6 +30,7 @@ from agents_sqlalchemy.search import (
     OpenAIEmbedder,
     RankParams,
     SentenceTransformerEmbedder,
+    bm25_postings,
     bm25_scores,
     content_words,
     cosine_scores,
@@ -257,6 +258,28 @@ def test_bm25_rewards_rare_terms_repeats_and_if_asked_short_items() -> None:
     plain = bm25_scores(["rare"], [{"rare": 1}] * 2, stats, [5, 50])  # b=0 by default
     assert plain[0] == plain[1] == once
     assert bm25_scores(["rare"], [None, {}], stats).tolist() == [0.0, 0.0]
+
+
+def test_bm25_postings_equal_bm25_scores_in_any_posting_order() -> None:
+    rng = np.random.default_rng(7)
+    terms = ["disk", "full", "deploy", "lunch"]
+    freqs: list[dict[str, int] | None] = []
+    for _ in range(300):
+        chosen = [t for t in terms if rng.random() < 0.3]
+        freqs.append({t: int(rng.integers(1, 5)) for t in chosen} or None)
+    postings = [
+        (row, terms.index(t), n) for row, f in enumerate(freqs) for t, n in (f or {}).items()
+    ]
+    expected = bm25_scores(terms, freqs, CorpusStats(doc_count=400))
+    shuffled = [postings[i] for i in rng.permutation(len(postings))]
+    results = []
+    for order in (postings, postings[::-1], shuffled):
+        rows, term_ids, counts = zip(*order, strict=True)
+        results.append(bm25_postings(rows, term_ids, counts, size=len(freqs), doc_count=400))
+    assert np.allclose(results[0], expected, rtol=1e-12, atol=0)
+    # Whatever the order, exactly the same sums: equal matches tie exactly.
+    assert results[0].tolist() == results[1].tolist() == results[2].tolist()
+    assert bm25_postings([], [], [], size=3, doc_count=10).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_cosine_and_recency_scores() -> None:

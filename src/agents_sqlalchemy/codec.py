@@ -13,10 +13,14 @@ Example::
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
+
+from sqlalchemy import null
 
 from .crypto import (
     DataKey,
@@ -29,11 +33,13 @@ from .crypto import (
     term_hasher,
     unwrap_data_key,
 )
-from .errors import CorruptItemError, ItemError
-from .repository import Candidate, NewItem, SessionKey, StoredItem
+from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
+from .repository import Candidates, NewItem, SessionKey, StoredItem
 
 # Opened vectors a sealed store keeps in memory (about 1 KB each for the default embedder).
 VECTOR_CACHE = 100_000
+# Unwrapped data keys a sealed store keeps in memory (a few hundred bytes each).
+DATA_KEY_CACHE = 20_000
 
 
 def _index_columns(entry: IndexEntry | None) -> dict[str, Any]:
@@ -93,6 +99,8 @@ class Codec(Protocol):
     """Turns JSON text into stored rows and back, for items, their index and session state."""
 
     state_columns: tuple[str, ...]
+    #: Whether `vectors` answers from memory, so search reads candidates without vectors.
+    caches_vectors: bool
 
     def rows(
         self,
@@ -108,7 +116,9 @@ class Codec(Protocol):
 
     def terms(self, counts: Mapping[str, int]) -> dict[str, int]: ...
 
-    def vector(self, candidate: Candidate, model_id: str) -> bytes: ...
+    def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
+        """Each candidate's plain vector; None where it is neither read nor cached."""
+        ...
 
     def state_values(self, key: SessionKey, state: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -119,6 +129,7 @@ class PlainCodec:
     """Items as compact JSON text; state as a JSON column."""
 
     state_columns: tuple[str, ...] = ("state",)
+    caches_vectors = False
 
     def rows(
         self,
@@ -140,8 +151,8 @@ class PlainCodec:
     def terms(self, counts: Mapping[str, int]) -> dict[str, int]:
         return dict(counts)
 
-    def vector(self, candidate: Candidate, model_id: str) -> bytes:
-        return candidate.vector
+    def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
+        return list(candidates.vectors)
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
         if stored.payload is None:
@@ -161,12 +172,29 @@ class SealedCodec:
     """Items sealed under a fresh data key each, wrapped by the store's key-encryption key."""
 
     state_columns: tuple[str, ...] = ("sealed_state",)
+    caches_vectors = True
 
     def __init__(self, kek: KeyEncryptionKey) -> None:
         self.kek = kek
         self._hash_term = term_hasher(kek)
-        # Opened vectors, keyed by the candidate row (its wrapped key is random and unique).
-        self._opened = lru_cache(maxsize=VECTOR_CACHE)(self._open_vector)
+        # Opened vectors, least recently used first, by (wrapped data key, model): a wrapped
+        # key is random, so it names one item (a reused row id never hits a stale entry).
+        self._opened: OrderedDict[tuple[bytes, str], bytes] = OrderedDict()
+        self._opened_lock = threading.Lock()
+        # Unwrapped data keys of the items read, by wrapped key (random: one per item). An
+        # agent reads its whole history every turn; `forget_keys` drops them all.
+        self._data_keys = lru_cache(maxsize=DATA_KEY_CACHE)(self._unwrap)
+        self._kek_id = kek.kek_id
+
+    def _unwrap(self, wrapped_key: bytes) -> DataKey:
+        return DataKey(self.kek.unwrap(wrapped_key))
+
+    def forget_keys(self) -> None:
+        """Drop the cached data keys and opened vectors (after a removal: no copy of a
+        destroyed key, nor a removed item's vector, is kept)."""
+        self._data_keys.cache_clear()
+        with self._opened_lock:
+            self._opened.clear()
 
     def rows(
         self,
@@ -215,35 +243,55 @@ class SealedCodec:
             hashed[digest] = hashed.get(digest, 0) + count
         return hashed
 
-    def vector(self, candidate: Candidate, model_id: str) -> bytes:
-        return self._opened(candidate, model_id)
+    def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        with self._opened_lock:
+            cache = self._opened
+            for i, wrapped_key in enumerate(candidates.wrapped_keys):
+                if wrapped_key is None:
+                    raise CorruptItemError(f"vector of item #{candidates.seqs[i]} has no data key")
+                cache_key = (wrapped_key, model_id)
+                vector = cache.get(cache_key)
+                if vector is not None:
+                    cache.move_to_end(cache_key)
+                elif (sealed := candidates.vectors[i]) is not None:
+                    place = Place(candidates.session_hashes[i], candidates.seqs[i])
+                    vector = self._open_vector(wrapped_key, sealed, place, model_id)
+                    cache[cache_key] = vector
+                    if len(cache) > VECTOR_CACHE:
+                        cache.popitem(last=False)
+                out.append(vector)
+        return out
 
-    def _open_vector(self, candidate: Candidate, model_id: str) -> bytes:
-        place = Place(candidate.session_hash, candidate.seq)
-        where_ = f"vector of item #{candidate.seq}"
-        if candidate.wrapped_key is None:
-            raise CorruptItemError(f"{where_} has no data key")
-        data_key = unwrap_data_key(self.kek, candidate.wrapped_key, place, where=where_)
-        return data_key.open(
-            candidate.vector, place.for_purpose(f"embedding:{model_id}"), where=where_
-        )
+    def _open_vector(self, wrapped_key: bytes, sealed: bytes, place: Place, model_id: str) -> bytes:
+        where_ = f"vector of item #{place.seq}"
+        data_key = unwrap_data_key(self.kek, wrapped_key, place, where=where_)
+        return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
         if stored.ciphertext is None or stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} is not sealed")
-        plaintext = open_item(
-            self.kek,
-            stored.ciphertext,
-            stored.wrapped_key,
-            Place(key.hash, stored.seq),
-            kek_id=stored.kek_id,
-            where=where(key, stored.seq),
-        )
+        try:
+            if stored.kek_id not in (None, self._kek_id):
+                raise KeyringError("wrapped by another key-encryption key")
+            data_key = self._data_keys(bytes(stored.wrapped_key))
+            plaintext = data_key.open_item(stored.ciphertext, key.hash, stored.seq)
+        except AgentsSQLAlchemyError:
+            # Rare: open it step by step for the error that says what, naming the item.
+            open_item(
+                self.kek,
+                stored.ciphertext,
+                stored.wrapped_key,
+                Place(key.hash, stored.seq),
+                kek_id=stored.kek_id,
+                where=where(key, stored.seq),
+            )
+            raise
         return decode_item(plaintext.decode("utf-8"), key, stored.seq)
 
     def state_values(self, key: SessionKey, state: dict[str, Any]) -> dict[str, Any]:
         blob = seal_state(self.kek, encode_item(state, "state").encode(), key.hash)
-        return {"sealed_state": blob, "state": None}
+        return {"sealed_state": blob, "state": null()}  # SQL NULL, not JSON null
 
     def state(self, key: SessionKey, row: Any) -> dict[str, Any]:
         if row.sealed_state is None:

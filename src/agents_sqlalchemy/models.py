@@ -100,6 +100,7 @@ def _cascade(table: str, column: str = "id") -> Mapped[int]:
 class ItemColumns:
     """One row per item, ordered within its session by `seq`."""
 
+    __tablename__: str
     sessions_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -122,6 +123,10 @@ class ItemColumns:
         return (
             UniqueConstraint("session_pk", "seq"),
             Index(None, "expires_at", sqlite_where=expiring, postgresql_where=expiring),
+            # What search reads of each live item of a session, from the index alone.
+            Index(
+                f"ix_{cls.__tablename__}_search", "session_pk", "seq", "expires_at", "created_at"
+            ),
         )
 
 
@@ -155,6 +160,7 @@ class KeyringColumns:
 class TermColumns:
     """Keyword index: one row per distinct term of an item (a keyed hash with a key)."""
 
+    __tablename__: str
     items_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -168,7 +174,13 @@ class TermColumns:
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
-        return (Index(None, "session_pk", "term"), Index(None, "term"), Index(None, "item_pk"))
+        # A session's postings of the query terms, read from the index alone (named by hand:
+        # the convention's name would pass PostgreSQL's 63 bytes); any session's by term;
+        # and the cascade from items.
+        postings = Index(
+            f"ix_{cls.__tablename__}_postings", "session_pk", "term", "item_pk", "frequency"
+        )
+        return (postings, Index(None, "term"), Index(None, "item_pk"))
 
 
 class EmbeddingColumns:

@@ -2,7 +2,8 @@
 
 The source is only read (a SQLite file is opened read-only). Each session is copied in one
 transaction, in the SDK's own order, and a session already in the target is skipped, so an
-interrupted or repeated import is safe to run again.
+interrupted or repeated import is safe to run again. Items are encoded by the target store's
+codec: with a key, they are sealed exactly as `SessionStore(target, key=...)` seals them.
 
 Example::
 
@@ -38,12 +39,13 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from .codec import encode_item
+from .codec import Codec, encode_item
+from .crypto import Key
 from .engines import EngineSource, normalize_url
 from .errors import ConfigurationError
 from .models import Models, build_models
-from .schema_status import schema_status
-from .store import session_key
+from .repository import SessionKey
+from .store import SessionStore, session_key
 from .tables import TableNames
 
 Order = Literal["auto", "id", "created_at"]
@@ -75,13 +77,15 @@ async def import_sdk(
     messages_table: str = "agent_messages",
     order: Order = "auto",
     progress: Callable[[int, int], None] | None = None,
+    key: Key | None = None,
 ) -> ImportReport:
     """Copy every SDK session of `source` into the library's tables in `target`.
 
     `order` is the SDK's reading order: `id` (`SQLiteSession`), `created_at` then id
     (`SQLAlchemySession`), or `auto` (told apart by the index each creates). `progress` is
     called with (rows done, rows in all) as sessions are copied. The target's schema must be
-    at head (`agents-sqlalchemy db upgrade`).
+    at head (`agents-sqlalchemy db upgrade`). `key` is the target's key: an encrypted target
+    refuses an import without it, and with it every item is sealed on the way in.
 
     Example::
 
@@ -91,12 +95,12 @@ async def import_sdk(
     src_sessions, src_messages = _source_tables(sessions_table, messages_table)
     source_engine, owned = _source_engine(source)
     destination = EngineSource(target, None)
-    copier = _Copier(build_models(names), destination.dialect_name)
+    store = SessionStore(target, tables=names, key=key)
     try:
-        async with destination.get().connect() as conn:
-            status = await conn.run_sync(schema_status, names)
-        if not status.at_head:
-            raise status.error(destination.url)
+        # The store checks the schema and the key, and lends its codec: the one place items
+        # are encoded (or sealed), so an import writes what the store would have written.
+        codec = await store._ready()
+        copier = _Copier(build_models(names), destination.dialect_name, codec)
         async with source_engine.connect() as src:
             if order == "auto":
                 order = await src.run_sync(_detect_order, sessions_table, messages_table)
@@ -105,16 +109,17 @@ async def import_sdk(
         if progress:
             progress(0, total)
         for group in groups:
-            key = session_key(group.session_id)
+            session = session_key(group.session_id)
             async with source_engine.connect() as src:
-                rows = (await src.execute(_rows(src_messages, key.session_id, order))).all()
+                rows = (await src.execute(_rows(src_messages, session.session_id, order))).all()
             async with destination.get().begin() as conn:
-                await copier.copy(conn, key.session_id, key.hash, group, rows)
+                await copier.copy(conn, session, group, rows)
             done += group.messages
             if progress:
                 progress(done, total)
         return copier.report()
     finally:
+        await store.close()
         await destination.close()
         if owned:
             await source_engine.dispose()
@@ -204,8 +209,10 @@ def _utc(value: datetime | None, default: datetime) -> datetime:
 class _Copier:
     """Writes one SDK session into the target, unless the target already has it."""
 
-    def __init__(self, models: Models, dialect: str) -> None:
+    def __init__(self, models: Models, dialect: str, codec: Codec) -> None:
         self._sessions, self._items = models.sessions, models.items
+        self._item_keys = models.table(models.item_key)
+        self._codec = codec
         self._insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         self._counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
 
@@ -213,15 +220,15 @@ class _Copier:
         return ImportReport(**self._counts)
 
     async def copy(
-        self, conn: AsyncConnection, session_id: str, digest: str, group: Any, rows: Sequence[Any]
+        self, conn: AsyncConnection, key: SessionKey, group: Any, rows: Sequence[Any]
     ) -> None:
         now = datetime.now(timezone.utc)
         first, last = _utc(group.first, now), _utc(group.last, now)
         claim = (
             self._insert(self._sessions)
             .values(
-                session_id=session_id,
-                session_hash=digest,
+                session_id=key.session_id,
+                session_hash=key.hash,
                 next_seq=0,
                 created_at=first,
                 updated_at=max(first, last),
@@ -233,20 +240,40 @@ class _Copier:
         if session_pk is None:
             self._counts["skipped_sessions"] += 1
             return
-        items: list[dict[str, Any]] = []
+        payloads: list[str] = []
+        created: list[datetime] = []
         for row in rows:
             try:
-                payload = encode_item(json.loads(row.message_data))
+                payloads.append(encode_item(json.loads(row.message_data)))
             except (TypeError, ValueError):
                 self._counts["unreadable"] += 1
                 continue
-            created = _utc(row.created_at, first)
-            seq = len(items) + 1
-            items.append(
-                {"session_pk": session_pk, "seq": seq, "created_at": created, "payload": payload}
-            )
+            created.append(_utc(row.created_at, first))
+        stored = self._codec.rows(key, payloads, 1)
+        items = [
+            {
+                "session_pk": session_pk,
+                "seq": seq,
+                "created_at": when,
+                "payload": item.payload,
+                "ciphertext": item.ciphertext,
+            }
+            for seq, (when, item) in enumerate(zip(created, stored, strict=True), 1)
+        ]
+        returning = self._items.insert().returning(self._items.c.id, sort_by_parameter_order=True)
         for start in range(0, len(items), CHUNK):
-            await conn.execute(self._items.insert(), items[start : start + CHUNK])
+            chunk, values = stored[start : start + CHUNK], items[start : start + CHUNK]
+            if not any(item.wrapped_key for item in chunk):  # plaintext: the items alone
+                await conn.execute(self._items.insert(), values)
+                continue
+            ids = (await conn.execute(returning, values)).scalars().all()
+            await conn.execute(
+                self._item_keys.insert(),
+                [
+                    {"item_pk": pk, "kek_id": item.kek_id, "wrapped_key": item.wrapped_key}
+                    for pk, item in zip(ids, chunk, strict=True)
+                ],
+            )
         sessions = self._sessions
         await conn.execute(
             update(sessions).where(sessions.c.id == session_pk).values(next_seq=len(items))

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from agents.memory import SessionSettings
 from agents.memory.session_settings import coerce_session_settings
 from sqlalchemy.engine import URL
@@ -43,17 +44,19 @@ from .records import (
     decode_cursor,
     encode_cursor,
 )
-from .repository import Repository, Scope, SessionKey
+from .repository import Candidates, Repository, Scope, SessionKey
 from .search import (
     SEARCH_MODES,
-    CorpusStats,
     Embedder,
     HashingEmbedder,
     SearchMode,
+    bm25_postings,
+    cosine_scores,
     embed_documents,
     embed_query,
+    fuse,
     item_text,
-    rank,
+    recency_scores,
     term_counts,
 )
 from .tables import TableNames
@@ -232,35 +235,61 @@ class SessionStore:
     async def search_items(
         self, scope: Scope, query: str, limit: int, mode: SearchMode
     ) -> list[SearchHit]:
-        """`search` within a scope: one session (`Scope(session=key)`), a user, or all."""
+        """`search` within a scope: one session (`Scope(session=key)`), a user, or all.
+
+        Candidates are the live items in scope with a vector of the embedder's model, plus
+        those holding a query term (items not reindexed yet are found by keyword only).
+        """
         embedder = self._search_embedder()
         if mode not in SEARCH_MODES:
             raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         if not 1 <= limit <= 1000:
             raise ConfigurationError(f"limit must be between 1 and 1000, got {limit}")
         codec = await self._ready()
-        candidates = await self._repository.candidates(scope, embedder.model_id)
-        if not candidates or not query.strip():
+        if not query.strip():
             return []
-        pks = [candidate.item_pk for candidate in candidates]
-        query_terms = codec.terms(term_counts(query)) if mode != "vector" else {}
-        hits = rank(
-            pks,
-            positions=[
-                candidate.seq if scope.session else candidate.created_at.timestamp()
-                for candidate in candidates
-            ],
+        model_id = embedder.model_id
+        repository = self._repository
+        read_vectors = mode != "keyword" and not codec.caches_vectors
+        candidates = await repository.candidates(scope, model_id, vectors=read_vectors)
+        with_vector = len(candidates)
+        query_terms = list(codec.terms(term_counts(query))) if mode != "vector" else []
+        postings = await repository.postings(scope, query_terms)
+        index = dict(zip(candidates.item_pks, range(with_vector), strict=True))
+        keyword_only = sorted(set(postings.item_pks).difference(index))
+        if keyword_only:
+            candidates.extend(await repository.positions(scope, keyword_only))
+            added = range(with_vector, len(candidates))
+            index.update(zip(candidates.item_pks[with_vector:], added, strict=True))
+        if not len(candidates):
+            return []
+        vector_scores = None
+        if mode != "keyword":
+            vectors = await self._vectors(codec, candidates, with_vector, model_id)
+            vectors += [None] * (len(candidates) - with_vector)
+            vector_scores = cosine_scores(await embed_query(embedder, query), vectors)
+        keyword_scores = None
+        if postings.item_pks:
+            term_index = {term: i for i, term in enumerate(query_terms)}
+            at = np.fromiter((index.get(pk, -1) for pk in postings.item_pks), np.intp)
+            terms = np.fromiter((term_index[term] for term in postings.terms), np.intp)
+            live = at >= 0  # postings of expired items are left out
+            keyword_scores = bm25_postings(
+                at[live],
+                terms[live],
+                np.asarray(postings.counts)[live],
+                size=len(candidates),
+                doc_count=len(candidates),
+            )
+        hits = fuse(
+            candidates.item_pks,
+            vector=vector_scores,
+            keyword=keyword_scores,
+            recency=recency_scores(candidates.positions),
             mode=mode,
-            query_vector=await embed_query(embedder, query) if mode != "keyword" else None,
-            vectors=[codec.vector(candidate, embedder.model_id) for candidate in candidates]
-            if mode != "keyword"
-            else None,
-            query_terms=list(query_terms),
-            term_freqs=await self._repository.term_freqs(scope, pks, list(query_terms)),
-            stats=CorpusStats(doc_count=len(candidates)),
             limit=limit,
         )
-        rows = await self._repository.hit_rows([hit.key for hit in hits])
+        rows = await repository.hit_rows([hit.key for hit in hits])
         return [
             SearchHit(
                 session_id=rows[hit.key][0].session_id,
@@ -274,18 +303,43 @@ class SessionStore:
             if hit.key in rows  # an item removed since the candidates were read is not found
         ]
 
+    async def _vectors(
+        self, codec: Codec, candidates: Candidates, with_vector: int, model_id: str
+    ) -> list[bytes | None]:
+        """Plain vectors of the first `with_vector` candidates: opened from memory, or read
+        and opened where missing (None: the item is gone)."""
+        if with_vector < len(candidates):  # keyword matches come last, without a vector
+            candidates = candidates.take(range(with_vector), candidates.vectors[:with_vector])
+        vectors = codec.vectors(candidates, model_id)
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        if missing:
+            pks = [candidates.item_pks[i] for i in missing]
+            stored = await self._repository.vectors(pks, model_id)
+            read = candidates.take(missing, [stored.get(pk) for pk in pks])
+            for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
+                vectors[i] = vector
+        return vectors
+
     async def reindex(
-        self, *, batch_size: int = 200, progress: Callable[[int], None] | None = None
+        self, *, batch_size: int = 200, progress: Callable[[int, int], None] | None = None
     ) -> int:
         """Index every live item for the store's embedder; drop other models' vectors.
 
-        Run it after changing the embedder (its `model_id`); items added since are indexed
-        as they come. Returns how many items were (re)indexed.
+        Run it after changing the embedder (its `model_id`); until then the items indexed
+        under the old model are found by keyword only, and vectors of two models are never
+        compared. Items added meanwhile are indexed as they come. `progress(done, total)` is
+        called before the first batch and after each one. Returns how many items were
+        gone over (those without text to index included).
         """
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
         embedder = self._search_embedder()
         codec = await self._ready()
         await self._repository.drop_other_models(embedder.model_id)
         done, after = 0, 0
+        total = await self._repository.count_unindexed(embedder.model_id)
+        if progress is not None:
+            progress(done, total)
         while batch := await self._repository.unindexed(embedder.model_id, batch_size, after):
             after = batch[-1].item_pk
             items = [codec.item(row.key, row.stored) for row in batch]
@@ -299,7 +353,7 @@ class SessionStore:
             )
             done += len(batch)
             if progress is not None:
-                progress(done)
+                progress(done, max(total, done))
         return done
 
     async def _index_entries(self, items: list[Any]) -> list[IndexEntry | None]:
@@ -441,6 +495,8 @@ class SessionStore:
     async def _scrubbing(self) -> AsyncIterator[None]:
         """After a removal in encrypted mode, leave no copy of the removed keys in a WAL."""
         yield
+        if isinstance(self._codec, SealedCodec):
+            self._codec.forget_keys()
         if self.key is not None:
             await self._repository.scrub()
 
@@ -451,15 +507,19 @@ class SessionStore:
         new_key: Key,
         *,
         batch_size: int = ROTATE_BATCH,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Re-wrap every data key under `new_key`, without re-encrypting any item.
 
         Runs in batches, one transaction each; if interrupted, call it again on a store
         opened with the old key and it resumes. Afterwards only `new_key` opens the
-        database. `progress(n)` is called after each batch with the keys re-wrapped so far.
+        database, and the old keyring row is deleted (on SQLite, scrubbed from the file).
+        `progress(done, total)` is called before the first batch and after each one.
         Returns how many item keys were re-wrapped.
         """
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        new_key = validate_key(new_key)
         await self._ready(rotating=True)
         old = self._kek
         if old is None:
@@ -467,25 +527,29 @@ class SessionStore:
         rows = await self._repository.keyring_rows()
         pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
         if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
-            new = await open_kek(new_key, KeyringRecord.from_row(pending[0]))
+            new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
         else:
             new = await create_kek(new_key, previous=old)
             await self._repository.add_keyring(new.record.as_row(), retire=old.kek_id)
-        done = 0
-        while count := await self._repository.rewrap_keys(
-            old.kek_id, new.kek_id, lambda wrapped: rewrap_many(wrapped, old, new), batch_size
-        ):
-            done += count
-            if progress is not None:
-                progress(done)
-        after: int | None = 0
-        while after is not None:
-            after = await self._repository.rewrap_states(
-                lambda blob: rewrap_state(blob, old, new), after, batch_size
-            )
-        await self._repository.finish_rotation(old.kek_id)
+        done, total = 0, await self._repository.count_keys(old.kek_id)
+        if progress is not None:
+            progress(done, total)
+        finished = False
+        while not finished:  # until no key (from a writer racing the rotation) is left behind
+            while count := await self._repository.rewrap_keys(
+                old.kek_id, new.kek_id, lambda wrapped: rewrap_many(wrapped, old, new), batch_size
+            ):
+                done += count
+                if progress is not None:
+                    progress(done, max(total, done))
+            after: int | None = 0
+            while after is not None:
+                after = await self._repository.rewrap_states(
+                    lambda blob: rewrap_state(blob, old, new), after, batch_size
+                )
+            finished = await self._repository.finish_rotation(old.kek_id)
         await self._repository.scrub()
-        self.key, self._kek, self._codec = validate_key(new_key), new, SealedCodec(new)
+        self.key, self._kek, self._codec = new_key, new, SealedCodec(new)
         return done
 
     async def _ready(self, *, rotating: bool = False) -> Codec:
@@ -493,7 +557,9 @@ class SessionStore:
         if self._codec is not None:
             return self._codec
         async with holding(self._opening):
-            if self._refused is not None:  # a wrong key is refused once, not re-derived per call
+            # A wrong key is refused once, not re-derived per call; a rotation may try the
+            # key again (the previous key resumes an unfinished rotation).
+            if self._refused is not None and not rotating:
                 raise WrongKeyError(str(self._refused))
             if self._codec is None:
                 await self._repository.ensure_schema(create=self.create_tables)
@@ -513,25 +579,44 @@ class SessionStore:
         if self.key is None:
             if rows:
                 raise WrongKeyError(
-                    "this database is encrypted: open the store with its key (key=...)"
+                    "this database is encrypted: open the store with its key (key=...); "
+                    "nothing was read or written"
                 )
             return None
         if not rows:
+            if rotating:
+                raise KeyringError("this database is not encrypted (no keyring): nothing to rotate")
+            if await self._repository.has_plaintext_items():
+                raise KeyringError(
+                    "this database holds items stored without a key: open it without key=, "
+                    "or copy its sessions into a new database opened with the key"
+                )
             kek = await create_kek(self.key)
             if await self._repository.add_keyring(kek.record.as_row()):
                 return kek
             return await self._open_keyring(rotating)  # another store created it first
         try:
             kek = await open_kek(self.key, active[-1])
-        except WrongKeyError:
-            # During an unfinished rotation, the old key may still resume it.
-            for record in retired if rotating else ():
-                return await open_kek(self.key, record)
-            raise
-        if retired and not rotating:
+        except WrongKeyError as exc:
+            if not retired:
+                raise
+            if rotating:  # an unfinished rotation is resumed with the previous key
+                for record in reversed(retired):
+                    try:
+                        return await open_kek(self.key, record)
+                    except WrongKeyError:
+                        continue
+                raise exc
+            raise WrongKeyError(
+                f"{exc} A key rotation is unfinished: if this is the previous key, finish it "
+                "with rotate_key(new_key) on a store opened with it (or `agents-sqlalchemy "
+                "rotate-key`)"
+            ) from None
+        if retired:
             raise KeyringError(
-                "a key rotation is unfinished: open a store with the previous key and call "
-                "rotate_key(new_key) again (or run `agents-sqlalchemy rotate-key`) to finish it"
+                "a key rotation to this key is unfinished: open a store with the previous key "
+                "and call rotate_key(new_key) again (or run `agents-sqlalchemy rotate-key`) "
+                "to finish it"
             )
         return kek
 

@@ -13,8 +13,9 @@ from importlib import import_module
 
 import click
 
-# Each module defines `command`, a click command or group; add a name here to add one.
-COMMAND_MODULES = ("db", "importer")
+# Each module defines `command`, a click command or group (or `commands`, several of them);
+# add a name here to add one.
+COMMAND_MODULES = ("db", "importer", "sessions", "keys", "search")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -27,8 +28,10 @@ def app() -> None:
     """
 
 
-for _module in COMMAND_MODULES:
-    app.add_command(import_module(f"{__name__}.{_module}").command)
+for _name in COMMAND_MODULES:
+    _module = import_module(f"{__name__}.{_name}")
+    for _command in getattr(_module, "commands", None) or (_module.command,):
+        app.add_command(_command)
 
 
 def main() -> None:

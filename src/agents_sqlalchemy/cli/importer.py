@@ -3,6 +3,7 @@
 Example::
 
     agents-sqlalchemy import-sdk --from conversations.db --url postgresql://app@db/app
+    AGENTS_SQLALCHEMY_KEY=... agents-sqlalchemy import-sdk --from conversations.db --url agent.db
 """
 
 from __future__ import annotations
@@ -13,21 +14,21 @@ import click
 
 from ..sdk_import import Order, import_sdk
 from ..tables import TableNames
-from .options import database_options, run
+from .options import database_options, key_options, run
 
 
-class _Bar:
-    """Feeds `import_sdk`'s (done, total) reports to a click progress bar."""
+class ProgressBar:
+    """Feeds (done, total) reports to a click progress bar, made on the first report."""
 
-    def __init__(self, enabled: bool) -> None:
-        self._enabled, self._done = enabled, 0
+    def __init__(self, enabled: bool, label: str) -> None:
+        self._enabled, self._label, self._done = enabled, label, 0
         self._bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self._enabled:
             return
         if self._bar is None:
-            self._bar = click.progressbar(length=total, label="Importing items", show_pos=True)
+            self._bar = click.progressbar(length=total, label=self._label, show_pos=True)
             self._bar.__enter__()
         self._bar.update(done - self._done)
         self._done = done
@@ -66,9 +67,11 @@ class _Bar:
 )
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @database_options
+@key_options
 def command(
     url: str,
     tables: TableNames,
+    key: str | None,
     source: str,
     source_sessions_table: str,
     source_messages_table: str,
@@ -78,9 +81,10 @@ def command(
     """Copy the SDK's SQLiteSession/SQLAlchemySession tables into the library's tables.
 
     The source is only read. Each session is copied whole, in the SDK's order; a session
-    already in the target is skipped, so running the import again is safe.
+    already in the target is skipped, so running the import again is safe. With a key (see
+    --key-env, --ask-key), items are sealed on the way in, as the store seals them.
     """
-    bar = _Bar(progress)
+    bar = ProgressBar(progress, "Importing items")
     try:
         report = run(
             import_sdk(
@@ -91,6 +95,7 @@ def command(
                 messages_table=source_messages_table,
                 order=order,
                 progress=bar,
+                key=key,
             )
         )
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -92,3 +93,44 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coroutine)
     except AgentsSQLAlchemyError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+KEY_ENV = f"{ENV_PREFIX}KEY"
+
+
+def read_key(env: str | None = None, *, ask: bool = False, prompt: str = "Key") -> str | None:
+    """A key (passphrase) from a hidden prompt, or from an environment variable; never argv.
+
+    With `ask`, prompt without echo. Otherwise read `env` (default AGENTS_SQLALCHEMY_KEY):
+    unset means no key, unless `env` was named explicitly, which makes it an error.
+
+    Example::
+
+        key = read_key("APP_SESSION_KEY")          # $APP_SESSION_KEY, or a usage error
+        key = read_key(ask=True, prompt="New key")  # typed, not echoed
+    """
+    if ask:
+        return str(click.prompt(prompt, hide_input=True))
+    value = os.environ.get(env or KEY_ENV)
+    if not value and env is not None:
+        raise click.UsageError(f"the environment variable {env} (from --key-env) is not set")
+    return value or None
+
+
+def key_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Add `--key-env NAME` and `--ask-key`; the command receives `key` (None: no key)."""
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> T:
+        key = read_key(kwargs.pop("key_env"), ask=kwargs.pop("ask_key"))
+        return command(key=key, **kwargs)
+
+    ask = click.option(
+        "--ask-key", is_flag=True, help="Prompt for the database's key (input is not echoed)."
+    )
+    env = click.option(
+        "--key-env",
+        metavar="NAME",
+        help=f"Environment variable holding the database's key [default: {KEY_ENV}].",
+    )
+    return env(ask(wrapper))

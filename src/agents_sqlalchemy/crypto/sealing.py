@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -61,23 +62,35 @@ class Place:
 
     def aad(self) -> bytes:
         """The associated data: unambiguous, length-prefixed fields."""
-        purpose, session = self.purpose.encode(), self.session_hash.encode()
-        seq = b"" if self.seq is None else self.seq.to_bytes(8, "big", signed=True)
-        return b"".join(
-            (
-                _AAD_PREFIX,
-                len(purpose).to_bytes(2, "big"),
-                purpose,
-                len(session).to_bytes(2, "big"),
-                session,
-                len(seq).to_bytes(1, "big"),
-                seq,
-            )
+        if self.seq is None:
+            return _aad_head(self.purpose, self.session_hash) + b"\x00"
+        return (
+            _aad_head(self.purpose, self.session_hash)
+            + _SEQ
+            + self.seq.to_bytes(8, "big", signed=True)
         )
 
     def __str__(self) -> str:
         at = "" if self.seq is None else f" #{self.seq}"
         return f"{self.purpose}{at} of session {self.session_hash[:16]}"
+
+
+_SEQ = (8).to_bytes(1, "big")  # the length of a sequence number's field
+
+
+@lru_cache(maxsize=4096)
+def _aad_head(purpose: str, session_hash: str) -> bytes:
+    """The AAD up to the sequence number, the same for every item of a session (cached)."""
+    head, session = purpose.encode(), session_hash.encode()
+    return b"".join(
+        (
+            _AAD_PREFIX,
+            len(head).to_bytes(2, "big"),
+            head,
+            len(session).to_bytes(2, "big"),
+            session,
+        )
+    )
 
 
 def _error_for(place: Place) -> type[DecryptionError]:
@@ -127,6 +140,17 @@ class DataKey:
         The error is `TamperedItemError` for a place with a `seq`, else `DecryptionError`.
         """
         return self._open(sealed, place, where, _error_for(place))
+
+    def open_item(self, sealed: bytes, session_hash: str, seq: int) -> bytes:
+        """`open(sealed, Place(session_hash, seq))` in fewer steps: every item read runs it."""
+        if sealed[:1] == VERSION:
+            aad = _aad_head("item", session_hash) + _SEQ + seq.to_bytes(8, "big", signed=True)
+            nonce, body = sealed[1 : 1 + NONCE_BYTES], sealed[1 + NONCE_BYTES :]
+            try:
+                return self._aead.decrypt(nonce, body, aad)
+            except InvalidTag:
+                pass
+        return self.open(sealed, Place(session_hash, seq))  # raises, saying why
 
     def _open(
         self, sealed: bytes, place: Place, where: str | None, error: type[DecryptionError]

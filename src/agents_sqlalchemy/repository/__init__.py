@@ -16,7 +16,7 @@ from .base import NewItem, SessionKey, StoredItem, utcnow
 from .items import ItemOps
 from .keyring import KeyringOps
 from .schema import SchemaOps
-from .search import Candidate, Scope, SearchOps, Unindexed
+from .search import Candidates, Postings, Scope, SearchOps, Unindexed
 from .sessions import SessionOps
 
 
@@ -25,8 +25,9 @@ class Repository(ItemOps, SessionOps, SearchOps, KeyringOps, SchemaOps):
 
 
 __all__ = [
-    "Candidate",
+    "Candidates",
     "NewItem",
+    "Postings",
     "Repository",
     "Scope",
     "SessionKey",

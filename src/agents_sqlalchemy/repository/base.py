@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import Any, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Table, or_, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -54,9 +55,11 @@ class NewItem:
     model_id: str | None = None
 
 
-@dataclass(frozen=True)
-class StoredItem:
-    """One item as read back: its place, and its JSON text or its sealed form."""
+class StoredItem(NamedTuple):
+    """One item as read back: its place, and its JSON text or its sealed form.
+
+    A named tuple: reads make one per row, and a frozen dataclass costs three times as much.
+    """
 
     seq: int
     payload: str | None
@@ -113,14 +116,29 @@ class RepositoryBase:
         The first statement of every write: on PostgreSQL it locks the session's row, on
         SQLite it takes the database's write lock. Returns the row's `id` and `next_seq`.
         """
+        values = {
+            "session_id": key.session_id,
+            "session_hash": key.hash,
+            "user_id": key.user_id,
+            "metadata": key.metadata,
+            "count": count,
+            "now": now,
+        }
+        return conn.execute(self._claim_statement, values).one()
+
+    @cached_property
+    def _claim_statement(self) -> Any:
+        """`_claim`'s upsert, built once: building it took longer than running it."""
         sessions = self._sessions
-        claim = (
+        count = bindparam("count", type_=sessions.c.next_seq.type)
+        now = bindparam("now", type_=sessions.c.updated_at.type)
+        return (
             self._upsert(sessions)
             .values(
-                session_id=key.session_id,
-                session_hash=key.hash,
-                user_id=key.user_id,
-                metadata=key.metadata,
+                session_id=bindparam("session_id", type_=sessions.c.session_id.type),
+                session_hash=bindparam("session_hash", type_=sessions.c.session_hash.type),
+                user_id=bindparam("user_id", type_=sessions.c.user_id.type),
+                metadata=bindparam("metadata", type_=sessions.c.metadata.type),
                 next_seq=count,
                 created_at=now,
                 updated_at=now,
@@ -131,7 +149,6 @@ class RepositoryBase:
             )
             .returning(sessions.c.id, sessions.c.next_seq)
         )
-        return conn.execute(claim).one()
 
     def _lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
@@ -176,6 +193,34 @@ class RepositoryBase:
         ):
             if values:
                 conn.execute(table.insert(), values)
+
+    def _add_keys_by_seq(
+        self, conn: Connection, session_pk: int, first_seq: int, items: Sequence[NewItem]
+    ) -> None:
+        """The wrapped keys of items just inserted at `first_seq`..., found by their place.
+
+        Needs no item ids, so the items go in with one plain multi-row insert.
+        """
+        values = [
+            {
+                "session_pk": session_pk,
+                "seq": seq,
+                "kek_id": item.kek_id,
+                "wrapped": item.wrapped_key,
+            }
+            for seq, item in enumerate(items, first_seq)
+        ]
+        conn.execute(self._keys_by_seq_statement, values)
+
+    @cached_property
+    def _keys_by_seq_statement(self) -> Any:
+        items, keys = self._items, self._item_keys
+        found = select(
+            items.c.id,
+            bindparam("kek_id", type_=keys.c.kek_id.type),
+            bindparam("wrapped", type_=keys.c.wrapped_key.type),
+        ).where(items.c.session_pk == bindparam("session_pk"), items.c.seq == bindparam("seq"))
+        return keys.insert().from_select(["item_pk", "kek_id", "wrapped_key"], found)
 
     def _item_columns(self) -> Any:
         items = self._items

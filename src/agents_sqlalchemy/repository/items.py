@@ -60,6 +60,10 @@ class ItemOps(RepositoryBase):
         if not any(item.wrapped_key or item.terms or item.vector for item in new):
             conn.execute(self._items.insert(), rows)
             return
+        if not any(item.terms or item.vector for item in new):  # sealed, not indexed
+            conn.execute(self._items.insert(), rows)
+            self._add_keys_by_seq(conn, claimed.id, first, new)
+            return
         inserted = conn.execute(
             self._items.insert().returning(self._items.c.id, sort_by_parameter_order=True), rows
         )

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, select, text, update
+from sqlalchemy import Table, bindparam, delete, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from ..aio import settle
@@ -58,6 +58,18 @@ class KeyringOps(RepositoryBase):
             conn.execute(text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": lock})
         else:
             conn.execute(update(self._keyring).values(kind=self._keyring.c.kind))
+
+    async def count_keys(self, kek_id: str) -> int:
+        """How many item keys are wrapped by `kek_id`."""
+        keys = self._item_keys
+        query = select(func.count()).select_from(keys).where(keys.c.kek_id == kek_id)
+        return await self._db.run(lambda conn: int(conn.execute(query).scalar_one()), write=False)
+
+    async def has_plaintext_items(self) -> bool:
+        """Whether any item is stored as JSON text (the database was used without a key)."""
+        items = self._items
+        query = select(items.c.id).where(items.c.payload.is_not(None)).limit(1)
+        return await self._db.run(lambda conn: conn.execute(query).first() is not None, write=False)
 
     async def rewrap_keys(
         self, old: str, new: str, rewrap: Callable[[list[bytes]], list[bytes]], batch: int

@@ -1,28 +1,89 @@
-"""Search SQL: candidates with their vectors, term frequencies, hit rows, and reindexing."""
+"""Search SQL: candidates with their vectors, term postings, hit rows, and reindexing."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, delete, select
-from sqlalchemy.engine import Connection
+from sqlalchemy import ColumnElement, Float, cast, delete, exists, extract, func, null, select
+from sqlalchemy.engine import Connection, Result
 
 from ..aio import settle
 from .base import NewItem, RepositoryBase, SessionKey, StoredItem
 
+# Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
+IN_BATCH = 5000
+# Rows turned into columns at a time (see `_columns`).
+PARTITION = 200
+
+
+def _columns(result: Result[Any], width: int) -> list[list[Any]]:
+    """A result's rows as `width` lists, one per column, read a partition at a time.
+
+    Search reads tens of thousands of rows per query: holding them all as row objects at
+    once makes the garbage collector promote them, and then walk its oldest generation.
+    """
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for part in result.partitions(PARTITION):
+        for column, values in zip(columns, zip(*part, strict=True), strict=True):
+            column.extend(values)
+    return columns
+
+
+@dataclass
+class Candidates:
+    """Items that search may rank, column by column: where each is, and its (sealed) vector.
+
+    `positions` order them by age: the `seq` within a session, `created_at` in epoch seconds
+    across sessions. A vector is None where it was not read (see `candidates`), a wrapped
+    key None in a plaintext store.
+    """
+
+    item_pks: list[int]
+    session_hashes: list[str]
+    seqs: list[int]
+    positions: list[float]
+    vectors: list[bytes | None]
+    wrapped_keys: list[bytes | None]
+
+    @classmethod
+    def of(cls, columns: list[list[Any]]) -> Candidates:
+        """From columns item_pk, session_hash, seq, position, vector, wrapped_key."""
+        return cls(*columns)
+
+    def __len__(self) -> int:
+        return len(self.item_pks)
+
+    def take(self, indexes: Iterable[int], vectors: Sequence[bytes | None]) -> Candidates:
+        """The candidates at `indexes`, with these vectors."""
+        at = list(indexes)
+        return Candidates(
+            [self.item_pks[i] for i in at],
+            [self.session_hashes[i] for i in at],
+            [self.seqs[i] for i in at],
+            [self.positions[i] for i in at],
+            list(vectors),
+            [self.wrapped_keys[i] for i in at],
+        )
+
+    def extend(self, other: Candidates) -> None:
+        """Add `other`'s candidates after these."""
+        self.item_pks += other.item_pks
+        self.session_hashes += other.session_hashes
+        self.seqs += other.seqs
+        self.positions += other.positions
+        self.vectors += other.vectors
+        self.wrapped_keys += other.wrapped_keys
+
 
 @dataclass(frozen=True)
-class Candidate:
-    """An item that search may rank: where it is, and its (maybe sealed) vector."""
+class Postings:
+    """Term postings, column by column: item `item_pks[i]` holds `terms[i]` `counts[i]` times."""
 
-    item_pk: int
-    session_hash: str
-    seq: int
-    created_at: datetime
-    vector: bytes
-    wrapped_key: bytes | None
+    item_pks: list[int]
+    terms: list[str]
+    counts: list[int]
 
 
 @dataclass(frozen=True)
@@ -54,54 +115,109 @@ class SearchOps(RepositoryBase):
             return sessions.c.user_id == scope.user_id
         return sessions.c.id.is_not(None)
 
-    async def candidates(self, scope: Scope, model_id: str) -> list[Candidate]:
-        """Live items in scope with a vector of `model_id` (never another model's)."""
-        items, sessions, vectors = self._items, self._sessions, self._embeddings
-        columns = [
-            items.c.id,
-            sessions.c.session_hash,
-            items.c.seq,
-            items.c.created_at,
-            vectors.c.vector,
-        ]
+    def _position(self, scope: Scope) -> ColumnElement[Any]:
+        """An item's age as a number: `seq` within a session, else `created_at` in epoch
+        seconds, computed by the database (parsing datetimes costs more than the search)."""
+        items = self._items
+        if scope.session is not None:
+            return items.c.seq
+        if self._db.dialect_name == "sqlite":  # naive UTC text
+            return (func.julianday(items.c.created_at) - 2440587.5) * 86400.0
+        return cast(extract("epoch", items.c.created_at), Float)
+
+    async def candidates(self, scope: Scope, model_id: str, *, vectors: bool = True) -> Candidates:
+        """Live items in scope with a vector of `model_id` (never another model's).
+
+        With `vectors=False` the vectors are not read (a sealed store opens them from its
+        cache, and reads the missing ones with `vectors`).
+        """
+        items, sessions, embeddings = self._items, self._sessions, self._embeddings
+        position = self._position(scope)
         query = (
-            select(*columns, *([self._item_keys.c.wrapped_key] if self._sealed else []))
-            .select_from(vectors)
-            .join(items, items.c.id == vectors.c.item_pk)
+            select(
+                items.c.id,
+                sessions.c.session_hash,
+                items.c.seq,
+                position,
+                embeddings.c.vector if vectors else null(),
+                self._item_keys.c.wrapped_key if self._sealed else null(),
+            )
+            .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(vectors.c.model_id == model_id, self._in_scope(scope), self._live(self._now()))
+            .join(
+                embeddings,
+                (embeddings.c.item_pk == items.c.id) & (embeddings.c.model_id == model_id),
+            )
+            .where(self._in_scope(scope), self._live(self._now()))
         )
         if self._sealed:
             query = query.join(self._item_keys, self._item_keys.c.item_pk == items.c.id)
 
-        def work(conn: Connection) -> list[Candidate]:
-            return [
-                Candidate(row[0], row[1], row[2], row[3], row[4], row[5] if self._sealed else None)
-                for row in conn.execute(query)
-            ]
+        def work(conn: Connection) -> Candidates:
+            return Candidates.of(_columns(conn.execute(query), 6))
 
         return await self._db.run(work, write=False)
 
-    async def term_freqs(
-        self, scope: Scope, item_pks: Collection[int], terms: Collection[str]
-    ) -> dict[int, dict[str, int]]:
-        """`{item_pk: {term: frequency}}` for the query terms found among the candidates."""
-        if not terms or not item_pks:
-            return {}
-        table, sessions = self._terms, self._sessions
-        query = (
-            select(table.c.item_pk, table.c.term, table.c.frequency)
-            .join(sessions, sessions.c.id == table.c.session_pk)
-            .where(table.c.term.in_(list(terms)), self._in_scope(scope))
-        )
-        wanted = set(item_pks)
+    async def vectors(self, item_pks: list[int], model_id: str) -> dict[int, bytes]:
+        """The stored vectors of `model_id` of these items (those still there)."""
+        embeddings = self._embeddings
 
-        def work(conn: Connection) -> dict[int, dict[str, int]]:
-            found: dict[int, dict[str, int]] = {}
-            for item_pk, term, frequency in conn.execute(query):
-                if item_pk in wanted:
-                    found.setdefault(item_pk, {})[term] = frequency
+        def work(conn: Connection) -> dict[int, bytes]:
+            found: dict[int, bytes] = {}
+            for start in range(0, len(item_pks), IN_BATCH):
+                query = select(embeddings.c.item_pk, embeddings.c.vector).where(
+                    embeddings.c.model_id == model_id,
+                    embeddings.c.item_pk.in_(item_pks[start : start + IN_BATCH]),
+                )
+                found.update((pk, vector) for pk, vector in conn.execute(query).all())
             return found
+
+        return await self._db.run(work, write=False)
+
+    async def positions(self, scope: Scope, item_pks: list[int]) -> Candidates:
+        """These items, if still live, as candidates without a vector (keyword matches only)."""
+        items, sessions = self._items, self._sessions
+        position = self._position(scope)
+        columns = [items.c.id, sessions.c.session_hash, items.c.seq, position, null(), null()]
+
+        def work(conn: Connection) -> Candidates:
+            found = Candidates.of([[] for _ in range(6)])
+            for start in range(0, len(item_pks), IN_BATCH):
+                query = (
+                    select(*columns)
+                    .join(sessions, sessions.c.id == items.c.session_pk)
+                    .where(
+                        items.c.id.in_(item_pks[start : start + IN_BATCH]),
+                        self._live(self._now()),
+                    )
+                )
+                found.extend(Candidates.of(_columns(conn.execute(query), 6)))
+            return found
+
+        return await self._db.run(work, write=False)
+
+    async def postings(self, scope: Scope, terms: Collection[str]) -> Postings:
+        """Every item in scope holding one of `terms`: which, which term, how often.
+
+        Expired items are not left out here: only candidates (live) are ranked.
+        """
+        if not terms:
+            return Postings([], [], [])
+        table, sessions = self._terms, self._sessions
+        query = select(table.c.item_pk, table.c.term, table.c.frequency).where(
+            table.c.term.in_(list(terms))
+        )
+        if scope.session is not None:  # straight down the (session_pk, term) index
+            query = query.where(
+                table.c.session_pk == self._session_pk(scope.session).scalar_subquery()
+            )
+        elif scope.user_id is not None:
+            query = query.join(sessions, sessions.c.id == table.c.session_pk).where(
+                sessions.c.user_id == scope.user_id
+            )
+
+        def work(conn: Connection) -> Postings:
+            return Postings(*_columns(conn.execute(query), 3))
 
         return await self._db.run(work, write=False)
 
@@ -122,6 +238,15 @@ class SearchOps(RepositoryBase):
             }
 
         return await self._db.run(work, write=False)
+
+    async def count_unindexed(self, model_id: str) -> int:
+        """How many live items have no vector of `model_id` (what `reindex` will go over)."""
+        items, embeddings = self._items, self._embeddings
+        indexed = exists().where(
+            embeddings.c.item_pk == items.c.id, embeddings.c.model_id == model_id
+        )
+        query = select(func.count()).select_from(items).where(~indexed, self._live(self._now()))
+        return await self._db.run(lambda conn: int(conn.execute(query).scalar_one()), write=False)
 
     async def unindexed(self, model_id: str, batch: int, after: int) -> list[Unindexed]:
         """Up to `batch` live items after pk `after` without a vector of `model_id`, in order."""
@@ -151,11 +276,22 @@ class SearchOps(RepositoryBase):
 
     def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         pks = [item_pk for item_pk, _, _ in entries]
+        # Items removed since they were read are skipped (their rows would break the foreign
+        # key), and the others cannot be removed until this commits: PostgreSQL locks them
+        # first (before the index rows, in the order a delete's cascade takes), SQLite holds
+        # its write lock from the first delete on.
+        still = select(self._items.c.id).where(self._items.c.id.in_(pks))
+        postgresql = self._db.dialect_name == "postgresql"
+        if postgresql:
+            kept = set(conn.execute(still.with_for_update(key_share=True)).scalars())
         conn.execute(delete(self._terms).where(self._terms.c.item_pk.in_(pks)))
         conn.execute(delete(self._embeddings).where(self._embeddings.c.item_pk.in_(pks)))
+        if not postgresql:
+            kept = set(conn.execute(still).scalars())
         by_session: dict[int, list[tuple[int, NewItem]]] = {}
         for item_pk, session_pk, item in entries:
-            by_session.setdefault(session_pk, []).append((item_pk, item))
+            if item_pk in kept:
+                by_session.setdefault(session_pk, []).append((item_pk, item))
         for session_pk, indexed in by_session.items():
             self._add_side_rows(conn, session_pk, indexed)
 

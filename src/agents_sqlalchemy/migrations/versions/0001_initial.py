@@ -109,6 +109,9 @@ def upgrade() -> None:
     # Most items never expire: the index holds only those that do.
     expiring = sa.text("expires_at IS NOT NULL")
     index(t, "expires_at", sqlite_where=expiring, postgresql_where=expiring)
+    # What search reads of each live item of a session, from the index alone.
+    columns = ["session_pk", "seq", "expires_at", "created_at"]
+    op.create_index(f"ix_{t}_search", t, columns, schema=schema())
 
     t = name("item_keys")
     op.create_table(
@@ -148,7 +151,10 @@ def upgrade() -> None:
         cascade(t, "item_pk", "items"),
         schema=schema(),
     )
-    index(t, "session_pk", "term")
+    # A session's postings of the query terms, from the index alone (named by hand: the
+    # convention's name would pass PostgreSQL's 63 bytes).
+    columns = ["session_pk", "term", "item_pk", "frequency"]
+    op.create_index(f"ix_{t}_postings", t, columns, schema=schema())
     index(t, "term")
     index(t, "item_pk")
 

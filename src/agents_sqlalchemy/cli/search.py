@@ -1,0 +1,240 @@
+"""`agents-sqlalchemy search` and `reindex`: query the search index, rebuild it for a model.
+
+The embedder must be the application's: vectors of another model are never compared, so a
+search with the wrong one ranks by keyword alone. `reindex` moves every item to the chosen
+embedder and deletes the other models' vectors.
+
+Example::
+
+    agents-sqlalchemy search "why did the release break?" --url agent.db --user alice
+    agents-sqlalchemy reindex --url postgresql://app@db/app --embedder model2vec
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import click
+
+from ..engines import normalize_url
+from ..errors import AgentsSQLAlchemyError, WrongKeyError
+from ..records import SearchHit
+from ..search import SEARCH_MODES, Embedder, HashingEmbedder, Model2VecEmbedder, SearchMode
+from ..store import SessionStore
+from ..tables import TableNames
+from .importer import ProgressBar
+from .options import KEY_ENV, database_options, key_options, run
+from .transcript import clean, describe
+
+# The embedders the command line knows, by name: the store's default, and the bundled model.
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "hashing": HashingEmbedder,
+    "model2vec": Model2VecEmbedder.bundled,
+}
+
+
+def embedder_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--embedder hashing|model2vec`; the command receives the `Embedder`."""
+
+    def load(ctx: click.Context, param: click.Parameter, name: str) -> Embedder:
+        try:
+            return EMBEDDERS[name]()
+        except AgentsSQLAlchemyError as exc:  # e.g. a missing extra, named in the message
+            raise click.BadParameter(str(exc), ctx, param) from exc
+
+    return click.option(
+        "--embedder",
+        type=click.Choice(sorted(EMBEDDERS)),
+        default="hashing",
+        show_default=True,
+        callback=load,
+        help="The application's embedder: hashing (search=True) or model2vec (the offline "
+        "model of the model2vec extra, Model2VecEmbedder.bundled()).",
+    )(command)
+
+
+def _shown(url: str) -> str:
+    return normalize_url(url).render_as_string(hide_password=True)
+
+
+@asynccontextmanager
+async def opened(
+    url: str, tables: TableNames, key: str | None, embedder: Embedder
+) -> AsyncIterator[SessionStore]:
+    """A store with search on; an encrypted one opened without a key says how to give it."""
+    async with SessionStore(url, tables=tables, key=key, search=embedder) as store:
+        try:
+            yield store
+        except WrongKeyError as exc:
+            if key is not None:
+                raise
+            raise WrongKeyError(
+                f"{_shown(url)} is encrypted: give its key in ${KEY_ENV} "
+                "(or the variable named by --key-env), or use --ask-key"
+            ) from exc
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--session", "session_id", metavar="ID", help="Search this session only.")
+@click.option("--user", "user_id", metavar="ID", help="Search this user's sessions only.")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=5, show_default=True, help="Hits to show."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(SEARCH_MODES),
+    default="hybrid",
+    show_default=True,
+    help="Rank by meaning and keywords (hybrid), or by one of them.",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=0),
+    default=300,
+    show_default=True,
+    help="Cut tool arguments and outputs longer than this (0: never).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per hit, for scripts.")
+@embedder_option
+@key_options
+@database_options
+def search(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    embedder: Embedder,
+    query: str,
+    session_id: str | None,
+    user_id: str | None,
+    limit: int,
+    mode: SearchMode,
+    max_chars: int,
+    as_json: bool,
+) -> None:
+    """The stored items that best answer QUERY, best first, and where each is.
+
+    Searches every session, one user's (--user) or one session (--session).
+
+    \b
+    Example:
+      agents-sqlalchemy search "disk full" --url agent.db --user alice --limit 3
+      agents-sqlalchemy search ERR-4411 --url agent.db --mode keyword --json
+    """
+    if session_id is not None and user_id is not None:
+        raise click.UsageError("give --session or --user, not both")
+    hits = run(_search(url, tables, key, embedder, query, session_id, user_id, limit, mode))
+    if as_json:
+        for rank, hit in enumerate(hits, 1):
+            click.echo(json.dumps({"rank": rank, **_hit_json(hit)}, ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("No matches.")
+    for rank, hit in enumerate(hits, 1):
+        header, *body = hit_lines(rank, hit, max_chars)
+        click.secho(f"\n{header}" if rank > 1 else header, bold=True)
+        for line in body:
+            click.echo(line)
+
+
+async def _search(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    embedder: Embedder,
+    query: str,
+    session_id: str | None,
+    user_id: str | None,
+    limit: int,
+    mode: SearchMode,
+) -> list[SearchHit]:
+    async with opened(url, tables, key, embedder) as store:
+        if session_id is None:
+            return await store.search(query, user_id=user_id, limit=limit, mode=mode)
+        if await store.session_info(session_id) is None:
+            raise click.ClickException(f"no session {session_id!r} in {_shown(url)}")
+        return await store.session(session_id).search(query, limit=limit, mode=mode)
+
+
+def hit_lines(rank: int, hit: SearchHit, max_chars: int) -> list[str]:
+    """A hit as a person reads it: rank, session and item number, scores, then the item.
+
+    >>> from agents_sqlalchemy.records import SearchHit
+    >>> hit = SearchHit("ops", 3, {"role": "user", "content": "disk full"}, 0.05, 0.61, 2.3)
+    >>> hit_lines(1, hit, 300)
+    ['1. ops [3]  score 0.0500  (vector 0.610, keyword 2.30)', '   user: disk full']
+    """
+    signals = [f"vector {hit.vector:.3f}"] if hit.vector is not None else []
+    signals += [f"keyword {hit.keyword:.2f}"] if hit.keyword else []
+    header = f"{rank}. {clean(hit.session_id)} [{hit.seq}]  score {hit.score:.4f}"
+    header += f"  ({', '.join(signals)})" if signals else ""
+    entry = describe(hit.item, max_chars)
+    body = clean(f"{entry.label} {entry.body}").split("\n")
+    return [header, *(f"   {line}".rstrip() for line in body)]
+
+
+def _hit_json(hit: SearchHit) -> dict[str, Any]:
+    return {
+        "session_id": hit.session_id,
+        "seq": hit.seq,
+        "score": hit.score,
+        "vector": hit.vector,
+        "keyword": hit.keyword,
+        "item": hit.item,
+    }
+
+
+@click.command("reindex")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Items embedded and written per transaction.",
+)
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@embedder_option
+@key_options
+@database_options
+def reindex(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    embedder: Embedder,
+    batch_size: int,
+    progress: bool,
+) -> None:
+    """Index every item for the embedder's model, and delete other models' vectors.
+
+    Run it after the application changes its embedder: until then, items indexed under
+    the old model are found by keyword only. It can run while the application does; if
+    interrupted, run it again: items already indexed are skipped.
+
+    \b
+    Example:
+      agents-sqlalchemy reindex --url agent.db --embedder model2vec
+    """
+    bar = ProgressBar(progress, "Indexing items")
+    try:
+        done = run(_reindex(url, tables, key, embedder, batch_size, bar))
+    finally:
+        bar.close()
+    click.secho(f"Indexed {done} items for {embedder.model_id} in {_shown(url)}", fg="green")
+
+
+async def _reindex(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    embedder: Embedder,
+    batch_size: int,
+    bar: ProgressBar,
+) -> int:
+    async with opened(url, tables, key, embedder) as store:
+        return await store.reindex(batch_size=batch_size, progress=bar)
+
+
+commands = (search, reindex)

@@ -1,0 +1,459 @@
+"""`agents-sqlalchemy sessions ...`: list, read, delete and purge sessions.
+
+Example::
+
+    agents-sqlalchemy sessions list --url agent.db --user alice --meta channel=web
+    AGENTS_SQLALCHEMY_KEY=... agents-sqlalchemy sessions show support-42 --url agent.db
+    agents-sqlalchemy sessions delete --user alice --url agent.db --yes
+    agents-sqlalchemy sessions purge --expired --inactive-days 90 --url agent.db --yes
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+from ..engines import normalize_url
+from ..errors import WrongKeyError
+from ..records import Removed, SessionInfo
+from ..store import SessionStore
+from ..tables import TableNames
+from .options import KEY_ENV, database_options, key_options, run
+from .transcript import clean, transcript
+
+# Widest cells of the list table, in terminal columns; longer values end with "…".
+SESSION_WIDTH, USER_WIDTH, METADATA_WIDTH = 40, 24, 48
+
+
+def iso_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """An ISO 8601 time option (`2026-11-29`, `2026-11-29T14:03`, `...Z`, `...+02:00`).
+
+    A time without an offset is UTC.
+    """
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO time such as 2026-11-29T14:03Z"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def meta_filters(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The `--meta KEY=VALUE` options as a metadata filter (None when there are none)."""
+    found: dict[str, Any] = {}
+    for value in values:
+        name, sep, raw = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{value!r} is not KEY=VALUE")
+        found[name] = meta_value(raw)
+    return found or None
+
+
+def meta_value(raw: str) -> Any:
+    """The metadata value `raw` stands for on the command line.
+
+    >>> [meta_value(v) for v in ("3", "2.5", "true", "web", '"7"')]
+    [3, 2.5, True, 'web', '7']
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, (bool, int, float, str)) else raw
+
+
+def format_meta(metadata: dict[str, Any]) -> str:
+    """Metadata as `key=value` pairs, in the syntax `--meta` reads (strings quoted if needed).
+
+    >>> format_meta({"channel": "web", "tier": 1, "code": "7", "tags": ["a"]})
+    'channel=web tier=1 code="7" tags=["a"]'
+    """
+    pairs = []
+    for name, value in metadata.items():
+        plain = isinstance(value, str) and value and meta_value(value) == value
+        plain = plain and not any(c.isspace() or c in "=\"'" for c in value)
+        text = value if plain else json.dumps(value, ensure_ascii=False)
+        pairs.append(f"{name}={text}")
+    return " ".join(pairs)
+
+
+def minute(when: datetime) -> str:
+    """A time in UTC to the minute: `2026-11-29 14:03`."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def second(when: datetime) -> str:
+    """A time in UTC to the second: `2026-11-29 14:03:07`."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def width(text: str) -> int:
+    """Terminal columns of `text`: wide (CJK, emoji) characters take two, combining none."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
+def fit(text: str, columns: int) -> str:
+    """`text` on one line, cut to `columns` terminal columns with a trailing "…"."""
+    text = clean(text).replace("\n", " ").replace("\t", " ")
+    if width(text) <= columns:
+        return text
+    while width(text) > columns - 1:
+        text = text[:-1]
+    return f"{text}…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    """Aligned lines (columns of `right` aligned right), two spaces between columns."""
+    widths = [max([width(h)] + [width(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            " " * (w - width(c)) + c if i in right else c + " " * (w - width(c))
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(padded).rstrip()
+
+    return [click.style(line(headers), bold=True), *(line(row) for row in rows)]
+
+
+def info_json(info: SessionInfo) -> dict[str, Any]:
+    """A `SessionInfo` as JSON: times in ISO 8601 UTC."""
+    return {
+        "session_id": info.session_id,
+        "user_id": info.user_id,
+        "item_count": info.item_count,
+        "created_at": info.created_at.astimezone(timezone.utc).isoformat(),
+        "updated_at": info.updated_at.astimezone(timezone.utc).isoformat(),
+        "metadata": info.metadata,
+    }
+
+
+def _shown(url: str) -> str:
+    return normalize_url(url).render_as_string(hide_password=True)
+
+
+@asynccontextmanager
+async def opened(url: str, tables: TableNames, key: str | None) -> AsyncIterator[SessionStore]:
+    """A store on the database; an encrypted one opened without a key says how to give it."""
+    async with SessionStore(url, tables=tables, key=key) as store:
+        try:
+            yield store
+        except WrongKeyError as exc:
+            if key is not None:
+                raise
+            raise WrongKeyError(
+                f"{_shown(url)} is encrypted: give its key in ${KEY_ENV} "
+                "(or the variable named by --key-env), or use --ask-key"
+            ) from exc
+
+
+@click.group("sessions")
+def command() -> None:
+    """List, read, delete and purge sessions.
+
+    An encrypted database needs its key: from $AGENTS_SQLALCHEMY_KEY, the variable named
+    by --key-env, or typed at the --ask-key prompt (never as an argument).
+    """
+
+
+@command.command("list")
+@click.option("--user", "user_id", metavar="ID", help="Only the sessions of this user.")
+@click.option(
+    "--meta",
+    "metadata",
+    metavar="KEY=VALUE",
+    multiple=True,
+    callback=meta_filters,
+    help="Only sessions whose metadata KEY equals VALUE (a number or boolean if it reads as "
+    "one, else a string; '\"1\"' is the string). Repeat: all must match.",
+)
+@click.option(
+    "--updated-after",
+    metavar="ISO",
+    callback=iso_time,
+    help="Only sessions active after this time.",
+)
+@click.option(
+    "--updated-before",
+    metavar="ISO",
+    callback=iso_time,
+    help="Only sessions last active before it.",
+)
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Page size."
+)
+@click.option("--cursor", metavar="CURSOR", help="Start after this page (the hint printed).")
+@click.option("--all", "every_page", is_flag=True, help="Follow the cursors to the last page.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
+@key_options
+@database_options
+def list_sessions(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    user_id: str | None,
+    metadata: dict[str, Any] | None,
+    updated_after: datetime | None,
+    updated_before: datetime | None,
+    limit: int,
+    cursor: str | None,
+    every_page: bool,
+    as_json: bool,
+) -> None:
+    """List sessions, most recently active first (times in UTC).
+
+    A page at a time: the next page's --cursor is printed after the table; --all reads
+    every page.
+
+    \b
+    Example:
+      agents-sqlalchemy sessions list --url agent.db --user alice --meta tier=2
+      agents-sqlalchemy sessions list --url agent.db --all --json | jq .session_id
+    """
+    shown: list[SessionInfo] = []
+
+    def page(infos: list[SessionInfo]) -> None:
+        if as_json:
+            for info in infos:
+                click.echo(json.dumps(info_json(info), ensure_ascii=False))
+        else:
+            shown.extend(infos)
+
+    filters = {
+        "user_id": user_id,
+        "metadata": metadata,
+        "updated_after": updated_after,
+        "updated_before": updated_before,
+    }
+    next_cursor = run(_list(url, tables, key, filters, limit, cursor, every_page, page))
+    if not as_json:
+        if not shown:
+            click.echo("No sessions.")
+        else:
+            _table(shown)
+    if next_cursor:
+        hint = f"More sessions: repeat with --cursor {next_cursor} (or --all)"
+        click.secho(hint, fg="yellow", err=as_json)
+
+
+async def _list(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    filters: dict[str, Any],
+    limit: int,
+    cursor: str | None,
+    every_page: bool,
+    page: Callable[[list[SessionInfo]], None],
+) -> str | None:
+    """Pass each page to `page`; return the cursor after the last one read, if any."""
+    async with opened(url, tables, key) as store:
+        while True:
+            found = await store.list_sessions(**filters, limit=limit, cursor=cursor)
+            page(found)
+            cursor = found.next_cursor
+            if cursor is None or not every_page:
+                return cursor
+
+
+def _table(infos: list[SessionInfo]) -> None:
+    rows = [
+        [
+            fit(info.session_id, SESSION_WIDTH),
+            fit(info.user_id, USER_WIDTH) if info.user_id is not None else "-",
+            str(info.item_count),
+            minute(info.updated_at),
+            minute(info.created_at),
+            fit(format_meta(info.metadata), METADATA_WIDTH),
+        ]
+        for info in infos
+    ]
+    headers = ["SESSION", "USER", "ITEMS", "UPDATED (UTC)", "CREATED (UTC)", "METADATA"]
+    for line in table(headers, rows, right={2}):
+        click.echo(line)
+
+
+@command.command()
+@click.argument("session_id")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the latest N items.")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=0),
+    default=600,
+    show_default=True,
+    help="Cut tool arguments and outputs longer than this (0: never).",
+)
+@click.option("--json", "as_json", is_flag=True, help="The session and its items as JSON.")
+@key_options
+@database_options
+def show(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    session_id: str,
+    limit: int | None,
+    max_chars: int,
+    as_json: bool,
+) -> None:
+    """Print a session's owner, metadata and times, then its transcript.
+
+    An encrypted session is decrypted with the key; long tool data is cut (--max-chars).
+
+    \b
+    Example:
+      AGENTS_SQLALCHEMY_KEY=... agents-sqlalchemy sessions show support-42 --url agent.db
+      agents-sqlalchemy sessions show support-42 --url agent.db --limit 20 --max-chars 0
+    """
+    info, items = run(_show(url, tables, key, session_id, limit))
+    if as_json:
+        click.echo(json.dumps({"session": info_json(info), "items": items}, ensure_ascii=False))
+        return
+    count = f"{info.item_count}"
+    if len(items) < info.item_count:
+        count += f" (showing the latest {len(items)})"
+    header = [
+        ("Session", clean(info.session_id)),
+        ("Owner", clean(info.user_id) if info.user_id is not None else "-"),
+        ("Metadata", clean(format_meta(info.metadata)) or "-"),
+        ("Created", f"{second(info.created_at)} UTC"),
+        ("Updated", f"{second(info.updated_at)} UTC"),
+        ("Items", count),
+    ]
+    for name, value in header:
+        click.echo(f"{click.style(f'{name:<10}', bold=True)}{value}")
+    click.echo()
+    if not items:
+        click.echo("(no items)")
+    first = max(1, info.item_count - len(items) + 1)
+    for line in transcript(items, first=first, max_chars=max_chars):
+        click.echo(line)
+
+
+async def _show(
+    url: str, tables: TableNames, key: str | None, session_id: str, limit: int | None
+) -> tuple[SessionInfo, list[Any]]:
+    async with opened(url, tables, key) as store:
+        info = await store.session_info(session_id)
+        if info is None:
+            raise click.ClickException(f"no session {session_id!r} in {_shown(url)}")
+        items = list(await store.session(session_id).get_items(limit=limit))
+        return info, items
+
+
+@command.command()
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...")
+@click.option("--user", "user_id", metavar="ID", help="Delete every session of this user.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@key_options
+@database_options
+def delete(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    session_ids: tuple[str, ...],
+    user_id: str | None,
+    yes: bool,
+) -> None:
+    """Delete sessions by id, or every session of a user (--user).
+
+    Items, their keys, state and the session rows go; asks first unless --yes.
+
+    \b
+    Example:
+      agents-sqlalchemy sessions delete support-42 support-43 --url agent.db
+      agents-sqlalchemy sessions delete --user alice --url agent.db --yes
+    """
+    if bool(session_ids) == (user_id is not None):
+        raise click.UsageError("name the sessions to delete, or give --user ID (not both)")
+    if user_id is not None:
+        what = f"every session of user {user_id!r}"
+    elif len(session_ids) == 1:
+        what = f"session {session_ids[0]!r}"
+    else:
+        names = ", ".join(repr(s) for s in session_ids[:3])
+        what = f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"
+    if not yes:
+        click.confirm(f"Delete {clean(what)} from {_shown(url)}, with all items?", abort=True)
+    removed, missing = run(_delete(url, tables, key, session_ids, user_id))
+    for session_id in missing:
+        click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)
+    click.echo(f"Removed {removed.sessions} sessions ({removed.items} items)")
+
+
+async def _delete(
+    url: str, tables: TableNames, key: str | None, session_ids: Sequence[str], user_id: str | None
+) -> tuple[Removed, list[str]]:
+    async with opened(url, tables, key) as store:
+        if user_id is not None:
+            return await store.delete_user(user_id), []
+        total, missing = Removed(), []
+        for session_id in session_ids:
+            removed = await store.delete_session(session_id)
+            total += removed
+            if not removed.sessions:
+                missing.append(session_id)
+        return total, missing
+
+
+@command.command()
+@click.option("--expired", is_flag=True, help="Delete expired items (reads already hide them).")
+@click.option(
+    "--inactive-days",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="N",
+    help="Delete the sessions with no activity for N days (asks first).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@key_options
+@database_options
+def purge(
+    url: str,
+    tables: TableNames,
+    key: str | None,
+    expired: bool,
+    inactive_days: float | None,
+    yes: bool,
+) -> None:
+    """Purge expired items and/or the sessions inactive for N days.
+
+    \b
+    Example (a nightly job):
+      agents-sqlalchemy sessions purge --expired --inactive-days 90 --url agent.db --yes
+    """
+    if not expired and inactive_days is None:
+        raise click.UsageError("say what to purge: --expired and/or --inactive-days N")
+    if inactive_days is not None and not yes:
+        click.confirm(
+            f"Delete every session of {_shown(url)} inactive for {inactive_days:g} days?",
+            abort=True,
+        )
+    items, removed = run(_purge(url, tables, key, expired, inactive_days))
+    if items is not None:
+        click.echo(f"Removed {items} expired items")
+    if removed is not None:
+        click.echo(f"Removed {removed.sessions} inactive sessions ({removed.items} items)")
+
+
+async def _purge(
+    url: str, tables: TableNames, key: str | None, expired: bool, inactive_days: float | None
+) -> tuple[int | None, Removed | None]:
+    async with opened(url, tables, key) as store:
+        items = await store.purge_expired() if expired else None
+        removed = None
+        if inactive_days is not None:
+            removed = await store.purge_inactive(older_than=timedelta(days=inactive_days))
+        return items, removed

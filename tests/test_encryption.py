@@ -1,0 +1,804 @@
+"""Encryption at rest, checked against what really lies in the tables and in the SQLite file.
+
+Raw 32-byte keys are used wherever the key's form does not matter, so that scrypt (about
+half a second per derivation) runs only in the tests about passphrases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from sqlalchemy import LargeBinary, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from agents_sqlalchemy import (
+    AgentsSQLAlchemyError,
+    ConfigurationError,
+    SessionStore,
+    SQLAlchemySession,
+)
+from agents_sqlalchemy import store as store_module
+from agents_sqlalchemy.crypto import Key, kdf
+from agents_sqlalchemy.errors import (
+    CorruptItemError,
+    DecryptionError,
+    KeyProviderError,
+    KeyringError,
+    TamperedItemError,
+    WrongKeyError,
+)
+from agents_sqlalchemy.repository import base as repository_module
+
+from .items import ALL, message
+from .test_protocol import raw_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "agents_sqlalchemy_"
+ITEMS, KEYS, SESSIONS, KEYRING = (
+    f"{PREFIX}{name}" for name in ("items", "item_keys", "sessions", "keyring")
+)
+
+# Distinctive plaintext: none of it may appear in any column or on disk in encrypted mode.
+ITEM_MARKER = "plaintext-marker-item-Mochi-4f1c"
+ARGS_MARKER = "plaintext-marker-arguments-9b2e"
+STATE_MARKER = "plaintext-marker-state-77d0"
+MARKERS = (ITEM_MARKER, ARGS_MARKER, STATE_MARKER, "Zürich", "日本語も", "lookup_weather")
+
+
+def secret_items(tag: str) -> list[dict[str, Any]]:
+    """Items that carry the markers (and the realistic ones of `items.ALL`)."""
+    call = {
+        "type": "function_call",
+        "call_id": f"call-{tag}",
+        "name": "remember",
+        "arguments": json.dumps({"note": ARGS_MARKER, "tag": tag}),
+    }
+    return [message(f"{ITEM_MARKER} {tag}"), call, *ALL]
+
+
+# -- reading what lies in the database ---------------------------------------------------------
+
+
+async def execute(url: str, sql: str, params: dict[str, Any] | None = None) -> None:
+    """Change rows behind the library's back, with plain SQL."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(sql), params or {})
+    finally:
+        await engine.dispose()
+
+
+async def our_tables(url: str) -> dict[str, list[dict[str, Any]]]:
+    """Every table of the library, its columns as the database reports them."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+
+            def read(sync_conn: Any) -> dict[str, list[dict[str, Any]]]:
+                found = inspect(sync_conn)
+                return {
+                    name: found.get_columns(name)
+                    for name in found.get_table_names()
+                    if name.startswith(PREFIX)
+                }
+
+            return await conn.run_sync(read)
+    finally:
+        await engine.dispose()
+
+
+async def dump(url: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table of the library, in a stable order."""
+    tables = await our_tables(url)
+    assert {ITEMS, KEYS, SESSIONS, KEYRING} <= set(tables)
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            found = {}
+            for name in tables:
+                rows = await conn.execute(text(f"SELECT * FROM {name}"))
+                found[name] = sorted((tuple(map(_plain, row)) for row in rows), key=repr)
+            return found
+    finally:
+        await engine.dispose()
+
+
+def _plain(value: object) -> object:
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def blob(value: object) -> bytes:
+    """A binary column's value (drivers give bytes or a memoryview)."""
+    assert isinstance(value, (bytes, memoryview)), type(value)
+    return bytes(value)
+
+
+def as_bytes(value: object) -> bytes:
+    """A column value as the bytes to search: binary as is, anything else as UTF-8 text."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False).encode()
+    return str(value).encode()
+
+
+def sqlite_path(url: str) -> Path | None:
+    return Path(str(make_url(url).database)) if url.startswith("sqlite") else None
+
+
+def on_disk(url: str) -> bytes:
+    """The raw bytes of a SQLite database file and of its write-ahead log."""
+    path = sqlite_path(url)
+    assert path is not None
+    wal = Path(f"{path}-wal")
+    return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+def pieces(blob: bytes) -> list[bytes]:
+    """The blob and every 16-byte piece of it: a remnant of part of it counts too."""
+    return [blob, *(blob[i : i + 16] for i in range(0, len(blob) - 15, 16))]
+
+
+def found_on_disk(url: str, blobs: list[bytes]) -> list[bytes]:
+    disk = on_disk(url)
+    return [blob for blob in blobs if any(piece in disk for piece in pieces(blob))]
+
+
+async def sealed_rows(url: str, session_id: str) -> list[tuple[int, bytes, bytes, str]]:
+    """(seq, ciphertext, wrapped key, kek_id) of every item of one session, in order."""
+    rows = await raw_rows(
+        url,
+        f"SELECT i.seq, i.ciphertext, k.wrapped_key, k.kek_id FROM {ITEMS} i "
+        f"JOIN {SESSIONS} s ON s.id = i.session_pk LEFT JOIN {KEYS} k ON k.item_pk = i.id "
+        f"WHERE s.session_id = '{session_id}' ORDER BY i.seq",
+    )
+    return [(int(str(r[0])), blob(r[1]), blob(r[2]), str(r[3])) for r in rows]
+
+
+def blobs_of(rows: list[tuple[int, bytes, bytes, str]]) -> list[bytes]:
+    return [blob for _, ciphertext, wrapped, _ in rows for blob in (ciphertext, wrapped)]
+
+
+def travel(monkeypatch: pytest.MonkeyPatch, ahead: timedelta) -> None:
+    real = repository_module.utcnow
+    monkeypatch.setattr(repository_module, "utcnow", lambda: real() + ahead)
+
+
+@pytest.fixture
+def key() -> bytes:
+    return os.urandom(32)
+
+
+# -- what is stored ------------------------------------------------------------------------------
+
+
+async def test_nothing_of_the_content_is_stored_in_plaintext(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("chat-1", user_id="alice", metadata={"channel": "web"})
+        await session.add_items(secret_items("1"))
+        await session.set_state("note", {"remember": STATE_MARKER, "n": 1})
+        await store.session("chat-2").add_items(secret_items("2"))
+        assert await session.get_items() == secret_items("1")
+        assert await session.get_state("note") == {"remember": STATE_MARKER, "n": 1}
+
+    tables = await our_tables(db_url)
+    for table, column in (
+        (ITEMS, "ciphertext"),
+        (KEYS, "wrapped_key"),
+        (SESSIONS, "sealed_state"),
+        (KEYRING, "verifier"),
+    ):
+        (reflected,) = [c for c in tables[table] if c["name"] == column]
+        assert isinstance(reflected["type"], LargeBinary), (table, column, reflected["type"])
+
+    rows = await dump(db_url)
+    cells = [as_bytes(value) for table in rows.values() for row in table for value in row]
+    for marker in MARKERS:
+        assert not [cell for cell in cells if marker.encode() in cell], marker
+    # The clear columns hold what they should: ids, the owner, the metadata.
+    assert await raw_rows(db_url, f"SELECT payload FROM {ITEMS} WHERE payload IS NOT NULL") == []
+    assert await raw_rows(db_url, f"SELECT state FROM {SESSIONS} WHERE state IS NOT NULL") == []
+    (state,) = await raw_rows(db_url, f"SELECT sealed_state FROM {SESSIONS} WHERE user_id='alice'")
+    assert isinstance(state[0], bytes) and len(state[0]) > 40
+    ciphertexts = await raw_rows(db_url, f"SELECT ciphertext FROM {ITEMS}")
+    assert len(ciphertexts) == 2 * len(secret_items("1"))
+    assert all(isinstance(c, bytes) for (c,) in ciphertexts)
+
+    if sqlite_path(db_url) is not None:
+        disk = on_disk(db_url)
+        for marker in MARKERS:
+            assert marker.encode() not in disk, marker
+        assert b"alice" in disk  # the scan does see text that is stored in the clear
+
+
+async def test_every_item_has_its_own_data_key(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        same = message("the same words, fifty times")
+        await store.session("a").add_items([same] * 50)
+        await store.session("b").add_items([same] * 10)
+        assert await store.session("a").get_items() == [same] * 50
+    rows = await sealed_rows(db_url, "a") + await sealed_rows(db_url, "b")
+    wrapped = [w for _, _, w, _ in rows]
+    ciphertexts = [c for _, c, _, _ in rows]
+    assert len(rows) == 60
+    assert len(set(wrapped)) == 60 and {len(w) for w in wrapped} == {40}
+    assert len(set(ciphertexts)) == 60
+    assert len({kek for _, _, _, kek in rows}) == 1  # one key-encryption key wraps them all
+
+
+async def test_passphrase_kdf_meets_owasp_and_runs_once_per_store(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls: list[int] = []
+    real = kdf.derive_passphrase_key
+
+    def counting(passphrase: str, salt: bytes, params: kdf.ScryptParams) -> bytes:
+        calls.append(params.n)
+        return real(passphrase, salt, params)
+
+    monkeypatch.setattr(kdf, "derive_passphrase_key", counting)
+    passphrase = "correct horse battery staple"
+    async with SessionStore(sqlite_url, create_tables=True, key=passphrase) as store:
+        session = store.session("s")
+        # Many first calls at once: one derivation between them.
+        await asyncio.gather(*(session.add_items([message(str(i))]) for i in range(8)))
+        await asyncio.gather(session.get_items(), session.pop_item(), store.list_sessions())
+        await session.set_state("k", 1)
+        assert len(await session.get_items()) == 7
+    assert len(calls) == 1
+
+    async with SessionStore(sqlite_url, key=passphrase) as store:
+        for _ in range(5):
+            await store.session("s").get_items()
+    assert len(calls) == 2  # another store derives once more, then never again
+
+    async with SessionStore(sqlite_url, key="not the passphrase") as store:
+        for _ in range(4):
+            with pytest.raises(WrongKeyError):
+                await store.session("s").get_items()
+    assert len(calls) == 3  # a wrong key is refused once, not re-derived per call
+
+    # Sessions built the SDK way on one URL share one store, and so one derivation.
+    first = SQLAlchemySession("s", sqlite_url, key=passphrase)
+    second = SQLAlchemySession.from_url("t", url=sqlite_url, key=passphrase)
+    await first.get_items()
+    await second.add_items([message("t")])
+    assert len(calls) == 4
+    await first.store.close()
+
+    ((kind, salt, params),) = await raw_rows(
+        sqlite_url, f"SELECT kind, salt, params FROM {KEYRING}"
+    )
+    params = params if isinstance(params, dict) else json.loads(str(params))
+    assert kind == "passphrase" and params["kdf"] == "scrypt"
+    assert params["n"] >= 2**17 and params["r"] >= 8 and params["p"] >= 1
+    assert isinstance(salt, bytes) and len(salt) >= 16
+    assert set(calls) == {params["n"]}
+
+    other_url = f"sqlite+aiosqlite:///{tmp_path / 'other.db'}"
+    async with SessionStore(other_url, create_tables=True, key=passphrase) as store:
+        await store.session("s").add_items([message("x")])
+    ((other_salt,),) = await raw_rows(other_url, f"SELECT salt FROM {KEYRING}")
+    assert other_salt != salt  # a random salt per database
+
+
+# -- wrong keys ------------------------------------------------------------------------------------
+
+Operation = Callable[[SessionStore], Awaitable[object]]
+
+OPERATIONS: dict[str, Operation] = {
+    "get_items": lambda store: store.session("a").get_items(),
+    "get_items(limit)": lambda store: store.session("a").get_items(limit=1),
+    "add_items": lambda store: store.session("a").add_items([message("intruder")]),
+    "add_items (new session)": lambda store: store.session("new").add_items([message("x")]),
+    "pop_item": lambda store: store.session("a").pop_item(),
+    "clear_session": lambda store: store.session("a").clear_session(),
+    "get_metadata": lambda store: store.session("a").get_metadata(),
+    "update_metadata": lambda store: store.session("a").update_metadata({"x": 1}),
+    "set_user_id": lambda store: store.session("a").set_user_id("mallory"),
+    "get_state": lambda store: store.session("a").get_state("k"),
+    "set_state": lambda store: store.session("a").set_state("k", "overwritten"),
+    "delete_state": lambda store: store.session("a").delete_state("k"),
+    "session_info": lambda store: store.session_info("a"),
+    "list_sessions": lambda store: store.list_sessions(),
+    "delete_session": lambda store: store.delete_session("a"),
+    "delete_user": lambda store: store.delete_user("alice"),
+    "purge_inactive": lambda store: store.purge_inactive(timedelta(seconds=0)),
+    "purge_expired": lambda store: store.purge_expired(),
+    "rotate_key": lambda store: store.rotate_key(os.urandom(32)),
+}
+
+
+async def _seed(url: str, key: Key) -> None:
+    async with SessionStore(url, create_tables=True, key=key, ttl=3600) as store:
+        session = store.session("a", user_id="alice", metadata={"plan": "pro"})
+        await session.add_items(secret_items("a"))
+        await session.set_state("k", "v")
+        await store.session("b").add_items([message("b")])
+
+
+async def test_a_wrong_key_fails_every_operation_before_any_read_or_write(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _seed(db_url, key)
+    travel(monkeypatch, timedelta(hours=2))  # every item expired: purges would delete them
+    before = await dump(db_url)
+    wrong_keys: dict[str, Key | None] = {"raw": os.urandom(32), "none": None}
+    for label, wrong in wrong_keys.items():
+        for name, operation in OPERATIONS.items():
+            # A fresh store each time: every operation is the store's first.
+            async with SessionStore(db_url, key=wrong) as store:
+                with pytest.raises(WrongKeyError) as raised:
+                    await operation(store)
+                assert isinstance(raised.value, AgentsSQLAlchemyError)
+                assert "nothing was read or written" in str(raised.value), (label, name)
+                with pytest.raises(WrongKeyError):  # and again: still refused
+                    await operation(store)
+            assert await dump(db_url) == before, f"{name} with a {label} key changed the database"
+
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=key) as store:
+        assert await store.session("a").get_items() == secret_items("a")
+        assert await store.session("a").get_state("k") == "v"
+        assert await store.session("a").get_metadata() == {"plan": "pro"}
+        assert await store.session("b").get_items() == [message("b")]
+
+
+async def test_a_key_of_another_kind_is_wrong_too(sqlite_url: str, key: bytes) -> None:
+    await _seed(sqlite_url, key)
+    before = await dump(sqlite_url)
+    for wrong in ("a passphrase, not the raw key", key.hex()):
+        async with SessionStore(sqlite_url, key=wrong) as store:
+            with pytest.raises(WrongKeyError, match="raw 32-byte key"):
+                await store.session("a").get_items()
+    assert await dump(sqlite_url) == before
+
+
+async def test_two_sessions_on_one_url_with_different_keys(db_url: str, key: bytes) -> None:
+    first = SQLAlchemySession("a", db_url, create_tables=True, key=key)
+    await first.add_items([message("first")])
+    with pytest.raises(ConfigurationError, match="another key"):
+        SQLAlchemySession("b", db_url, key=os.urandom(32))
+    with pytest.raises(ConfigurationError, match="another key"):
+        SQLAlchemySession("b", db_url)  # no key at all
+    same = SQLAlchemySession("b", db_url, key=bytes(key))
+    assert same.store is first.store
+    await first.store.close()
+
+    del first, same  # the shared store is gone: a new one is made, and refuses the key
+    gc.collect()
+    before = await dump(db_url)
+    second = SQLAlchemySession("b", db_url, key=os.urandom(32))
+    with pytest.raises(WrongKeyError):
+        await second.add_items([message("second")])
+    with pytest.raises(WrongKeyError):
+        await second.get_items()
+    await second.store.close()
+    assert await dump(db_url) == before
+
+
+async def test_a_keyed_store_refuses_a_database_written_without_key(
+    db_url: str, key: bytes
+) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("plain").add_items([message("plain")])
+    before = await dump(db_url)
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(KeyringError, match="without a key"):
+            await store.session("plain").get_items()
+    assert await dump(db_url) == before  # no keyring was created: it still opens without key
+    async with SessionStore(db_url) as store:
+        assert await store.session("plain").get_items() == [message("plain")]
+
+
+# -- binding -------------------------------------------------------------------------------------
+
+
+async def _item_ids(url: str, session_id: str) -> list[int]:
+    rows = await raw_rows(
+        url,
+        f"SELECT i.id FROM {ITEMS} i JOIN {SESSIONS} s ON s.id = i.session_pk "
+        f"WHERE s.session_id = '{session_id}' ORDER BY i.seq",
+    )
+    return [int(str(r[0])) for r in rows]
+
+
+async def _session_pk(url: str, session_id: str) -> int:
+    ((pk,),) = await raw_rows(url, f"SELECT id FROM {SESSIONS} WHERE session_id = '{session_id}'")
+    return int(str(pk))
+
+
+async def test_an_item_moved_to_another_session_fails_loudly(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        a, b = store.session("a"), store.session("b")
+        await a.add_items([message("a1"), message("a2")])
+        await b.add_items([message("b1"), message("b2"), message("b3")])
+        moved = (await _item_ids(db_url, "a"))[0]
+        # The row keeps its ciphertext and its wrapped key (item_keys follows item_pk).
+        await execute(
+            db_url,
+            f"UPDATE {ITEMS} SET session_pk = :b, seq = 4 WHERE id = :id",
+            {"b": await _session_pk(db_url, "b"), "id": moved},
+        )
+        with pytest.raises(TamperedItemError, match="#4"):
+            await b.get_items()
+        with pytest.raises(TamperedItemError):
+            await b.get_items(limit=1)
+        with pytest.raises(TamperedItemError):
+            await b.pop_item()
+        assert len(await _item_ids(db_url, "b")) == 4  # the pop rolled back: never skipped
+        assert await a.get_items() == [message("a2")]
+
+
+async def test_an_item_moved_to_another_position_fails_loudly(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        a = store.session("a")
+        await a.add_items([message("1"), message("2"), message("3")])
+        first, second, _ = await _item_ids(db_url, "a")
+        # Swap the first two positions, ciphertexts and keys together.
+        await execute(db_url, f"UPDATE {ITEMS} SET seq = 100 WHERE id = :id", {"id": first})
+        await execute(db_url, f"UPDATE {ITEMS} SET seq = 1 WHERE id = :id", {"id": second})
+        await execute(db_url, f"UPDATE {ITEMS} SET seq = 2 WHERE id = :id", {"id": first})
+        with pytest.raises(TamperedItemError, match="#1"):
+            await a.get_items()
+        assert await a.get_items(limit=1) == [message("3")]  # untouched items still read
+
+
+async def test_a_ciphertext_and_key_copied_over_another_item_fail(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        a, b = store.session("a"), store.session("b")
+        await a.add_items([message("secret of a")])
+        await b.add_items([message("b")])
+        ((_, ciphertext, wrapped, _),) = await sealed_rows(db_url, "a")
+        (target,) = await _item_ids(db_url, "b")
+        await execute(
+            db_url,
+            f"UPDATE {ITEMS} SET ciphertext = :c WHERE id = :id",
+            {"c": ciphertext, "id": target},
+        )
+        await execute(
+            db_url,
+            f"UPDATE {KEYS} SET wrapped_key = :w WHERE item_pk = :id",
+            {"w": wrapped, "id": target},
+        )
+        with pytest.raises(TamperedItemError):
+            await b.get_items()
+        with pytest.raises(TamperedItemError):
+            await b.pop_item()
+        assert await a.get_items() == [message("secret of a")]
+
+
+@pytest.mark.parametrize("column", ["ciphertext", "wrapped_key"])
+async def test_a_flipped_byte_fails_loudly(db_url: str, key: bytes, column: str) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        a = store.session("a")
+        await a.add_items([message("1"), message("2")])
+        (_, ciphertext, wrapped, _), _ = await sealed_rows(db_url, "a")
+        first = (await _item_ids(db_url, "a"))[0]
+        blob, table, pk = (
+            (ciphertext, ITEMS, "id") if column == "ciphertext" else (wrapped, KEYS, "item_pk")
+        )
+        change = f"UPDATE {table} SET {column} = :v WHERE {pk} = :id"
+        for position in (0, 1, len(blob) // 2, len(blob) - 1):
+            flipped = bytearray(blob)
+            flipped[position] ^= 0x01
+            await execute(db_url, change, {"v": bytes(flipped), "id": first})
+            with pytest.raises(TamperedItemError, match="#1"):
+                await a.get_items()
+            with pytest.raises(TamperedItemError, match="#1"):
+                await a.get_items(limit=2)
+        await execute(db_url, change, {"v": blob, "id": first})
+        assert await a.get_items() == [message("1"), message("2")]
+
+
+async def test_a_missing_key_row_or_a_plaintext_row_is_loud(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        a = store.session("a")
+        await a.add_items([message("1"), message("2")])
+        first, second = await _item_ids(db_url, "a")
+        await execute(db_url, f"DELETE FROM {KEYS} WHERE item_pk = :id", {"id": first})
+        with pytest.raises(CorruptItemError, match="#1"):
+            await a.get_items()
+        await execute(
+            db_url,
+            f"UPDATE {ITEMS} SET ciphertext = NULL, payload = :p WHERE id = :id",
+            {"p": json.dumps(message("injected")), "id": second},
+        )
+        with pytest.raises(CorruptItemError, match="#2"):
+            await a.get_items(limit=1)
+
+
+async def test_state_is_sealed_and_bound_to_its_session(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        a, b = store.session("a"), store.session("b")
+        await a.set_state("secret", STATE_MARKER)
+        await b.set_state("other", 1)
+        rows = await raw_rows(db_url, f"SELECT session_id, state, sealed_state FROM {SESSIONS}")
+        sealed = {str(sid): state for sid, plain, state in rows if plain is None}
+        assert set(sealed) == {"a", "b"} and all(isinstance(s, bytes) for s in sealed.values())
+        assert all(STATE_MARKER.encode() not in blob(s) for s in sealed.values())
+        await execute(
+            db_url,
+            f"UPDATE {SESSIONS} SET sealed_state = :s WHERE session_id = 'b'",
+            {"s": sealed["a"]},
+        )
+        with pytest.raises(DecryptionError):
+            await b.get_state("other")
+        flipped = bytearray(blob(sealed["a"]))
+        flipped[-5] ^= 0x80
+        await execute(
+            db_url,
+            f"UPDATE {SESSIONS} SET sealed_state = :s WHERE session_id = 'a'",
+            {"s": bytes(flipped)},
+        )
+        with pytest.raises(DecryptionError):
+            await a.get_state("secret")
+        with pytest.raises(DecryptionError):  # a write reads the state first: nothing is lost
+            await a.set_state("more", 2)
+
+
+# -- removal destroys keys -----------------------------------------------------------------------
+
+
+def _big(tag: str) -> dict[str, Any]:
+    """An item of about 24 KB: its ciphertext spans SQLite overflow pages."""
+    return message(f"{tag} " + os.urandom(12_000).hex())
+
+
+async def test_removals_destroy_keys_and_leave_no_bytes_behind(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    is_sqlite = sqlite_path(db_url) is not None
+
+    async def check_gone(removed: list[bytes], kept: list[bytes], *sessions: str) -> None:
+        if is_sqlite:
+            assert found_on_disk(db_url, removed) == [], "removed bytes remain in the file or WAL"
+            assert found_on_disk(db_url, kept) == kept
+        stored = {
+            bytes(c) for (c,) in await raw_rows(db_url, f"SELECT ciphertext FROM {ITEMS}")
+        } | {bytes(w) for (w,) in await raw_rows(db_url, f"SELECT wrapped_key FROM {KEYS}")}
+        assert not stored & set(removed)
+        assert set(kept) <= stored
+        for session_id in sessions:
+            assert await store.session(session_id).get_items() == expected[session_id]
+
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        expected: dict[str, list[Any]] = {}
+        for session_id, user in (("pop", "u1"), ("clear", "u1"), ("gone", "u2"), ("keep", "u3")):
+            items = [_big(session_id), *(message(f"{session_id}-{i}") for i in range(40))]
+            for start in range(0, len(items), 7):
+                await store.session(session_id, user_id=user).add_items(items[start : start + 7])
+            expected[session_id] = items
+        await store.session("short", ttl=60).add_items([_big("short"), message("short")])
+        await store.session("keep").set_state("k", "v")
+        keep = blobs_of(await sealed_rows(db_url, "keep"))
+        if is_sqlite:
+            assert found_on_disk(db_url, keep) == keep  # the scan finds what is there
+
+        rows = await sealed_rows(db_url, "pop")
+        for _ in range(3):
+            assert await store.session("pop").pop_item() == expected["pop"].pop()
+        popped = blobs_of(rows[-3:])
+        await check_gone(popped, keep + blobs_of(rows[:-3]), "pop", "keep")
+
+        cleared = blobs_of(await sealed_rows(db_url, "clear"))
+        await store.session("clear").clear_session()
+        expected["clear"] = []
+        await check_gone(cleared, keep, "clear", "keep")
+
+        gone = blobs_of(await sealed_rows(db_url, "gone"))
+        assert (await store.delete_session("gone")).items == 41
+        expected["gone"] = []
+        await check_gone(gone, keep, "gone", "keep")
+
+        pops = blobs_of(await sealed_rows(db_url, "pop"))
+        assert (await store.delete_user("u1")).sessions == 2
+        expected["pop"] = []
+        await check_gone(pops, keep, "pop", "keep")
+
+        short = blobs_of(await sealed_rows(db_url, "short"))
+        travel(monkeypatch, timedelta(minutes=2))
+        assert await store.purge_expired() == 2
+        await check_gone(short, keep, "keep")
+        assert await store.session("keep").get_state("k") == "v"
+    assert await raw_rows(db_url, f"SELECT COUNT(*) FROM {KEYS}") == [(41,)]
+
+
+# -- rotation ----------------------------------------------------------------------------------
+
+
+class Interrupted(Exception):
+    """Stands for a crash in the middle of a rotation."""
+
+
+def _keys_by_item(rows: list[tuple[object, ...]]) -> dict[int, tuple[str, bytes]]:
+    return {int(str(pk)): (str(kek), blob(w)) for pk, kek, w in rows}
+
+
+async def _key_rows(url: str) -> dict[int, tuple[str, bytes]]:
+    return _keys_by_item(await raw_rows(url, f"SELECT item_pk, kek_id, wrapped_key FROM {KEYS}"))
+
+
+async def test_rotation_rewraps_resumes_and_retires_the_old_key(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new_key = os.urandom(32)
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        for n in range(4):
+            await store.session(f"s{n}").add_items(secret_items(str(n)))
+            await store.session(f"s{n}").set_state("k", f"{STATE_MARKER}-{n}")
+    expected = {f"s{n}": secret_items(str(n)) for n in range(4)}
+    total = sum(len(items) for items in expected.values())
+    keys_before = await _key_rows(db_url)
+    ciphertexts_before = await raw_rows(db_url, f"SELECT id, ciphertext FROM {ITEMS} ORDER BY id")
+    states_before = await raw_rows(db_url, f"SELECT id, sealed_state FROM {SESSIONS} ORDER BY id")
+    ((old_kek, old_verifier),) = await raw_rows(db_url, f"SELECT kek_id, verifier FROM {KEYRING}")
+
+    # A crash after the first batch of 5 keys.
+    real = store_module.rewrap_many
+    batches: list[int] = []
+
+    def failing(wrapped: list[bytes], old: Any, new: Any) -> list[bytes]:
+        if batches:
+            raise Interrupted
+        batches.append(len(wrapped))
+        return real(wrapped, old, new)
+
+    monkeypatch.setattr(store_module, "rewrap_many", failing)
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_key(new_key, batch_size=5)
+    monkeypatch.undo()
+    halfway = await _key_rows(db_url)
+    keyring = await raw_rows(db_url, f"SELECT kek_id, retired_at FROM {KEYRING}")
+    (new_kek,) = [kek for kek, retired in keyring if retired is None]
+    assert len(keyring) == 2 and new_kek != old_kek
+    assert sorted(kek for kek, _ in halfway.values()).count(new_kek) == 5
+
+    # Half-way, neither key opens the store for normal use, and both say why.
+    async with SessionStore(db_url, key=new_key) as store:
+        with pytest.raises(KeyringError, match="unfinished"):
+            await store.session("s0").get_items()
+    async with SessionStore(db_url, key=new_key) as store:  # resuming needs the old key
+        with pytest.raises(KeyringError, match="previous key"):
+            await store.rotate_key(new_key)
+    async with SessionStore(db_url, key=key) as store:  # and the same new key
+        with pytest.raises(WrongKeyError):
+            await store.rotate_key(os.urandom(32))
+
+    # Resumed on a store opened with the old key (one that has just been refused, even).
+    reports: list[tuple[int, int]] = []
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(WrongKeyError, match="rotation is unfinished"):
+            await store.session("s0").get_items()
+        done = await store.rotate_key(new_key, batch_size=5, progress=lambda *p: reports.append(p))
+        assert done == total - 5
+        assert reports[0] == (0, total - 5) and reports[-1] == (total - 5, total - 5)
+        assert len(reports) == 1 + -(-(total - 5) // 5)
+        assert await store.session("s1").get_items() == expected["s1"]  # the store now uses it
+        if sqlite_path(db_url) is not None:  # no old wrapped key is left in the file or WAL
+            old_wrapped = [wrapped for _, wrapped in keys_before.values()]
+            assert found_on_disk(db_url, [*old_wrapped, blob(old_verifier)]) == []
+
+    keys_after = await _key_rows(db_url)
+    assert set(keys_after) == set(keys_before)
+    assert {kek for kek, _ in keys_after.values()} == {new_kek}
+    assert all(keys_after[pk][1] != keys_before[pk][1] for pk in keys_before)
+    assert await raw_rows(db_url, f"SELECT id, ciphertext FROM {ITEMS} ORDER BY id") == (
+        ciphertexts_before
+    )
+    states_after = await raw_rows(db_url, f"SELECT id, sealed_state FROM {SESSIONS} ORDER BY id")
+    for (_, before), (_, after) in zip(states_before, states_after, strict=True):
+        assert isinstance(before, bytes) and isinstance(after, bytes)
+        assert before != after and before[-60:] == after[-60:]  # re-wrapped, body untouched
+        assert old_kek.encode() in before and new_kek.encode() in after
+    assert await raw_rows(db_url, f"SELECT kek_id FROM {KEYRING}") == [(new_kek,)]
+
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(WrongKeyError):
+            await store.session("s0").get_items()
+    async with SessionStore(db_url, key=new_key) as store:
+        for session_id, items in expected.items():
+            assert await store.session(session_id).get_items() == items
+        assert await store.session("s3").get_state("k") == f"{STATE_MARKER}-3"
+
+
+async def test_rotation_on_the_same_store_and_to_a_passphrase(sqlite_url: str, key: bytes) -> None:
+    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+        session = store.session("s")
+        await session.add_items([message(str(i)) for i in range(12)])
+        assert await store.rotate_key("a new passphrase", batch_size=5) == 12
+        await session.add_items([message("after")])  # the store goes on with the new key
+        assert len(await session.get_items()) == 13
+        assert await store.rotate_key(key) == 13  # and back, twice in one store's life
+    async with SessionStore(sqlite_url, key=key) as store:
+        assert len(await store.session("s").get_items()) == 13
+    async with SessionStore(sqlite_url, key="a new passphrase") as store:
+        with pytest.raises(WrongKeyError):
+            await store.session("s").get_items()
+
+
+async def test_rotation_needs_an_encrypted_database(sqlite_url: str, key: bytes) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        await store.session("s").add_items([message("plain")])
+        with pytest.raises(ConfigurationError, match="current key"):
+            await store.rotate_key(key)
+    async with SessionStore(sqlite_url, key=key) as store:
+        with pytest.raises(KeyringError, match="nothing to rotate"):
+            await store.rotate_key(os.urandom(32))
+    assert await raw_rows(sqlite_url, f"SELECT * FROM {KEYRING}") == []
+
+
+# -- key providers -------------------------------------------------------------------------------
+
+
+def _kms_example() -> ModuleType:
+    path = ROOT / "examples" / "kms_key_provider.py"
+    spec = importlib.util.spec_from_file_location("kms_key_provider_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_a_kms_key_provider_end_to_end(db_url: str, key: bytes) -> None:
+    kms_example = _kms_example()
+    kms = kms_example.LocalKmsStandIn()
+    provider = kms_example.KmsKeyProvider(kms, "alias/agents-test")
+    async with SessionStore(db_url, create_tables=True, key=provider) as store:
+        session = store.session("s", user_id="alice")
+        await session.add_items(secret_items("kms"))
+        await session.set_state("k", STATE_MARKER)
+        for _ in range(3):
+            assert await session.get_items() == secret_items("kms")
+    assert provider.calls == 2  # wrap and check once at creation, never per item
+    cells = [as_bytes(v) for rows in (await dump(db_url)).values() for row in rows for v in row]
+    assert not [cell for cell in cells if ITEM_MARKER.encode() in cell]
+    ((kind, params),) = await raw_rows(db_url, f"SELECT kind, params FROM {KEYRING}")
+    assert kind == "provider" and "alias/agents-test" in str(params)
+
+    reopened = kms_example.KmsKeyProvider(kms, "alias/agents-test")
+    async with SessionStore(db_url, key=reopened) as store:
+        assert await store.session("s").get_items() == secret_items("kms")
+        assert await store.session("s").get_state("k") == STATE_MARKER
+        assert await store.list_sessions(user_id="alice")
+    assert reopened.calls == 1
+
+    before = await dump(db_url)
+    async with SessionStore(db_url, key=kms_example.KmsKeyProvider(kms, "alias/other")) as store:
+        with pytest.raises(WrongKeyError):
+            await store.session("s").get_items()
+    other_material = kms_example.KmsKeyProvider(kms_example.LocalKmsStandIn(), "alias/agents-test")
+    async with SessionStore(db_url, key=other_material) as store:
+        with pytest.raises(KeyProviderError):
+            await store.session("s").add_items([message("x")])
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(WrongKeyError, match="key provider"):
+            await store.session("s").get_items()
+    assert await dump(db_url) == before
+
+    # From the KMS key to a raw key and back to another KMS key.
+    async with SessionStore(db_url, key=reopened) as store:
+        assert await store.rotate_key(key) == len(secret_items("kms"))
+    moved = kms_example.KmsKeyProvider(kms, "alias/agents-next")
+    async with SessionStore(db_url, key=key) as store:
+        await store.rotate_key(moved)
+    async with SessionStore(db_url, key=reopened) as store:
+        with pytest.raises(WrongKeyError):
+            await store.session("s").get_items()
+    async with SessionStore(db_url, key=moved) as store:
+        assert await store.session("s").get_items() == secret_items("kms")

@@ -1,0 +1,538 @@
+"""Search through the store, end to end: on SQLite and PostgreSQL, plaintext and encrypted.
+
+What issue 6 asks of the wiring: the example with the real offline model, the plain-text
+projection, an index that follows the items (pop, clear, TTL and purge, delete, compaction),
+a model change and `reindex`, search across one user's sessions, the three modes, nothing in
+plain text on disk in encrypted mode, and a clear error when search is off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents.memory import OpenAIResponsesCompactionSession
+from sqlalchemy.engine import make_url
+
+from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
+from agents_sqlalchemy.repository import SessionKey
+from agents_sqlalchemy.search import (
+    Embedder,
+    MemoryIndex,
+    Model2VecEmbedder,
+    embed_documents,
+    item_text,
+    term_counts,
+)
+
+from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
+from .search_eval.queries import QUERIES
+from .search_eval.transcripts import conversations
+from .test_management import travel
+from .test_protocol import raw_rows
+
+try:  # the openai package's HTTP client: httpx, or its successor httpx2
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - depends on the installed openai
+    import httpx  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+ITEMS, TERMS, EMBEDDINGS = (
+    "agents_sqlalchemy_items",
+    "agents_sqlalchemy_terms",
+    ("agents_sqlalchemy_embeddings"),
+)
+DEPLOY = message("the deployment failed because the disk was full")
+LUNCH = message("lunch plans for friday")
+
+
+@pytest.fixture(scope="module")
+def model2vec() -> Model2VecEmbedder:
+    """The real offline model (about a second to load), once for the module."""
+    return Model2VecEmbedder.bundled()
+
+
+@pytest.fixture(params=["plaintext", "encrypted"])
+def key(request: pytest.FixtureRequest) -> bytes | None:
+    """No key, or a raw 32-byte key (no passphrase stretching: fast)."""
+    return None if request.param == "plaintext" else os.urandom(32)
+
+
+async def index_rows(url: str) -> dict[str, set[int]]:
+    """Item primary keys in the items table and in each index table."""
+    return {
+        table: {int(row[0]) for row in await raw_rows(url, f"SELECT {column} FROM {table}")}
+        for table, column in ((ITEMS, "id"), (TERMS, "item_pk"), (EMBEDDINGS, "item_pk"))
+    }
+
+
+async def pk_of(url: str, session_id: str, seq: int) -> int:
+    """The primary key of item `seq` of a session."""
+    digest = SessionKey.of(session_id).hash
+    rows = await raw_rows(
+        url,
+        f"SELECT i.id FROM {ITEMS} i JOIN agents_sqlalchemy_sessions s ON s.id = i.session_pk "
+        f"WHERE s.session_hash = '{digest}' AND i.seq = {seq}",
+    )
+    return int(rows[0][0])
+
+
+async def assert_index_is(url: str, live: dict[tuple[str, int], Any]) -> None:
+    """The index holds exactly the rows of these live items ((session, seq) -> item): one
+    vector per item with text, one terms row per distinct term; nothing of removed items
+    (SQLite may give a removed item's id to a new one: rows are counted, not just ids)."""
+    expected = {await pk_of(url, *place): item_text(item) for place, item in live.items()}
+    vectors = [int(r[0]) for r in await raw_rows(url, f"SELECT item_pk FROM {EMBEDDINGS}")]
+    assert sorted(vectors) == sorted(pk for pk, text in expected.items() if text)
+    terms = [int(r[0]) for r in await raw_rows(url, f"SELECT item_pk FROM {TERMS}")]
+    assert sorted(terms) == sorted(pk for pk, text in expected.items() for _ in term_counts(text))
+    assert len(await raw_rows(url, f"SELECT id FROM {ITEMS}")) == len(live)
+
+
+def found(hits: list[Any], item: Any) -> bool:
+    """Whether `item` is among the hits."""
+    return any(hit.item == item for hit in hits)
+
+
+def texts(hits: list[Any]) -> list[str]:
+    return [hit.item["content"] for hit in hits]
+
+
+# -- the issue's example, with the real model --------------------------------------------------
+
+
+async def test_the_issue_example(db_url: str, key: bytes | None, model2vec: Embedder) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=model2vec) as store:
+        session = store.session("ops", user_id="alice")
+        await session.add_items([DEPLOY, LUNCH])
+        [hit] = await session.search("why did the release break?", limit=1)
+        assert hit.item == DEPLOY and hit.session_id == "ops" and hit.seq == 1
+        assert hit.vector is not None and hit.keyword == 0  # no shared word: meaning alone
+        [hit] = await store.search("why did the release break?", user_id="alice", limit=1)
+        assert (hit.session_id, hit.item) == ("ops", DEPLOY)
+    async with SessionStore(db_url, key=key, search=model2vec) as store:  # from disk
+        [hit] = await store.session("ops").search("why did the release break?", limit=1)
+        assert hit.item == DEPLOY
+        [hit] = await store.session("ops").search("what are we doing for lunch?", limit=1)
+        assert hit.item == LUNCH
+
+
+# -- what is indexed -------------------------------------------------------------------------
+
+
+async def test_only_a_text_projection_is_indexed_items_stay_verbatim(
+    db_url: str, key: bytes | None
+) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("s")
+        await session.add_items(ALL)
+        assert await session.get_items() == ALL  # stored verbatim
+        [hit] = await session.search("lookup_weather", limit=1, mode="keyword")
+        assert hit.item == FUNCTION_CALL  # the tool name ...
+        [hit] = await session.search("metric units", limit=1, mode="keyword")
+        assert hit.item == FUNCTION_CALL  # ... and its arguments
+        [hit] = await session.search("weather tool", limit=1, mode="keyword")
+        assert hit.item == REASONING  # a reasoning summary
+        [hit] = await session.search("picture", limit=1, mode="keyword")
+        assert hit.item == MULTIPART and hit.item is not MULTIPART
+        # Ids, encrypted blobs and image data are not text: never matched.
+        hidden_words = ("fc_1", "msg_1", "gAAAAABo", "opaque", "blob", "iVBORw0KGgo", "auto")
+        for hidden in (*hidden_words, "completed", "summary_text", "output_text"):
+            assert await session.search(hidden, mode="keyword") == [], hidden
+    if key is None:  # the terms table holds the projection's terms, nothing else
+        stored = {row[0] for row in await raw_rows(db_url, f"SELECT term FROM {TERMS}")}
+        expected = set().union(*(term_counts(item_text(item)) for item in ALL))
+        assert stored == expected and "opaque" not in stored
+
+
+# -- the index follows the items -------------------------------------------------------------
+
+
+async def test_pop_clear_and_delete_take_the_index_with_them(
+    db_url: str, key: bytes | None
+) -> None:
+    alpha, bravo, charlie = (message(f"{w} quokka") for w in ("alpha", "bravo", "charlie"))
+    delta, echo = message("delta quokka"), message("echo quokka")
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        one = store.session("one", user_id="alice")
+        await one.add_items([alpha, bravo])
+        assert await one.pop_item() == bravo
+        for mode in ("hybrid", "vector", "keyword"):
+            assert not found(await one.search("bravo quokka", mode=mode), bravo)
+            assert not found(await store.search("bravo quokka", mode=mode), bravo)
+        assert [h.item for h in await one.search("quokka", mode="keyword")] == [alpha]
+        await assert_index_is(db_url, {("one", 1): alpha})
+
+        await one.clear_session()
+        assert await one.search("alpha quokka") == []
+        await assert_index_is(db_url, {})
+        await one.add_items([charlie])  # the session goes on (a removed id may come back)
+        assert [h.item for h in await one.search("alpha quokka")] == [charlie]
+        await assert_index_is(db_url, {("one", 3): charlie})
+
+        await store.session("two", user_id="bob").add_items([delta])
+        await store.session("three", user_id="bob").add_items([echo])
+        await store.delete_session("one")
+        hits = await store.search("charlie quokka")
+        assert {h.session_id for h in hits} == {"two", "three"} and not found(hits, charlie)
+        await assert_index_is(db_url, {("two", 1): delta, ("three", 1): echo})
+        await store.delete_user("bob")
+        assert await store.search("quokka") == []
+        assert await store.search("quokka", user_id="bob") == []
+        await assert_index_is(db_url, {})
+
+
+async def test_expired_items_are_never_found_and_purge_removes_their_index(
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        old, new = message("old walrus"), message("new walrus")
+        expiring = store.session("s", user_id="alice", ttl=timedelta(minutes=10))
+        await expiring.add_items([old])
+        session = store.session("s")
+        await session.add_items([new])
+        assert len(await session.search("walrus")) == 2
+        travel(monkeypatch, timedelta(minutes=11))
+        for mode in ("hybrid", "vector", "keyword"):
+            assert [h.item for h in await session.search("old walrus", mode=mode)] == [new]
+            hits = await store.search("old walrus", user_id="alice", mode=mode)
+            assert [h.item for h in hits] == [new]
+        assert len(await raw_rows(db_url, f"SELECT id FROM {EMBEDDINGS}")) == 2  # hidden only
+        assert await store.purge_expired() == 1
+        await assert_index_is(db_url, {("s", 2): new})
+        assert [h.item for h in await session.search("walrus")] == [new]
+
+
+def _compaction_client(output: list[dict[str, Any]], calls: list[dict[str, Any]]) -> Any:
+    """An OpenAI client whose `responses.compact` answers `output` over a fake transport."""
+    import openai
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path.endswith("/responses/compact")
+        calls.append(json.loads(request.content))
+        usage = {"input_tokens": 30, "output_tokens": 5, "total_tokens": 35}
+        usage |= {"input_tokens_details": {"cached_tokens": 0}}
+        usage |= {"output_tokens_details": {"reasoning_tokens": 0}}
+        body = {"id": "cmp_1", "created_at": 0, "object": "response.compaction"}
+        return httpx.Response(200, json=body | {"output": output, "usage": usage})
+
+    return openai.AsyncOpenAI(
+        api_key="sk-test",
+        base_url="http://compaction.test/v1",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        max_retries=0,
+    )
+
+
+async def test_compaction_replaces_the_index_with_the_compacted_history(
+    db_url: str, key: bytes | None
+) -> None:
+    """The SDK's real compaction session, its API faked: on a session without atomic
+    replacement it clears the session and adds the compacted items."""
+    question = message("please check the falcon gateway")
+    history = [
+        question,
+        {"type": "function_call", "call_id": "c1", "name": "gateway_status", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": '{"state": "rebooted"}'},
+        message("the falcon gateway rebooted at noon after a kernel panic"),
+    ]
+    compacted_user = {
+        "type": "message",
+        "id": "msg_u",
+        "role": "user",
+        "status": "completed",
+        "content": [{"type": "input_text", "text": "please check the falcon gateway"}],
+    }
+    summary = {"type": "compaction", "id": "cmp_item", "encrypted_content": "kernel-panic-blob"}
+    calls: list[dict[str, Any]] = []
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("c", user_id="alice")
+        await session.add_items(history)
+        compaction = OpenAIResponsesCompactionSession(
+            "c", session, client=_compaction_client([compacted_user, summary], calls)
+        )
+        await compaction.run_compaction({"force": True})
+        assert [call["input"] for call in calls] == [history]
+        stored = await session.get_items()
+        assert [item.get("type") for item in stored] == ["message", "compaction"]
+        await assert_index_is(db_url, {("c", 5): stored[0], ("c", 6): stored[1]})
+        assert await session.search("kernel panic noon rebooted", mode="keyword") == []
+        assert await store.search("rebooted kernel", user_id="alice", mode="keyword") == []
+        [hit] = await session.search("falcon gateway", limit=5)  # the summary has no text
+        assert hit.seq == 5 and hit.item == stored[0]
+
+
+# -- a new embedding model -----------------------------------------------------------------
+
+
+async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
+    db_url: str, key: bytes | None, model2vec: Embedder
+) -> None:
+    old = HashingEmbedder()  # 256 dims: compared with the 64 of model2vec, it would raise
+    async with SessionStore(db_url, create_tables=True, key=key, search=old) as store:
+        await store.session("s", user_id="alice").add_items([DEPLOY, LUNCH, *ALL])
+    async with SessionStore(db_url, key=key, search=model2vec) as store:
+        session = store.session("s")
+        new = message("the rollout broke when the volume ran out of space")
+        await session.add_items([new])
+        # Old items are no vector candidates: the vector ranking holds only the new item.
+        for hit in await session.search("why did the release break?", mode="vector", limit=20):
+            assert hit.item == new
+        hits = await store.search("why did the release break?", mode="vector", user_id="alice")
+        assert [hit.item for hit in hits] == [new]
+        # ... but keyword search still finds them, and hybrid ranks them by keyword only.
+        [hit] = await session.search("disk full", limit=1)
+        assert hit.item == DEPLOY and hit.vector is None and hit.keyword > 0
+        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
+        assert models == {old.model_id, model2vec.model_id}
+
+        reports: list[tuple[int, int]] = []
+        done = await store.reindex(batch_size=3, progress=lambda *report: reports.append(report))
+        total = 2 + len(ALL)
+        assert done == total
+        assert reports[0] == (0, total) and reports[-1] == (total, total)
+        assert [r[0] for r in reports] == sorted(r[0] for r in reports) and len(reports) > 2
+        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
+        assert models == {model2vec.model_id}  # the old model's vectors are deleted
+        [hit] = await session.search("why did the release break?", mode="vector", limit=1)
+        assert hit.item in (DEPLOY, new)
+        [hit] = await session.search("what are we doing for lunch?", mode="vector", limit=1)
+        assert hit.item == LUNCH
+        indexed = await index_rows(db_url)
+        items_with_text = 3 + sum(1 for item in ALL if item_text(item))
+        assert len(indexed[EMBEDDINGS]) == items_with_text
+        assert await store.reindex() == len(ALL) - items_with_text + 3  # nothing left to do
+
+
+async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes | None) -> None:
+    """An item popped between reading a batch and writing its index breaks nothing."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        await store.session("s").add_items([message("first note"), message("second note")])
+    store = SessionStore(db_url, key=key, search=HashingEmbedder(dim=64))
+    async with store:
+        repository = store._repository
+        assert store.embedder is not None
+        batch = await repository.unindexed(store.embedder.model_id, 10, 0)
+        codec = await store._ready()
+        entries = await store._index_entries([codec.item(r.key, r.stored) for r in batch])
+        assert await store.session("s").pop_item() == message("second note")
+        await repository.replace_index(
+            [
+                (row.item_pk, row.session_pk, codec.reindexed(row.key, row.stored, entry))
+                for row, entry in zip(batch, entries, strict=True)
+                if entry is not None
+            ]
+        )
+        indexed = await index_rows(db_url)
+        assert len(indexed[ITEMS]) == 1 and indexed[EMBEDDINGS] == indexed[ITEMS]
+        assert texts(await store.session("s").search("note")) == ["first note"]
+
+
+# -- scopes, modes, options ------------------------------------------------------------------
+
+
+async def test_store_search_says_which_session_and_keeps_to_the_user(
+    db_url: str, key: bytes | None
+) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        await store.session("a1", user_id="alice").add_items(
+            [message("invoice INV-2207 was paid"), message("the cat is named Mochi")]
+        )
+        await store.session("a2", user_id="alice").add_items([message("invoice INV-2208 due")])
+        await store.session("b1", user_id="bob").add_items([message("invoice INV-2207 lost")])
+        await store.session("n1").add_items([message("invoice INV-2207 unowned")])
+        hits = await store.search("invoice INV-2207", user_id="alice")
+        assert [(h.session_id, h.seq) for h in hits] == [("a1", 1), ("a2", 1), ("a1", 2)]
+        assert hits[0].item == message("invoice INV-2207 was paid")
+
+        async def sessions(query: str, user_id: str | None = None) -> set[str]:
+            hits = await store.search(query, user_id=user_id, mode="keyword", limit=20)
+            return {hit.session_id for hit in hits}
+
+        assert await sessions("invoice", "bob") == {"b1"}
+        assert await sessions("2207") == {"a1", "b1", "n1"}
+        assert await store.search("invoice", user_id="carol") == []
+        await store.session("b1").set_user_id("alice")
+        assert await sessions("2207", "alice") == {"a1", "b1"}
+        # session.search keeps to its own session.
+        assert {h.session_id for h in await store.session("a2").search("invoice")} == {"a2"}
+
+
+async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("s")
+        await session.add_items(
+            [
+                message("checkout failed with ERR-4411 after the deploy"),
+                message("redeployment of the checkout service is scheduled"),
+                message("the weather is nice today"),
+            ]
+        )
+        keyword = await session.search("ERR-4411", mode="keyword")
+        assert [h.seq for h in keyword] == [1]
+        assert keyword[0].vector is None and keyword[0].keyword > 0
+        vector = await session.search("redeployments", mode="vector", limit=3)
+        assert len(vector) == 3 and vector[0].seq == 2  # word pieces, no shared term
+        assert all(h.vector is not None for h in vector)
+        assert vector[0].score == vector[0].vector
+        assert [h.vector for h in vector] == sorted((h.vector for h in vector), reverse=True)
+        hybrid = await session.search("checkout ERR-4411", mode="hybrid", limit=2)
+        assert hybrid[0].seq == 1 and hybrid[0].keyword > 0 and hybrid[0].vector is not None
+        assert await session.search("   ") == []
+        with pytest.raises(ConfigurationError, match="mode"):
+            await session.search("x", mode="fuzzy")  # type: ignore[arg-type]
+        for limit in (0, 1001):
+            with pytest.raises(ConfigurationError, match="limit"):
+                await session.search("x", limit=limit)
+        assert await store.session("never-written").search("checkout") == []
+
+
+async def test_search_needs_search_enabled(sqlite_url: str) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items([DEPLOY])
+        for call in (session.search("disk"), store.search("disk"), store.reindex()):
+            with pytest.raises(ConfigurationError, match="search=True"):
+                await call
+        with pytest.raises(ConfigurationError, match="search must be"):
+            SessionStore(sqlite_url, search="yes")  # type: ignore[arg-type]
+    async with SessionStore(sqlite_url, search=True) as store:  # items added without it
+        assert await store.session("s").search("disk") == []
+        assert await store.reindex() == 1
+        assert texts(await store.session("s").search("disk")) == [DEPLOY["content"]]
+
+
+async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes | None) -> None:
+    """SQLite reuses the id of a deleted last row; the sealed vector cache must not (and
+    forgets the vectors it opened after a removal)."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("s")
+        await session.add_items([message("zebra zebra zebra")])
+        assert (await session.search("zebra", mode="vector"))[0].vector == pytest.approx(1)
+        codec: Any = store._codec
+        assert key is None or len(codec._opened) == 1  # opened vectors are kept ...
+        await session.pop_item()
+        assert key is None or len(codec._opened) == 0  # ... until a removal
+        await session.add_items([message("marmalade sandwich")])
+        [hit] = await session.search("marmalade sandwich", mode="vector")
+        assert hit.item == message("marmalade sandwich") and hit.vector == pytest.approx(1)
+
+
+# -- ranking through the store is the reference ranking ------------------------------------
+
+
+async def test_the_store_ranks_the_evaluation_set_like_the_reference(
+    db_url: str, key: bytes | None, model2vec: Embedder
+) -> None:
+    """Every query of tests/search_eval, per session, through SQL (and sealed rows): the same
+    ranking as `MemoryIndex`, the in-memory reference the evaluation figures come from."""
+    convs = conversations()
+    async with SessionStore(db_url, create_tables=True, key=key, search=model2vec) as store:
+        references: dict[str, MemoryIndex[int]] = {}
+        for conv in convs:
+            await store.session(conv.name).add_items(conv.items)
+            references[conv.name] = MemoryIndex(model2vec)
+            await references[conv.name].add([(i + 1, item) for i, item in enumerate(conv.items)])
+        for query in QUERIES:
+            for mode in ("hybrid", "vector", "keyword"):
+                got = await store.session(query.conversation).search(query.text, limit=5, mode=mode)
+                want = await references[query.conversation].search(query.text, limit=5, mode=mode)
+                assert [h.seq for h in got] == [h.key for h in want], (query.text, mode)
+                for g, w in zip(got, want, strict=True):
+                    assert g.score == pytest.approx(w.score, rel=1e-5, abs=1e-6)
+
+
+# -- encrypted mode on disk ------------------------------------------------------------------
+
+SECRET_ITEMS = [
+    message("Zanzibar quokka smuggled marmalade through Kyrgyzstan"),
+    {
+        "type": "function_call",
+        "call_id": "c9",
+        "name": "lookup_wombat",
+        "arguments": '{"destination": "Timbuktu", "cargo": "xylophones"}',
+    },
+    message("Tell Bartholomew the flamingo password is ultraviolet"),
+]
+SECRET_WORDS = ["zanzibar", "quokka", "marmalade", "kyrgyzstan", "wombat", "timbuktu"]
+SECRET_WORDS += ["xylophone", "bartholomew", "flamingo", "ultraviolet"]
+KEY = os.urandom(32)
+
+
+def _plaintext_terms() -> set[str]:
+    """Every term of the items that has letters outside hex (so no hash can spell it)."""
+    terms = set().union(*(term_counts(item_text(item)) for item in SECRET_ITEMS))
+    return {t for t in terms if len(t) >= 4 and any(c not in "0123456789abcdef" for c in t)}
+
+
+async def _plaintext_vectors() -> list[bytes]:
+    """The plain float32 vectors of the items, as the default embedder makes them."""
+    return await embed_documents(HashingEmbedder(), [item_text(i) for i in SECRET_ITEMS])
+
+
+def _found(blob: bytes, words: list[str], vectors: list[bytes]) -> list[str]:
+    low = blob.lower()
+    hits = [word for word in words if word.encode() in low]
+    for i, vector in enumerate(vectors):
+        middle = vector[len(vector) // 2 : len(vector) // 2 + 64]
+        if vector in blob or middle in blob:
+            hits.append(f"vector {i}")
+    return hits
+
+
+async def _index_columns(url: str, tables: TableNames) -> bytes:
+    """Every column of every row of the terms and embeddings tables, as bytes."""
+    out = bytearray()
+    for role in ("terms", "embeddings"):
+        for row in await raw_rows(url, f"SELECT * FROM {tables.name(role)}"):
+            for value in row:
+                out += value if isinstance(value, (bytes, memoryview)) else str(value).encode()
+                out += b"\x00"
+    return bytes(out)
+
+
+def _database_files(url: str) -> bytes:
+    """The bytes of a SQLite database file and its WAL."""
+    path = Path(str(make_url(url).database))
+    files = [Path(f"{path}{suffix}") for suffix in ("", "-wal")]
+    return b"".join(file.read_bytes() for file in files if file.exists())
+
+
+async def test_encrypted_mode_leaves_no_plaintext_terms_or_vectors_on_disk(db_url: str) -> None:
+    words = SECRET_WORDS + sorted(_plaintext_terms())
+    vectors = await _plaintext_vectors()
+    sqlite = db_url.startswith("sqlite")
+    # The plaintext store, to show the scan finds what is there: another file, or tables.
+    plain_url = db_url.replace("agent.db", "plain.db") if sqlite else db_url
+    plain_tables = TableNames() if sqlite else TableNames(prefix="plain_")
+    queries = ["marmalade smuggling", "wombat lookup Timbuktu", "flamingo password"]
+    ranked: dict[str, list[list[tuple[int, float]]]] = {}
+    for url, tables, key in ((plain_url, plain_tables, None), (db_url, TableNames(), KEY)):
+        options: dict[str, Any] = {"tables": tables, "key": key, "search": True}
+        async with SessionStore(url, create_tables=True, **options) as store:
+            session = store.session("secrets", user_id="alice")
+            await session.add_items(SECRET_ITEMS)
+            await session.add_items([message("padding about the weather")])
+            await session.pop_item()
+            ranking = [
+                [(h.seq, round(h.score, 6)) for h in await session.search(q)] for q in queries
+            ]
+            assert [hits[0][0] for hits in ranking] == [1, 2, 3]
+            ranked["plaintext" if key is None else "encrypted"] = ranking
+            columns = await _index_columns(url, tables)
+            files = _database_files(url) if sqlite else b""
+        if key is None:  # the scan finds plaintext where it is: it could fail
+            in_columns = set(_found(columns, words, vectors))
+            assert _plaintext_terms() | {"vector 0", "vector 1", "vector 2"} <= in_columns
+            assert not sqlite or set(SECRET_WORDS) | {"vector 1"} <= set(
+                _found(files, words, vectors)
+            )
+        else:
+            assert _found(columns, words, vectors) == []
+            if sqlite:
+                assert files and _found(files, words, vectors) == []
+                assert _found(_database_files(url), words, vectors) == []  # closed
+    assert ranked["encrypted"] == ranked["plaintext"]  # sealed, it ranks the same
