@@ -134,3 +134,14 @@ def key_options(command: Callable[..., T]) -> Callable[..., T]:
         help=f"Environment variable holding the database's key [default: {KEY_ENV}].",
     )
     return env(ask(wrapper))
+
+
+def max_chars_option(default: int) -> Decorator:
+    """`--max-chars N`: where printed tool arguments and outputs are cut (0: never)."""
+    return click.option(
+        "--max-chars",
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=True,
+        help="Cut tool arguments and outputs longer than this (0: never).",
+    )

@@ -26,7 +26,7 @@ from ..search import SEARCH_MODES, Embedder, HashingEmbedder, Model2VecEmbedder,
 from ..store import SessionStore
 from ..tables import TableNames
 from .importer import ProgressBar
-from .options import KEY_ENV, database_options, key_options, run
+from .options import KEY_ENV, database_options, key_options, max_chars_option, run
 from .transcript import clean, describe
 
 # The embedders the command line knows, by name: the store's default, and the bundled model.
@@ -91,13 +91,7 @@ async def opened(
     show_default=True,
     help="Rank by meaning and keywords (hybrid), or by one of them.",
 )
-@click.option(
-    "--max-chars",
-    type=click.IntRange(min=0),
-    default=300,
-    show_default=True,
-    help="Cut tool arguments and outputs longer than this (0: never).",
-)
+@max_chars_option(300)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hit, for scripts.")
 @embedder_option
 @key_options

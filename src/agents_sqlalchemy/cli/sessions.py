@@ -24,7 +24,7 @@ from ..errors import WrongKeyError
 from ..records import Removed, SessionInfo
 from ..store import SessionStore
 from ..tables import TableNames
-from .options import KEY_ENV, database_options, key_options, run
+from .options import KEY_ENV, database_options, key_options, max_chars_option, run
 from .transcript import clean, transcript
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
@@ -290,13 +290,7 @@ def _table(infos: list[SessionInfo]) -> None:
 @command.command()
 @click.argument("session_id")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the latest N items.")
-@click.option(
-    "--max-chars",
-    type=click.IntRange(min=0),
-    default=600,
-    show_default=True,
-    help="Cut tool arguments and outputs longer than this (0: never).",
-)
+@max_chars_option(600)
 @click.option("--json", "as_json", is_flag=True, help="The session and its items as JSON.")
 @key_options
 @database_options
