@@ -1047,6 +1047,61 @@ async def store_open_cost(database: Database) -> str:
     )
 
 
+async def listing_cost(database: Database, sizes: tuple[int, ...] = (100, 100_000)) -> str:
+    """What a page of `list_sessions` costs over few and over many sessions (keyset paging).
+
+    The session rows are bulk-inserted through the library's own table (the store's API
+    would take a transaction per session); half belong to one user. Figures: median of 30
+    calls of the first page, of the second (through its cursor), and of one user's first.
+    """
+    from datetime import datetime, timedelta, timezone
+
+    from agents_sqlalchemy import SessionStore, TableNames
+    from agents_sqlalchemy.models import build_models
+
+    sessions = build_models(TableNames()).sessions
+    figures: dict[int, list[float]] = {}
+    for size in sizes:
+        async with (
+            database.fresh(f"listing_{size}") as location,
+            SessionStore(location.url, create_tables=True) as store,
+        ):
+            await store.session("warm-up").add_items(make_items(1))
+            start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+            rows = [
+                {
+                    "session_id": f"s{n}",
+                    "session_hash": f"{n:064x}",
+                    "user_id": "alice" if n % 2 else f"user-{n}",
+                    "metadata": {"n": n},
+                    "next_seq": 0,
+                    "created_at": start + timedelta(seconds=n),
+                    "updated_at": start + timedelta(seconds=n),
+                }
+                for n in range(size)
+            ]
+            async with store.engine.begin() as conn:
+                for chunk in range(0, size, 10_000):
+                    await conn.execute(sessions.insert(), rows[chunk : chunk + 10_000])
+            cursor = (await store.list_sessions(limit=50)).next_cursor
+
+            calls = [
+                functools.partial(store.list_sessions, limit=50),
+                functools.partial(store.list_sessions, limit=50, cursor=cursor),
+                functools.partial(store.list_sessions, user_id="alice", limit=50),
+            ]
+            figures[size] = [
+                statistics.median([await timed(call) for _ in range(30)]) for call in calls
+            ]
+    small, big = (figures[size] for size in sizes)
+    return (
+        f"list_sessions(limit=50) over {sizes[0]:,} / {sizes[1]:,} sessions: first page "
+        f"{small[0]:.2f} / {big[0]:.2f} ms ({big[0] / small[0]:.2f}x), second page "
+        f"{small[1]:.2f} / {big[1]:.2f} ms ({big[1] / small[1]:.2f}x), one user's page "
+        f"{small[2]:.2f} / {big[2]:.2f} ms ({big[2] / small[2]:.2f}x)"
+    )
+
+
 def load_average() -> str:
     try:
         one, five, _ = os.getloadavg()
@@ -1118,6 +1173,7 @@ async def main_async(args: argparse.Namespace) -> int:
             outcomes += print_results(database, backends, results, reports, settings)
             if any(backend.key == "ours_encrypted" for backend in backends):
                 print(await store_open_cost(database))
+                print(await listing_cost(database))
 
     print(f"\nTotal time: {time.perf_counter() - started:.1f} s; {load_average()}")
     if args.strict and not all(outcomes):
