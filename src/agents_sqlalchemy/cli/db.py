@@ -11,13 +11,8 @@ from __future__ import annotations
 import click
 
 from .. import migrate
-from ..engines import normalize_url
 from ..tables import TableNames
-from .options import database_options, run
-
-
-def _shown(url: str) -> str:
-    return normalize_url(url).render_as_string(hide_password=True)
+from .options import database_options, run, shown
 
 
 @click.group("db")
@@ -42,9 +37,9 @@ def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
     run(migrate.upgrade(url, revision, tables=tables))
     after = run(migrate.check(url, tables=tables))
     if before.found == after.found:
-        click.echo(f"{_shown(url)}: already {after.describe()}, nothing to do")
+        click.echo(f"{shown(url)}: already {after.describe()}, nothing to do")
     else:
-        click.secho(f"{_shown(url)}: upgraded from {before.found_text} to ", nl=False)
+        click.secho(f"{shown(url)}: upgraded from {before.found_text} to ", nl=False)
         click.secho(after.describe().removeprefix("at revision "), fg="green")
 
 
@@ -56,12 +51,12 @@ def downgrade(url: str, tables: TableNames, revision: str, yes: bool) -> None:
     """Migrate the tables down to REVISION ("base" removes every table of the library)."""
     if not yes:
         click.confirm(
-            f"Downgrade {_shown(url)} to {revision}? Tables dropped lose their rows", abort=True
+            f"Downgrade {shown(url)} to {revision}? Tables dropped lose their rows", abort=True
         )
     before = run(migrate.check(url, tables=tables))
     run(migrate.downgrade(url, revision, tables=tables))
     after = run(migrate.check(url, tables=tables))
-    click.echo(f"{_shown(url)}: downgraded from {before.found_text} to {after.found_text}")
+    click.echo(f"{shown(url)}: downgraded from {before.found_text} to {after.found_text}")
 
 
 @command.command()
@@ -70,7 +65,7 @@ def downgrade(url: str, tables: TableNames, revision: str, yes: bool) -> None:
 def stamp(url: str, tables: TableNames, revision: str) -> None:
     """Record REVISION as applied without running it (tables made by other means)."""
     run(migrate.stamp(url, revision, tables=tables))
-    click.echo(f"{_shown(url)}: stamped {revision}")
+    click.echo(f"{shown(url)}: stamped {revision}")
 
 
 @command.command()
@@ -78,7 +73,7 @@ def stamp(url: str, tables: TableNames, revision: str) -> None:
 def current(url: str, tables: TableNames) -> None:
     """Show the revision the database is at, and the one this version expects."""
     status = run(migrate.check(url, tables=tables))
-    click.echo(f"{_shown(url)}: {status.describe()}")
+    click.echo(f"{shown(url)}: {status.describe()}")
 
 
 @command.command()
@@ -87,8 +82,8 @@ def check(url: str, tables: TableNames) -> None:
     """Exit with status 0 if the schema is at head, 1 otherwise (and say what to run)."""
     status = run(migrate.check(url, tables=tables))
     if status.at_head:
-        click.secho(f"{_shown(url)}: {status.describe()}", fg="green")
+        click.secho(f"{shown(url)}: {status.describe()}", fg="green")
         return
-    click.secho(f"{_shown(url)}: {status.describe()}", fg="yellow", err=True)
-    click.echo(str(status.error(_shown(url))), err=True)
+    click.secho(f"{shown(url)}: {status.describe()}", fg="yellow", err=True)
+    click.echo(str(status.error(shown(url))), err=True)
     raise SystemExit(1)

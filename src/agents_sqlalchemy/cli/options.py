@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import click
 
-from ..errors import AgentsSQLAlchemyError, ConfigurationError
+from ..engines import normalize_url
+from ..errors import AgentsSQLAlchemyError, ConfigurationError, WrongKeyError
+from ..store import SessionStore
 from ..tables import ROLES, TableNames
 
 T = TypeVar("T")
@@ -145,3 +148,25 @@ def max_chars_option(default: int) -> Decorator:
         show_default=True,
         help="Cut tool arguments and outputs longer than this (0: never).",
     )
+
+
+def shown(url: str) -> str:
+    """A database URL as the commands print it: driver spelled out, password hidden."""
+    return normalize_url(url).render_as_string(hide_password=True)
+
+
+@asynccontextmanager
+async def opened(
+    url: str, tables: TableNames, key: str | None, **store_options: Any
+) -> AsyncIterator[SessionStore]:
+    """A store on the database; an encrypted one opened without a key says how to give it."""
+    async with SessionStore(url, tables=tables, key=key, **store_options) as store:
+        try:
+            yield store
+        except WrongKeyError as exc:
+            if key is not None:
+                raise
+            raise WrongKeyError(
+                f"{shown(url)} is encrypted: give its key in ${KEY_ENV} "
+                "(or the variable named by --key-env), or use --ask-key"
+            ) from exc

@@ -13,20 +13,24 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from ..engines import normalize_url
-from ..errors import AgentsSQLAlchemyError, WrongKeyError
+from ..errors import AgentsSQLAlchemyError
 from ..records import SearchHit
 from ..search import SEARCH_MODES, Embedder, HashingEmbedder, Model2VecEmbedder, SearchMode
-from ..store import SessionStore
 from ..tables import TableNames
 from .importer import ProgressBar
-from .options import KEY_ENV, database_options, key_options, max_chars_option, run
+from .options import (
+    database_options,
+    key_options,
+    max_chars_option,
+    opened,
+    run,
+    shown,
+)
 from .transcript import clean, describe
 
 # The embedders the command line knows, by name: the store's default, and the bundled model.
@@ -54,27 +58,6 @@ def embedder_option(command: Callable[..., Any]) -> Callable[..., Any]:
         help="The application's embedder: hashing (search=True) or model2vec (the offline "
         "model of the model2vec extra, Model2VecEmbedder.bundled()).",
     )(command)
-
-
-def _shown(url: str) -> str:
-    return normalize_url(url).render_as_string(hide_password=True)
-
-
-@asynccontextmanager
-async def opened(
-    url: str, tables: TableNames, key: str | None, embedder: Embedder
-) -> AsyncIterator[SessionStore]:
-    """A store with search on; an encrypted one opened without a key says how to give it."""
-    async with SessionStore(url, tables=tables, key=key, search=embedder) as store:
-        try:
-            yield store
-        except WrongKeyError as exc:
-            if key is not None:
-                raise
-            raise WrongKeyError(
-                f"{_shown(url)} is encrypted: give its key in ${KEY_ENV} "
-                "(or the variable named by --key-env), or use --ask-key"
-            ) from exc
 
 
 @click.command("search")
@@ -145,11 +128,11 @@ async def _search(
     limit: int,
     mode: SearchMode,
 ) -> list[SearchHit]:
-    async with opened(url, tables, key, embedder) as store:
+    async with opened(url, tables, key, search=embedder) as store:
         if session_id is None:
             return await store.search(query, user_id=user_id, limit=limit, mode=mode)
         if await store.session_info(session_id) is None:
-            raise click.ClickException(f"no session {session_id!r} in {_shown(url)}")
+            raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
         return await store.session(session_id).search(query, limit=limit, mode=mode)
 
 
@@ -216,7 +199,7 @@ def reindex(
         done = run(_reindex(url, tables, key, embedder, batch_size, bar))
     finally:
         bar.close()
-    click.secho(f"Indexed {done} items for {embedder.model_id} in {_shown(url)}", fg="green")
+    click.secho(f"Indexed {done} items for {embedder.model_id} in {shown(url)}", fg="green")
 
 
 async def _reindex(
@@ -227,7 +210,7 @@ async def _reindex(
     batch_size: int,
     bar: ProgressBar,
 ) -> int:
-    async with opened(url, tables, key, embedder) as store:
+    async with opened(url, tables, key, search=embedder) as store:
         return await store.reindex(batch_size=batch_size, progress=bar)
 
 

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
 
-from ..engines import normalize_url
-from ..errors import WrongKeyError
 from ..records import Removed, SessionInfo
-from ..store import SessionStore
 from ..tables import TableNames
-from .options import KEY_ENV, database_options, key_options, max_chars_option, run
+from .options import (
+    database_options,
+    key_options,
+    max_chars_option,
+    opened,
+    run,
+    shown,
+)
 from .transcript import clean, transcript
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
@@ -140,25 +143,6 @@ def info_json(info: SessionInfo) -> dict[str, Any]:
         "updated_at": info.updated_at.astimezone(timezone.utc).isoformat(),
         "metadata": info.metadata,
     }
-
-
-def _shown(url: str) -> str:
-    return normalize_url(url).render_as_string(hide_password=True)
-
-
-@asynccontextmanager
-async def opened(url: str, tables: TableNames, key: str | None) -> AsyncIterator[SessionStore]:
-    """A store on the database; an encrypted one opened without a key says how to give it."""
-    async with SessionStore(url, tables=tables, key=key) as store:
-        try:
-            yield store
-        except WrongKeyError as exc:
-            if key is not None:
-                raise
-            raise WrongKeyError(
-                f"{_shown(url)} is encrypted: give its key in ${KEY_ENV} "
-                "(or the variable named by --key-env), or use --ask-key"
-            ) from exc
 
 
 @click.group("sessions")
@@ -343,7 +327,7 @@ async def _show(
     async with opened(url, tables, key) as store:
         info = await store.session_info(session_id)
         if info is None:
-            raise click.ClickException(f"no session {session_id!r} in {_shown(url)}")
+            raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
         items = list(await store.session(session_id).get_items(limit=limit))
         return info, items
 
@@ -381,7 +365,7 @@ def delete(
         names = ", ".join(repr(s) for s in session_ids[:3])
         what = f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"
     if not yes:
-        click.confirm(f"Delete {clean(what)} from {_shown(url)}, with all items?", abort=True)
+        click.confirm(f"Delete {clean(what)} from {shown(url)}, with all items?", abort=True)
     removed, missing = run(_delete(url, tables, key, session_ids, user_id))
     for session_id in missing:
         click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)
@@ -432,7 +416,7 @@ def purge(
         raise click.UsageError("say what to purge: --expired and/or --inactive-days N")
     if inactive_days is not None and not yes:
         click.confirm(
-            f"Delete every session of {_shown(url)} inactive for {inactive_days:g} days?",
+            f"Delete every session of {shown(url)} inactive for {inactive_days:g} days?",
             abort=True,
         )
     items, removed = run(_purge(url, tables, key, expired, inactive_days))
