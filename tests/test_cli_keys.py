@@ -15,7 +15,7 @@ from agents import SQLiteSession
 from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import SessionStore, import_sdk, migrate
-from agents_sqlalchemy import store as store_module
+from agents_sqlalchemy.services import keyring as keyring_module
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.errors import WrongKeyError
@@ -156,7 +156,7 @@ def test_an_interrupted_rotate_key_resumes_when_run_again(
     count = sum(len(items) for items in expected.values())
     env = {"AGENTS_SQLALCHEMY_KEY": old, "AGENTS_SQLALCHEMY_NEW_KEY": new}
     options = ["--url", sqlite_url, "--key-format", "hex", "--new-key-format", "hex"]
-    real, calls = store_module.rewrap_many, []
+    real, calls = keyring_module.rewrap_many, []
 
     def failing(wrapped: list[bytes], *keks: Any) -> list[bytes]:
         calls.append(len(wrapped))
@@ -164,7 +164,7 @@ def test_an_interrupted_rotate_key_resumes_when_run_again(
             raise Interrupted
         return real(wrapped, *keks)
 
-    monkeypatch.setattr(store_module, "rewrap_many", failing)
+    monkeypatch.setattr(keyring_module, "rewrap_many", failing)
     crashed = invoke("rotate-key", *options, "--batch-size", "5", env=env)
     assert isinstance(crashed.exception, Interrupted)
     monkeypatch.undo()

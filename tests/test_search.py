@@ -19,7 +19,7 @@ from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
-from agents_sqlalchemy.repository import SessionKey
+from agents_sqlalchemy.types import SessionKey
 from agents_sqlalchemy.search import (
     Embedder,
     MemoryIndex,
@@ -313,11 +313,11 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
         await store.session("s").add_items([message("first note"), message("second note")])
     store = SessionStore(db_url, key=key, search=HashingEmbedder(dim=64))
     async with store:
-        repository = store._repository
-        assert store.embedder is not None
-        batch = await repository.unindexed(store.embedder.model_id, 10, 0)
-        codec = await store._ready()
-        entries = await store._index_entries([codec.item(r.key, r.stored) for r in batch])
+        services = store._services
+        repository, searcher = services.repository, services.search()
+        batch = await repository.unindexed(searcher.embedder.model_id, 10, 0)
+        codec = await services.keyring.ready()
+        entries = await searcher.index([codec.item(r.key, r.stored) for r in batch])
         assert await store.session("s").pop_item() == message("second note")
         await repository.replace_index(
             [
@@ -412,7 +412,7 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
         session = store.session("s")
         await session.add_items([message("zebra zebra zebra")])
         assert (await session.search("zebra", mode="vector"))[0].vector == pytest.approx(1)
-        codec: Any = store._codec
+        codec: Any = await store._services.keyring.ready()
         assert key is None or len(codec._opened) == 1  # opened vectors are kept ...
         await session.pop_item()
         assert key is None or len(codec._opened) == 0  # ... until a removal

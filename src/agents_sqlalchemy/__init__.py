@@ -18,18 +18,20 @@ from .errors import (
     CorruptItemError,
     DatabaseError,
     DecryptionError,
+    EmbedderError,
     InvalidKeyError,
     InvalidSessionIdError,
     ItemError,
     KeyProviderError,
     KeyringError,
+    MissingExtraError,
     SchemaError,
+    SearchError,
     TamperedItemError,
     WrongKeyError,
 )
 from .migrate import SchemaStatus, downgrade, upgrade
 from .records import Removed, SearchHit, SessionInfo, SessionPage
-from .sdk_import import ImportReport, import_sdk
 from .search import (
     Embedder,
     HashingEmbedder,
@@ -37,8 +39,8 @@ from .search import (
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
 )
-from .session import SQLAlchemySession
-from .store import SessionStore
+from .services.importer import ImportReport, import_sdk
+from .store import SessionStore, SQLAlchemySession
 from .tables import TableNames
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "DatabaseError",
     "DecryptionError",
     "Embedder",
+    "EmbedderError",
     "HashingEmbedder",
     "ImportReport",
     "InvalidKeyError",
@@ -57,12 +60,14 @@ __all__ = [
     "KeyProviderError",
     "KeyringError",
     "LibraryTables",
+    "MissingExtraError",
     "Model2VecEmbedder",
     "OpenAIEmbedder",
     "Removed",
     "SQLAlchemySession",
     "SchemaError",
     "SchemaStatus",
+    "SearchError",
     "SearchHit",
     "SentenceTransformerEmbedder",
     "SessionInfo",

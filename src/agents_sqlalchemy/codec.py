@@ -16,7 +16,6 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -34,7 +33,7 @@ from .crypto import (
     unwrap_data_key,
 )
 from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
-from .repository import Candidates, NewItem, SessionKey, StoredItem
+from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 
 # Opened vectors a sealed store keeps in memory (about 1 KB each for the default embedder).
 VECTOR_CACHE = 100_000
@@ -84,15 +83,6 @@ def where(key: SessionKey, seq: int | None) -> str:
     """How errors name an item (by its sequence number) or a state, and its session."""
     what = "state" if seq is None else f"item #{seq}"
     return f"{what} of session {key.session_id[:80]!r}"
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    """What search keeps of one item: its term counts and its vector under one model."""
-
-    terms: Mapping[str, int]
-    vector: bytes
-    model_id: str
 
 
 class Codec(Protocol):

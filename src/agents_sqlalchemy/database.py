@@ -15,22 +15,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
+from .aio import settle
 from .engines import EngineSource, sqlite_pragmas
 from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
+
+
+@contextlib.contextmanager
+def database_errors(url: URL, what: str) -> Iterator[None]:
+    """Turn the driver's failures into `DatabaseError`; the library's own errors pass through."""
+    try:
+        yield
+    except AgentsSQLAlchemyError:
+        raise
+    except DBAPIError as exc:
+        raise DatabaseError(f"{what}, nothing was changed: {exc.orig}") from exc
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise DatabaseError(f"cannot reach the database {url!r}: {exc}") from exc
+
+
+def advisory_lock(conn: Connection, name: str) -> None:
+    """Take PostgreSQL's transaction-scoped advisory lock named `name` (a 64-bit hash of it)."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    key = int.from_bytes(digest, "big", signed=True)
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 class Database:
@@ -39,7 +61,8 @@ class Database:
     Example::
 
         db = Database("agent.db")
-        count = await db.run(lambda conn: conn.execute(text("SELECT 1")).scalar(), write=False)
+        one = await db.read(lambda conn: conn.execute(text("SELECT 1")).scalar())
+        await db.write(lambda conn: conn.execute(text("CREATE TABLE t (x INT)")))
         await db.close()
     """
 
@@ -87,25 +110,29 @@ class Database:
         """An `AsyncEngine` on this database for the running loop (the app's, if it gave one)."""
         return self._source.get_unbound()
 
+    async def read(self, work: Work[T]) -> T:
+        """Run `work(connection)` in one transaction that is not committed."""
+        return await self.run(work, write=False)
+
+    async def write(self, work: Work[T]) -> T:
+        """Run `work(connection)` in one transaction, committed if it raises nothing.
+
+        A caller cancelled meanwhile still waits for the outcome (`settle`): the write
+        committed or rolled back, never "maybe".
+        """
+        return await settle(self.run(work, write=True))
+
     async def run(self, work: Work[T], *, write: bool) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error).
 
         Database failures become `DatabaseError`; the transaction is rolled back.
         """
-        try:
+        with database_errors(self.url, f"{self.dialect_name} error"):
             if self._sync is not None:
                 return await asyncio.to_thread(self._run_in_thread, work, write)
             engine = self._source.get()
             async with engine.begin() if write else engine.connect() as conn:
                 return await conn.run_sync(work)
-        except AgentsSQLAlchemyError:
-            raise
-        except DBAPIError as exc:
-            raise DatabaseError(
-                f"{self.dialect_name} error, nothing was changed: {exc.orig}"
-            ) from exc
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
 
     def _run_in_thread(self, work: Work[T], write: bool) -> T:
         assert self._sync is not None

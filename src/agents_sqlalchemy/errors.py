@@ -1,4 +1,26 @@
-"""The library's exception hierarchy: everything it raises derives from `AgentsSQLAlchemyError`.
+"""The library's exceptions: everything it raises derives from `AgentsSQLAlchemyError`.
+
+The tree::
+
+    AgentsSQLAlchemyError
+    ├── ConfigurationError (ValueError) ...... an option is invalid: URL, table name, limit
+    │   ├── InvalidSessionIdError ............ a session id that cannot be stored
+    │   └── InvalidKeyError .................. `key` is not a passphrase, 32 bytes or a provider
+    ├── ItemError (ValueError) ............... an item, metadata or state is not storable JSON
+    ├── CorruptItemError ..................... a stored row does not read back as an item
+    │   └── TamperedItemError ................ (also a DecryptionError) sealed bytes moved/altered
+    ├── DecryptionError ...................... sealed bytes fail authentication
+    │   └── TamperedItemError
+    ├── SchemaError .......................... the tables are missing or at another revision
+    ├── DatabaseError ........................ the database failed or went away; rolled back
+    ├── KeyringError ......................... the keyring cannot be used
+    │   └── WrongKeyError .................... the key does not open this database
+    ├── KeyProviderError ..................... a KMS or secret manager failed
+    └── SearchError .......................... search could not run
+        ├── EmbedderError (ValueError) ....... an embedder returned vectors of the wrong shape
+        └── MissingExtraError (ImportError) .. an optional package is not installed
+
+Nothing that raises one of these has changed what is stored.
 
 Example::
 
@@ -61,3 +83,15 @@ class DecryptionError(AgentsSQLAlchemyError):
 
 class TamperedItemError(DecryptionError, CorruptItemError):
     """An item's ciphertext or wrapped key fails to open at its place; it is never skipped."""
+
+
+class SearchError(AgentsSQLAlchemyError):
+    """Search could not run: base class of the search layer's errors."""
+
+
+class EmbedderError(SearchError, ValueError):
+    """An embedder returned vectors of the wrong shape, or was given text it cannot embed."""
+
+
+class MissingExtraError(SearchError, ImportError):
+    """An optional package is not installed; the message names the extra that brings it."""

@@ -24,12 +24,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .aio import holding
+from .database import Database, database_errors
 from .engines import EngineSource, normalize_url
-from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError
+from .errors import ConfigurationError, DatabaseError
 from .migrations.config import alembic_config, head_revision
 from .schema_status import SchemaStatus, schema_status
 from .tables import TableNames
@@ -39,15 +39,17 @@ __all__ = [
     "check",
     "current",
     "downgrade",
+    "ensure_schema",
     "head_revision",
-    "run_command",
     "schema_status",
     "stamp",
     "upgrade",
-    "upgrade_on",
     "upgrade_sql",
     "upgrade_sync",
 ]
+
+# Pauses between attempts of a store's first `create_tables` while another creator finishes.
+CREATE_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 # -- running Alembic commands --------------------------------------------------------------------
@@ -78,13 +80,8 @@ async def run_command(
             raise ConfigurationError(f"migrations: {exc}") from exc
 
 
-async def upgrade_on(conn: AsyncConnection, tables: TableNames, revision: str = "head") -> None:
-    """Upgrade through a connection the caller holds (and commits), e.g. the repository's."""
-    await run_command(conn, tables, lambda cfg: command.upgrade(cfg, revision))
-
-
 def upgrade_sync(connection: Connection, tables: TableNames, revision: str = "head") -> None:
-    """`upgrade_on` for a synchronous connection, from a worker thread (never an event loop).
+    """`upgrade` through a synchronous connection the caller holds, from a worker thread.
 
     Example::
 
@@ -103,21 +100,46 @@ def upgrade_unlocked(connection: Connection, tables: TableNames, revision: str =
         raise ConfigurationError(f"migrations: {exc}") from exc
 
 
+async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> None:
+    """Raise `SchemaError` unless the schema is at head; with `create`, migrate it there.
+
+    What a store runs once before its first operation. `create` runs the migrations and
+    stamps their version table (never `create_all`), so a later `upgrade` is a no-op.
+    Creators racing in other tasks, threads or processes wait for each other (an advisory
+    lock on PostgreSQL, the write lock on SQLite); a failed attempt is retried, with
+    backoff, until the other one has finished.
+    """
+
+    def migrate(conn: Connection) -> SchemaStatus:
+        status = schema_status(conn, tables)
+        if create and status.state in ("missing", "behind"):
+            upgrade_unlocked(conn, tables)
+            status = schema_status(conn, tables)
+        return status
+
+    for delay in (*CREATE_RETRY_DELAYS, None):
+        try:
+            async with migration_lock():
+                status = await (db.write(migrate) if create else db.read(migrate))
+            break
+        except DatabaseError:
+            if not create or delay is None:
+                raise
+            await asyncio.sleep(delay)
+    if not status.at_head:
+        raise status.error(db.url)
+
+
 @asynccontextmanager
 async def _connection(
     url_or_engine: str | Path | URL | AsyncEngine, *, write: bool
 ) -> AsyncIterator[AsyncConnection]:
     source = EngineSource(url_or_engine, None)
     try:
-        engine = source.get()
-        async with engine.begin() if write else engine.connect() as conn:
-            yield conn
-    except AgentsSQLAlchemyError:
-        raise
-    except DBAPIError as exc:
-        raise DatabaseError(f"migrations failed, nothing was changed: {exc.orig}") from exc
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise DatabaseError(f"cannot reach the database {source.url!r}: {exc}") from exc
+        with database_errors(source.url, "migrations failed"):
+            engine = source.get()
+            async with engine.begin() if write else engine.connect() as conn:
+                yield conn
     finally:
         await source.close()
 
@@ -135,7 +157,7 @@ async def upgrade(
         await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
     """
     async with _connection(url_or_engine, write=True) as conn:
-        await upgrade_on(conn, tables or TableNames(), revision)
+        await run_command(conn, tables or TableNames(), lambda cfg: command.upgrade(cfg, revision))
 
 
 async def downgrade(

@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from .errors import ConfigurationError
 from .tables import TableNames
 
 # Constraint names include the table name, so they follow custom table names.
@@ -57,7 +58,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError("naive datetime: pass a timezone-aware value")
+            raise ConfigurationError("naive datetime: pass a timezone-aware value")
         value = value.astimezone(timezone.utc)
         # SQLite keeps text: store naive UTC so that text order is time order.
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value

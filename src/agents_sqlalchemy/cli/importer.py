@@ -12,7 +12,7 @@ from typing import Any, get_args
 
 import click
 
-from ..sdk_import import Order, import_sdk
+from ..services.importer import Order, import_sdk
 from ..tables import TableNames
 from .options import database_options, key_options, run
 

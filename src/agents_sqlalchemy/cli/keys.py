@@ -21,7 +21,8 @@ import click
 
 from ..crypto import Key, same_key
 from ..engines import normalize_url
-from ..store import ROTATE_BATCH, SessionStore
+from ..services import ROTATE_BATCH
+from ..store import SessionStore
 from ..tables import TableNames
 from .importer import ProgressBar
 from .options import ENV_PREFIX, KEY_ENV, database_options, run

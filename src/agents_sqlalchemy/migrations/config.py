@@ -8,7 +8,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
@@ -20,6 +19,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import MetaData, Table, text
 from sqlalchemy.engine import Connection
 
+from ..database import advisory_lock
 from ..errors import ConfigurationError
 from ..tables import ROLES, TableNames
 
@@ -91,13 +91,6 @@ def head_revision() -> str:
 # -- around the revisions -------------------------------------------------------
 
 
-def lock_key(tables: TableNames) -> int:
-    """A PostgreSQL advisory-lock key for migrating one set of tables (a signed 64-bit int)."""
-    name = f"agents_sqlalchemy:{tables.schema or ''}.{tables.version_table}"
-    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
 def prepare_connection(connection: Connection, tables: TableNames) -> None:
     """Serialise migrators, then create the schema if it is missing.
 
@@ -105,7 +98,7 @@ def prepare_connection(connection: Connection, tables: TableNames) -> None:
     write lock, so a second migrator waits (busy timeout) and then finds the work done.
     """
     if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(tables)})
+        advisory_lock(connection, f"agents_sqlalchemy:{tables.schema or ''}.{tables.version_table}")
         if tables.schema:
             connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{tables.schema}"'))
     elif connection.dialect.name == "sqlite":

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Table, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -16,6 +14,7 @@ from sqlalchemy.engine import Connection
 from ..database import Database
 from ..errors import ConfigurationError
 from ..models import Models
+from ..types import NewItem, SessionKey, StoredItem
 
 T = TypeVar("T")
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
@@ -24,48 +23,6 @@ SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 def utcnow() -> datetime:
     """The repository's clock (tests move it)."""
     return datetime.now(timezone.utc)
-
-
-@dataclass(frozen=True)
-class SessionKey:
-    """How the repository finds a session: the SDK id and its SHA-256, plus first-write values."""
-
-    session_id: str
-    hash: str
-    user_id: str | None = None
-    metadata: dict[str, Any] | None = None
-
-    @classmethod
-    def of(cls, session_id: str, **first_write: Any) -> SessionKey:
-        digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
-        return cls(session_id, digest, **first_write)
-
-
-@dataclass(frozen=True)
-class NewItem:
-    """One item as it will be stored: JSON text, or ciphertext with its wrapped data key."""
-
-    payload: str | None = None
-    ciphertext: bytes | None = None
-    wrapped_key: bytes | None = None
-    kek_id: str | None = None
-    # What search needs, deleted with the item: term -> count, and one embedding.
-    terms: Mapping[str, int] | None = None
-    vector: bytes | None = None
-    model_id: str | None = None
-
-
-class StoredItem(NamedTuple):
-    """One item as read back: its place, and its JSON text or its sealed form.
-
-    A named tuple: reads make one per row, and a frozen dataclass costs three times as much.
-    """
-
-    seq: int
-    payload: str | None
-    ciphertext: bytes | None = None
-    wrapped_key: bytes | None = None
-    kek_id: str | None = None
 
 
 class RepositoryBase:
@@ -98,9 +55,8 @@ class RepositoryBase:
         older copies of those pages until it is checkpointed and truncated. No-op elsewhere.
         """
         if self._db.dialect_name == "sqlite":
-            await self._db.run(
-                lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all(),
-                write=False,
+            await self._db.read(
+                lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all()
             )
 
     def _live(self, now: datetime) -> ColumnElement[bool]:

@@ -9,8 +9,8 @@ from typing import TypeVar
 from sqlalchemy import delete
 from sqlalchemy.engine import Connection
 
-from ..aio import settle
-from .base import NewItem, RepositoryBase, SessionKey, StoredItem
+from ..types import NewItem, SessionKey, StoredItem
+from .base import RepositoryBase
 
 T = TypeVar("T")
 
@@ -30,9 +30,7 @@ class ItemOps(RepositoryBase):
         `build(first_seq)` makes the rows once their numbers are known (sealing binds them).
         """
         if count:
-            await settle(
-                self._db.run(lambda conn: self._append(conn, key, count, build, ttl), write=True)
-            )
+            await self._db.write(lambda conn: self._append(conn, key, count, build, ttl))
 
     def _append(
         self,
@@ -71,7 +69,7 @@ class ItemOps(RepositoryBase):
 
     async def read(self, key: SessionKey, limit: int | None) -> list[StoredItem]:
         """Live items in order; with a limit, the latest `limit` of them."""
-        return await self._db.run(lambda conn: self._read(conn, key, limit), write=False)
+        return await self._db.read(lambda conn: self._read(conn, key, limit))
 
     def _read(self, conn: Connection, key: SessionKey, limit: int | None) -> list[StoredItem]:
         items = self._items
@@ -86,7 +84,7 @@ class ItemOps(RepositoryBase):
 
     async def pop(self, key: SessionKey, decode: Callable[[StoredItem], T]) -> T | None:
         """Remove the latest live item and return it decoded; a decode error keeps it stored."""
-        return await settle(self._db.run(lambda conn: self._pop(conn, key, decode), write=True))
+        return await self._db.write(lambda conn: self._pop(conn, key, decode))
 
     def _pop(
         self, conn: Connection, key: SessionKey, decode: Callable[[StoredItem], T]
@@ -110,7 +108,7 @@ class ItemOps(RepositoryBase):
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""
-        return await settle(self._db.run(lambda conn: self._clear(conn, key), write=True))
+        return await self._db.write(lambda conn: self._clear(conn, key))
 
     def _clear(self, conn: Connection, key: SessionKey) -> int:
         session_pk = self._lock_existing(conn, key, self._now())

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, select, text, update
+from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection
 
-from ..aio import settle
+from ..database import advisory_lock
 from .base import RepositoryBase
 
 
@@ -23,9 +22,7 @@ class KeyringOps(RepositoryBase):
     async def keyring_rows(self) -> list[dict[str, Any]]:
         """Every keyring row, oldest first, as mappings."""
         query = select(self._keyring).order_by(self._keyring.c.created_at)
-        return await self._db.run(
-            lambda conn: [dict(row._mapping) for row in conn.execute(query)], write=False
-        )
+        return await self._db.read(lambda conn: [dict(row._mapping) for row in conn.execute(query)])
 
     async def add_keyring(self, row: dict[str, Any], *, retire: str | None = None) -> bool:
         """Insert a keyring row and make it the active one.
@@ -34,7 +31,7 @@ class KeyringOps(RepositoryBase):
         without, the row goes in only if no row is active yet (two stores racing to create
         the keyring: one wins, and the other opens the winner's). Returns whether it went in.
         """
-        return await settle(self._db.run(lambda conn: self._add(conn, row, retire), write=True))
+        return await self._db.write(lambda conn: self._add(conn, row, retire))
 
     def _add(self, conn: Connection, row: dict[str, Any], retire: str | None) -> bool:
         keyring = self._keyring
@@ -53,9 +50,7 @@ class KeyringOps(RepositoryBase):
     def _lock_keyring(self, conn: Connection) -> None:
         """Serialise keyring writers: an advisory lock on PostgreSQL, the write lock on SQLite."""
         if conn.dialect.name == "postgresql":
-            name = f"agents_sqlalchemy.keyring:{self._keyring.fullname}".encode()
-            lock = int.from_bytes(hashlib.blake2b(name, digest_size=8).digest(), "big", signed=True)
-            conn.execute(text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": lock})
+            advisory_lock(conn, f"agents_sqlalchemy.keyring:{self._keyring.fullname}")
         else:
             conn.execute(update(self._keyring).values(kind=self._keyring.c.kind))
 
@@ -63,21 +58,19 @@ class KeyringOps(RepositoryBase):
         """How many item keys are wrapped by `kek_id`."""
         keys = self._item_keys
         query = select(func.count()).select_from(keys).where(keys.c.kek_id == kek_id)
-        return await self._db.run(lambda conn: int(conn.execute(query).scalar_one()), write=False)
+        return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def has_plaintext_items(self) -> bool:
         """Whether any item is stored as JSON text (the database was used without a key)."""
         items = self._items
         query = select(items.c.id).where(items.c.payload.is_not(None)).limit(1)
-        return await self._db.run(lambda conn: conn.execute(query).first() is not None, write=False)
+        return await self._db.read(lambda conn: conn.execute(query).first() is not None)
 
     async def rewrap_keys(
         self, old: str, new: str, rewrap: Callable[[list[bytes]], list[bytes]], batch: int
     ) -> int:
         """Re-wrap up to `batch` item keys from kek `old` to `new`, in one transaction."""
-        return await settle(
-            self._db.run(lambda conn: self._rewrap_keys(conn, old, new, rewrap, batch), write=True)
-        )
+        return await self._db.write(lambda conn: self._rewrap_keys(conn, old, new, rewrap, batch))
 
     def _rewrap_keys(
         self,
@@ -110,9 +103,7 @@ class KeyringOps(RepositoryBase):
         self, rewrap: Callable[[bytes], bytes], after: int, batch: int
     ) -> int | None:
         """Re-wrap sealed states of sessions with id > `after`; return the last id, or None."""
-        return await settle(
-            self._db.run(lambda conn: self._rewrap_states(conn, rewrap, after, batch), write=True)
-        )
+        return await self._db.write(lambda conn: self._rewrap_states(conn, rewrap, after, batch))
 
     def _rewrap_states(
         self, conn: Connection, rewrap: Callable[[bytes], bytes], after: int, batch: int
@@ -135,7 +126,7 @@ class KeyringOps(RepositoryBase):
 
     async def finish_rotation(self, old: str) -> bool:
         """Delete the retired keyring row `old` if no item key refers to it any more."""
-        return await settle(self._db.run(lambda conn: self._finish(conn, old), write=True))
+        return await self._db.write(lambda conn: self._finish(conn, old))
 
     def _finish(self, conn: Connection, old: str) -> bool:
         self._lock_keyring(conn)

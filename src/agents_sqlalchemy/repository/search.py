@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import ColumnElement, Float, cast, delete, exists, extract, func, null, select
 from sqlalchemy.engine import Connection, Result
 
-from ..aio import settle
-from .base import NewItem, RepositoryBase, SessionKey, StoredItem
+from ..types import Candidates, NewItem, Postings, Scope, SessionKey, StoredItem, Unindexed
+from .base import RepositoryBase
 
 # Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
 IN_BATCH = 5000
@@ -29,79 +28,6 @@ def _columns(result: Result[Any], width: int) -> list[list[Any]]:
         for column, values in zip(columns, zip(*part, strict=True), strict=True):
             column.extend(values)
     return columns
-
-
-@dataclass
-class Candidates:
-    """Items that search may rank, column by column: where each is, and its (sealed) vector.
-
-    `positions` order them by age: the `seq` within a session, `created_at` in epoch seconds
-    across sessions. A vector is None where it was not read (see `candidates`), a wrapped
-    key None in a plaintext store.
-    """
-
-    item_pks: list[int]
-    session_hashes: list[str]
-    seqs: list[int]
-    positions: list[float]
-    vectors: list[bytes | None]
-    wrapped_keys: list[bytes | None]
-
-    @classmethod
-    def of(cls, columns: list[list[Any]]) -> Candidates:
-        """From columns item_pk, session_hash, seq, position, vector, wrapped_key."""
-        return cls(*columns)
-
-    def __len__(self) -> int:
-        return len(self.item_pks)
-
-    def take(self, indexes: Iterable[int], vectors: Sequence[bytes | None]) -> Candidates:
-        """The candidates at `indexes`, with these vectors."""
-        at = list(indexes)
-        return Candidates(
-            [self.item_pks[i] for i in at],
-            [self.session_hashes[i] for i in at],
-            [self.seqs[i] for i in at],
-            [self.positions[i] for i in at],
-            list(vectors),
-            [self.wrapped_keys[i] for i in at],
-        )
-
-    def extend(self, other: Candidates) -> None:
-        """Add `other`'s candidates after these."""
-        self.item_pks += other.item_pks
-        self.session_hashes += other.session_hashes
-        self.seqs += other.seqs
-        self.positions += other.positions
-        self.vectors += other.vectors
-        self.wrapped_keys += other.wrapped_keys
-
-
-@dataclass(frozen=True)
-class Postings:
-    """Term postings, column by column: item `item_pks[i]` holds `terms[i]` `counts[i]` times."""
-
-    item_pks: list[int]
-    terms: list[str]
-    counts: list[int]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which items a search looks at: one session, one user's sessions, or all."""
-
-    session: SessionKey | None = None
-    user_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Unindexed:
-    """A live item that has no vector of the current embedding model yet."""
-
-    item_pk: int
-    session_pk: int
-    key: SessionKey
-    stored: StoredItem
 
 
 class SearchOps(RepositoryBase):
@@ -156,7 +82,7 @@ class SearchOps(RepositoryBase):
         def work(conn: Connection) -> Candidates:
             return Candidates.of(_columns(conn.execute(query), 6))
 
-        return await self._db.run(work, write=False)
+        return await self._db.read(work)
 
     async def vectors(self, item_pks: list[int], model_id: str) -> dict[int, bytes]:
         """The stored vectors of `model_id` of these items (those still there)."""
@@ -172,7 +98,7 @@ class SearchOps(RepositoryBase):
                 found.update((pk, vector) for pk, vector in conn.execute(query).all())
             return found
 
-        return await self._db.run(work, write=False)
+        return await self._db.read(work)
 
     async def positions(self, scope: Scope, item_pks: list[int]) -> Candidates:
         """These items, if still live, as candidates without a vector (keyword matches only)."""
@@ -194,7 +120,7 @@ class SearchOps(RepositoryBase):
                 found.extend(Candidates.of(_columns(conn.execute(query), 6)))
             return found
 
-        return await self._db.run(work, write=False)
+        return await self._db.read(work)
 
     async def postings(self, scope: Scope, terms: Collection[str]) -> Postings:
         """Every item in scope holding one of `terms`: which, which term, how often.
@@ -219,7 +145,7 @@ class SearchOps(RepositoryBase):
         def work(conn: Connection) -> Postings:
             return Postings(*_columns(conn.execute(query), 3))
 
-        return await self._db.run(work, write=False)
+        return await self._db.read(work)
 
     async def hit_rows(self, item_pks: list[int]) -> dict[int, tuple[SessionKey, StoredItem]]:
         """The items behind the hits, with their sessions, by primary key."""
@@ -237,7 +163,7 @@ class SearchOps(RepositoryBase):
                 for row in conn.execute(query)
             }
 
-        return await self._db.run(work, write=False)
+        return await self._db.read(work)
 
     async def count_unindexed(self, model_id: str) -> int:
         """How many live items have no vector of `model_id` (what `reindex` will go over)."""
@@ -246,7 +172,7 @@ class SearchOps(RepositoryBase):
             embeddings.c.item_pk == items.c.id, embeddings.c.model_id == model_id
         )
         query = select(func.count()).select_from(items).where(~indexed, self._live(self._now()))
-        return await self._db.run(lambda conn: int(conn.execute(query).scalar_one()), write=False)
+        return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def unindexed(self, model_id: str, batch: int, after: int) -> list[Unindexed]:
         """Up to `batch` live items after pk `after` without a vector of `model_id`, in order."""
@@ -267,12 +193,12 @@ class SearchOps(RepositoryBase):
                 for row in conn.execute(query)
             ]
 
-        return await self._db.run(work, write=False)
+        return await self._db.read(work)
 
     async def replace_index(self, entries: list[tuple[int, int, NewItem]]) -> None:
         """Index `(item_pk, session_pk, NewItem)` entries anew: their old terms and vectors go."""
         if entries:
-            await settle(self._db.run(lambda conn: self._replace(conn, entries), write=True))
+            await self._db.write(lambda conn: self._replace(conn, entries))
 
     def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         pks = [item_pk for item_pk, _, _ in entries]
@@ -299,6 +225,4 @@ class SearchOps(RepositoryBase):
         """Delete vectors of every other embedding model; return how many."""
         vectors = self._embeddings
         statement = delete(vectors).where(vectors.c.model_id != model_id)
-        return await settle(
-            self._db.run(lambda conn: int(conn.execute(statement).rowcount), write=True)
-        )
+        return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))

@@ -12,10 +12,10 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from ..aio import settle
 from ..errors import ConfigurationError
 from ..models import UTCDateTime
-from .base import RepositoryBase, SessionKey
+from ..types import SessionKey
+from .base import RepositoryBase
 
 
 class SessionOps(RepositoryBase):
@@ -41,7 +41,7 @@ class SessionOps(RepositoryBase):
     async def describe(self, key: SessionKey) -> Any:
         """The session's row with its live item count, or None."""
         query = self._described(self._now()).where(self._sessions.c.session_hash == key.hash)
-        return await self._db.run(lambda conn: conn.execute(query).one_or_none(), write=False)
+        return await self._db.read(lambda conn: conn.execute(query).one_or_none())
 
     async def list_sessions(
         self,
@@ -70,7 +70,7 @@ class SessionOps(RepositoryBase):
                 < tuple_(literal(after[0], UTCDateTime()), literal(after[1]))
             )
         query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(limit)
-        return await self._db.run(lambda conn: list(conn.execute(query)), write=False)
+        return await self._db.read(lambda conn: list(conn.execute(query)))
 
     def _metadata_equals(self, name: str, value: object) -> ColumnElement[bool]:
         """`metadata[name] == value` with JSON's types: 7 matches 7, never "7" or true."""
@@ -94,7 +94,7 @@ class SessionOps(RepositoryBase):
         query = select(*(sessions.c[name] for name in columns)).where(
             sessions.c.session_hash == key.hash
         )
-        return await self._db.run(lambda conn: conn.execute(query).one_or_none(), write=False)
+        return await self._db.read(lambda conn: conn.execute(query).one_or_none())
 
     async def update_session(
         self,
@@ -103,9 +103,7 @@ class SessionOps(RepositoryBase):
         columns: tuple[str, ...],
     ) -> None:
         """Read `columns` of the session under its lock (creating its row), write `change(row)`."""
-        await settle(
-            self._db.run(lambda conn: self._update_session(conn, key, change, columns), write=True)
-        )
+        await self._db.write(lambda conn: self._update_session(conn, key, change, columns))
 
     def _update_session(
         self,
@@ -148,8 +146,8 @@ class SessionOps(RepositoryBase):
         """
         total_sessions = total_items = 0
         while True:
-            deleted_sessions, deleted_items = await settle(
-                self._db.run(lambda conn: self._delete_batch(conn, where, batch), write=True)
+            deleted_sessions, deleted_items = await self._db.write(
+                lambda conn: self._delete_batch(conn, where, batch)
             )
             total_sessions += deleted_sessions
             total_items += deleted_items
@@ -178,9 +176,7 @@ class SessionOps(RepositoryBase):
         """Delete expired items in batches; return how many."""
         total = 0
         while True:
-            removed = await settle(
-                self._db.run(lambda conn: self._purge_batch(conn, batch), write=True)
-            )
+            removed = await self._db.write(lambda conn: self._purge_batch(conn, batch))
             total += removed
             if removed < batch:
                 return total

@@ -20,6 +20,7 @@ On search::
 `MemoryIndex` does exactly this in memory; read it as the reference.
 """
 
+from ..errors import EmbedderError, MissingExtraError, SearchError
 from .embedders import (
     Embedder,
     embed_documents,
@@ -29,7 +30,6 @@ from .embedders import (
     pack_vectors,
     unpack_vectors,
 )
-from .errors import EmbedderError, MissingExtraError, SearchError
 from .hashing import HashingEmbedder
 from .memory import IndexedItem, MemoryIndex
 from .model2vec_embedder import Model2VecEmbedder

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import MissingExtraError
+from ..errors import MissingExtraError
 
 
 def require(module: str, extra: str, what: str) -> Any:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .errors import EmbedderError
+from ..errors import EmbedderError
 
 #: What `embed`/`embed_queries` may return: one row per text.
 VectorBatch: TypeAlias = "npt.NDArray[Any] | Sequence[Sequence[float]]"

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, EmbedderError
 from ._extras import require
-from .errors import EmbedderError
 
 # Native sizes of the current models; others need `dimensions`.
 KNOWN_DIMENSIONS = {

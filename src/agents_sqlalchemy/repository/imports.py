@@ -1,0 +1,196 @@
+"""The SQL of adopting the SDK's own tables: reading them, and writing one session of ours.
+
+`SdkSource` reads the tables of the SDK's `SQLiteSession`/`SQLAlchemySession` (a SQLite
+file is opened read-only); `ImportOps.import_session` writes one whole session in one
+transaction, unless the target already has it.
+
+Example::
+
+    source = SdkSource("conversations.db", "agent_sessions", "agent_messages")
+    for group in await source.groups():
+        rows = await source.rows(group.session_id, order="auto")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from ..engines import normalize_url
+from ..errors import ConfigurationError
+from ..types import NewItem, SessionKey
+from .base import RepositoryBase
+
+Order = Literal["auto", "id", "created_at"]
+CHUNK = 500
+
+
+class SdkSource:
+    """The SDK's two tables in a source database, read in the SDK's own order."""
+
+    def __init__(
+        self, source: str | Path | URL | AsyncEngine, sessions_table: str, messages_table: str
+    ) -> None:
+        metadata = MetaData()  # the columns the SDK's two classes both create
+        self._sessions = Table(
+            sessions_table,
+            metadata,
+            Column("session_id", String),
+            Column("created_at", DateTime),
+            Column("updated_at", DateTime),
+        )
+        self._messages = Table(
+            messages_table,
+            metadata,
+            Column("id", Integer),
+            Column("session_id", String),
+            Column("message_data", Text),
+            Column("created_at", DateTime),
+        )
+        self._engine, self._owned = _source_engine(source)
+
+    async def close(self) -> None:
+        """Dispose the engine made here (an engine passed in stays open)."""
+        if self._owned:
+            await self._engine.dispose()
+
+    async def order(self) -> Order:
+        """The SDK's reading order: by `id` (`SQLiteSession`) or `created_at` then id."""
+        async with self._engine.connect() as conn:
+            return await conn.run_sync(self._detect_order)
+
+    def _detect_order(self, conn: Connection) -> Order:
+        inspector = inspect(conn)
+        for table in (self._sessions, self._messages):
+            if not inspector.has_table(table.name):
+                raise ConfigurationError(f"the source has no table {table.name!r}")
+        indexes = {index["name"] for index in inspector.get_indexes(self._messages.name)}
+        return "id" if f"idx_{self._messages.name}_session_id" in indexes else "created_at"
+
+    async def groups(self) -> Sequence[Any]:
+        """One row per session with messages: session_id, messages, first and last time."""
+        sessions, messages = self._sessions, self._messages
+        joined = messages.outerjoin(sessions, sessions.c.session_id == messages.c.session_id)
+        query = (
+            select(
+                messages.c.session_id,
+                func.count().label("messages"),
+                func.coalesce(sessions.c.created_at, func.min(messages.c.created_at)).label(
+                    "first"
+                ),
+                func.coalesce(sessions.c.updated_at, func.max(messages.c.created_at)).label("last"),
+            )
+            .select_from(joined)
+            .group_by(messages.c.session_id, sessions.c.created_at, sessions.c.updated_at)
+            .order_by(messages.c.session_id)
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query)).all()
+
+    async def rows(self, session_id: str, order: Order) -> Sequence[Any]:
+        """The session's messages (message_data, created_at), in the SDK's order."""
+        messages = self._messages
+        columns = [messages.c.id] if order == "id" else [messages.c.created_at, messages.c.id]
+        query = (
+            select(messages.c.message_data, messages.c.created_at)
+            .where(messages.c.session_id == session_id)
+            .order_by(*columns)
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query)).all()
+
+
+def _source_engine(source: str | Path | URL | AsyncEngine) -> tuple[AsyncEngine, bool]:
+    """An engine on the source; a SQLite file is opened read-only, so it stays untouched."""
+    if isinstance(source, AsyncEngine):
+        return source, False
+    url = normalize_url(source)
+    path = url.database
+    if (
+        url.get_backend_name() == "sqlite"
+        and path
+        and path != ":memory:"
+        and "uri" not in url.query
+    ):
+        if not Path(path).is_file():
+            raise ConfigurationError(f"no SQLite database at {path!r}")
+        url = url.set(
+            database=f"file:{quote(path)}", query={**url.query, "mode": "ro", "uri": "true"}
+        )
+    return create_async_engine(url, poolclass=NullPool), True
+
+
+class ImportOps(RepositoryBase):
+    """Writes a session copied from elsewhere, whole, in one transaction."""
+
+    async def import_session(
+        self,
+        key: SessionKey,
+        created: tuple[datetime, datetime],
+        items: Sequence[tuple[datetime, NewItem]],
+    ) -> bool:
+        """Write a new session with these items (and their times); False if it exists."""
+        return await self._db.write(lambda conn: self._import(conn, key, created, items))
+
+    def _import(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        created: tuple[datetime, datetime],
+        items: Sequence[tuple[datetime, NewItem]],
+    ) -> bool:
+        sessions = self._sessions
+        first, last = created
+        claim = (
+            self._upsert(sessions)
+            .values(
+                session_id=key.session_id,
+                session_hash=key.hash,
+                next_seq=0,
+                created_at=first,
+                updated_at=max(first, last),
+            )
+            .on_conflict_do_nothing(index_elements=[sessions.c.session_hash])
+            .returning(sessions.c.id)
+        )
+        session_pk = conn.execute(claim).scalar_one_or_none()
+        if session_pk is None:
+            return False
+        rows = [
+            {
+                "session_pk": session_pk,
+                "seq": seq,
+                "created_at": when,
+                "expires_at": None,
+                "payload": item.payload,
+                "ciphertext": item.ciphertext,
+            }
+            for seq, (when, item) in enumerate(items, 1)
+        ]
+        for start in range(0, len(rows), CHUNK):
+            chunk = [item for _, item in items[start : start + CHUNK]]
+            conn.execute(self._items.insert(), rows[start : start + CHUNK])
+            if any(item.wrapped_key for item in chunk):
+                self._add_keys_by_seq(conn, session_pk, start + 1, chunk)
+        conn.execute(update(sessions).where(sessions.c.id == session_pk).values(next_seq=len(rows)))
+        return True

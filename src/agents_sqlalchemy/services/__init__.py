@@ -1,0 +1,93 @@
+"""The store's parts, one concern each, composed over one database and one set of tables.
+
+`SessionStore` is a façade over a `Services`; each `SQLAlchemySession` of the store calls
+its `conversation` (and `searcher`) directly. Data flows down: services use the codec,
+the repository, the search layer and crypto, never the other way round.
+
+Example::
+
+    services = Services.build("agent.db", tables=TableNames(), key=None, ttl=None,
+                              embedder=HashingEmbedder(), create_tables=True)
+    await services.conversation.append(SessionKey.of("chat-1"), [{"role": "user"}])
+    await services.close()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..crypto import Key, validate_key
+from ..database import Database
+from ..errors import ConfigurationError
+from ..models import build_models
+from ..repository import Repository
+from ..search import Embedder
+from ..tables import TableNames
+from .conversation import Conversation
+from .keyring import ROTATE_BATCH, Keyring
+from .management import Management
+from .search import Searcher
+
+__all__ = ["ROTATE_BATCH", "Services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    """The database, its repository, and the services a store is made of."""
+
+    db: Database
+    repository: Repository
+    keyring: Keyring
+    conversation: Conversation
+    management: Management
+    searcher: Searcher | None
+
+    @classmethod
+    def build(
+        cls,
+        url_or_engine: str | Path | URL | AsyncEngine,
+        *,
+        tables: TableNames,
+        key: Key | None,
+        ttl: timedelta | None,
+        embedder: Embedder | None,
+        create_tables: bool,
+        engine_kwargs: dict[str, Any] | None = None,
+        sqlite_synchronous: str = "NORMAL",
+    ) -> Services:
+        """Compose the services of one store (no I/O: the database is met on first use)."""
+        key = None if key is None else validate_key(key)
+        db = Database(
+            url_or_engine, engine_kwargs=engine_kwargs, sqlite_synchronous=sqlite_synchronous
+        )
+        repository = Repository(db, build_models(tables), sealed=key is not None)
+        keyring = Keyring(db, repository, tables, key=key, create_tables=create_tables)
+        searcher = None if embedder is None else Searcher(repository, keyring, embedder)
+        return cls(
+            db=db,
+            repository=repository,
+            keyring=keyring,
+            conversation=Conversation(
+                repository, keyring, searcher.index if searcher else None, ttl=ttl
+            ),
+            management=Management(repository, keyring),
+            searcher=searcher,
+        )
+
+    def search(self) -> Searcher:
+        """The searcher; `ConfigurationError` when the store does not search."""
+        if self.searcher is None:
+            raise ConfigurationError(
+                "search is off for this store: pass search=True (or an Embedder) to SessionStore"
+            )
+        return self.searcher
+
+    async def close(self) -> None:
+        """Release the connections the database made; an engine passed in stays open."""
+        await self.db.close()

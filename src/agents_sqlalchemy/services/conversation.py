@@ -1,0 +1,135 @@
+"""One session's items, metadata and state: what `SQLAlchemySession` asks of the store.
+
+Items go in as JSON text (or sealed, by the codec), are indexed for search when the store
+searches, and come out in their per-session order. Removals destroy the items' keys.
+
+Example::
+
+    conversation = Conversation(repository, keyring, indexer, ttl=None)
+    await conversation.append(key, [{"role": "user", "content": "hi"}])
+    await conversation.read(key, limit=10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from ..codec import encode_item, encode_items
+from ..errors import ConfigurationError
+from ..repository import Repository
+from ..types import IndexEntry, SessionKey
+from ..validation import check_range, json_object
+from .keyring import Keyring
+
+#: Term counts and a vector per item (None for no text), or None when search is off.
+Indexer = Callable[[list[Any]], Awaitable[list[IndexEntry | None]]]
+
+
+class Conversation:
+    """The SDK protocol's four operations, and a session's owner, metadata and state."""
+
+    def __init__(
+        self,
+        repository: Repository,
+        keyring: Keyring,
+        index: Indexer | None,
+        *,
+        ttl: timedelta | None,
+    ) -> None:
+        self._repository = repository
+        self._keyring = keyring
+        self._index = index
+        self.ttl = ttl
+
+    async def read(self, key: SessionKey, limit: int | None) -> list[Any]:
+        """Live items of a session in order; with a limit, the latest `limit`."""
+        if limit is not None:
+            check_range("limit", limit, 0)
+            if limit == 0:
+                return []
+        codec = await self._keyring.ready()
+        return [codec.item(key, stored) for stored in await self._repository.read(key, limit)]
+
+    async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
+        """Append a batch, all or nothing; items expire after `ttl` (else the store's).
+
+        Search terms and vectors are computed before the write, never under its lock.
+        """
+        payloads = encode_items(items)
+        if not payloads:
+            return
+        codec = await self._keyring.ready()
+        index = await self._index(items) if self._index else None
+        await self._repository.append(
+            key,
+            len(payloads),
+            lambda first_seq: codec.rows(key, payloads, first_seq, index),
+            ttl or self.ttl,
+        )
+
+    async def pop(self, key: SessionKey) -> Any | None:
+        """Remove and return the latest live item, or None; its key is destroyed."""
+        codec = await self._keyring.ready()
+        async with self._keyring.scrubbing():
+            return await self._repository.pop(key, lambda stored: codec.item(key, stored))
+
+    async def clear(self, key: SessionKey) -> int:
+        """Delete every item of a session (and their keys); return how many."""
+        await self._keyring.ready()
+        async with self._keyring.scrubbing():
+            return await self._repository.clear(key)
+
+    async def metadata(self, key: SessionKey) -> dict[str, Any]:
+        """The session's metadata ({} when it has none or no row yet)."""
+        await self._keyring.ready()
+        row = await self._repository.read_session_columns(key, ("metadata",))
+        return dict(row.metadata or {}) if row else {}
+
+    async def update_metadata(self, key: SessionKey, values: dict[str, Any]) -> dict[str, Any]:
+        """Merge `values` into the session's metadata (a None value removes a name)."""
+        values = json_object(values) or {}
+        merged: dict[str, Any] = {}
+
+        def change(row: Any) -> dict[str, Any]:
+            merged.update(row.metadata or {})
+            merged.update(values)
+            for name in [name for name, value in values.items() if value is None]:
+                del merged[name]
+            return {"metadata": merged}
+
+        await self._keyring.ready()
+        await self._repository.update_session(key, change, ("metadata",))
+        return merged
+
+    async def set_user_id(self, key: SessionKey, user_id: str | None) -> None:
+        """Give the session to `user_id` (None: to nobody)."""
+        await self._keyring.ready()
+        await self._repository.update_session(key, lambda _: {"user_id": user_id}, ())
+
+    async def state(self, key: SessionKey) -> dict[str, Any]:
+        """The session's whole state mapping ({} when empty)."""
+        codec = await self._keyring.ready()
+        row = await self._repository.read_session_columns(key, codec.state_columns)
+        return codec.state(key, row) if row else {}
+
+    async def change_state(
+        self, key: SessionKey, name: str, value: Any = None, *, delete: bool = False
+    ) -> None:
+        """Set (or delete) one named state value, under the session's lock."""
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
+        if not delete:
+            encode_item({"value": value}, f"state {name!r}")  # ItemError before any write
+        codec = await self._keyring.ready()
+
+        def change(row: Any) -> dict[str, Any]:
+            state = codec.state(key, row)
+            if delete:
+                state.pop(name, None)
+            else:
+                state[name] = value
+            return codec.state_values(key, state)
+
+        await self._repository.update_session(key, change, codec.state_columns)

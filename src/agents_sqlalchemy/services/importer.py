@@ -1,0 +1,119 @@
+"""Adopting existing data: copy the SDK's own `SQLiteSession`/`SQLAlchemySession` tables.
+
+The source is only read (a SQLite file is opened read-only). Each session is copied in one
+transaction, in the SDK's own order, and a session already in the target is skipped, so an
+interrupted or repeated import is safe to run again. Items are encoded by the target's
+codec: with a key, they are sealed exactly as `SessionStore(target, key=...)` seals them.
+
+Example::
+
+    report = await import_sdk("conversations.db", "postgresql://app@db/app")
+    print(report.sessions, report.items)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..codec import encode_item
+from ..crypto import Key
+from ..repository import SdkSource
+from ..repository.imports import Order
+from ..tables import TableNames
+from ..validation import session_key
+from . import Services
+
+__all__ = ["ImportReport", "Order", "import_sdk"]
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import did: sessions and items copied, sessions skipped, rows not readable.
+
+    Example::
+
+        report = await import_sdk("conversations.db", "agent.db")
+        assert report.unreadable == 0, "some SDK rows were not JSON objects"
+    """
+
+    sessions: int = 0
+    items: int = 0
+    skipped_sessions: int = 0  # already in the target: an earlier import, or written since
+    unreadable: int = 0  # rows that are not a JSON object (the SDK skips them as well)
+
+
+async def import_sdk(
+    source: str | Path | URL | AsyncEngine,
+    target: str | Path | URL | AsyncEngine,
+    *,
+    tables: TableNames | None = None,
+    sessions_table: str = "agent_sessions",
+    messages_table: str = "agent_messages",
+    order: Order = "auto",
+    progress: Callable[[int, int], None] | None = None,
+    key: Key | None = None,
+) -> ImportReport:
+    """Copy every SDK session of `source` into the library's tables in `target`.
+
+    `order` is the SDK's reading order: `id` (`SQLiteSession`), `created_at` then id
+    (`SQLAlchemySession`), or `auto` (told apart by the index each creates). `progress` is
+    called with (rows done, rows in all) as sessions are copied. The target's schema must be
+    at head (`agents-sqlalchemy db upgrade`). `key` is the target's key: an encrypted target
+    refuses an import without it, and with it every item is sealed on the way in.
+
+    Example::
+
+        report = await import_sdk("conversations.db", "agent.db", messages_table="msgs")
+    """
+    reader = SdkSource(source, sessions_table, messages_table)
+    services = Services.build(
+        target, tables=tables or TableNames(), key=key, ttl=None, embedder=None, create_tables=False
+    )
+    counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
+    try:
+        codec = await services.keyring.ready()  # the schema and the key, checked first
+        if order == "auto":
+            order = await reader.order()
+        groups = await reader.groups()
+        total, done = sum(group.messages for group in groups), 0
+        if progress:
+            progress(0, total)
+        for group in groups:
+            key_ = session_key(group.session_id)
+            now = datetime.now(timezone.utc)
+            first, last = _utc(group.first, now), _utc(group.last, now)
+            payloads, times, unreadable = [], [], 0
+            for row in await reader.rows(key_.session_id, order):
+                try:
+                    payloads.append(encode_item(json.loads(row.message_data)))
+                except (TypeError, ValueError):
+                    unreadable += 1
+                    continue
+                times.append(_utc(row.created_at, first))
+            items = list(zip(times, codec.rows(key_, payloads, 1), strict=True))
+            if await services.repository.import_session(key_, (first, last), items):
+                counts["sessions"] += 1
+                counts["items"] += len(items)
+                counts["unreadable"] += unreadable
+            else:
+                counts["skipped_sessions"] += 1
+            done += group.messages
+            if progress:
+                progress(done, total)
+        return ImportReport(**counts)
+    finally:
+        await services.close()
+        await reader.close()
+
+
+def _utc(value: datetime | None, default: datetime) -> datetime:
+    if value is None:
+        return default
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value

@@ -1,0 +1,88 @@
+"""Sessions as an operator sees them: describe, list, delete, purge.
+
+Removals run in batches, one transaction each, and destroy the removed items' keys.
+
+Example::
+
+    management = Management(repository, keyring)
+    page = await management.list_sessions(user_id="alice", limit=20)
+    removed = await management.delete(user_id="alice")
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
+from ..repository import Repository
+from ..types import SessionKey
+from ..validation import check_range
+from .keyring import Keyring
+
+DELETE_BATCH = 500
+
+
+class Management:
+    """Describes, lists and removes sessions; purges expired items."""
+
+    def __init__(self, repository: Repository, keyring: Keyring) -> None:
+        self._repository = repository
+        self._keyring = keyring
+
+    async def info(self, key: SessionKey) -> SessionInfo | None:
+        """How the session stands (owner, metadata, times, live item count), or None."""
+        await self._keyring.ready()
+        row = await self._repository.describe(key)
+        return _info(row) if row else None
+
+    async def list_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """A keyset-paginated page of sessions, most recently active first."""
+        check_range("limit", limit, 1, 1000)
+        await self._keyring.ready()
+        rows = await self._repository.list_sessions(
+            user_id=user_id,
+            metadata=metadata,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            after=decode_cursor(cursor) if cursor else None,
+            limit=limit + 1,
+        )
+        page = [_info(row) for row in rows[:limit]]
+        last = rows[limit - 1] if len(rows) > limit else None
+        return SessionPage(page, encode_cursor(last.updated_at, last.id) if last else None)
+
+    async def delete(self, **where: Any) -> Removed:
+        """Delete the sessions matching `where` (see `Repository.sessions_where`)."""
+        await self._keyring.ready()
+        condition = self._repository.sessions_where(**where)
+        async with self._keyring.scrubbing():
+            sessions, items = await self._repository.delete_sessions(condition, DELETE_BATCH)
+        return Removed(sessions=sessions, items=items)
+
+    async def purge_expired(self, batch_size: int) -> int:
+        """Delete expired items (reads already hide them), in batches; return how many."""
+        check_range("batch_size", batch_size, 1)
+        await self._keyring.ready()
+        async with self._keyring.scrubbing():
+            return await self._repository.purge_expired(batch_size)
+
+
+def _info(row: Any) -> SessionInfo:
+    return SessionInfo(
+        session_id=row.session_id,
+        user_id=row.user_id,
+        metadata=dict(row.metadata or {}),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        item_count=row.item_count,
+    )

@@ -1,0 +1,171 @@
+"""Search over stored items: gather candidates, score each signal, fuse; and reindexing.
+
+The repository supplies the numbers (candidates with their vectors, term postings), the
+codec opens what is sealed, and `agents_sqlalchemy.search` scores and fuses them.
+
+Example::
+
+    searcher = Searcher(repository, keyring, HashingEmbedder())
+    hits = await searcher.search(Scope(user_id="alice"), "disk full", limit=5, mode="hybrid")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..codec import Codec
+from ..errors import ConfigurationError
+from ..records import SearchHit
+from ..repository import Repository
+from ..search import (
+    SEARCH_MODES,
+    Embedder,
+    SearchMode,
+    bm25_postings,
+    cosine_scores,
+    embed_documents,
+    embed_query,
+    fuse,
+    item_text,
+    recency_scores,
+    term_counts,
+)
+from ..types import Candidates, IndexEntry, Postings, Scope
+from ..validation import check_range
+from .keyring import Keyring
+
+
+class Searcher:
+    """Ranks a scope's items for a query with one embedder; indexes items for it."""
+
+    def __init__(self, repository: Repository, keyring: Keyring, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._repository = repository
+        self._keyring = keyring
+
+    async def index(self, items: list[Any]) -> list[IndexEntry | None]:
+        """Term counts and a vector per item (None for an item with no text to index)."""
+        embedder = self.embedder
+        texts = [item_text(item) for item in items]
+        vectors = iter(await embed_documents(embedder, [text for text in texts if text]))
+        return [
+            IndexEntry(term_counts(text), next(vectors), embedder.model_id) if text else None
+            for text in texts
+        ]
+
+    async def search(
+        self, scope: Scope, query: str, limit: int, mode: SearchMode
+    ) -> list[SearchHit]:
+        """The items in scope that best answer `query`, best first.
+
+        Candidates are the live items in scope with a vector of the embedder's model, plus
+        those holding a query term (items not reindexed yet are found by keyword only).
+        """
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        check_range("limit", limit, 1, 1000)
+        codec = await self._keyring.ready()
+        if not query.strip():
+            return []
+        model_id = self.embedder.model_id
+        candidates = await self._repository.candidates(
+            scope, model_id, vectors=mode != "keyword" and not codec.caches_vectors
+        )
+        with_vector = len(candidates)
+        query_terms = list(codec.terms(term_counts(query))) if mode != "vector" else []
+        postings = await self._repository.postings(scope, query_terms)
+        index = dict(zip(candidates.item_pks, range(with_vector), strict=True))
+        keyword_only = sorted(set(postings.item_pks).difference(index))
+        if keyword_only:
+            candidates.extend(await self._repository.positions(scope, keyword_only))
+            added = range(with_vector, len(candidates))
+            index.update(zip(candidates.item_pks[with_vector:], added, strict=True))
+        if not len(candidates):
+            return []
+        vector_scores = None
+        if mode != "keyword":
+            vectors = await self._vectors(codec, candidates, with_vector)
+            vectors += [None] * (len(candidates) - with_vector)
+            vector_scores = cosine_scores(await embed_query(self.embedder, query), vectors)
+        hits = fuse(
+            candidates.item_pks,
+            vector=vector_scores,
+            keyword=_keyword_scores(postings, query_terms, index, len(candidates)),
+            recency=recency_scores(candidates.positions),
+            mode=mode,
+            limit=limit,
+        )
+        rows = await self._repository.hit_rows([hit.key for hit in hits])
+        return [
+            SearchHit(
+                session_id=rows[hit.key][0].session_id,
+                seq=rows[hit.key][1].seq,
+                item=codec.item(*rows[hit.key]),
+                score=hit.score,
+                vector=hit.vector,
+                keyword=hit.keyword,
+            )
+            for hit in hits
+            if hit.key in rows  # an item removed since the candidates were read is not found
+        ]
+
+    async def _vectors(
+        self, codec: Codec, candidates: Candidates, with_vector: int
+    ) -> list[bytes | None]:
+        """Plain vectors of the first `with_vector` candidates: opened from memory, or read
+        and opened where missing (None: the item is gone)."""
+        model_id = self.embedder.model_id
+        if with_vector < len(candidates):  # keyword matches come last, without a vector
+            candidates = candidates.take(range(with_vector), candidates.vectors[:with_vector])
+        vectors = codec.vectors(candidates, model_id)
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        if missing:
+            pks = [candidates.item_pks[i] for i in missing]
+            stored = await self._repository.vectors(pks, model_id)
+            read = candidates.take(missing, [stored.get(pk) for pk in pks])
+            for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
+                vectors[i] = vector
+        return vectors
+
+    async def reindex(self, *, batch_size: int, progress: Callable[[int, int], None] | None) -> int:
+        """Index every live item for the embedder; see `SessionStore.reindex`."""
+        check_range("batch_size", batch_size, 1)
+        codec = await self._keyring.ready()
+        repository, model_id = self._repository, self.embedder.model_id
+        await repository.drop_other_models(model_id)
+        done, after = 0, 0
+        total = await repository.count_unindexed(model_id)
+        if progress is not None:
+            progress(done, total)
+        while batch := await repository.unindexed(model_id, batch_size, after):
+            after = batch[-1].item_pk
+            entries = await self.index([codec.item(row.key, row.stored) for row in batch])
+            await repository.replace_index(
+                [
+                    (row.item_pk, row.session_pk, codec.reindexed(row.key, row.stored, entry))
+                    for row, entry in zip(batch, entries, strict=True)
+                    if entry is not None
+                ]
+            )
+            done += len(batch)
+            if progress is not None:
+                progress(done, max(total, done))
+        return done
+
+
+def _keyword_scores(
+    postings: Postings, query_terms: list[str], index: dict[int, int], size: int
+) -> Any:
+    """BM25 of each candidate (by its place in `index`), or None when no term matched."""
+    if not postings.item_pks:
+        return None
+    term_index = {term: i for i, term in enumerate(query_terms)}
+    at = np.fromiter((index.get(pk, -1) for pk in postings.item_pks), np.intp)
+    terms = np.fromiter((term_index[term] for term in postings.terms), np.intp)
+    live = at >= 0  # postings of expired items are left out
+    return bm25_postings(
+        at[live], terms[live], np.asarray(postings.counts)[live], size=size, doc_count=size
+    )

@@ -1,0 +1,141 @@
+"""Value types shared by the layers: how a session is found, and items on their way in and out.
+
+They hold data only: the repository reads and writes them, the codec fills and opens them,
+the services pass them along. Nothing here does I/O.
+
+Example::
+
+    key = SessionKey.of("chat-1", user_id="alice")
+    key.hash          # the SHA-256 of the id: how the session row is found
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """How a session is found: the SDK id and its SHA-256, plus values for its first write."""
+
+    session_id: str
+    hash: str
+    user_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, session_id: str, **first_write: Any) -> SessionKey:
+        digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+        return cls(session_id, digest, **first_write)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """What search keeps of one item: its term counts and its vector under one model."""
+
+    terms: Mapping[str, int]
+    vector: bytes
+    model_id: str
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """One item as it will be stored: JSON text, or ciphertext with its wrapped data key."""
+
+    payload: str | None = None
+    ciphertext: bytes | None = None
+    wrapped_key: bytes | None = None
+    kek_id: str | None = None
+    # What search needs, deleted with the item: term -> count, and one embedding.
+    terms: Mapping[str, int] | None = None
+    vector: bytes | None = None
+    model_id: str | None = None
+
+
+class StoredItem(NamedTuple):
+    """One item as read back: its place, and its JSON text or its sealed form.
+
+    A named tuple: reads make one per row, and a frozen dataclass costs three times as much.
+    """
+
+    seq: int
+    payload: str | None
+    ciphertext: bytes | None = None
+    wrapped_key: bytes | None = None
+    kek_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which items a search looks at: one session, one user's sessions, or all."""
+
+    session: SessionKey | None = None
+    user_id: str | None = None
+
+
+@dataclass
+class Candidates:
+    """Items that search may rank, column by column: where each is, and its (sealed) vector.
+
+    `positions` order them by age: the `seq` within a session, `created_at` in epoch seconds
+    across sessions. A vector is None where it was not read, a wrapped key None in a
+    plaintext store.
+    """
+
+    item_pks: list[int]
+    session_hashes: list[str]
+    seqs: list[int]
+    positions: list[float]
+    vectors: list[bytes | None]
+    wrapped_keys: list[bytes | None]
+
+    @classmethod
+    def of(cls, columns: list[list[Any]]) -> Candidates:
+        """From columns item_pk, session_hash, seq, position, vector, wrapped_key."""
+        return cls(*columns)
+
+    def __len__(self) -> int:
+        return len(self.item_pks)
+
+    def take(self, indexes: Iterable[int], vectors: Sequence[bytes | None]) -> Candidates:
+        """The candidates at `indexes`, with these vectors."""
+        at = list(indexes)
+        return Candidates(
+            [self.item_pks[i] for i in at],
+            [self.session_hashes[i] for i in at],
+            [self.seqs[i] for i in at],
+            [self.positions[i] for i in at],
+            list(vectors),
+            [self.wrapped_keys[i] for i in at],
+        )
+
+    def extend(self, other: Candidates) -> None:
+        """Add `other`'s candidates after these."""
+        self.item_pks += other.item_pks
+        self.session_hashes += other.session_hashes
+        self.seqs += other.seqs
+        self.positions += other.positions
+        self.vectors += other.vectors
+        self.wrapped_keys += other.wrapped_keys
+
+
+@dataclass(frozen=True)
+class Postings:
+    """Term postings, column by column: item `item_pks[i]` holds `terms[i]` `counts[i]` times."""
+
+    item_pks: list[int]
+    terms: list[str]
+    counts: list[int]
+
+
+@dataclass(frozen=True)
+class Unindexed:
+    """A live item that has no vector of the current embedding model yet."""
+
+    item_pk: int
+    session_pk: int
+    key: SessionKey
+    stored: StoredItem
