@@ -15,10 +15,10 @@ from agents import SQLiteSession
 from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import SessionStore, import_sdk, migrate
-from agents_sqlalchemy.services import keyring as keyring_module
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.errors import WrongKeyError
+from agents_sqlalchemy.services import keyring as keyring_module
 
 from .items import message
 from .test_encryption import (

@@ -29,7 +29,6 @@ from agents_sqlalchemy import (
     SessionStore,
     SQLAlchemySession,
 )
-from agents_sqlalchemy.services import keyring as keyring_module
 from agents_sqlalchemy.crypto import Key, kdf
 from agents_sqlalchemy.errors import (
     CorruptItemError,
@@ -40,6 +39,7 @@ from agents_sqlalchemy.errors import (
     WrongKeyError,
 )
 from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.services import keyring as keyring_module
 
 from .items import ALL, message
 from .test_protocol import raw_rows

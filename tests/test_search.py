@@ -19,7 +19,6 @@ from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
-from agents_sqlalchemy.types import SessionKey
 from agents_sqlalchemy.search import (
     Embedder,
     MemoryIndex,
@@ -28,6 +27,7 @@ from agents_sqlalchemy.search import (
     item_text,
     term_counts,
 )
+from agents_sqlalchemy.types import SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
 from .search_eval.queries import QUERIES
