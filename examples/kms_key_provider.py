@@ -21,15 +21,15 @@ its key lives in this process, so it protects nothing.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
+import tempfile
 from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from agents_sqlalchemy.crypto import KeyProvider, Place, open_item, resolve_key, seal_item
+from agents_sqlalchemy import KeyProvider, SessionStore
 from agents_sqlalchemy.errors import KeyProviderError, WrongKeyError
 
 # KMS authenticates the encryption context: a blob made for this purpose opens for no other.
@@ -117,35 +117,33 @@ async def main() -> None:
     kms = LocalKmsStandIn()
     provider = KmsKeyProvider(kms, "alias/agents-demo")
     assert isinstance(provider, KeyProvider)
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"{folder}/agent.db"
 
-    # First use of a database: a new keyring row, its secrets wrapped by the KMS key.
-    kek = await resolve_key(provider, None)
-    record = kek.record
-    print(f"keyring row {record.kek_id} kind={record.kind} params={record.params}")
+        # First use of a database: a new keyring row, its secrets wrapped by the KMS key.
+        async with SessionStore(url, create_tables=True, key=provider) as store:
+            session = store.session("user-123")
+            await session.add_items(
+                [{"role": "user", "content": f"message {n}"} for n in range(1, 1001)]
+            )
+        print(f"sealed 1000 items; KMS calls so far: {provider.calls}")
 
-    session_hash = hashlib.sha256(b"user-123").hexdigest()
-    sealed = [
-        seal_item(
-            kek, f'{{"role":"user","content":"message {seq}"}}'.encode(), Place(session_hash, seq)
-        )
-        for seq in range(1, 1001)
-    ]
-    print(f"sealed {len(sealed)} items; KMS calls so far: {provider.calls}")
+        # Another process opens the same database: one KMS call, then local unwraps.
+        reopened = KmsKeyProvider(kms, "alias/agents-demo")
+        async with SessionStore(url, key=reopened) as store:
+            [first] = await store.session("user-123").get_items(limit=1)
+        print(f"reopened, last item = {first}; KMS calls: {reopened.calls}")
 
-    # Another process opens the same database: one KMS call, then local unwraps.
-    reopened = await resolve_key(provider, record)
-    first = open_item(reopened, sealed[0].ciphertext, sealed[0].wrapped_key, Place(session_hash, 1))
-    print(f"reopened, item 1 = {first.decode()}; KMS calls so far: {provider.calls}")
-
-    # The wrong KMS key is refused before anything is read.
-    try:
-        await resolve_key(KmsKeyProvider(kms, "alias/someone-else"), record)
-    except WrongKeyError as exc:
-        print(f"another key id: {type(exc).__name__}: {exc}")
-    try:
-        await resolve_key(KmsKeyProvider(LocalKmsStandIn(), "alias/agents-demo"), record)
-    except KeyProviderError as exc:
-        print(f"same id, other key material: {type(exc).__name__}")
+        # The wrong KMS key is refused before anything is read.
+        for other in (
+            KmsKeyProvider(kms, "alias/someone-else"),
+            KmsKeyProvider(LocalKmsStandIn(), "alias/agents-demo"),
+        ):
+            async with SessionStore(url, key=other) as store:
+                try:
+                    await store.session("user-123").get_items()
+                except (WrongKeyError, KeyProviderError) as exc:
+                    print(f"{other.kek_id}: refused ({type(exc).__name__})")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Example::
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -20,6 +19,7 @@ import click
 
 from ..records import Removed, SessionInfo
 from ..tables import TableNames
+from .layout import fit, minute, second, table
 from .options import (
     database_options,
     key_options,
@@ -89,48 +89,6 @@ def format_meta(metadata: dict[str, Any]) -> str:
         text = value if plain else json.dumps(value, ensure_ascii=False)
         pairs.append(f"{name}={text}")
     return " ".join(pairs)
-
-
-def minute(when: datetime) -> str:
-    """A time in UTC to the minute: `2026-11-29 14:03`."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def second(when: datetime) -> str:
-    """A time in UTC to the second: `2026-11-29 14:03:07`."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def width(text: str) -> int:
-    """Terminal columns of `text`: wide (CJK, emoji) characters take two, combining none."""
-    return sum(
-        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
-        for c in text
-    )
-
-
-def fit(text: str, columns: int) -> str:
-    """`text` on one line, cut to `columns` terminal columns with a trailing "…"."""
-    text = clean(text).replace("\n", " ").replace("\t", " ")
-    if width(text) <= columns:
-        return text
-    while width(text) > columns - 1:
-        text = text[:-1]
-    return f"{text}…"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    """Aligned lines (columns of `right` aligned right), two spaces between columns."""
-    widths = [max([width(h)] + [width(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [
-            " " * (w - width(c)) + c if i in right else c + " " * (w - width(c))
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(padded).rstrip()
-
-    return [click.style(line(headers), bold=True), *(line(row) for row in rows)]
 
 
 def info_json(info: SessionInfo) -> dict[str, Any]:

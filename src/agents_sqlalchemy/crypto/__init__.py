@@ -7,10 +7,11 @@ key-encryption keys), `sealing` (items, state, rewrapping), `terms` (keyed term 
 How a store uses it::
 
     key = validate_key(key)                          # in __init__: bad forms fail at once
-    kek = await resolve_key(key, record_or_none)     # once per store, before any read/write
-    #   record_or_none: KeyringRecord.from_row(row._mapping) of the keyring row whose
-    #   retired_at is NULL; with None, insert kek.record.as_row(). Two processes may race
-    #   to create it: insert only if still no active row, else re-read and open the winner.
+    kek = await open_kek(key, record)                # once per store, before any read/write
+    #   record: KeyringRecord.from_row(row._mapping) of the keyring row whose retired_at is
+    #   NULL; with no row yet, kek = await create_kek(key) and insert kek.record.as_row().
+    #   Two processes may race to create it: insert only if still no active row, else
+    #   re-read and open the winner.
     #   Guard the call with a lock per store; the KEK is loop- and thread-independent.
 
     # add: after claiming the sequence numbers, in the write transaction
@@ -45,7 +46,6 @@ from .keys import (
     KeyringRecord,
     create_kek,
     open_kek,
-    resolve_key,
     same_key,
     validate_key,
 )
@@ -61,7 +61,6 @@ from .sealing import (
     rewrap_state,
     seal_item,
     seal_state,
-    sealed_kek_id,
     unwrap_data_key,
 )
 from .terms import TermHasher, normalise_term, term_hasher
@@ -83,14 +82,12 @@ __all__ = [
     "open_item",
     "open_kek",
     "open_state",
-    "resolve_key",
     "rewrap",
     "rewrap_many",
     "rewrap_state",
     "same_key",
     "seal_item",
     "seal_state",
-    "sealed_kek_id",
     "term_hasher",
     "unwrap_data_key",
     "validate_key",

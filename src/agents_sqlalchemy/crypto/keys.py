@@ -16,7 +16,7 @@ only then, never per item. The resulting `KeyEncryptionKey` does no I/O: cache i
 
 Example::
 
-    kek = await resolve_key("correct horse battery", record_or_none)  # ~0.5 s, off the loop
+    kek = await create_kek("correct horse battery")  # ~0.5 s, off the loop
     if record_or_none is None:
         insert_keyring_row(kek.record.as_row())
     wrapped = kek.wrap(os.urandom(32))
@@ -105,11 +105,11 @@ class KeyringRecord:
 class KeyEncryptionKey:
     """An opened keyring row: wraps and unwraps data keys locally; no I/O, thread-safe.
 
-    Get one from `resolve_key` (or `create_kek`/`open_kek`) once per store and keep it.
+    Get one from `create_kek` or `open_kek` once per store and keep it.
 
     Example::
 
-        kek = await resolve_key(b"\\x07" * 32, None)
+        kek = await create_kek(b"\\x07" * 32)
         wrapped = kek.wrap(data_key)          # 32 bytes -> 40 (RFC 3394 AES key wrap)
         assert kek.unwrap(wrapped) == data_key
     """
@@ -201,11 +201,6 @@ def kind_of(key: Key) -> Kind:
     if isinstance(key, str):
         return "passphrase"
     return "raw" if isinstance(key, bytes) else "provider"
-
-
-async def resolve_key(key: object, record: KeyringRecord | None) -> KeyEncryptionKey:
-    """Open `record` with `key`, or, with no record, make a new keyring (insert `.record`)."""
-    return await create_kek(key) if record is None else await open_kek(key, record)
 
 
 async def create_kek(key: object, *, previous: KeyEncryptionKey | None = None) -> KeyEncryptionKey:

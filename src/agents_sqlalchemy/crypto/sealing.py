@@ -29,7 +29,7 @@ from functools import lru_cache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..errors import DecryptionError, KeyringError, TamperedItemError
+from ..errors import DecryptionError, InvalidKeyError, KeyringError, TamperedItemError
 from .kdf import KEY_BYTES, LABEL_PREFIX
 from .keys import KeyEncryptionKey
 
@@ -120,7 +120,7 @@ class DataKey:
 
     def __init__(self, material: bytes) -> None:
         if len(material) != KEY_BYTES:
-            raise ValueError(f"a data key is {KEY_BYTES} bytes")
+            raise InvalidKeyError(f"a data key is {KEY_BYTES} bytes, got {len(material)}")
         self.material = material
         self._aead = AESGCM(material)
 
@@ -253,11 +253,6 @@ def open_state(
     kek_id, wrapped, body = _split_state(sealed, place, where)
     data_key = _unwrap(kek, wrapped, place, kek_id, where, DecryptionError)
     return data_key._open(body, place, where, DecryptionError)
-
-
-def sealed_kek_id(sealed_state: bytes) -> str:
-    """The kek_id a sealed state is wrapped under (to find what a rotation has left)."""
-    return _split_state(sealed_state, Place("", None, "state"), None)[0]
 
 
 def rewrap(

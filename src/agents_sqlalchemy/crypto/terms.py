@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hmac
 import unicodedata
-from collections.abc import Iterable
 
+from ..errors import ConfigurationError
 from .keys import KeyEncryptionKey
 
 DEFAULT_HEX_CHARS = 32  # 128 bits: collisions are negligible, the index stays small
@@ -36,24 +36,22 @@ class TermHasher:
 
         hasher = term_hasher(kek)
         rows = [{"term": hasher(token), "frequency": n} for token, n in counts.items()]
-        query = hasher.many(tokens)
+        query = [hasher(token) for token in tokens]
     """
 
     __slots__ = ("_key", "hex_chars")
 
     def __init__(self, key: bytes, *, hex_chars: int = DEFAULT_HEX_CHARS) -> None:
         if not 16 <= hex_chars <= MAX_HEX_CHARS:
-            raise ValueError(f"hex_chars must be from 16 to {MAX_HEX_CHARS}, got {hex_chars}")
+            raise ConfigurationError(
+                f"hex_chars must be from 16 to {MAX_HEX_CHARS}, got {hex_chars}"
+            )
         self._key = key
         self.hex_chars = hex_chars
 
     def __call__(self, term: str) -> str:
         digest = hmac.digest(self._key, normalise_term(term).encode("utf-8"), "sha256")
         return digest.hex()[: self.hex_chars]
-
-    def many(self, terms: Iterable[str]) -> list[str]:
-        """The hashes of several terms, in order."""
-        return [self(term) for term in terms]
 
     def __repr__(self) -> str:
         return f"TermHasher(hex_chars={self.hex_chars})"

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..codec import encode_item
+from ..codec import Codec, encode_item
 from ..crypto import Key
 from ..repository import SdkSource
 from ..repository.imports import Order
@@ -86,24 +87,13 @@ async def import_sdk(
         if progress:
             progress(0, total)
         for group in groups:
-            key_ = session_key(group.session_id)
-            now = datetime.now(timezone.utc)
-            first, last = _utc(group.first, now), _utc(group.last, now)
-            payloads, times, unreadable = [], [], 0
-            for row in await reader.rows(key_.session_id, order):
-                try:
-                    payloads.append(encode_item(json.loads(row.message_data)))
-                except (TypeError, ValueError):
-                    unreadable += 1
-                    continue
-                times.append(_utc(row.created_at, first))
-            items = list(zip(times, codec.rows(key_, payloads, 1), strict=True))
-            if await services.repository.import_session(key_, (first, last), items):
-                counts["sessions"] += 1
-                counts["items"] += len(items)
-                counts["unreadable"] += unreadable
-            else:
+            copied, unreadable = await _copy(services, codec, reader, group, order)
+            if copied is None:
                 counts["skipped_sessions"] += 1
+            else:
+                counts["sessions"] += 1
+                counts["items"] += copied
+                counts["unreadable"] += unreadable
             done += group.messages
             if progress:
                 progress(done, total)
@@ -111,6 +101,27 @@ async def import_sdk(
     finally:
         await services.close()
         await reader.close()
+
+
+async def _copy(
+    services: Services, codec: Codec, reader: SdkSource, group: Any, order: Order
+) -> tuple[int | None, int]:
+    """Copy one SDK session: (items copied, or None if the target had it; rows unreadable)."""
+    key = session_key(group.session_id)
+    now = datetime.now(timezone.utc)
+    first, last = _utc(group.first, now), _utc(group.last, now)
+    payloads, times, unreadable = [], [], 0
+    for row in await reader.rows(key.session_id, order):
+        try:
+            payloads.append(encode_item(json.loads(row.message_data)))
+        except (TypeError, ValueError):
+            unreadable += 1
+            continue
+        times.append(_utc(row.created_at, first))
+    items = list(zip(times, codec.rows(key, payloads, 1), strict=True))
+    if not await services.repository.import_session(key, (first, last), items):
+        return None, unreadable
+    return len(items), unreadable
 
 
 def _utc(value: datetime | None, default: datetime) -> datetime:
