@@ -27,7 +27,7 @@ from agents_sqlalchemy.search import (
     item_text,
     term_counts,
 )
-from agents_sqlalchemy.types import SessionKey
+from agents_sqlalchemy.types import Scope, SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
 from .search_eval.queries import QUERIES
@@ -80,13 +80,17 @@ async def pk_of(url: str, session_id: str, seq: int) -> int:
     return int(rows[0][0])
 
 
-async def assert_index_is(url: str, live: dict[tuple[str, int], Any]) -> None:
-    """The index holds exactly the rows of these live items ((session, seq) -> item): one
-    vector per item with text, one terms row per distinct term; nothing of removed items
+async def assert_index_is(store: SessionStore, url: str, live: dict[tuple[str, int], Any]) -> None:
+    """Once the store has indexed what it wrote, the index holds exactly the rows of these
+    live items ((session, seq) -> item): one embeddings row per item (its vector NULL when
+    the item has no text), one terms row per distinct term; nothing of removed items
     (SQLite may give a removed item's id to a new one: rows are counted, not just ids)."""
+    await store.wait_indexed()
     expected = {await pk_of(url, *place): item_text(item) for place, item in live.items()}
-    vectors = [int(r[0]) for r in await raw_rows(url, f"SELECT item_pk FROM {EMBEDDINGS}")]
-    assert sorted(vectors) == sorted(pk for pk, text in expected.items() if text)
+    rows = await raw_rows(url, f"SELECT item_pk, vector FROM {EMBEDDINGS}")
+    assert sorted(int(pk) for pk, _ in rows) == sorted(expected)
+    with_text = {int(pk) for pk, vector in rows if vector is not None}
+    assert with_text == {pk for pk, text in expected.items() if text}
     terms = [int(r[0]) for r in await raw_rows(url, f"SELECT item_pk FROM {TERMS}")]
     assert sorted(terms) == sorted(pk for pk, text in expected.items() for _ in term_counts(text))
     assert len(await raw_rows(url, f"SELECT id FROM {ITEMS}")) == len(live)
@@ -105,18 +109,18 @@ def texts(hits: list[Any]) -> list[str]:
 
 
 async def test_the_issue_example(db_url: str, key: bytes | None, model2vec: Embedder) -> None:
-    async with SessionStore(db_url, create_tables=True, key=key, search=model2vec) as store:
+    async with SessionStore(db_url, create_tables=True, key=key, embedder=model2vec) as store:
         session = store.session("ops", user_id="alice")
         await session.add_items([DEPLOY, LUNCH])
-        [hit] = await session.search("why did the release break?", limit=1)
+        [hit] = await session.search_hits("why did the release break?", limit=1)
         assert hit.item == DEPLOY and hit.session_id == "ops" and hit.seq == 1
         assert hit.vector is not None and hit.keyword == 0  # no shared word: meaning alone
         [hit] = await store.search("why did the release break?", user_id="alice", limit=1)
         assert (hit.session_id, hit.item) == ("ops", DEPLOY)
-    async with SessionStore(db_url, key=key, search=model2vec) as store:  # from disk
-        [hit] = await store.session("ops").search("why did the release break?", limit=1)
+    async with SessionStore(db_url, key=key, embedder=model2vec) as store:  # from disk
+        [hit] = await store.session("ops").search_hits("why did the release break?", limit=1)
         assert hit.item == DEPLOY
-        [hit] = await store.session("ops").search("what are we doing for lunch?", limit=1)
+        [hit] = await store.session("ops").search_hits("what are we doing for lunch?", limit=1)
         assert hit.item == LUNCH
 
 
@@ -130,18 +134,18 @@ async def test_only_a_text_projection_is_indexed_items_stay_verbatim(
         session = store.session("s")
         await session.add_items(ALL)
         assert await session.get_items() == ALL  # stored verbatim
-        [hit] = await session.search("lookup_weather", limit=1, mode="keyword")
+        [hit] = await session.search_hits("lookup_weather", limit=1, mode="keyword")
         assert hit.item == FUNCTION_CALL  # the tool name ...
-        [hit] = await session.search("metric units", limit=1, mode="keyword")
+        [hit] = await session.search_hits("metric units", limit=1, mode="keyword")
         assert hit.item == FUNCTION_CALL  # ... and its arguments
-        [hit] = await session.search("weather tool", limit=1, mode="keyword")
+        [hit] = await session.search_hits("weather tool", limit=1, mode="keyword")
         assert hit.item == REASONING  # a reasoning summary
-        [hit] = await session.search("picture", limit=1, mode="keyword")
+        [hit] = await session.search_hits("picture", limit=1, mode="keyword")
         assert hit.item == MULTIPART and hit.item is not MULTIPART
         # Ids, encrypted blobs and image data are not text: never matched.
         hidden_words = ("fc_1", "msg_1", "gAAAAABo", "opaque", "blob", "iVBORw0KGgo", "auto")
         for hidden in (*hidden_words, "completed", "summary_text", "output_text"):
-            assert await session.search(hidden, mode="keyword") == [], hidden
+            assert await session.search_hits(hidden, mode="keyword") == [], hidden
     if key is None:  # the terms table holds the projection's terms, nothing else
         stored = {row[0] for row in await raw_rows(db_url, f"SELECT term FROM {TERMS}")}
         expected = set().union(*(term_counts(item_text(item)) for item in ALL))
@@ -161,28 +165,28 @@ async def test_pop_clear_and_delete_take_the_index_with_them(
         await one.add_items([alpha, bravo])
         assert await one.pop_item() == bravo
         for mode in ("hybrid", "vector", "keyword"):
-            assert not found(await one.search("bravo quokka", mode=mode), bravo)
+            assert not found(await one.search_hits("bravo quokka", mode=mode), bravo)
             assert not found(await store.search("bravo quokka", mode=mode), bravo)
-        assert [h.item for h in await one.search("quokka", mode="keyword")] == [alpha]
-        await assert_index_is(db_url, {("one", 1): alpha})
+        assert [h.item for h in await one.search_hits("quokka", mode="keyword")] == [alpha]
+        await assert_index_is(store, db_url, {("one", 1): alpha})
 
         await one.clear_session()
-        assert await one.search("alpha quokka") == []
-        await assert_index_is(db_url, {})
+        assert await one.search_hits("alpha quokka") == []
+        await assert_index_is(store, db_url, {})
         await one.add_items([charlie])  # the session goes on (a removed id may come back)
-        assert [h.item for h in await one.search("alpha quokka")] == [charlie]
-        await assert_index_is(db_url, {("one", 3): charlie})
+        assert [h.item for h in await one.search_hits("alpha quokka")] == [charlie]
+        await assert_index_is(store, db_url, {("one", 3): charlie})
 
         await store.session("two", user_id="bob").add_items([delta])
         await store.session("three", user_id="bob").add_items([echo])
         await store.delete_session("one")
         hits = await store.search("charlie quokka")
         assert {h.session_id for h in hits} == {"two", "three"} and not found(hits, charlie)
-        await assert_index_is(db_url, {("two", 1): delta, ("three", 1): echo})
+        await assert_index_is(store, db_url, {("two", 1): delta, ("three", 1): echo})
         await store.delete_user("bob")
         assert await store.search("quokka") == []
         assert await store.search("quokka", user_id="bob") == []
-        await assert_index_is(db_url, {})
+        await assert_index_is(store, db_url, {})
 
 
 async def test_expired_items_are_never_found_and_purge_removes_their_index(
@@ -194,16 +198,16 @@ async def test_expired_items_are_never_found_and_purge_removes_their_index(
         await expiring.add_items([old])
         session = store.session("s")
         await session.add_items([new])
-        assert len(await session.search("walrus")) == 2
+        assert len(await session.search_hits("walrus")) == 2
         travel(monkeypatch, timedelta(minutes=11))
         for mode in ("hybrid", "vector", "keyword"):
-            assert [h.item for h in await session.search("old walrus", mode=mode)] == [new]
+            assert [h.item for h in await session.search_hits("old walrus", mode=mode)] == [new]
             hits = await store.search("old walrus", user_id="alice", mode=mode)
             assert [h.item for h in hits] == [new]
         assert len(await raw_rows(db_url, f"SELECT id FROM {EMBEDDINGS}")) == 2  # hidden only
         assert await store.purge_expired() == 1
-        await assert_index_is(db_url, {("s", 2): new})
-        assert [h.item for h in await session.search("walrus")] == [new]
+        await assert_index_is(store, db_url, {("s", 2): new})
+        assert [h.item for h in await session.search_hits("walrus")] == [new]
 
 
 def _compaction_client(output: list[dict[str, Any]], calls: list[dict[str, Any]]) -> Any:
@@ -258,10 +262,10 @@ async def test_compaction_replaces_the_index_with_the_compacted_history(
         assert [call["input"] for call in calls] == [history]
         stored = await session.get_items()
         assert [item.get("type") for item in stored] == ["message", "compaction"]
-        await assert_index_is(db_url, {("c", 5): stored[0], ("c", 6): stored[1]})
-        assert await session.search("kernel panic noon rebooted", mode="keyword") == []
+        await assert_index_is(store, db_url, {("c", 5): stored[0], ("c", 6): stored[1]})
+        assert await session.search_hits("kernel panic noon rebooted", mode="keyword") == []
         assert await store.search("rebooted kernel", user_id="alice", mode="keyword") == []
-        [hit] = await session.search("falcon gateway", limit=5)  # the summary has no text
+        [hit] = await session.search_hits("falcon gateway", limit=5)  # the summary has no text
         assert hit.seq == 5 and hit.item == stored[0]
 
 
@@ -272,50 +276,48 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:
     old = HashingEmbedder()  # 256 dims: compared with the 64 of model2vec, it would raise
-    async with SessionStore(db_url, create_tables=True, key=key, search=old) as store:
+    async with SessionStore(db_url, create_tables=True, key=key, embedder=old) as store:
         await store.session("s", user_id="alice").add_items([DEPLOY, LUNCH, *ALL])
-    async with SessionStore(db_url, key=key, search=model2vec) as store:
+    async with SessionStore(db_url, key=key, embedder=model2vec) as store:
         session = store.session("s")
         new = message("the rollout broke when the volume ran out of space")
         await session.add_items([new])
-        # Old items are no vector candidates: the vector ranking holds only the new item.
-        for hit in await session.search("why did the release break?", mode="vector", limit=20):
-            assert hit.item == new
-        hits = await store.search("why did the release break?", mode="vector", user_id="alice")
-        assert [hit.item for hit in hits] == [new]
-        # ... but keyword search still finds them, and hybrid ranks them by keyword only.
-        [hit] = await session.search("disk full", limit=1)
-        assert hit.item == DEPLOY and hit.vector is None and hit.keyword > 0
+        # The first search in a scope indexes for the new model what it has not seen yet;
+        # the old model's vectors stay (until reindex), and are never compared.
+        hits = await session.search_hits("why did the release break?", mode="vector", limit=2)
+        assert {hit.item["content"] for hit in hits} == {DEPLOY["content"], new["content"]}
+        [hit] = await session.search_hits("what are we doing for lunch?", mode="vector", limit=1)
+        assert hit.item == LUNCH
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
         assert models == {old.model_id, model2vec.model_id}
+        assert await store.reindex() == 0  # nothing left to index ...
+        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
+        assert models == {model2vec.model_id}  # ... and the old model's vectors are deleted
 
+    third = HashingEmbedder(dim=64)
+    async with SessionStore(db_url, key=key, embedder=third) as store:
         reports: list[tuple[int, int]] = []
         done = await store.reindex(batch_size=3, progress=lambda *report: reports.append(report))
-        total = 2 + len(ALL)
+        total = 3 + len(ALL)
         assert done == total
         assert reports[0] == (0, total) and reports[-1] == (total, total)
         assert [r[0] for r in reports] == sorted(r[0] for r in reports) and len(reports) > 2
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
-        assert models == {model2vec.model_id}  # the old model's vectors are deleted
-        [hit] = await session.search("why did the release break?", mode="vector", limit=1)
-        assert hit.item in (DEPLOY, new)
-        [hit] = await session.search("what are we doing for lunch?", mode="vector", limit=1)
-        assert hit.item == LUNCH
+        assert models == {third.model_id}
         indexed = await index_rows(db_url)
-        items_with_text = 3 + sum(1 for item in ALL if item_text(item))
-        assert len(indexed[EMBEDDINGS]) == items_with_text
-        assert await store.reindex() == len(ALL) - items_with_text + 3  # nothing left to do
+        assert indexed[EMBEDDINGS] == indexed[ITEMS]  # every item, with text or not
+        assert await store.reindex() == 0
 
 
 async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes | None) -> None:
     """An item popped between reading a batch and writing its index breaks nothing."""
     async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
         await store.session("s").add_items([message("first note"), message("second note")])
-    store = SessionStore(db_url, key=key, search=HashingEmbedder(dim=64))
+    store = SessionStore(db_url, key=key, embedder=HashingEmbedder(dim=64))
     async with store:
         services = store._services
         repository, searcher = services.repository, services.search()
-        batch = await repository.unindexed(searcher.embedder.model_id, 10, 0)
+        batch = await repository.unindexed(searcher.embedder.model_id, 10, 0, Scope())
         codec = await services.keyring.ready()
         entries = await searcher.index([codec.item(r.key, r.stored) for r in batch])
         assert await store.session("s").pop_item() == message("second note")
@@ -326,9 +328,10 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
                 if entry is not None
             ]
         )
+        await store.wait_indexed()
         indexed = await index_rows(db_url)
         assert len(indexed[ITEMS]) == 1 and indexed[EMBEDDINGS] == indexed[ITEMS]
-        assert texts(await store.session("s").search("note")) == ["first note"]
+        assert texts(await store.session("s").search_hits("note")) == ["first note"]
 
 
 # -- scopes, modes, options ------------------------------------------------------------------
@@ -358,7 +361,7 @@ async def test_store_search_says_which_session_and_keeps_to_the_user(
         await store.session("b1").set_user_id("alice")
         assert await sessions("2207", "alice") == {"a1", "b1"}
         # session.search keeps to its own session.
-        assert {h.session_id for h in await store.session("a2").search("invoice")} == {"a2"}
+        assert {h.session_id for h in await store.session("a2").search_hits("invoice")} == {"a2"}
 
 
 async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
@@ -371,27 +374,39 @@ async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
                 message("the weather is nice today"),
             ]
         )
-        keyword = await session.search("ERR-4411", mode="keyword")
+        keyword = await session.search_hits("ERR-4411", mode="keyword")
         assert [h.seq for h in keyword] == [1]
         assert keyword[0].vector is None and keyword[0].keyword > 0
-        vector = await session.search("redeployments", mode="vector", limit=3)
+        vector = await session.search_hits("redeployments", mode="vector", limit=3)
         assert len(vector) == 3 and vector[0].seq == 2  # word pieces, no shared term
         assert all(h.vector is not None for h in vector)
         assert vector[0].score == vector[0].vector
         assert [h.vector for h in vector] == sorted((h.vector for h in vector), reverse=True)
-        hybrid = await session.search("checkout ERR-4411", mode="hybrid", limit=2)
+        hybrid = await session.search_hits("checkout ERR-4411", mode="hybrid", limit=2)
         assert hybrid[0].seq == 1 and hybrid[0].keyword > 0 and hybrid[0].vector is not None
-        assert await session.search("   ") == []
+        assert await session.search_hits("   ") == []
         with pytest.raises(ConfigurationError, match="mode"):
-            await session.search("x", mode="fuzzy")  # type: ignore[arg-type]
+            await session.search_hits("x", mode="fuzzy")  # type: ignore[arg-type]
         for limit in (0, 1001):
             with pytest.raises(ConfigurationError, match="limit"):
-                await session.search("x", limit=limit)
-        assert await store.session("never-written").search("checkout") == []
+                await session.search_hits("x", limit=limit)
+        assert await store.session("never-written").search_hits("checkout") == []
 
 
-async def test_search_needs_search_enabled(sqlite_url: str) -> None:
-    async with SessionStore(sqlite_url, create_tables=True) as store:
+async def test_search_is_on_by_default_and_returns_the_items(sqlite_url: str) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:  # no search options
+        session = store.session("s")
+        await session.add_items([message("my dog is called Mochi")])
+        await session.add_items([message("lunch is at noon"), DEPLOY])
+        assert await session.search("what is the dog called?", limit=1) == [
+            message("my dog is called Mochi")
+        ]
+        [hit] = await session.search_hits("what is the dog called?", limit=1)
+        assert hit.session_id == "s" and hit.seq == 1 and hit.score > 0
+
+
+async def test_search_off_says_how_to_turn_it_on(sqlite_url: str) -> None:
+    async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
         session = store.session("s")
         await session.add_items([DEPLOY])
         for call in (session.search("disk"), store.search("disk"), store.reindex()):
@@ -399,10 +414,11 @@ async def test_search_needs_search_enabled(sqlite_url: str) -> None:
                 await call
         with pytest.raises(ConfigurationError, match="search must be"):
             SessionStore(sqlite_url, search="yes")  # type: ignore[arg-type]
-    async with SessionStore(sqlite_url, search=True) as store:  # items added without it
-        assert await store.session("s").search("disk") == []
-        assert await store.reindex() == 1
-        assert texts(await store.session("s").search("disk")) == [DEPLOY["content"]]
+        with pytest.raises(ConfigurationError, match="built-in ones are hashing"):
+            SessionStore(sqlite_url, embedder="no-such-model")
+    async with SessionStore(sqlite_url) as store:  # items added without search are found
+        assert texts(await store.session("s").search_hits("disk")) == [DEPLOY["content"]]
+        assert await store.reindex() == 0  # nothing left to index
 
 
 async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes | None) -> None:
@@ -411,13 +427,13 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
     async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
         session = store.session("s")
         await session.add_items([message("zebra zebra zebra")])
-        assert (await session.search("zebra", mode="vector"))[0].vector == pytest.approx(1)
+        assert (await session.search_hits("zebra", mode="vector"))[0].vector == pytest.approx(1)
         codec: Any = await store._services.keyring.ready()
         assert key is None or len(codec._opened) == 1  # opened vectors are kept ...
         await session.pop_item()
         assert key is None or len(codec._opened) == 0  # ... until a removal
         await session.add_items([message("marmalade sandwich")])
-        [hit] = await session.search("marmalade sandwich", mode="vector")
+        [hit] = await session.search_hits("marmalade sandwich", mode="vector")
         assert hit.item == message("marmalade sandwich") and hit.vector == pytest.approx(1)
 
 
@@ -430,7 +446,7 @@ async def test_the_store_ranks_the_evaluation_set_like_the_reference(
     """Every query of tests/search_eval, per session, through SQL (and sealed rows): the same
     ranking as `MemoryIndex`, the in-memory reference the evaluation figures come from."""
     convs = conversations()
-    async with SessionStore(db_url, create_tables=True, key=key, search=model2vec) as store:
+    async with SessionStore(db_url, create_tables=True, key=key, embedder=model2vec) as store:
         references: dict[str, MemoryIndex[int]] = {}
         for conv in convs:
             await store.session(conv.name).add_items(conv.items)
@@ -438,7 +454,9 @@ async def test_the_store_ranks_the_evaluation_set_like_the_reference(
             await references[conv.name].add([(i + 1, item) for i, item in enumerate(conv.items)])
         for query in QUERIES:
             for mode in ("hybrid", "vector", "keyword"):
-                got = await store.session(query.conversation).search(query.text, limit=5, mode=mode)
+                got = await store.session(query.conversation).search_hits(
+                    query.text, limit=5, mode=mode
+                )
                 want = await references[query.conversation].search(query.text, limit=5, mode=mode)
                 assert [h.seq for h in got] == [h.key for h in want], (query.text, mode)
                 for g, w in zip(got, want, strict=True):
@@ -518,7 +536,7 @@ async def test_encrypted_mode_leaves_no_plaintext_terms_or_vectors_on_disk(db_ur
             await session.add_items([message("padding about the weather")])
             await session.pop_item()
             ranking = [
-                [(h.seq, round(h.score, 6)) for h in await session.search(q)] for q in queries
+                [(h.seq, round(h.score, 6)) for h in await session.search_hits(q)] for q in queries
             ]
             assert [hits[0][0] for hits in ranking] == [1, 2, 3]
             ranked["plaintext" if key is None else "encrypted"] = ranking

@@ -223,7 +223,9 @@ class SealedCodec:
         """Terms as keyed hashes, the vector sealed with the item's own data key."""
         if entry is None:
             return None
-        vector = data_key.seal(entry.vector, place.for_purpose(f"embedding:{entry.model_id}"))
+        vector = entry.vector
+        if vector is not None:
+            vector = data_key.seal(vector, place.for_purpose(f"embedding:{entry.model_id}"))
         return IndexEntry(self.terms(entry.terms), vector, entry.model_id)
 
     def terms(self, counts: Mapping[str, int]) -> dict[str, int]:

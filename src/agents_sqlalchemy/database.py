@@ -147,6 +147,11 @@ class Database:
             with self._sync_lock:
                 yield
 
+    async def release_loop(self) -> None:
+        """Close the running loop's engine, made here, before that loop stops."""
+        if self._sync is None:
+            await self._source.release_loop()
+
     async def close(self) -> None:
         """Release the connections this object made; an app's engine stays open."""
         if self._sync is not None:

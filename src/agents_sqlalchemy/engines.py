@@ -153,6 +153,15 @@ class EngineSource:
                 engine.sync_engine.dispose(close=False)
                 del self._engines[loop]
 
+    async def release_loop(self) -> None:
+        """Dispose the running loop's engine, if one was made here (its loop is ending)."""
+        if self._given is not None:
+            return
+        with self._lock:
+            engine = self._engines.pop(asyncio.get_running_loop(), None)
+        if engine is not None:
+            await engine.dispose()
+
     async def close(self) -> None:
         """Dispose the engines made here; an app's own engine is left alone."""
         if self._given is not None:

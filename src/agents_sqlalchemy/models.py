@@ -192,7 +192,8 @@ class EmbeddingColumns:
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     session_pk: Mapped[int] = mapped_column(BigInteger, index=True)
     model_id: Mapped[str] = mapped_column(String(200))
-    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    # NULL: the item has no text to embed (it is indexed all the same, with no vector).
+    vector: Mapped[bytes | None] = mapped_column(LargeBinary)
 
     @declared_attr
     def item_pk(cls) -> Mapped[int]:

@@ -80,8 +80,21 @@ class StoreSession:
 
     async def search(
         self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
+    ) -> list[TResponseInputItem]:
+        """The items of this session that best answer `query`, most relevant first.
+
+        Example::
+
+            await session.search("what is the dog called?", limit=1)
+            # [{'role': 'user', 'content': 'remember my dog is called Mochi'}]
+        """
+        hits = await self.search_hits(query, limit=limit, mode=mode)
+        return [hit.item for hit in hits]  # type: ignore[misc]
+
+    async def search_hits(
+        self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
     ) -> list[SearchHit]:
-        """The items of this session that best answer `query` (the store needs search=True)."""
+        """`search`, with each item's place and scores (`SearchHit`)."""
         searcher = self._services.search()
         return await searcher.search(Scope(session=self._key), query, limit, mode)
 

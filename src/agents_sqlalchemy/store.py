@@ -25,7 +25,7 @@ from .crypto import Key, same_key
 from .engines import normalize_url
 from .errors import ConfigurationError
 from .records import Removed, SearchHit, SessionInfo, SessionPage
-from .search import Embedder, HashingEmbedder, SearchMode
+from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
 from .session import StoreSession
 from .tables import TableNames
@@ -45,7 +45,9 @@ class SessionStore:
     With `key` (a passphrase, 32 raw bytes, or a `KeyProvider`), every item and state is
     sealed under its own data key; deleting an item destroys its key. `ttl` (seconds or a
     timedelta) makes items expire: reads never return them, `purge_expired` deletes them.
-    `search=True` (or an `Embedder`) indexes items as they are added, for `search()`.
+    Items are indexed for `search()` just after they are written, by `embedder` (an
+    `Embedder`, or a built-in's name; None: the built-in default, which downloads nothing);
+    `search=False` turns indexing off.
 
     Example::
 
@@ -63,14 +65,15 @@ class SessionStore:
         key: Key | None = None,
         ttl: float | timedelta | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
-        search: bool | Embedder = False,
+        search: bool = True,
+        embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
         sqlite_synchronous: str = "NORMAL",
     ) -> None:
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
         self.session_settings = _settings(session_settings) or SessionSettings()
-        self.embedder = _embedder(search)
+        self.embedder = _embedder(search, embedder)
         self._services = Services.build(
             url_or_engine,
             tables=self.tables,
@@ -165,6 +168,22 @@ class SessionStore:
         """
         searcher = self._services.search()
         return await searcher.reindex(batch_size=batch_size, progress=progress)
+
+    async def indexed_model(self) -> str | None:
+        """The `model_id` of the embedder the latest item was indexed with (None: none yet).
+
+        What the database was indexed with, so a tool can search with the same model.
+        """
+        return await self._services.management.indexed_model()
+
+    async def wait_indexed(self) -> None:
+        """Wait until the items written through this store are indexed for search.
+
+        Indexing runs just after each write, off the caller's path; a search waits for it
+        by itself. Call this before reading the index tables directly, or timing a search.
+        """
+        if self._services.searcher is not None:
+            await self._services.searcher.flush()
 
     async def session_info(self, session_id: str) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
@@ -351,14 +370,16 @@ def _drop_in_tables(sessions_table: str | None, messages_table: str | None) -> T
     return TableNames(prefix=f"{base}_", sessions=sessions_table, items=messages_table)
 
 
-def _embedder(search: bool | Embedder) -> Embedder | None:
-    if search is True:
-        return HashingEmbedder()
-    if search is False or search is None:
+def _embedder(search: bool, embedder: Embedder | str | None) -> Embedder | None:
+    if not isinstance(search, bool):
+        raise ConfigurationError(f"search must be True or False, got {search!r}")
+    if isinstance(embedder, str):
+        embedder = embedder_by_name(embedder)
+    if embedder is not None and not isinstance(embedder, Embedder):
+        raise ConfigurationError(f"embedder must be an Embedder or a name, got {embedder!r}")
+    if not search:
         return None
-    if not isinstance(search, Embedder):
-        raise ConfigurationError(f"search must be True, False or an Embedder, got {search!r}")
-    return search
+    return embedder or HashingEmbedder()
 
 
 def _settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:

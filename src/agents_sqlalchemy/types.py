@@ -34,10 +34,11 @@ class SessionKey:
 
 @dataclass(frozen=True)
 class IndexEntry:
-    """What search keeps of one item: its term counts and its vector under one model."""
+    """What search keeps of one item: its term counts and its vector under one model
+    (None: the item has no text to embed)."""
 
     terms: Mapping[str, int]
-    vector: bytes
+    vector: bytes | None
     model_id: str
 
 

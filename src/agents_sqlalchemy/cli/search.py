@@ -1,7 +1,7 @@
 """`agents-sqlalchemy search` and `reindex`: query the search index, rebuild it for a model.
 
-The embedder must be the application's: vectors of another model are never compared, so a
-search with the wrong one ranks by keyword alone. `reindex` moves every item to the chosen
+Both use the model the database was indexed with, unless --embedder names another:
+vectors of two models are never compared. `reindex` moves every item to the chosen
 embedder and deletes the other models' vectors.
 
 Example::
@@ -20,7 +20,14 @@ import click
 
 from ..errors import AgentsSQLAlchemyError
 from ..records import SearchHit
-from ..search import SEARCH_MODES, Embedder, HashingEmbedder, Model2VecEmbedder, SearchMode
+from ..search import (
+    BUILTIN_EMBEDDERS,
+    SEARCH_MODES,
+    Embedder,
+    SearchMode,
+    builtin_for,
+    embedder_by_name,
+)
 from ..tables import TableNames
 from .importer import ProgressBar
 from .options import (
@@ -33,31 +40,54 @@ from .options import (
 )
 from .transcript import clean, describe
 
-# The embedders the command line knows, by name: the store's default, and the bundled model.
-EMBEDDERS: dict[str, Callable[[], Embedder]] = {
-    "hashing": HashingEmbedder,
-    "model2vec": Model2VecEmbedder.bundled,
-}
-
 
 def embedder_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--embedder hashing|model2vec`; the command receives the `Embedder`."""
-
-    def load(ctx: click.Context, param: click.Parameter, name: str) -> Embedder:
-        try:
-            return EMBEDDERS[name]()
-        except AgentsSQLAlchemyError as exc:  # e.g. a missing extra, named in the message
-            raise click.BadParameter(str(exc), ctx, param) from exc
-
+    """Add `--embedder NAME`; the command receives the name, or None for the database's."""
     return click.option(
         "--embedder",
-        type=click.Choice(sorted(EMBEDDERS)),
-        default="hashing",
-        show_default=True,
-        callback=load,
-        help="The application's embedder: hashing (search=True) or model2vec (the offline "
-        "model of the model2vec extra, Model2VecEmbedder.bundled()).",
+        "embedder_name",
+        type=click.Choice(BUILTIN_EMBEDDERS),
+        default=None,
+        help="The embedding model: by default the one the database was indexed with "
+        "(hashing when it has none yet).",
     )(command)
+
+
+def load_embedder(name: str) -> Embedder:
+    """A built-in embedder; a missing extra is a usage error that names it."""
+    try:
+        return embedder_by_name(name)
+    except AgentsSQLAlchemyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--embedder") from exc
+
+
+async def chosen_embedder(
+    url: str, tables: TableNames, key: str | None, name: str | None
+) -> Embedder:
+    """The embedder named, else the built-in one the database's latest item was indexed with.
+
+    A database indexed with a model the command line cannot load needs `--embedder`; a
+    model other than the database's is named on stderr, since it indexes as it goes.
+    """
+    embedder = load_embedder(name) if name else None
+    async with opened(url, tables, key, search=False) as store:
+        indexed = await store.indexed_model()
+    if embedder is None:
+        known = builtin_for(indexed) if indexed else "hashing"
+        if known is None:
+            raise click.UsageError(
+                f"the database is indexed with {indexed!r}, which the command line cannot "
+                f"load: pass --embedder ({', '.join(BUILTIN_EMBEDDERS)})"
+            )
+        embedder = load_embedder(known)
+    if indexed and embedder.model_id != indexed:
+        click.secho(
+            f"Note: the database is indexed with {indexed}; {embedder.model_id} indexes the "
+            "items it has not seen as it goes (`reindex` moves them all).",
+            fg="yellow",
+            err=True,
+        )
+    return embedder
 
 
 @click.command("search")
@@ -83,7 +113,7 @@ def search(
     url: str,
     tables: TableNames,
     key: str | None,
-    embedder: Embedder,
+    embedder_name: str | None,
     query: str,
     session_id: str | None,
     user_id: str | None,
@@ -103,7 +133,7 @@ def search(
     """
     if session_id is not None and user_id is not None:
         raise click.UsageError("give --session or --user, not both")
-    hits = run(_search(url, tables, key, embedder, query, session_id, user_id, limit, mode))
+    hits = run(_search(url, tables, key, embedder_name, query, session_id, user_id, limit, mode))
     if as_json:
         for rank, hit in enumerate(hits, 1):
             click.echo(json.dumps({"rank": rank, **_hit_json(hit)}, ensure_ascii=False))
@@ -121,19 +151,20 @@ async def _search(
     url: str,
     tables: TableNames,
     key: str | None,
-    embedder: Embedder,
+    embedder_name: str | None,
     query: str,
     session_id: str | None,
     user_id: str | None,
     limit: int,
     mode: SearchMode,
 ) -> list[SearchHit]:
-    async with opened(url, tables, key, search=embedder) as store:
+    embedder = await chosen_embedder(url, tables, key, embedder_name)
+    async with opened(url, tables, key, embedder=embedder) as store:
         if session_id is None:
             return await store.search(query, user_id=user_id, limit=limit, mode=mode)
         if await store.session_info(session_id) is None:
             raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
-        return await store.session(session_id).search(query, limit=limit, mode=mode)
+        return await store.session(session_id).search_hits(query, limit=limit, mode=mode)
 
 
 def hit_lines(rank: int, hit: SearchHit, max_chars: int) -> list[str]:
@@ -180,15 +211,16 @@ def reindex(
     url: str,
     tables: TableNames,
     key: str | None,
-    embedder: Embedder,
+    embedder_name: str | None,
     batch_size: int,
     progress: bool,
 ) -> None:
     """Index every item for the embedder's model, and delete other models' vectors.
 
-    Run it after the application changes its embedder: until then, items indexed under
-    the old model are found by keyword only. It can run while the application does; if
-    interrupted, run it again: items already indexed are skipped.
+    Run it after the application changes its embedder (--embedder: the new one; by
+    default the database's own). Until then, a search indexes for the new model at most
+    2,000 items it has not seen, and finds the rest by keyword. It can run while the
+    application does; if interrupted, run it again: items already indexed are skipped.
 
     \b
     Example:
@@ -196,22 +228,23 @@ def reindex(
     """
     bar = ProgressBar(progress, "Indexing items")
     try:
-        done = run(_reindex(url, tables, key, embedder, batch_size, bar))
+        model_id, done = run(_reindex(url, tables, key, embedder_name, batch_size, bar))
     finally:
         bar.close()
-    click.secho(f"Indexed {done} items for {embedder.model_id} in {shown(url)}", fg="green")
+    click.secho(f"Indexed {done} items for {model_id} in {shown(url)}", fg="green")
 
 
 async def _reindex(
     url: str,
     tables: TableNames,
     key: str | None,
-    embedder: Embedder,
+    embedder_name: str | None,
     batch_size: int,
     bar: ProgressBar,
-) -> int:
-    async with opened(url, tables, key, search=embedder) as store:
-        return await store.reindex(batch_size=batch_size, progress=bar)
+) -> tuple[str, int]:
+    embedder = await chosen_embedder(url, tables, key, embedder_name)
+    async with opened(url, tables, key, embedder=embedder) as store:
+        return embedder.model_id, await store.reindex(batch_size=batch_size, progress=bar)
 
 
 commands = (search, reindex)

@@ -59,6 +59,10 @@ class RepositoryBase:
                 lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all()
             )
 
+    async def release_loop(self) -> None:
+        """Close the connections the running event loop's engine holds (before it stops)."""
+        await self._db.release_loop()
+
     def _live(self, now: datetime) -> ColumnElement[bool]:
         expires_at = self._items.c.expires_at
         return or_(expires_at.is_(None), expires_at > now)
@@ -140,7 +144,7 @@ class RepositoryBase:
                 "vector": item.vector,
             }
             for pk, item in items
-            if item.vector is not None
+            if item.model_id is not None
         ]
         for table, values in (
             (self._item_keys, keys),

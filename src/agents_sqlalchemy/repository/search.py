@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, cast, delete, exists, extract, func, null, select
+from sqlalchemy import ColumnElement, Float, and_, cast, delete, exists, extract, func, null, select
 from sqlalchemy.engine import Connection, Result
 
 from ..types import Candidates, NewItem, Postings, Scope, SessionKey, StoredItem, Unindexed
@@ -74,7 +74,7 @@ class SearchOps(RepositoryBase):
                 embeddings,
                 (embeddings.c.item_pk == items.c.id) & (embeddings.c.model_id == model_id),
             )
-            .where(self._in_scope(scope), self._live(self._now()))
+            .where(self._in_scope(scope), self._live(self._now()), embeddings.c.vector.is_not(None))
         )
         if self._sealed:
             query = query.join(self._item_keys, self._item_keys.c.item_pk == items.c.id)
@@ -165,24 +165,35 @@ class SearchOps(RepositoryBase):
 
         return await self._db.read(work)
 
-    async def count_unindexed(self, model_id: str) -> int:
-        """How many live items have no vector of `model_id` (what `reindex` will go over)."""
+    def _unindexed_where(self, model_id: str, scope: Scope) -> ColumnElement[bool]:
+        """Live items in scope without a vector (or marker) of `model_id`."""
         items, embeddings = self._items, self._embeddings
         indexed = exists().where(
             embeddings.c.item_pk == items.c.id, embeddings.c.model_id == model_id
         )
-        query = select(func.count()).select_from(items).where(~indexed, self._live(self._now()))
+        return and_(~indexed, self._live(self._now()), self._in_scope(scope))
+
+    async def count_unindexed(self, model_id: str, scope: Scope) -> int:
+        """How many live items in scope have no vector of `model_id`."""
+        items, sessions = self._items, self._sessions
+        query = (
+            select(func.count())
+            .select_from(items)
+            .join(sessions, sessions.c.id == items.c.session_pk)
+            .where(self._unindexed_where(model_id, scope))
+        )
         return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
-    async def unindexed(self, model_id: str, batch: int, after: int) -> list[Unindexed]:
-        """Up to `batch` live items after pk `after` without a vector of `model_id`, in order."""
-        items, sessions, vectors = self._items, self._sessions, self._embeddings
-        indexed = select(vectors.c.item_pk).where(vectors.c.model_id == model_id)
+    async def unindexed(
+        self, model_id: str, batch: int, after: int, scope: Scope
+    ) -> list[Unindexed]:
+        """Up to `batch` live items in scope after pk `after` without a vector of `model_id`."""
+        items, sessions = self._items, self._sessions
         query = (
             self._item_columns()
             .add_columns(items.c.session_pk, sessions.c.session_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(items.c.id > after, items.c.id.not_in(indexed), self._live(self._now()))
+            .where(items.c.id > after, self._unindexed_where(model_id, scope))
             .order_by(items.c.id)
             .limit(batch)
         )
@@ -196,7 +207,9 @@ class SearchOps(RepositoryBase):
         return await self._db.read(work)
 
     async def replace_index(self, entries: list[tuple[int, int, NewItem]]) -> None:
-        """Index `(item_pk, session_pk, NewItem)` entries anew: their old terms and vectors go."""
+        """Index `(item_pk, session_pk, NewItem)` entries anew: their terms and their vectors
+        of the entries' model are replaced (other models' vectors stay, until
+        `drop_other_models`)."""
         if entries:
             await self._db.write(lambda conn: self._replace(conn, entries))
 
@@ -210,8 +223,15 @@ class SearchOps(RepositoryBase):
         postgresql = self._db.dialect_name == "postgresql"
         if postgresql:
             kept = set(conn.execute(still.with_for_update(key_share=True)).scalars())
+        # Terms are the same whatever the model; vectors of other models stay.
+        models = {item.model_id for _, _, item in entries}
+        embeddings = self._embeddings
         conn.execute(delete(self._terms).where(self._terms.c.item_pk.in_(pks)))
-        conn.execute(delete(self._embeddings).where(self._embeddings.c.item_pk.in_(pks)))
+        conn.execute(
+            delete(embeddings).where(
+                embeddings.c.item_pk.in_(pks), embeddings.c.model_id.in_(models)
+            )
+        )
         if not postgresql:
             kept = set(conn.execute(still).scalars())
         by_session: dict[int, list[tuple[int, NewItem]]] = {}
@@ -220,6 +240,12 @@ class SearchOps(RepositoryBase):
                 by_session.setdefault(session_pk, []).append((item_pk, item))
         for session_pk, indexed in by_session.items():
             self._add_side_rows(conn, session_pk, indexed)
+
+    async def latest_model_id(self) -> str | None:
+        """The embedding model of the most recently indexed item, or None."""
+        embeddings = self._embeddings
+        query = select(embeddings.c.model_id).order_by(embeddings.c.id.desc()).limit(1)
+        return await self._db.read(lambda conn: conn.execute(query).scalar_one_or_none())
 
     async def drop_other_models(self, model_id: str) -> int:
         """Delete vectors of every other embedding model; return how many."""

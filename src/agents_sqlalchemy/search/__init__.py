@@ -21,6 +21,7 @@ On search::
 """
 
 from ..errors import EmbedderError, MissingExtraError, SearchError
+from .builtin import BUILTIN_EMBEDDERS, builtin_for, embedder_by_name
 from .embedders import (
     Embedder,
     embed_documents,
@@ -63,6 +64,7 @@ from .text import (
 )
 
 __all__ = [
+    "BUILTIN_EMBEDDERS",
     "DEFAULT_PARAMS",
     "MAX_TERM_CHARS",
     "MAX_TEXT_CHARS",
@@ -86,11 +88,13 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bm25_postings",
     "bm25_scores",
+    "builtin_for",
     "content_words",
     "cosine_scores",
     "embed_documents",
     "embed_query",
     "embed_texts",
+    "embedder_by_name",
     "fuse",
     "item_text",
     "normalize",

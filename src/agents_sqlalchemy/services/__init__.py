@@ -74,7 +74,7 @@ class Services:
             repository=repository,
             keyring=keyring,
             conversation=Conversation(
-                repository, keyring, searcher.index if searcher else None, ttl=ttl
+                repository, keyring, searcher.written if searcher else None, ttl=ttl
             ),
             management=Management(repository, keyring),
             searcher=searcher,
@@ -84,10 +84,14 @@ class Services:
         """The searcher; `ConfigurationError` when the store does not search."""
         if self.searcher is None:
             raise ConfigurationError(
-                "search is off for this store: pass search=True (or an Embedder) to SessionStore"
+                "search is off for this store (search=False): open it with search=True, the "
+                "default, to index items and search them"
             )
         return self.searcher
 
     async def close(self) -> None:
-        """Release the connections the database made; an engine passed in stays open."""
+        """Finish indexing, then release the connections the database made (an engine
+        passed in stays open)."""
+        if self.searcher is not None:
+            await self.searcher.close()
         await self.db.close()

@@ -12,19 +12,19 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from ..codec import encode_item, encode_items
 from ..errors import ConfigurationError
 from ..repository import Repository
-from ..types import IndexEntry, SessionKey
+from ..types import SessionKey
 from ..validation import check_range, json_object
 from .keyring import Keyring
 
-#: Term counts and a vector per item (None for no text), or None when search is off.
-Indexer = Callable[[list[Any]], Awaitable[list[IndexEntry | None]]]
+#: Told after each write which session got new items (search indexes them), if set.
+Written = Callable[[SessionKey], None]
 
 
 class Conversation:
@@ -34,13 +34,13 @@ class Conversation:
         self,
         repository: Repository,
         keyring: Keyring,
-        index: Indexer | None,
+        written: Written | None,
         *,
         ttl: timedelta | None,
     ) -> None:
         self._repository = repository
         self._keyring = keyring
-        self._index = index
+        self._written = written
         self.ttl = ttl
 
     async def read(self, key: SessionKey, limit: int | None) -> list[Any]:
@@ -55,19 +55,20 @@ class Conversation:
     async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
         """Append a batch, all or nothing; items expire after `ttl` (else the store's).
 
-        Search terms and vectors are computed before the write, never under its lock.
+        Search indexes the items after the write, off the caller's path.
         """
         payloads = encode_items(items)
         if not payloads:
             return
         codec = await self._keyring.ready()
-        index = await self._index(items) if self._index else None
         await self._repository.append(
             key,
             len(payloads),
-            lambda first_seq: codec.rows(key, payloads, first_seq, index),
+            lambda first_seq: codec.rows(key, payloads, first_seq),
             ttl or self.ttl,
         )
+        if self._written is not None:
+            self._written(key)
 
     async def pop(self, key: SessionKey) -> Any | None:
         """Remove and return the latest live item, or None; its key is destroyed."""

@@ -36,6 +36,11 @@ class Management:
         row = await self._repository.describe(key)
         return _info(row) if row else None
 
+    async def indexed_model(self) -> str | None:
+        """The `model_id` of the embedder that indexed the latest item, or None."""
+        await self._keyring.ready()
+        return await self._repository.latest_model_id()
+
     async def list_sessions(
         self,
         *,

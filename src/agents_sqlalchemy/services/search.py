@@ -11,11 +11,14 @@ Example::
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..aio import holding
 from ..codec import Codec
 from ..errors import ConfigurationError
 from ..records import SearchHit
@@ -33,9 +36,17 @@ from ..search import (
     recency_scores,
     term_counts,
 )
-from ..types import Candidates, IndexEntry, Postings, Scope
+from ..types import Candidates, IndexEntry, Postings, Scope, SessionKey
 from ..validation import check_range
+from .indexing import BackgroundIndexer
 from .keyring import Keyring
+
+# Items indexed per transaction when search catches up.
+CATCH_UP_BATCH = 200
+# At most this many are indexed by one search: more means the embedder changed (reindex).
+SEARCH_CATCH_UP = 2000
+
+logger = logging.getLogger("agents_sqlalchemy")
 
 
 class Searcher:
@@ -45,14 +56,28 @@ class Searcher:
         self.embedder = embedder
         self._repository = repository
         self._keyring = keyring
+        self._catching_up = threading.Lock()
+        self._background = BackgroundIndexer(self.catch_up, release=repository.release_loop)
 
-    async def index(self, items: list[Any]) -> list[IndexEntry | None]:
-        """Term counts and a vector per item (None for an item with no text to index)."""
+    def written(self, key: SessionKey) -> None:
+        """Items were added to this session: index them soon, off the caller's path."""
+        self._background.submit(key)
+
+    async def flush(self) -> None:
+        """Wait until what this process wrote so far is indexed."""
+        await self._background.flush()
+
+    async def close(self) -> None:
+        """Finish indexing what was written, then stop the indexing thread."""
+        await self._background.close()
+
+    async def index(self, items: list[Any]) -> list[IndexEntry]:
+        """Term counts and a vector per item (an item with no text: no terms, no vector)."""
         embedder = self.embedder
         texts = [item_text(item) for item in items]
         vectors = iter(await embed_documents(embedder, [text for text in texts if text]))
         return [
-            IndexEntry(term_counts(text), next(vectors), embedder.model_id) if text else None
+            IndexEntry(term_counts(text), next(vectors) if text else None, embedder.model_id)
             for text in texts
         ]
 
@@ -70,6 +95,8 @@ class Searcher:
         codec = await self._keyring.ready()
         if not query.strip():
             return []
+        await self._background.flush()  # what this process wrote is indexed ...
+        await self.catch_up(scope, limit=SEARCH_CATCH_UP)  # ... and so is what others wrote
         model_id = self.embedder.model_id
         candidates = await self._repository.candidates(
             scope, model_id, vectors=mode != "keyword" and not codec.caches_vectors
@@ -133,26 +160,52 @@ class Searcher:
     async def reindex(self, *, batch_size: int, progress: Callable[[int, int], None] | None) -> int:
         """Index every live item for the embedder; see `SessionStore.reindex`."""
         check_range("batch_size", batch_size, 1)
+        await self._keyring.ready()
+        await self._repository.drop_other_models(self.embedder.model_id)
+        return await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
+
+    async def catch_up(
+        self,
+        scope: Scope,
+        *,
+        batch_size: int = CATCH_UP_BATCH,
+        limit: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Index the live items in scope that have no vector of the embedder yet.
+
+        One transaction per batch; an item removed meanwhile is skipped. With `limit`,
+        stops after about that many (a search does not turn into a reindex). Returns how
+        many items were gone over.
+        """
         codec = await self._keyring.ready()
         repository, model_id = self._repository, self.embedder.model_id
-        await repository.drop_other_models(model_id)
-        done, after = 0, 0
-        total = await repository.count_unindexed(model_id)
-        if progress is not None:
-            progress(done, total)
-        while batch := await repository.unindexed(model_id, batch_size, after):
-            after = batch[-1].item_pk
-            entries = await self.index([codec.item(row.key, row.stored) for row in batch])
-            await repository.replace_index(
-                [
-                    (row.item_pk, row.session_pk, codec.reindexed(row.key, row.stored, entry))
-                    for row, entry in zip(batch, entries, strict=True)
-                    if entry is not None
-                ]
-            )
-            done += len(batch)
+        async with holding(self._catching_up):  # one indexer per store at a time
+            done, after = 0, 0
+            total = await repository.count_unindexed(model_id, scope) if progress else 0
             if progress is not None:
-                progress(done, max(total, done))
+                progress(done, total)
+            while batch := await repository.unindexed(model_id, batch_size, after, scope):
+                after = batch[-1].item_pk
+                entries = await self.index([codec.item(row.key, row.stored) for row in batch])
+                await repository.replace_index(
+                    [
+                        (row.item_pk, row.session_pk, codec.reindexed(row.key, row.stored, entry))
+                        for row, entry in zip(batch, entries, strict=True)
+                    ]
+                )
+                done += len(batch)
+                if progress is not None:
+                    progress(done, max(total, done))
+                if limit is not None and done >= limit:
+                    logger.warning(
+                        "search indexed %d items for %s and left the rest of its scope to "
+                        "keyword search: run reindex() (agents-sqlalchemy reindex) after "
+                        "changing the embedder",
+                        done,
+                        model_id,
+                    )
+                    break
         return done
 
 

@@ -165,7 +165,7 @@ def upgrade() -> None:
         sa.Column("item_pk", ID, nullable=False),
         sa.Column("session_pk", sa.BigInteger(), nullable=False),
         sa.Column("model_id", sa.String(200), nullable=False),
-        sa.Column("vector", sa.LargeBinary(), nullable=False),
+        sa.Column("vector", sa.LargeBinary(), nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "item_pk", "items"),
         sa.UniqueConstraint("item_pk", "model_id", name=uq(t, "item_pk", "model_id")),

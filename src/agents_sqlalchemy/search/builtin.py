@@ -1,0 +1,53 @@
+"""The built-in embedders by name, so a store, a command line or a config file can pick one.
+
+Example::
+
+    embedder_by_name("hashing")      # HashingEmbedder(): no model, no extra
+    BUILTIN_EMBEDDERS                # ("hashing", "model2vec")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import ConfigurationError
+from .embedders import Embedder
+from .hashing import HashingEmbedder
+from .model2vec_embedder import Model2VecEmbedder
+
+_FACTORIES: dict[str, Callable[[], Embedder]] = {
+    "hashing": HashingEmbedder,
+    "model2vec": Model2VecEmbedder.bundled,
+}
+#: Names `embedder_by_name` knows: the no-download default first.
+BUILTIN_EMBEDDERS: tuple[str, ...] = tuple(_FACTORIES)
+
+
+# How each built-in's `model_id` begins (the settings follow).
+_MODEL_ID_PREFIXES = {"hashing": "hashing-", "model2vec": "model2vec:"}
+
+
+def builtin_for(model_id: str) -> str | None:
+    """The name of the built-in embedder whose vectors carry `model_id`, or None.
+
+    >>> builtin_for("hashing-v1-256-3-5-0.5")
+    'hashing'
+    """
+    for name, prefix in _MODEL_ID_PREFIXES.items():
+        if model_id.startswith(prefix):
+            return name
+    return None
+
+
+def embedder_by_name(name: str) -> Embedder:
+    """A new instance of the built-in embedder called `name` (models load once per process).
+
+    An optional model's missing package raises `MissingExtraError` naming its extra; an
+    unknown name raises `ConfigurationError` listing the known ones.
+    """
+    factory = _FACTORIES.get(name.strip().lower()) if isinstance(name, str) else None
+    if factory is None:
+        raise ConfigurationError(
+            f"unknown embedder {name!r}: the built-in ones are {', '.join(BUILTIN_EMBEDDERS)}"
+        )
+    return factory()
