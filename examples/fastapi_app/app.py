@@ -73,7 +73,7 @@ def create_app(database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # create_tables suits a demo; in production run the migrations (see the README).
-        async with SessionStore(database_url, create_tables=True, search=True) as store:
+        async with SessionStore(database_url, create_tables=True) as store:
             app.state.store = store
             yield
 
