@@ -11,7 +11,9 @@ import gc
 import importlib.util
 import json
 import os
+import sqlite3
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -553,6 +555,32 @@ async def test_state_is_sealed_and_bound_to_its_session(db_url: str, key: bytes)
 # -- removal destroys keys -----------------------------------------------------------------------
 
 
+async def test_a_pop_never_waits_for_a_long_reader_and_the_scrub_follows(
+    sqlite_url: str, key: bytes
+) -> None:
+    """The WAL checkpoint that scrubs a removed key runs after the pop, not in it: a reader
+    holding an old snapshot delays the scrub, never the caller."""
+    async with SessionStore(sqlite_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("s")
+        await session.add_items([_big("first"), _big("second")])
+        rows = await sealed_rows(sqlite_url, "s")
+        reader = sqlite3.connect(sqlite_path(sqlite_url) or "")
+        reader.execute("BEGIN")
+        reader.execute(f"SELECT count(*) FROM {ITEMS}").fetchall()  # holds its snapshot
+        try:
+            started = time.monotonic()
+            assert (await session.pop_item())["content"].startswith("second")
+            assert time.monotonic() - started < 2  # the busy timeout is 30 s
+            await asyncio.sleep(0.5)  # the scrub ran, and could not finish
+            assert found_on_disk(sqlite_url, blobs_of(rows[-1:])) != []
+        finally:
+            reader.rollback()
+            reader.close()
+        await session.pop_item()  # the next removal's scrub finds no reader in its way
+        await store.flush()
+        assert found_on_disk(sqlite_url, blobs_of(rows)) == []
+
+
 def _big(tag: str) -> dict[str, Any]:
     """An item of about 24 KB: its ciphertext spans SQLite overflow pages."""
     return message(f"{tag} " + os.urandom(12_000).hex())
@@ -564,6 +592,7 @@ async def test_removals_destroy_keys_and_leave_no_bytes_behind(
     is_sqlite = sqlite_path(db_url) is not None
 
     async def check_gone(removed: list[bytes], kept: list[bytes], *sessions: str) -> None:
+        await store.flush()  # the WAL is checkpointed just after a removal, off its path
         if is_sqlite:
             assert found_on_disk(db_url, removed) == [], "removed bytes remain in the file or WAL"
             assert found_on_disk(db_url, kept) == kept

@@ -85,7 +85,7 @@ async def assert_index_is(store: SessionStore, url: str, live: dict[tuple[str, i
     live items ((session, seq) -> item): one embeddings row per item (its vector NULL when
     the item has no text), one terms row per distinct term; nothing of removed items
     (SQLite may give a removed item's id to a new one: rows are counted, not just ids)."""
-    await store.wait_indexed()
+    await store.flush()
     expected = {await pk_of(url, *place): item_text(item) for place, item in live.items()}
     rows = await raw_rows(url, f"SELECT item_pk, vector FROM {EMBEDDINGS}")
     assert sorted(int(pk) for pk, _ in rows) == sorted(expected)
@@ -328,7 +328,7 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
                 if entry is not None
             ]
         )
-        await store.wait_indexed()
+        await store.flush()
         indexed = await index_rows(db_url)
         assert len(indexed[ITEMS]) == 1 and indexed[EMBEDDINGS] == indexed[ITEMS]
         assert texts(await store.session("s").search_hits("note")) == ["first note"]

@@ -176,14 +176,14 @@ class SessionStore:
         """
         return await self._services.management.indexed_model()
 
-    async def wait_indexed(self) -> None:
-        """Wait until the items written through this store are indexed for search.
+    async def flush(self) -> None:
+        """Wait for the work that follows writes: new items indexed for search, and (in
+        encrypted mode, on SQLite) removed keys checkpointed out of the WAL.
 
-        Indexing runs just after each write, off the caller's path; a search waits for it
-        by itself. Call this before reading the index tables directly, or timing a search.
+        Both run just after the write, off the caller's path; a search waits for the
+        indexing by itself, and `close()` for all of it.
         """
-        if self._services.searcher is not None:
-            await self._services.searcher.flush()
+        await self._services.background.flush()
 
     async def session_info(self, session_id: str) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Table, bindparam, or_, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -23,6 +23,46 @@ SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 def utcnow() -> datetime:
     """The repository's clock (tests move it)."""
     return datetime.now(timezone.utc)
+
+
+class Statements:
+    """The statements every protocol call runs, with bound parameters, built once per tables.
+
+    SQLAlchemy caches their compiled form per dialect; a statement object built anew each
+    call would cost more in building and cache-key hashing than the database spends on it.
+    """
+
+    def __init__(self, repository: RepositoryBase) -> None:
+        items, sessions = repository._items, repository._sessions
+        now = bindparam("now", type_=items.c.expires_at.type)
+        live = or_(items.c.expires_at.is_(None), items.c.expires_at > now)
+        session_pk = (
+            select(sessions.c.id)
+            .where(sessions.c.session_hash == bindparam("session_hash"))
+            .scalar_subquery()
+        )
+        columns = repository._item_columns()
+        # Reads select exactly the columns of a `StoredItem`, so rows are used as they come.
+        stored = repository._item_columns(with_id=False)
+        in_session = stored.where(items.c.session_pk == session_pk, live)
+        self.read_all = in_session.order_by(items.c.seq)
+        self.read_tail = in_session.order_by(items.c.seq.desc()).limit(bindparam("limit"))
+        self.last_live = (
+            columns.where(items.c.session_pk == bindparam("session_pk"), live)
+            .order_by(items.c.seq.desc())
+            .limit(1)
+        )
+        self.delete_item = delete(items).where(items.c.id == bindparam("item_pk"))
+        self.insert_items = items.insert()
+        self.insert_items_returning = items.insert().returning(
+            items.c.id, sort_by_parameter_order=True
+        )
+        self.lock = (  # the parameter is named "hash": an UPDATE reserves the column names
+            update(sessions)
+            .where(sessions.c.session_hash == bindparam("hash"))
+            .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
+            .returning(sessions.c.id)
+        )
 
 
 class RepositoryBase:
@@ -112,15 +152,14 @@ class RepositoryBase:
 
     def _lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
-        sessions = self._sessions
-        result = conn.execute(
-            update(sessions)
-            .where(sessions.c.session_hash == key.hash)
-            .values(updated_at=now)
-            .returning(sessions.c.id)
-        )
-        pk: int | None = result.scalar_one_or_none()
+        params = {"hash": key.hash, "now": now}
+        pk: int | None = conn.execute(self._statements.lock, params).scalar_one_or_none()
         return pk
+
+    @cached_property
+    def _statements(self) -> Statements:
+        """The hot path's statements, built once: building one costs more than running it."""
+        return Statements(self)
 
     def _add_side_rows(
         self, conn: Connection, session_pk: int, items: list[tuple[int, NewItem]]
@@ -182,13 +221,15 @@ class RepositoryBase:
         ).where(items.c.session_pk == bindparam("session_pk"), items.c.seq == bindparam("seq"))
         return keys.insert().from_select(["item_pk", "kek_id", "wrapped_key"], found)
 
-    def _item_columns(self) -> Any:
+    def _item_columns(self, *, with_id: bool = True) -> Any:
+        """A select of an item's columns, laid out as `StoredItem` (after its id)."""
         items = self._items
+        first = [items.c.id] if with_id else []
         if not self._sealed:
-            return select(items.c.id, items.c.seq, items.c.payload)
+            return select(*first, items.c.seq, items.c.payload)
         keys = self._item_keys
         return select(
-            items.c.id,
+            *first,
             items.c.seq,
             items.c.payload,
             items.c.ciphertext,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import delete
 from sqlalchemy.engine import Connection
@@ -44,43 +44,36 @@ class ItemOps(RepositoryBase):
         claimed = self._claim(conn, key, count, now)
         first = claimed.next_seq - count + 1
         new = build(first)
+        expires_at = now + ttl if ttl else None
         rows = [
             {
                 "session_pk": claimed.id,
                 "seq": first + offset,
                 "created_at": now,
-                "expires_at": now + ttl if ttl else None,
+                "expires_at": expires_at,
                 "payload": item.payload,
                 "ciphertext": item.ciphertext,
             }
             for offset, item in enumerate(new)
         ]
-        if not any(item.wrapped_key or item.terms or item.vector for item in new):
-            conn.execute(self._items.insert(), rows)
+        if not any(item.terms or item.vector or item.model_id for item in new):
+            conn.execute(self._statements.insert_items, rows)
+            if new[0].wrapped_key is not None:  # sealed: the keys, found by their place
+                self._add_keys_by_seq(conn, claimed.id, first, new)
             return
-        if not any(item.terms or item.vector for item in new):  # sealed, not indexed
-            conn.execute(self._items.insert(), rows)
-            self._add_keys_by_seq(conn, claimed.id, first, new)
-            return
-        inserted = conn.execute(
-            self._items.insert().returning(self._items.c.id, sort_by_parameter_order=True), rows
-        )
+        inserted = conn.execute(self._statements.insert_items_returning, rows)
         self._add_side_rows(conn, claimed.id, list(zip(inserted.scalars(), new, strict=True)))
 
-    async def read(self, key: SessionKey, limit: int | None) -> list[StoredItem]:
-        """Live items in order; with a limit, the latest `limit` of them."""
+    async def read(self, key: SessionKey, limit: int | None) -> Sequence[Sequence[Any]]:
+        """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest."""
         return await self._db.read(lambda conn: self._read(conn, key, limit))
 
-    def _read(self, conn: Connection, key: SessionKey, limit: int | None) -> list[StoredItem]:
-        items = self._items
-        query = self._item_columns().where(
-            items.c.session_pk == self._session_pk(key).scalar_subquery(), self._live(self._now())
-        )
+    def _read(self, conn: Connection, key: SessionKey, limit: int | None) -> Sequence[Any]:
+        params = {"session_hash": key.hash, "now": self._now()}
         if limit is None:
-            rows = conn.execute(query.order_by(items.c.seq)).all()
-        else:
-            rows = conn.execute(query.order_by(items.c.seq.desc()).limit(limit)).all()[::-1]
-        return [self._stored(row) for row in rows]
+            return conn.execute(self._statements.read_all, params).all()
+        params["limit"] = limit
+        return conn.execute(self._statements.read_tail, params).all()[::-1]
 
     async def pop(self, key: SessionKey, decode: Callable[[StoredItem], T]) -> T | None:
         """Remove the latest live item and return it decoded; a decode error keeps it stored."""
@@ -89,20 +82,15 @@ class ItemOps(RepositoryBase):
     def _pop(
         self, conn: Connection, key: SessionKey, decode: Callable[[StoredItem], T]
     ) -> T | None:
-        items, now = self._items, self._now()
+        now = self._now()
         session_pk = self._lock_existing(conn, key, now)
         if session_pk is None:
             return None
-        tail = (
-            self._item_columns()
-            .where(items.c.session_pk == session_pk, self._live(now))
-            .order_by(items.c.seq.desc())
-            .limit(1)
-        )
-        row = conn.execute(tail).one_or_none()
+        statements = self._statements
+        row = conn.execute(statements.last_live, {"session_pk": session_pk, "now": now}).first()
         if row is None:
             return None
-        conn.execute(delete(items).where(items.c.id == row.id))
+        conn.execute(statements.delete_item, {"item_pk": row[0]})
         # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
         return decode(self._stored(row))
 

@@ -29,6 +29,7 @@ from ..models import build_models
 from ..repository import Repository
 from ..search import Embedder
 from ..tables import TableNames
+from .background import Background
 from .conversation import Conversation
 from .keyring import ROTATE_BATCH, Keyring
 from .management import Management
@@ -43,6 +44,7 @@ class Services:
 
     db: Database
     repository: Repository
+    background: Background
     keyring: Keyring
     conversation: Conversation
     management: Management
@@ -67,11 +69,15 @@ class Services:
             url_or_engine, engine_kwargs=engine_kwargs, sqlite_synchronous=sqlite_synchronous
         )
         repository = Repository(db, build_models(tables), sealed=key is not None)
-        keyring = Keyring(db, repository, tables, key=key, create_tables=create_tables)
-        searcher = None if embedder is None else Searcher(repository, keyring, embedder)
+        background = Background(release=repository.release_loop)
+        keyring = Keyring(
+            db, repository, tables, key=key, create_tables=create_tables, background=background
+        )
+        searcher = None if embedder is None else Searcher(repository, keyring, embedder, background)
         return cls(
             db=db,
             repository=repository,
+            background=background,
             keyring=keyring,
             conversation=Conversation(
                 repository, keyring, searcher.written if searcher else None, ttl=ttl
@@ -90,8 +96,7 @@ class Services:
         return self.searcher
 
     async def close(self) -> None:
-        """Finish indexing, then release the connections the database made (an engine
-        passed in stays open)."""
-        if self.searcher is not None:
-            await self.searcher.close()
+        """Finish the background work, then release the connections the database made (an
+        engine passed in stays open)."""
+        await self.background.close()
         await self.db.close()

@@ -50,7 +50,7 @@ class Conversation:
             if limit == 0:
                 return []
         codec = await self._keyring.ready()
-        return [codec.item(key, stored) for stored in await self._repository.read(key, limit)]
+        return codec.items(key, await self._repository.read(key, limit))
 
     async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
         """Append a batch, all or nothing; items expire after `ttl` (else the store's).

@@ -34,6 +34,7 @@ from ..errors import ConfigurationError, KeyringError, WrongKeyError
 from ..migrate import ensure_schema
 from ..repository import Repository
 from ..tables import TableNames
+from .background import Background
 
 ROTATE_BATCH = 1000
 
@@ -58,6 +59,7 @@ class Keyring:
         *,
         key: Key | None,
         create_tables: bool,
+        background: Background,
     ) -> None:
         self.key = key  # validated by the caller
         self.create_tables = create_tables
@@ -68,6 +70,7 @@ class Keyring:
         self._kek: KeyEncryptionKey | None = None
         self._opening = threading.Lock()
         self._refused: WrongKeyError | None = None
+        self._background = background
 
     async def ready(self, *, rotating: bool = False) -> Codec:
         """Check the schema and open the keyring, once per store; then return the codec."""
@@ -90,12 +93,13 @@ class Keyring:
 
     @asynccontextmanager
     async def scrubbing(self) -> AsyncIterator[None]:
-        """Around a removal in encrypted mode: forget cached keys, leave no copy in a WAL."""
+        """Around a removal in encrypted mode: forget cached keys at once, and have the
+        SQLite WAL checkpointed just after, off the caller's path (`Background`)."""
         yield
         if isinstance(self._codec, SealedCodec):
             self._codec.forget_keys()
         if self.key is not None:
-            await self._repository.scrub()
+            self._background.submit(("scrub",), self._repository.scrub)
 
     async def _open(self, rotating: bool) -> KeyEncryptionKey | None:
         """The store's key-encryption key; a wrong or missing key fails before any item I/O."""

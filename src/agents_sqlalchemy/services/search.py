@@ -38,7 +38,7 @@ from ..search import (
 )
 from ..types import Candidates, IndexEntry, Postings, Scope, SessionKey
 from ..validation import check_range
-from .indexing import BackgroundIndexer
+from .background import Background
 from .keyring import Keyring
 
 # Items indexed per transaction when search catches up.
@@ -52,24 +52,19 @@ logger = logging.getLogger("agents_sqlalchemy")
 class Searcher:
     """Ranks a scope's items for a query with one embedder; indexes items for it."""
 
-    def __init__(self, repository: Repository, keyring: Keyring, embedder: Embedder) -> None:
+    def __init__(
+        self, repository: Repository, keyring: Keyring, embedder: Embedder, background: Background
+    ) -> None:
         self.embedder = embedder
         self._repository = repository
         self._keyring = keyring
         self._catching_up = threading.Lock()
-        self._background = BackgroundIndexer(self.catch_up, release=repository.release_loop)
+        self._background = background
 
     def written(self, key: SessionKey) -> None:
         """Items were added to this session: index them soon, off the caller's path."""
-        self._background.submit(key)
-
-    async def flush(self) -> None:
-        """Wait until what this process wrote so far is indexed."""
-        await self._background.flush()
-
-    async def close(self) -> None:
-        """Finish indexing what was written, then stop the indexing thread."""
-        await self._background.close()
+        scope = Scope(session=key)
+        self._background.submit(("index", key.hash), lambda: self.catch_up(scope))
 
     async def index(self, items: list[Any]) -> list[IndexEntry]:
         """Term counts and a vector per item (an item with no text: no terms, no vector)."""

@@ -1,18 +1,18 @@
-"""Indexing after the write: a store's items are embedded off the caller's path.
+"""Work that follows a write, done off the caller's path on a worker thread.
 
-`add_items` commits the items and returns; the sessions it wrote to are handed to a
-worker thread (one per store, started on first use, with an event loop of its own), which
-indexes their new items in batches, in transactions of its own. A search first waits for
-the work this process handed over, then indexes whatever is still missing in its scope
-(items written by another process, or by one that stopped before its worker caught up):
-a search never misses an item, and no embedding runs while a write holds a lock.
+After `add_items` commits, its session's new items are indexed for search; after a removal
+in encrypted mode, the SQLite WAL is checkpointed so that no copy of a destroyed key stays
+in it. Both run on one worker thread per store (started on first use, with an event loop
+of its own), coalesced by what they are for: ten writes to one session in a moment are
+indexed in one pass, ten removals scrubbed by one checkpoint. `flush()` waits for all of
+it; a search flushes first, and `close()` finishes the work before it stops the thread.
 
 Example::
 
-    indexer = BackgroundIndexer(searcher.catch_up, release=repository.release_loop)
-    indexer.submit(key)          # after a write commits
-    await indexer.flush()        # before a search: this process's work is done
-    await indexer.close()
+    background = Background(release=db.release_loop)
+    background.submit(("index", key.hash), lambda: searcher.catch_up(Scope(session=key)))
+    await background.flush()
+    await background.close()
 """
 
 from __future__ import annotations
@@ -21,48 +21,43 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine, Hashable
 from concurrent.futures import Future
 from typing import Any
 
-from ..types import Scope, SessionKey
-
 logger = logging.getLogger("agents_sqlalchemy")
 
-# How long the worker lets writes gather before it indexes them.
+# How long the worker lets writes gather before it does what they call for.
 GATHER_SECONDS = 0.2
 
-CatchUp = Callable[[Scope], Awaitable[int]]
-Release = Callable[[], Coroutine[Any, Any, None]]
+Job = Callable[[], Coroutine[Any, Any, Any]]
 
 
-class BackgroundIndexer:
-    """Indexes the sessions handed to it on a worker thread; `flush` waits for it."""
+class Background:
+    """Runs jobs on a worker thread, one per key at a time; `flush` waits for them all."""
 
-    def __init__(
-        self, catch_up: CatchUp, *, release: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
-        self._catch_up = catch_up
+    def __init__(self, *, release: Job) -> None:
         self._release = release  # frees the worker loop's connections before it stops
         self._lock = threading.Lock()
-        self._pending: dict[str, SessionKey] = {}
+        self._pending: dict[Hashable, Job] = {}
         self._idle = threading.Event()
         self._idle.set()
+        self._hurry = asyncio.Event()  # one per worker loop, set through that loop only
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._running: Future[None] | None = None
 
-    def submit(self, key: SessionKey) -> None:
-        """Index the new items of this session soon (called after a write commits)."""
+    def submit(self, key: Hashable, job: Job) -> None:
+        """Run `job` soon; a job already waiting under the same key is replaced."""
         with self._lock:
-            self._pending[key.hash] = key
+            self._pending[key] = job
             self._idle.clear()
             loop = self._start()
             if self._running is None or self._running.done():
                 self._running = asyncio.run_coroutine_threadsafe(self._drain(), loop)
 
     async def flush(self) -> None:
-        """Wait until every session handed over so far is indexed (or failed to be)."""
+        """Wait until every job submitted so far has run (or failed, and been logged)."""
         if not self._idle.is_set():
             with self._lock:
                 if self._loop is not None:
@@ -70,7 +65,7 @@ class BackgroundIndexer:
             await asyncio.to_thread(self._idle.wait)
 
     async def close(self) -> None:
-        """Finish the work handed over, then stop the worker thread."""
+        """Finish the jobs submitted, then stop the worker thread."""
         await self.flush()
         with self._lock:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
@@ -83,16 +78,16 @@ class BackgroundIndexer:
         if self._loop is None:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(
-                target=_serve, args=(loop,), name="agents-sqlalchemy-indexer", daemon=True
+                target=_serve, args=(loop,), name="agents-sqlalchemy-background", daemon=True
             )
+            self._hurry = asyncio.Event()
             thread.start()
             self._loop, self._thread = loop, thread
-            self._hurry = asyncio.Event()  # set from other threads via the loop only
         return self._loop
 
     async def _drain(self) -> None:
-        # Let writes gather for a moment: one batch of many items costs far less than many
-        # batches of a few (a search waiting for the work cuts the pause short).
+        # Let writes gather for a moment: one pass over many items costs far less than many
+        # passes over a few (a caller waiting in `flush` cuts the pause short).
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._hurry.wait(), GATHER_SECONDS)
         self._hurry.clear()
@@ -101,13 +96,13 @@ class BackgroundIndexer:
                 if not self._pending:
                     self._idle.set()
                     return
-                keys = list(self._pending.values())
+                jobs = list(self._pending.items())
                 self._pending.clear()
-            for key in keys:
+            for key, job in jobs:
                 try:
-                    await self._catch_up(Scope(session=key))
-                except Exception:  # the next search in its scope tries again, and raises
-                    logger.warning("indexing session %r failed", key.session_id, exc_info=True)
+                    await job()
+                except Exception:  # the next search or removal tries again, and raises
+                    logger.warning("background job %r failed", key, exc_info=True)
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
