@@ -42,9 +42,7 @@ VECTOR_CACHE = 100_000
 DATA_KEY_CACHE = 20_000
 
 
-def _index_columns(entry: IndexEntry | None) -> dict[str, Any]:
-    if entry is None:
-        return {}
+def _index_columns(entry: IndexEntry) -> dict[str, Any]:
     return {"terms": entry.terms, "vector": entry.vector, "model_id": entry.model_id}
 
 
@@ -96,13 +94,9 @@ class Codec(Protocol):
     #: Whether `vectors` answers from memory, so search reads candidates without vectors.
     caches_vectors: bool
 
-    def rows(
-        self,
-        key: SessionKey,
-        payloads: list[str],
-        first_seq: int,
-        index: Sequence[IndexEntry | None] | None = None,
-    ) -> list[NewItem]: ...
+    def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
+        """New rows for these items, numbered from `first_seq` (sealing binds them there)."""
+        ...
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any: ...
 
@@ -129,19 +123,8 @@ class PlainCodec:
     state_columns: tuple[str, ...] = ("state",)
     caches_vectors = False
 
-    def rows(
-        self,
-        key: SessionKey,
-        payloads: list[str],
-        first_seq: int,
-        index: Sequence[IndexEntry | None] | None = None,
-    ) -> list[NewItem]:
-        if index is None:
-            return [NewItem(payload=payload) for payload in payloads]
-        return [
-            NewItem(payload=payload, **_index_columns(entry))
-            for payload, entry in zip(payloads, index, strict=True)
-        ]
+    def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
+        return [NewItem(payload=payload) for payload in payloads]
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem:
         return NewItem(**_index_columns(entry))
@@ -221,24 +204,15 @@ class SealedCodec:
             self._plaintexts.clear()
             self._opened.clear()
 
-    def rows(
-        self,
-        key: SessionKey,
-        payloads: list[str],
-        first_seq: int,
-        index: Sequence[IndexEntry | None] | None = None,
-    ) -> list[NewItem]:
+    def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
         rows = []
-        for offset, payload in enumerate(payloads):
-            place = Place(key.hash, first_seq + offset)
-            sealed = seal_item(self.kek, payload.encode(), place)
-            entry = index[offset] if index else None
+        for seq, payload in enumerate(payloads, first_seq):
+            sealed = seal_item(self.kek, payload.encode(), Place(key.hash, seq))
             rows.append(
                 NewItem(
                     ciphertext=sealed.ciphertext,
                     wrapped_key=sealed.wrapped_key,
                     kek_id=sealed.kek_id,
-                    **_index_columns(self._sealed_entry(entry, sealed.data_key, place)),
                 )
             )
         return rows
@@ -252,12 +226,8 @@ class SealedCodec:
         )
         return NewItem(**_index_columns(self._sealed_entry(entry, data_key, place)))
 
-    def _sealed_entry(
-        self, entry: IndexEntry | None, data_key: DataKey, place: Place
-    ) -> IndexEntry | None:
+    def _sealed_entry(self, entry: IndexEntry, data_key: DataKey, place: Place) -> IndexEntry:
         """Terms as keyed hashes, the vector sealed with the item's own data key."""
-        if entry is None:
-            return None
         vector = entry.vector
         if vector is not None:
             vector = data_key.seal(vector, place.for_purpose(f"embedding:{entry.model_id}"))

@@ -111,7 +111,8 @@ class Database:
         return self._source.get_unbound()
 
     async def read(self, work: Work[T]) -> T:
-        """Run `work(connection)` in one transaction that is not committed."""
+        """Run `work(connection)`, which only reads: each statement sees a consistent
+        snapshot (on a server, not one transaction for all of them)."""
         return await self.run(work, write=False)
 
     async def write(self, work: Work[T]) -> T:
@@ -131,7 +132,14 @@ class Database:
             if self._sync is not None:
                 return await asyncio.to_thread(self._run_in_thread, work, write)
             engine = self._source.get()
-            async with engine.begin() if write else engine.connect() as conn:
+            if write:
+                async with engine.begin() as conn:
+                    return await conn.run_sync(work)
+            async with engine.connect() as conn:
+                # A read runs outside a transaction: no BEGIN and ROLLBACK round trips. Each
+                # statement still sees one snapshot, and reads that must agree with each
+                # other run in a write unit, under the session's lock.
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
                 return await conn.run_sync(work)
 
     def _run_in_thread(self, work: Work[T], write: bool) -> T:

@@ -15,8 +15,11 @@ from ..database import Database
 from ..errors import ConfigurationError
 from ..models import Models
 from ..types import NewItem, SessionKey, StoredItem
+from .prepared import Prepared
 
 T = TypeVar("T")
+# The columns an append writes, in its parameter sets.
+ITEM_COLUMNS = ("session_pk", "seq", "created_at", "expires_at", "payload", "ciphertext")
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 
 
@@ -45,19 +48,27 @@ class Statements:
         # Reads select exactly the columns of a `StoredItem`, so rows are used as they come.
         stored = repository._item_columns(with_id=False)
         in_session = stored.where(items.c.session_pk == session_pk, live)
-        self.read_all = in_session.order_by(items.c.seq)
-        self.read_tail = in_session.order_by(items.c.seq.desc()).limit(bindparam("limit"))
-        self.last_live = (
+        self.read_all = Prepared(in_session.order_by(items.c.seq))
+        self.read_tail = Prepared(in_session.order_by(items.c.seq.desc()).limit(bindparam("limit")))
+        last_live = (
             columns.where(items.c.session_pk == bindparam("session_pk"), live)
             .order_by(items.c.seq.desc())
             .limit(1)
         )
-        self.delete_item = delete(items).where(items.c.id == bindparam("item_pk"))
-        self.insert_items = items.insert()
-        self.insert_items_returning = items.insert().returning(
-            items.c.id, sort_by_parameter_order=True
+        self.last_live = Prepared(last_live)
+        self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
+        # A plaintext item is taken in one statement; a sealed one is read with its key first.
+        self.delete_last_live = Prepared(
+            delete(items)
+            .where(items.c.id == last_live.with_only_columns(items.c.id).scalar_subquery())
+            .returning(items.c.seq, items.c.payload)
         )
-        self.lock = (  # the parameter is named "hash": an UPDATE reserves the column names
+        self.insert_items = Prepared(
+            items.insert().values(
+                {name: bindparam(name, type_=items.c[name].type) for name in ITEM_COLUMNS}
+            )
+        )
+        self.lock = Prepared(  # the parameter is named "hash": an UPDATE reserves column names
             update(sessions)
             .where(sessions.c.session_hash == bindparam("hash"))
             .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
@@ -110,7 +121,9 @@ class RepositoryBase:
     def _session_pk(self, key: SessionKey) -> Any:
         return select(self._sessions.c.id).where(self._sessions.c.session_hash == key.hash)
 
-    def _claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Any:
+    def _claim(
+        self, conn: Connection, key: SessionKey, count: int, now: datetime
+    ) -> tuple[int, int]:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
         The first statement of every write: on PostgreSQL it locks the session's row, on
@@ -124,15 +137,16 @@ class RepositoryBase:
             "count": count,
             "now": now,
         }
-        return conn.execute(self._claim_statement, values).one()
+        [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
+        return session_pk, next_seq
 
     @cached_property
-    def _claim_statement(self) -> Any:
+    def _claim_statement(self) -> Prepared:
         """`_claim`'s upsert, built once: building it took longer than running it."""
         sessions = self._sessions
         count = bindparam("count", type_=sessions.c.next_seq.type)
         now = bindparam("now", type_=sessions.c.updated_at.type)
-        return (
+        return Prepared(
             self._upsert(sessions)
             .values(
                 session_id=bindparam("session_id", type_=sessions.c.session_id.type),
@@ -152,9 +166,8 @@ class RepositoryBase:
 
     def _lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
-        params = {"hash": key.hash, "now": now}
-        pk: int | None = conn.execute(self._statements.lock, params).scalar_one_or_none()
-        return pk
+        found = self._statements.lock.run(conn, {"hash": key.hash, "now": now})
+        return int(found[0][0]) if found else None
 
     @cached_property
     def _statements(self) -> Statements:
@@ -209,17 +222,17 @@ class RepositoryBase:
             }
             for seq, item in enumerate(items, first_seq)
         ]
-        conn.execute(self._keys_by_seq_statement, values)
+        self._keys_by_seq_statement.run_many(conn, values)
 
     @cached_property
-    def _keys_by_seq_statement(self) -> Any:
+    def _keys_by_seq_statement(self) -> Prepared:
         items, keys = self._items, self._item_keys
         found = select(
             items.c.id,
             bindparam("kek_id", type_=keys.c.kek_id.type),
             bindparam("wrapped", type_=keys.c.wrapped_key.type),
         ).where(items.c.session_pk == bindparam("session_pk"), items.c.seq == bindparam("seq"))
-        return keys.insert().from_select(["item_pk", "kek_id", "wrapped_key"], found)
+        return Prepared(keys.insert().from_select(["item_pk", "kek_id", "wrapped_key"], found))
 
     def _item_columns(self, *, with_id: bool = True) -> Any:
         """A select of an item's columns, laid out as `StoredItem` (after its id)."""

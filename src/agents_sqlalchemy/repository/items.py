@@ -41,13 +41,13 @@ class ItemOps(RepositoryBase):
         ttl: timedelta | None,
     ) -> None:
         now = self._now()
-        claimed = self._claim(conn, key, count, now)
-        first = claimed.next_seq - count + 1
+        session_pk, next_seq = self._claim(conn, key, count, now)
+        first = next_seq - count + 1
         new = build(first)
         expires_at = now + ttl if ttl else None
         rows = [
             {
-                "session_pk": claimed.id,
+                "session_pk": session_pk,
                 "seq": first + offset,
                 "created_at": now,
                 "expires_at": expires_at,
@@ -56,13 +56,9 @@ class ItemOps(RepositoryBase):
             }
             for offset, item in enumerate(new)
         ]
-        if not any(item.terms or item.vector or item.model_id for item in new):
-            conn.execute(self._statements.insert_items, rows)
-            if new[0].wrapped_key is not None:  # sealed: the keys, found by their place
-                self._add_keys_by_seq(conn, claimed.id, first, new)
-            return
-        inserted = conn.execute(self._statements.insert_items_returning, rows)
-        self._add_side_rows(conn, claimed.id, list(zip(inserted.scalars(), new, strict=True)))
+        self._statements.insert_items.run_many(conn, rows)
+        if new[0].wrapped_key is not None:  # sealed: the keys, found by their place
+            self._add_keys_by_seq(conn, session_pk, first, new)
 
     async def read(self, key: SessionKey, limit: int | None) -> Sequence[Sequence[Any]]:
         """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest."""
@@ -71,9 +67,9 @@ class ItemOps(RepositoryBase):
     def _read(self, conn: Connection, key: SessionKey, limit: int | None) -> Sequence[Any]:
         params = {"session_hash": key.hash, "now": self._now()}
         if limit is None:
-            return conn.execute(self._statements.read_all, params).all()
+            return self._statements.read_all.run(conn, params)
         params["limit"] = limit
-        return conn.execute(self._statements.read_tail, params).all()[::-1]
+        return self._statements.read_tail.run(conn, params)[::-1]
 
     async def pop(self, key: SessionKey, decode: Callable[[StoredItem], T]) -> T | None:
         """Remove the latest live item and return it decoded; a decode error keeps it stored."""
@@ -86,13 +82,16 @@ class ItemOps(RepositoryBase):
         session_pk = self._lock_existing(conn, key, now)
         if session_pk is None:
             return None
-        statements = self._statements
-        row = conn.execute(statements.last_live, {"session_pk": session_pk, "now": now}).first()
-        if row is None:
+        statements, params = self._statements, {"session_pk": session_pk, "now": now}
+        if not self._sealed:
+            taken = statements.delete_last_live.run(conn, params)
+            # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
+            return decode(StoredItem(*taken[0])) if taken else None
+        found = statements.last_live.run(conn, params)
+        if not found:
             return None
-        conn.execute(statements.delete_item, {"item_pk": row[0]})
-        # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-        return decode(self._stored(row))
+        statements.delete_item.run(conn, {"item_pk": found[0][0]})
+        return decode(self._stored(found[0]))
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""

@@ -113,7 +113,7 @@ class SessionOps(RepositoryBase):
         columns: tuple[str, ...],
     ) -> None:
         sessions = self._sessions
-        session_pk = self._claim(conn, key, 0, self._now()).id
+        session_pk, _ = self._claim(conn, key, 0, self._now())
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
         values = change(row)
