@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Table, bindparam, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -26,6 +26,13 @@ SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 def utcnow() -> datetime:
     """The repository's clock (tests move it)."""
     return datetime.now(timezone.utc)
+
+
+class Claimed(NamedTuple):
+    """A session's row, locked for this transaction, and its `next_seq` after the claim."""
+
+    id: int
+    next_seq: int
 
 
 class Statements:
@@ -121,9 +128,7 @@ class RepositoryBase:
     def _session_pk(self, key: SessionKey) -> Any:
         return select(self._sessions.c.id).where(self._sessions.c.session_hash == key.hash)
 
-    def _claim(
-        self, conn: Connection, key: SessionKey, count: int, now: datetime
-    ) -> tuple[int, int]:
+    def _claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
         The first statement of every write: on PostgreSQL it locks the session's row, on
@@ -138,7 +143,7 @@ class RepositoryBase:
             "now": now,
         }
         [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
-        return session_pk, next_seq
+        return Claimed(session_pk, next_seq)
 
     @cached_property
     def _claim_statement(self) -> Prepared:
