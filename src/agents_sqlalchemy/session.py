@@ -6,9 +6,11 @@ built; everything it does is here, each call a step into the store's services.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import agents.memory.session as sdk_session
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 from agents.memory.session_settings import resolve_session_limit
@@ -22,6 +24,8 @@ from .validation import session_key, ttl_delta
 
 if TYPE_CHECKING:
     from .store import SessionStore
+
+_PROTOCOL = ("get_items", "add_items", "pop_item", "clear_session")
 
 
 class StoreSession:
@@ -75,6 +79,37 @@ class StoreSession:
     async def clear_session(self) -> None:
         """Delete every item of this session."""
         await self._services.conversation.clear(self._key)
+
+    # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
+
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[Any], bool] | None = None
+    ) -> Any:
+        """For `OpenAIResponsesCompactionSession`: the latest `limit` items, and a
+        `replace_suffix(start, output)` that swaps items from `start` on in one transaction
+        (False, nothing changed, if the tail moved meanwhile). None: not offered."""
+        snapshot = getattr(sdk_session, "_CompactionSnapshot", None)
+        if snapshot is None or not self._owns_storage():
+            return None
+        conversation = self._services.conversation
+        items, tail = await conversation.tail(self._key, limit)
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            return await conversation.replace_tail(self._key, tail, start, output, prune_prefix)
+
+        return snapshot(items, tail.complete, replace_suffix)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """For `OpenAIResponsesCompactionSession`: replace the whole history in one transaction."""
+        if not self._owns_storage():
+            return False
+        await self._services.conversation.replace_all(self._key, items, self._ttl)
+        return True
+
+    def _owns_storage(self) -> bool:
+        """False for a subclass that overrides the protocol: a replacement would bypass it."""
+        cls = type(self)
+        return all(getattr(cls, name) is getattr(StoreSession, name) for name in _PROTOCOL)
 
     # -- beyond the protocol: search, owner, metadata, state -----------------------------------
 

@@ -70,6 +70,17 @@ class StoredItem(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Tail:
+    """The latest live items of a session as a compaction read them, and whether nothing
+    older was there (`complete`). A replacement checks their numbers are still the tail's:
+    a `seq` is never handed out twice (row ids can be, on SQLite).
+    """
+
+    stored: list[StoredItem]
+    complete: bool
+
+
+@dataclass(frozen=True)
 class Scope:
     """Which items a search looks at: one session, one user's sessions, or all."""
 

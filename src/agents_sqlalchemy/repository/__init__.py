@@ -10,6 +10,7 @@ Example::
     await repo.append(SessionKey.of("chat-1"), 1, lambda seq: [NewItem(payload="{}")], None)
 """
 
+from .compaction import CompactionOps
 from .imports import ImportOps, SdkSource
 from .items import ItemOps
 from .keyring import KeyringOps
@@ -17,7 +18,7 @@ from .search import SearchOps
 from .sessions import SessionOps
 
 
-class Repository(ItemOps, SessionOps, SearchOps, KeyringOps, ImportOps):
+class Repository(ItemOps, CompactionOps, SessionOps, SearchOps, KeyringOps, ImportOps):
     """Items, sessions, search index, keyring and imports of one set of tables in a database."""
 
 

@@ -17,9 +17,9 @@ from datetime import timedelta
 from typing import Any
 
 from ..codec import encode_item, encode_items
-from ..errors import ConfigurationError
+from ..errors import AgentsSQLAlchemyError, ConfigurationError
 from ..repository import Repository
-from ..types import SessionKey
+from ..types import NewItem, SessionKey, StoredItem, Tail
 from ..validation import check_range, json_object
 from .keyring import Keyring
 
@@ -134,3 +134,61 @@ class Conversation:
             return codec.state_values(key, state)
 
         await self._repository.update_session(key, change, codec.state_columns)
+
+    # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
+
+    async def tail(self, key: SessionKey, limit: int) -> tuple[list[Any], Tail]:
+        """The latest `limit` live items, decoded, and the rows they came from."""
+        check_range("limit", limit, 0)
+        codec = await self._keyring.ready()
+        tail = await self._repository.tail(key, limit)
+        return [codec.item(key, stored) for stored in tail.stored], tail
+
+    async def replace_tail(
+        self,
+        key: SessionKey,
+        tail: Tail,
+        start: int,
+        output: list[Any],
+        prune: Callable[[Any], bool] | None = None,
+    ) -> bool:
+        """Replace `tail`'s items from `start` on by `output`, in one transaction; False (and
+        nothing changed) if the session's tail is no longer those items.
+
+        `prune(item)` also deletes the contiguous run of older items it is true for; an item
+        that does not decode ends that run. Removed items' keys are destroyed.
+        """
+        expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
+        if not expected:
+            return False
+        build = await self._builder(key, output)
+        codec = await self._keyring.ready()
+
+        def prunable(stored: StoredItem) -> bool:
+            try:
+                item = codec.item(key, stored)
+            except AgentsSQLAlchemyError:
+                return False
+            return prune is not None and bool(prune(item))
+
+        async with self._keyring.scrubbing():
+            replaced = await self._repository.replace_tail(
+                key, expected, len(output), build, prunable if prune else None
+            )
+        if replaced and self._written is not None:
+            self._written(key)
+        return replaced
+
+    async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
+        """Replace every item of the session by `items`, in one transaction."""
+        build = await self._builder(key, items)
+        async with self._keyring.scrubbing():
+            await self._repository.replace_all(key, len(items), build, ttl or self.ttl)
+        if self._written is not None:
+            self._written(key)
+
+    async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
+        """Rows for `items` once their first number is known (search indexes them after)."""
+        payloads = encode_items(items)  # ItemError before any write
+        codec = await self._keyring.ready()
+        return lambda first_seq: codec.rows(key, payloads, first_seq)

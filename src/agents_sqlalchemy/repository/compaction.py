@@ -1,0 +1,194 @@
+"""Compaction's SQL: read a session's tail, then replace it (or the whole history) at once.
+
+A replacement is one transaction under the session's write lock (the `next_seq` bump):
+it re-reads the tail it replaces and changes nothing if that tail moved. The new rows take
+fresh sequence numbers after every number handed out so far (a number is never reused, and
+sealed rows are bound to theirs); they keep the newest replaced row's `created_at`, and
+expire when the last replaced row would have (never, if one of them never expires).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.engine import Connection
+
+from ..types import NewItem, SessionKey, StoredItem, Tail
+from .base import RepositoryBase
+
+#: Rows of a prefix examined per statement while pruning it.
+PRUNE_BATCH = 500
+
+Build = Callable[[int], Sequence[NewItem]]
+
+
+class TailChanged(Exception):
+    """Raised inside a replacement to roll it back: the tail moved since it was read."""
+
+
+class CompactionOps(RepositoryBase):
+    """A session's tail as compaction reads it, and its atomic replacement."""
+
+    async def tail(self, key: SessionKey, limit: int) -> Tail:
+        """The latest `limit` live items in order, with their row ids; complete if no older."""
+        return await self._db.read(lambda conn: self._tail(conn, key, limit))
+
+    def _tail(self, conn: Connection, key: SessionKey, limit: int) -> Tail:
+        items = self._items
+        query = (
+            self._item_columns()
+            .where(
+                items.c.session_pk == self._session_pk(key).scalar_subquery(),
+                self._live(self._now()),
+            )
+            .order_by(items.c.seq.desc())
+            .limit(limit + 1)  # one more row says whether anything older exists
+        )
+        rows = conn.execute(query).all()
+        kept = rows[:limit][::-1]
+        return Tail([self._stored(row) for row in kept], len(rows) <= limit)
+
+    async def replace_tail(
+        self,
+        key: SessionKey,
+        expected: Sequence[int],
+        count: int,
+        build: Build,
+        prune: Callable[[StoredItem], bool] | None = None,
+    ) -> bool:
+        """Replace the items numbered `expected` (the session's latest live ones) by `count`
+        new rows, in one transaction; False, and nothing changed, if the tail moved.
+
+        `prune(stored)`, if given, also deletes the contiguous run of live items before the
+        replaced ones, oldest first, for which it is true.
+        """
+        try:
+            await self._db.write(
+                lambda conn: self._replace_tail(conn, key, list(expected), count, build, prune)
+            )
+        except TailChanged:
+            return False
+        return True
+
+    def _replace_tail(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        expected: list[int],
+        count: int,
+        build: Build,
+        prune: Callable[[StoredItem], bool] | None,
+    ) -> None:
+        items, now = self._items, self._now()
+        claimed = self._claim(conn, key, count, now)  # the lock first, then every read
+        tail = conn.execute(
+            select(items.c.id, items.c.seq, items.c.created_at, items.c.expires_at)
+            .where(items.c.session_pk == claimed.id, self._live(now))
+            .order_by(items.c.seq.desc())
+            .limit(len(expected))
+        ).all()[::-1]
+        if not expected or [row.seq for row in tail] != expected:
+            raise TailChanged
+        if prune is not None:
+            self._prune_prefix(conn, claimed.id, tail[0].seq, prune, now)
+        conn.execute(delete(items).where(items.c.id.in_([row.id for row in tail])))
+        self._insert(conn, claimed, count, build, tail, now, None)
+
+    async def replace_all(
+        self, key: SessionKey, count: int, build: Build, ttl: timedelta | None
+    ) -> None:
+        """Replace every item of the session by `count` new rows, in one transaction.
+
+        With no live item to follow, the new rows are made now and expire after `ttl`.
+        """
+        await self._db.write(lambda conn: self._replace_all(conn, key, count, build, ttl))
+
+    def _replace_all(
+        self, conn: Connection, key: SessionKey, count: int, build: Build, ttl: timedelta | None
+    ) -> None:
+        items, now = self._items, self._now()
+        claimed = self._claim(conn, key, count, now)
+        live = conn.execute(
+            select(items.c.created_at, items.c.expires_at).where(
+                items.c.session_pk == claimed.id, self._live(now)
+            )
+        ).all()
+        conn.execute(delete(items).where(items.c.session_pk == claimed.id))
+        self._insert(conn, claimed, count, build, live, now, ttl)
+
+    def _prune_prefix(
+        self,
+        conn: Connection,
+        session_pk: int,
+        before_seq: int,
+        prune: Callable[[StoredItem], bool],
+        now: datetime,
+    ) -> None:
+        """Delete the oldest live items before `before_seq` while `prune` says so."""
+        items = self._items
+        after = -1
+        while True:
+            rows = conn.execute(
+                self._item_columns()
+                .where(
+                    items.c.session_pk == session_pk,
+                    items.c.seq > after,
+                    items.c.seq < before_seq,
+                    self._live(now),
+                )
+                .order_by(items.c.seq)
+                .limit(PRUNE_BATCH)
+            ).all()
+            doomed = []
+            for row in rows:
+                if not prune(self._stored(row)):
+                    break
+                doomed.append(row[0])
+            if doomed:
+                conn.execute(delete(items).where(items.c.id.in_(doomed)))
+            if len(doomed) < PRUNE_BATCH:
+                return
+            after = rows[-1][1]
+
+    def _insert(
+        self,
+        conn: Connection,
+        claimed: Any,
+        count: int,
+        build: Build,
+        replaced: Sequence[Any],
+        now: datetime,
+        ttl: timedelta | None,
+    ) -> None:
+        """Insert `count` rows at the numbers just claimed, timed after the `replaced` rows."""
+        if not count:
+            return
+        if replaced:
+            created_at = max(row.created_at for row in replaced)
+            expiries = [row.expires_at for row in replaced]
+            expires_at = None if None in expiries else max(expiries)
+        else:
+            created_at, expires_at = now, (now + ttl if ttl else None)
+        first = claimed.next_seq - count + 1
+        new = build(first)
+        rows = [
+            {
+                "session_pk": claimed.id,
+                "seq": first + offset,
+                "created_at": created_at,
+                "expires_at": expires_at,
+                "payload": item.payload,
+                "ciphertext": item.ciphertext,
+            }
+            for offset, item in enumerate(new)
+        ]
+        if not any(item.wrapped_key or item.terms or item.vector for item in new):
+            conn.execute(self._items.insert(), rows)
+            return
+        inserted = conn.execute(
+            self._items.insert().returning(self._items.c.id, sort_by_parameter_order=True), rows
+        )
+        self._add_side_rows(conn, claimed.id, list(zip(inserted.scalars(), new, strict=True)))

@@ -1,0 +1,221 @@
+"""Our compaction hooks themselves: a snapshot of the tail, and its replacement in one
+transaction (or the whole history's), on SQLite and PostgreSQL, plaintext and encrypted.
+
+The SDK drives them in test_compaction_sdk.py; here each guarantee is checked directly.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agents_sqlalchemy import ItemError, SessionStore, SQLAlchemySession
+from agents_sqlalchemy.repository import base as repository_module
+
+from .compaction import SUMMARY
+from .items import message
+from .test_encryption import ITEMS, SESSIONS, blobs_of, found_on_disk, sealed_rows, sqlite_path
+from .test_protocol import raw_rows
+
+KEY = os.urandom(32)
+
+
+@pytest.fixture(params=[None, KEY], ids=["plain", "sealed"])
+def key(request: pytest.FixtureRequest) -> bytes | None:
+    return request.param  # type: ignore[no-any-return]
+
+
+def travel(monkeypatch: pytest.MonkeyPatch, ahead: timedelta) -> None:
+    real = repository_module.utcnow
+    monkeypatch.setattr(repository_module, "utcnow", lambda: real() + ahead)
+
+
+async def rows(url: str, session_id: str) -> list[tuple[int, datetime, datetime | None]]:
+    """(seq, created_at, expires_at) of a session's rows, in order."""
+    found = await raw_rows(
+        url,
+        f"SELECT i.seq, i.created_at, i.expires_at FROM {ITEMS} i JOIN {SESSIONS} s "
+        f"ON s.id = i.session_pk WHERE s.session_id = '{session_id}' ORDER BY i.seq",
+    )
+    return [(int(str(seq)), as_time(created), as_time(expires)) for seq, created, expires in found]
+
+
+def as_time(value: object) -> Any:
+    """A timestamp column as a comparable value (SQLite gives text)."""
+    return value if value is None or isinstance(value, datetime) else str(value)
+
+
+def history(tag: str, count: int) -> list[dict[str, Any]]:
+    return [message(f"{tag} {i}") for i in range(count)]
+
+
+async def test_snapshot_then_replace_suffix(db_url: str, key: bytes | None) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("s", user_id="u")
+        old = history("old", 6)
+        await session.add_items(old[:3])
+        await session.add_items(old[3:])
+        before = await rows(db_url, "s")
+
+        snapshot = await session._get_compaction_snapshot(4)
+        assert snapshot.items == old[2:] and not snapshot.complete
+        assert (await session._get_compaction_snapshot(6)).complete
+
+        assert await snapshot.replace_suffix(2, SUMMARY)
+        assert await session.get_items() == old[:4] + SUMMARY
+        after = await rows(db_url, "s")
+        # The kept rows are untouched; the new ones are numbered after every old one and
+        # keep the newest replaced row's time.
+        assert after[:4] == before[:4]
+        assert [seq for seq, _, _ in after[4:]] == [7, 8]
+        assert {created for _, created, _ in after[4:]} == {before[5][1]}
+        [info] = await store.list_sessions(user_id="u")
+        assert info.item_count == 6
+        # The index follows: the summary is found, the replaced items no longer are.
+        hits = await session.search("summary Mochi", limit=10, mode="keyword")
+        assert [hit.item for hit in hits] == [SUMMARY[0]]
+        hits = await session.search("old 4 5", limit=10, mode="keyword")
+        assert hits and all(hit.item in old[:4] for hit in hits)
+
+        # The same snapshot again: its tail is gone, so nothing happens.
+        assert not await snapshot.replace_suffix(0, [message("stale")])
+        assert await session.get_items() == old[:4] + SUMMARY
+
+
+async def test_a_moved_tail_is_refused_and_nothing_changes(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(db_url, create_tables=True) as store, SessionStore(db_url) as other:
+        session, elsewhere = store.session("s"), other.session("s")
+        await session.add_items(history("old", 4))
+        expected = await session.get_items()
+
+        async def refused(change: Any) -> None:
+            snapshot = await session._get_compaction_snapshot(10)
+            await change()
+            now = await session.get_items()
+            assert not await snapshot.replace_suffix(0, SUMMARY)
+            assert await session.get_items() == now
+
+        await refused(lambda: elsewhere.add_items([message("appended meanwhile")]))
+        expected.append(message("appended meanwhile"))
+        await refused(elsewhere.pop_item)
+        expected.pop()
+        assert await session.get_items() == expected
+        snapshot = await session._get_compaction_snapshot(10)
+        assert not await snapshot.replace_suffix(4, SUMMARY)  # nothing from 4 on: no-op
+        assert await session.get_items() == expected
+
+        await store.session("short", ttl=60).add_items([message("soon gone")])
+        snapshot = await store.session("short")._get_compaction_snapshot(10)
+        travel(monkeypatch, timedelta(minutes=2))  # the item expires meanwhile
+        assert not await snapshot.replace_suffix(0, SUMMARY)
+        assert await store.session("short").get_items() == []
+
+
+async def test_expiry_follows_the_replaced_rows(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(db_url, create_tables=True, ttl=3600) as store:
+        session = store.session("s")
+        await session.add_items([message("first")])
+        travel(monkeypatch, timedelta(minutes=10))
+        await session.add_items([message("second")])
+        latest = (await rows(db_url, "s"))[-1][2]
+        assert await (await session._get_compaction_snapshot(2)).replace_suffix(0, SUMMARY)
+        assert {expires for _, _, expires in await rows(db_url, "s")} == {latest}
+
+        # One replaced item that never expires: neither does the summary.
+        forever = store.session("forever")
+        await forever.add_items([message("brief")])
+        async with SessionStore(db_url) as no_ttl:
+            await no_ttl.session("forever").add_items([message("kept")])
+        assert await forever._atomic_replace_items(SUMMARY)
+        assert {expires for _, _, expires in await rows(db_url, "forever")} == {None}
+
+        # Nothing to follow: the session's own ttl, from now.
+        fresh = store.session("fresh", ttl=60)
+        assert await fresh._atomic_replace_items(SUMMARY)
+        [(_, created, expires), _] = await rows(db_url, "fresh")
+        assert created != expires and await fresh.get_items() == SUMMARY
+
+
+async def test_prune_prefix_deletes_the_leading_run_it_matches(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        items = [*history("stale", 3), message("keep"), message("stale but after"), message("x")]
+        await session.add_items(items)
+        seen: list[Any] = []
+
+        def prune(item: Any) -> bool:
+            seen.append(item)
+            return str(item["content"]).startswith("stale")
+
+        snapshot = await session._get_compaction_snapshot(1, prune_prefix=prune)
+        assert await snapshot.replace_suffix(0, SUMMARY)
+        assert await session.get_items() == items[3:5] + SUMMARY
+        assert seen == items[:4]  # decoded in order, stopped at the first it keeps
+
+
+async def test_whole_history_replacement(db_url: str, key: bytes | None) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("s", user_id="u")
+        await session.add_items(history("old", 5))
+        before = await rows(db_url, "s")
+        assert await session._atomic_replace_items(SUMMARY)
+        assert await session.get_items() == SUMMARY
+        after = await rows(db_url, "s")
+        assert [seq for seq, _, _ in after] == [6, 7]
+        assert {created for _, created, _ in after} == {before[-1][1]}
+        assert [info.item_count for info in await store.list_sessions(user_id="u")] == [2]
+        hits = await session.search("old 1", limit=5, mode="keyword")
+        assert all(hit.item in SUMMARY for hit in hits)
+
+
+async def test_bad_output_raises_before_anything_changes(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items(history("old", 3))
+        snapshot = await session._get_compaction_snapshot(3)
+        with pytest.raises(ItemError):
+            await snapshot.replace_suffix(0, [message("ok"), {"bad": object()}])
+        with pytest.raises(ItemError):
+            await session._atomic_replace_items(["not an object"])  # type: ignore[list-item]
+        assert await session.get_items() == history("old", 3)
+        assert await snapshot.replace_suffix(0, SUMMARY)  # the snapshot is still current
+
+
+async def test_replaced_items_keys_are_destroyed_on_disk(db_url: str) -> None:
+    big = [message(f"big {i} " + os.urandom(12_000).hex()) for i in range(3)]
+    async with SessionStore(db_url, create_tables=True, key=KEY) as store:
+        keep, suffix, whole = store.session("keep"), store.session("suffix"), store.session("all")
+        for session in (keep, suffix, whole):
+            await session.add_items(big)
+        kept = blobs_of(await sealed_rows(db_url, "keep"))
+        replaced = blobs_of((await sealed_rows(db_url, "suffix"))[1:])
+        replaced += blobs_of(await sealed_rows(db_url, "all"))
+        assert await (await suffix._get_compaction_snapshot(2)).replace_suffix(0, SUMMARY)
+        assert await whole._atomic_replace_items(SUMMARY)
+        stored = {bytes(b) for (b,) in await raw_rows(db_url, f"SELECT ciphertext FROM {ITEMS}")}
+        assert not stored & set(replaced)
+        if sqlite_path(db_url) is not None:
+            assert found_on_disk(db_url, replaced) == [], "replaced bytes remain in file or WAL"
+            assert found_on_disk(db_url, kept) == kept
+        assert await suffix.get_items() == big[:1] + SUMMARY
+        assert await whole.get_items() == SUMMARY
+
+
+async def test_a_subclass_that_overrides_the_protocol_gets_no_hooks(sqlite_url: str) -> None:
+    class Tagging(SQLAlchemySession):
+        async def add_items(self, items: list[Any]) -> None:
+            await super().add_items([{**item, "tag": 1} for item in items])
+
+    session = Tagging("s", sqlite_url, create_tables=True)
+    await session.add_items([message("hi")])
+    assert await session._get_compaction_snapshot(5) is None
+    assert not await session._atomic_replace_items(SUMMARY)
+    assert await session.get_items() == [{**message("hi"), "tag": 1}]
+    await session.store.close()
