@@ -33,7 +33,7 @@ class CompactionOps(RepositoryBase):
     """A session's tail as compaction reads it, and its atomic replacement."""
 
     async def tail(self, key: SessionKey, limit: int) -> Tail:
-        """The latest `limit` live items in order, with their row ids; complete if no older."""
+        """The latest `limit` live items in order; `complete` when no older one is live."""
         return await self._db.read(lambda conn: self._tail(conn, key, limit))
 
     def _tail(self, conn: Connection, key: SessionKey, limit: int) -> Tail:
