@@ -18,7 +18,7 @@ from agents_sqlalchemy import SessionStore, SQLAlchemySession
 from .compaction import CompactEndpoint, compacting, turns
 
 #: How many items the compacted output has: enough that its write takes a while.
-OUTPUT_ITEMS = 120
+OUTPUT_ITEMS = 400
 
 
 def compacted(session_id: str) -> list[dict[str, Any]]:
@@ -66,4 +66,4 @@ async def _compact(url: str, session_id: str, mode: str, signals: Connection) ->
                 ours = WithoutHooks(session_id, store=store)
                 ours.signals = signals
             await compacting(ours, endpoint).run_compaction({"force": True})
-    signals.send("done")
+        signals.send("done")  # before the store closes (and finishes indexing)

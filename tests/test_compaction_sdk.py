@@ -83,8 +83,7 @@ async def test_manual_compaction(db_url: str, key: bytes | None, hooks: HookCall
         assert hooks.atomic() and hooks.replaced_all == [2]
         assert await ours.get_items() == SUMMARY
         assert [info.item_count for info in await store.list_sessions(user_id="u")] == [2]
-        [hit] = await ours.search("Mochi", limit=5, mode="keyword")
-        assert hit.item == SUMMARY[0]
+        assert await ours.search("Mochi", limit=5, mode="keyword") == [SUMMARY[0]]
 
 
 async def test_automatic_compaction_after_a_run(
