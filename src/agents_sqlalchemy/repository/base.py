@@ -211,6 +211,31 @@ class RepositoryBase:
             if values:
                 conn.execute(table.insert(), values)
 
+    def _insert_items(
+        self,
+        conn: Connection,
+        session_pk: int,
+        first_seq: int,
+        new: Sequence[NewItem],
+        created_at: datetime,
+        expires_at: datetime | None,
+    ) -> None:
+        """Insert items numbered from `first_seq` (and, sealed, their keys)."""
+        rows = [
+            {
+                "session_pk": session_pk,
+                "seq": seq,
+                "created_at": created_at,
+                "expires_at": expires_at,
+                "payload": item.payload,
+                "ciphertext": item.ciphertext,
+            }
+            for seq, item in enumerate(new, first_seq)
+        ]
+        self._statements.insert_items.run_many(conn, rows)
+        if new and new[0].wrapped_key is not None:  # sealed: the keys, found by their place
+            self._add_keys_by_seq(conn, session_pk, first_seq, new)
+
     def _add_keys_by_seq(
         self, conn: Connection, session_pk: int, first_seq: int, items: Sequence[NewItem]
     ) -> None:

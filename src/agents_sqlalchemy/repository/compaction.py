@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..types import NewItem, SessionKey, StoredItem, Tail
-from .base import RepositoryBase
+from .base import Claimed, RepositoryBase
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
@@ -156,7 +156,7 @@ class CompactionOps(RepositoryBase):
     def _insert(
         self,
         conn: Connection,
-        claimed: Any,
+        claimed: Claimed,
         count: int,
         build: Build,
         replaced: Sequence[Any],
@@ -173,22 +173,4 @@ class CompactionOps(RepositoryBase):
         else:
             created_at, expires_at = now, (now + ttl if ttl else None)
         first = claimed.next_seq - count + 1
-        new = build(first)
-        rows = [
-            {
-                "session_pk": claimed.id,
-                "seq": first + offset,
-                "created_at": created_at,
-                "expires_at": expires_at,
-                "payload": item.payload,
-                "ciphertext": item.ciphertext,
-            }
-            for offset, item in enumerate(new)
-        ]
-        if not any(item.wrapped_key or item.terms or item.vector for item in new):
-            conn.execute(self._items.insert(), rows)
-            return
-        inserted = conn.execute(
-            self._items.insert().returning(self._items.c.id, sort_by_parameter_order=True), rows
-        )
-        self._add_side_rows(conn, claimed.id, list(zip(inserted.scalars(), new, strict=True)))
+        self._insert_items(conn, claimed.id, first, build(first), created_at, expires_at)

@@ -43,22 +43,7 @@ class ItemOps(RepositoryBase):
         now = self._now()
         session_pk, next_seq = self._claim(conn, key, count, now)
         first = next_seq - count + 1
-        new = build(first)
-        expires_at = now + ttl if ttl else None
-        rows = [
-            {
-                "session_pk": session_pk,
-                "seq": first + offset,
-                "created_at": now,
-                "expires_at": expires_at,
-                "payload": item.payload,
-                "ciphertext": item.ciphertext,
-            }
-            for offset, item in enumerate(new)
-        ]
-        self._statements.insert_items.run_many(conn, rows)
-        if new[0].wrapped_key is not None:  # sealed: the keys, found by their place
-            self._add_keys_by_seq(conn, session_pk, first, new)
+        self._insert_items(conn, session_pk, first, build(first), now, now + ttl if ttl else None)
 
     async def read(self, key: SessionKey, limit: int | None) -> Sequence[Sequence[Any]]:
         """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest."""
