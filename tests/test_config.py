@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from agents_sqlalchemy import (
     ConfigurationError,
     DatabaseError,
+    HashingEmbedder,
     SessionStore,
     SQLAlchemySession,
     TableNames,
@@ -133,6 +134,21 @@ async def test_sdk_style_constructors_share_one_store(sqlite_url: str) -> None:
     assert await other_tables.get_items() == []
     await a.store.close()
     await other_tables.store.close()
+
+
+async def test_sdk_style_constructors_take_the_search_options(sqlite_url: str) -> None:
+    a = SQLAlchemySession("a", sqlite_url, create_tables=True, embedder="hashing")
+    await a.add_items([message("the disk was full"), message("lunch at noon")])
+    assert await a.search("disk", limit=1) == [message("the disk was full")]
+    with pytest.raises(ConfigurationError, match="embedder"):
+        SQLAlchemySession("b", sqlite_url, embedder=HashingEmbedder(dim=64))
+    with pytest.raises(ConfigurationError, match="belong to the store"):
+        SQLAlchemySession("b", store=a.store, search=False)
+    await a.store.close()
+    off = SQLAlchemySession("c", sqlite_url, search=False, sessions_table="s3")
+    with pytest.raises(ConfigurationError, match="search=True"):
+        await off.search("disk")
+    await off.store.close()
 
 
 async def test_sdk_style_engine_constructor(db_url: str) -> None:

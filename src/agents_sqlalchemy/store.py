@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,10 +24,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .crypto import Key, same_key
 from .engines import normalize_url
 from .errors import ConfigurationError
-from .records import Removed, SearchHit, SessionInfo, SessionPage
+from .records import SearchHit
 from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
 from .session import StoreSession
+from .store_management import ManagementMethods
 from .tables import TableNames
 from .types import Scope
 from .validation import session_key, ttl_delta
@@ -35,7 +36,7 @@ from .validation import session_key, ttl_delta
 Target = str | Path | URL | AsyncEngine
 
 
-class SessionStore:
+class SessionStore(ManagementMethods):
     """Agents SDK sessions kept in SQLite or PostgreSQL through SQLAlchemy.
 
     `url_or_engine` is a database URL (`"postgresql://..."`, `"sqlite+aiosqlite:///a.db"`),
@@ -185,50 +186,6 @@ class SessionStore:
         """
         await self._services.background.flush()
 
-    async def session_info(self, session_id: str) -> SessionInfo | None:
-        """How the session stands (owner, metadata, times, live item count), or None."""
-        return await self._services.management.info(session_key(session_id))
-
-    async def list_sessions(
-        self,
-        *,
-        user_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        updated_after: datetime | None = None,
-        updated_before: datetime | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> SessionPage:
-        """A page of sessions, most recently active first; follow `page.next_cursor`.
-
-        Filters: the owner, metadata values (all must match), and an activity window.
-        Pages are keyset-paginated, so a page costs the same however many sessions exist.
-        """
-        return await self._services.management.list_sessions(
-            user_id=user_id,
-            metadata=metadata,
-            updated_after=updated_after,
-            updated_before=updated_before,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    async def delete_session(self, session_id: str) -> Removed:
-        """Delete a session: its items (and their keys), state and row."""
-        return await self._services.management.delete(session_hash=session_key(session_id).hash)
-
-    async def delete_user(self, user_id: str) -> Removed:
-        """Delete every session of a user, e.g. for an erasure request."""
-        return await self._services.management.delete(user_id=user_id)
-
-    async def purge_inactive(self, older_than: timedelta) -> Removed:
-        """Delete the sessions with no activity for `older_than`."""
-        return await self._services.management.delete(inactive_for=older_than)
-
-    async def purge_expired(self, *, batch_size: int = 1000) -> int:
-        """Delete expired items (reads already hide them), in batches; return how many."""
-        return await self._services.management.purge_expired(batch_size)
-
     async def rotate_key(
         self,
         new_key: Key,
@@ -280,6 +237,8 @@ class SQLAlchemySession(StoreSession):
         messages_table: str | None = None,
         create_tables: bool = False,
         key: Key | None = None,
+        search: bool = True,
+        embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
     ) -> None:
         session_key(session_id, user_id, metadata)  # a bad id fails before any store opens
@@ -295,9 +254,21 @@ class SQLAlchemySession(StoreSession):
                 engine_kwargs,
                 create_tables,
                 key,
+                _embedder(search, embedder),
             )
-        elif tables or sessions_table or messages_table or create_tables or engine_kwargs or key:
-            raise ConfigurationError("table, key and engine options belong to the store= given")
+        elif (
+            tables
+            or sessions_table
+            or messages_table
+            or create_tables
+            or engine_kwargs
+            or key
+            or embedder
+            or not search
+        ):
+            raise ConfigurationError(
+                "table, key, search and engine options belong to the store= given"
+            )
         super().__init__(
             session_id,
             store,
@@ -334,6 +305,7 @@ def _shared_store(
     engine_kwargs: dict[str, Any] | None,
     create_tables: bool,
     key: Key | None,
+    embedder: Embedder | None,
 ) -> SessionStore:
     """The store of these tables in this database, made on first use and shared after."""
     target = (
@@ -350,6 +322,8 @@ def _shared_store(
                 tables=tables,
                 create_tables=create_tables,
                 key=key,
+                search=embedder is not None,
+                embedder=embedder,
                 engine_kwargs=engine_kwargs,
             )
             _shared_stores[identity] = store
@@ -357,6 +331,11 @@ def _shared_store(
             raise ConfigurationError(
                 "these tables are already open in this process with another key (or none): "
                 "one database has one key"
+            )
+        elif _model(store.embedder) != _model(embedder):
+            raise ConfigurationError(
+                f"these tables are already open in this process with the embedder "
+                f"{_model(store.embedder)!r}, not {_model(embedder)!r}: open both the same way"
             )
         store._services.keyring.create_tables |= create_tables
         return store
@@ -380,6 +359,10 @@ def _embedder(search: bool, embedder: Embedder | str | None) -> Embedder | None:
     if not search:
         return None
     return embedder or HashingEmbedder()
+
+
+def _model(embedder: Embedder | None) -> str | None:
+    return None if embedder is None else embedder.model_id
 
 
 def _settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
