@@ -101,6 +101,11 @@ class Database:
         return self._source.url
 
     @property
+    def owns_engines(self) -> bool:
+        """Whether the engines are made here (so another thread may have one of its own)."""
+        return self._source.owns_engines
+
+    @property
     def dialect_name(self) -> str:
         """ "sqlite" or "postgresql"."""
         return self._source.dialect_name

@@ -69,7 +69,7 @@ class Services:
             url_or_engine, engine_kwargs=engine_kwargs, sqlite_synchronous=sqlite_synchronous
         )
         repository = Repository(db, build_models(tables), sealed=key is not None)
-        background = Background(release=repository.release_loop)
+        background = Background(release=repository.release_loop, thread=db.owns_engines)
         keyring = Keyring(
             db, repository, tables, key=key, create_tables=create_tables, background=background
         )

@@ -34,38 +34,56 @@ Job = Callable[[], Coroutine[Any, Any, Any]]
 
 
 class Background:
-    """Runs jobs on a worker thread, one per key at a time; `flush` waits for them all."""
+    """Runs jobs off the caller's path, one per key at a time; `flush` waits for them all.
 
-    def __init__(self, *, release: Job) -> None:
+    On a worker thread of its own (`thread=True`) when the store makes its engines, so
+    that the thread can have one; as tasks on the caller's event loop when the app gave an
+    engine, whose connections belong to the app's loop.
+    """
+
+    def __init__(self, *, release: Job, thread: bool = True) -> None:
         self._release = release  # frees the worker loop's connections before it stops
+        self._threaded = thread
         self._lock = threading.Lock()
         self._pending: dict[Hashable, Job] = {}
         self._idle = threading.Event()
         self._idle.set()
-        self._hurry = asyncio.Event()  # one per worker loop, set through that loop only
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hurry: asyncio.Event | None = None  # of the running drain, set on its loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the worker thread's
         self._thread: threading.Thread | None = None
-        self._running: Future[None] | None = None
+        self._running: Future[None] | asyncio.Task[None] | None = None
+        self._running_loop: asyncio.AbstractEventLoop | None = None
 
     def submit(self, key: Hashable, job: Job) -> None:
         """Run `job` soon; a job already waiting under the same key is replaced."""
         with self._lock:
             self._pending[key] = job
             self._idle.clear()
-            loop = self._start()
-            if self._running is None or self._running.done():
+            if self._running is not None and not self._running.done():
+                return
+            if self._threaded:
+                loop = self._start()
                 self._running = asyncio.run_coroutine_threadsafe(self._drain(), loop)
+            else:
+                loop = asyncio.get_running_loop()
+                self._running = loop.create_task(self._drain())
+            self._running_loop = loop
 
     async def flush(self) -> None:
         """Wait until every job submitted so far has run (or failed, and been logged)."""
-        if not self._idle.is_set():
-            with self._lock:
-                if self._loop is not None:
-                    self._loop.call_soon_threadsafe(self._hurry.set)
+        if self._idle.is_set():
+            return
+        with self._lock:
+            running, loop, hurry = self._running, self._running_loop, self._hurry
+        if loop is not None and hurry is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(hurry.set)
+        if isinstance(running, asyncio.Task) and loop is asyncio.get_running_loop():
+            await asyncio.shield(running)
+        else:
             await asyncio.to_thread(self._idle.wait)
 
     async def close(self) -> None:
-        """Finish the jobs submitted, then stop the worker thread."""
+        """Finish the jobs submitted, then stop the worker thread (if there is one)."""
         await self.flush()
         with self._lock:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
@@ -80,29 +98,36 @@ class Background:
             thread = threading.Thread(
                 target=_serve, args=(loop,), name="agents-sqlalchemy-background", daemon=True
             )
-            self._hurry = asyncio.Event()
             thread.start()
             self._loop, self._thread = loop, thread
         return self._loop
 
     async def _drain(self) -> None:
-        # Let writes gather for a moment: one pass over many items costs far less than many
-        # passes over a few (a caller waiting in `flush` cuts the pause short).
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._hurry.wait(), GATHER_SECONDS)
-        self._hurry.clear()
-        while True:
-            with self._lock:
-                if not self._pending:
+        hurry = self._hurry = asyncio.Event()
+        finished = False
+        try:
+            # Let writes gather for a moment: one pass over many items costs far less than
+            # many passes over a few (a caller waiting in `flush` cuts the pause short).
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(hurry.wait(), GATHER_SECONDS)
+            while not finished:
+                with self._lock:
+                    jobs = list(self._pending.items())
+                    self._pending.clear()
+                    if not jobs:  # a submit from now on starts a new drain
+                        finished, self._running, self._hurry = True, None, None
+                        self._idle.set()
+                for key, job in jobs:
+                    try:
+                        await job()
+                    except Exception:  # the next search or removal tries again, and raises
+                        logger.warning("background job %r failed", key, exc_info=True)
+        finally:
+            if not finished:  # cancelled with its loop: what is left is caught up later
+                with self._lock:
+                    self._pending.clear()
+                    self._running, self._hurry = None, None
                     self._idle.set()
-                    return
-                jobs = list(self._pending.items())
-                self._pending.clear()
-            for key, job in jobs:
-                try:
-                    await job()
-                except Exception:  # the next search or removal tries again, and raises
-                    logger.warning("background job %r failed", key, exc_info=True)
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
