@@ -35,6 +35,7 @@ from .crypto import (
 )
 from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
+from .validation import check_json
 
 # Opened vectors a sealed store keeps in memory (about 1 KB each for the default embedder).
 VECTOR_CACHE = 100_000
@@ -54,6 +55,7 @@ def encode_item(item: Any, what: str = "item") -> str:
     """
     if not isinstance(item, Mapping):
         raise ItemError(f"{what} is a {type(item).__name__}, not a JSON object (a dict)")
+    check_json(item, what)  # string keys only, bounded nesting: it reads back unchanged
     try:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         text.encode("utf-8")  # lone surrogates cannot be stored by any database

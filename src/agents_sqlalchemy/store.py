@@ -31,7 +31,7 @@ from .session import StoreSession
 from .store_management import ManagementMethods
 from .tables import TableNames
 from .types import Scope
-from .validation import session_key, ttl_delta
+from .validation import check_user_id, session_key, ttl_delta
 
 Target = str | Path | URL | AsyncEngine
 
@@ -154,7 +154,7 @@ class SessionStore(ManagementMethods):
         `"keyword"` for one signal); each hit says which session it came from.
         """
         searcher = self._services.search()
-        return await searcher.search(Scope(user_id=user_id), query, limit, mode)
+        return await searcher.search(Scope(user_id=check_user_id(user_id)), query, limit, mode)
 
     async def reindex(
         self, *, batch_size: int = 200, progress: Callable[[int, int], None] | None = None

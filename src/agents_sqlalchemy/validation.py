@@ -1,55 +1,201 @@
 """Checks of what callers pass in, each raising the library's own error before any I/O.
 
+The same input gets the same error on every database: nothing here depends on a dialect.
+
 Example::
 
     key = session_key("chat-1", user_id="alice")       # InvalidSessionIdError if unusable
     ttl = ttl_delta(3600)                              # timedelta(hours=1)
-    check_range("limit", 20, 1, 1000)
+    limit = check_range("limit", 20, 1, 1000)          # ConfigurationError for 2.5, True, "20"
+    check_json({"role": "user"}, "item")               # ItemError for {1: "a"} or deep nesting
 """
 
 from __future__ import annotations
 
+import json
+import math
+import operator
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from .codec import encode_item
-from .errors import ConfigurationError, InvalidSessionIdError
+from .errors import ConfigurationError, InvalidSessionIdError, ItemError
 from .types import SessionKey
 
+#: Containers (objects, arrays) an item, metadata or state may nest; deeper is `ItemError`.
+MAX_JSON_DEPTH = 256
+#: The `user_id` column's length, in characters.
+MAX_USER_ID_LENGTH = 255
+#: Integers the databases store and compare (signed 64-bit).
+INT64_MAX = 2**63 - 1
 
-def session_key(
-    session_id: object, user_id: str | None = None, metadata: dict[str, Any] | None = None
-) -> SessionKey:
+
+def session_key(session_id: object, user_id: object = None, metadata: object = None) -> SessionKey:
     """Validate an SDK session id (any non-empty Unicode text without NUL) and key it."""
     if not isinstance(session_id, str) or not session_id:
         raise InvalidSessionIdError(f"session id must be a non-empty string, got {session_id!r}")
     if "\x00" in session_id:
         raise InvalidSessionIdError("session id must not contain NUL characters")
-    try:
-        return SessionKey.of(session_id, user_id=user_id, metadata=json_object(metadata))
-    except UnicodeEncodeError as exc:
-        raise InvalidSessionIdError(f"session id is not valid Unicode text: {exc}") from exc
+    if not _is_utf8(session_id):
+        raise InvalidSessionIdError("session id is not valid Unicode text (a lone surrogate)")
+    return SessionKey.of(session_id, user_id=check_user_id(user_id), metadata=json_object(metadata))
+
+
+def check_user_id(user_id: object) -> str | None:
+    """A user id: None, or non-empty text of at most 255 characters, without NUL."""
+    if user_id is None:
+        return None
+    if not isinstance(user_id, str) or not user_id:
+        raise ConfigurationError(f"a user id is a non-empty string, got {user_id!r}")
+    if len(user_id) > MAX_USER_ID_LENGTH:
+        raise ConfigurationError(
+            f"a user id has at most {MAX_USER_ID_LENGTH} characters, got {len(user_id)}"
+        )
+    if "\x00" in user_id:
+        raise ConfigurationError("a user id must not contain NUL characters")
+    if not _is_utf8(user_id):
+        raise ConfigurationError("a user id must be valid Unicode text (a lone surrogate)")
+    return user_id
 
 
 def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:
     """A ttl option as a positive timedelta (or None)."""
     if ttl is None:
         return None
-    ttl = ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float, timedelta)):
+        raise ConfigurationError(f"ttl is seconds or a timedelta, got {ttl!r}")
+    try:
+        ttl = ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl)
+    except (OverflowError, ValueError) as exc:
+        raise ConfigurationError(f"ttl out of range: {exc}") from None
     if ttl <= timedelta(0):
         raise ConfigurationError(f"ttl must be positive, got {ttl}")
     return ttl
 
 
-def json_object(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Check that metadata is a JSON object; raise `ItemError` if not."""
-    if value is not None:
-        encode_item(value, "metadata")
-    return value
+def check_json(value: Any, what: str, *, allow_nul: bool = True) -> None:
+    """Raise `ItemError` unless `value` can be stored as JSON and read back unchanged.
+
+    Object keys must be strings (JSON would turn `1` into `"1"`), and containers may nest
+    at most `MAX_JSON_DEPTH` deep. With `allow_nul=False` (metadata, which PostgreSQL
+    filters as jsonb), no key or string may hold a NUL character. Leaf values are checked
+    when the value is serialised.
+    """
+    pending = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, dict):
+            for key in node:
+                if not isinstance(key, str):
+                    raise ItemError(
+                        f"{what} has a {type(key).__name__} among its keys ({key!r}): "
+                        "JSON object keys are strings"
+                    )
+                if not allow_nul and "\x00" in key:
+                    raise ItemError(f"{what} has a key with a NUL character")
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            if not allow_nul and isinstance(node, str) and "\x00" in node:
+                raise ItemError(f"{what} has a string with a NUL character")
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise ItemError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+        for child in children:
+            if isinstance(child, (dict, list, tuple)):
+                pending.append((child, depth + 1))
+            elif not allow_nul and isinstance(child, str) and "\x00" in child:
+                raise ItemError(f"{what} has a string with a NUL character")
 
 
-def check_range(name: str, value: int, low: int, high: int | None = None) -> None:
-    """Raise `ConfigurationError` unless `low <= value (<= high)`."""
-    if value < low or (high is not None and value > high):
+def json_object(value: object, what: str = "metadata") -> dict[str, Any] | None:
+    """Check that metadata is a JSON object without NUL characters; raise `ItemError` if not."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ItemError(f"{what} is a {type(value).__name__}, not a JSON object (a dict)")
+    check_json(value, what, allow_nul=False)
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise ItemError(f"{what} is not JSON-serialisable: {exc}") from exc
+    return dict(value)
+
+
+def item_list(items: object) -> Iterable[Any]:
+    """The items given to `add_items`: a list (or tuple) of items, never one item alone."""
+    if isinstance(items, (list, tuple)):
+        return items
+    raise ItemError(
+        f"add_items takes a list of items, got {type(items).__name__}"
+        + (": wrap one item in a list" if isinstance(items, Mapping) else "")
+    )
+
+
+def check_range(name: str, value: object, low: int, high: int | None = None) -> int:
+    """`value` as an int if it is one and `low <= value <= high` (default: 64-bit max).
+
+    Booleans, floats and strings are refused, however they would convert.
+    """
+    if isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}") from None
+    top = INT64_MAX if high is None else high
+    if number < low or number > top:
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ConfigurationError(f"{name} must be {bounds}, got {value}")
+        raise ConfigurationError(f"{name} must be {bounds}, got {number}")
+    return number
+
+
+FilterValue = str | int | float | bool
+
+
+def metadata_filter(filters: object) -> dict[str, FilterValue] | None:
+    """Metadata filters: names (strings) to strings, 64-bit integers, finite floats, booleans."""
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise ConfigurationError(f"metadata filters are a dict, got {type(filters).__name__}")
+    checked: dict[str, FilterValue] = {}
+    for name, value in filters.items():
+        if not isinstance(name, str) or "\x00" in name or not _is_utf8(name):
+            raise ConfigurationError(
+                f"metadata filter names are strings without NUL characters, got {name!r}"
+            )
+        checked[name] = _filter_value(name, value)
+    return checked
+
+
+def _filter_value(name: str, value: object) -> FilterValue:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise ConfigurationError(f"metadata filter {name!r}: {value} is beyond 64 bits")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError(f"metadata filter {name!r}: {value} is not a JSON number")
+        return value
+    if isinstance(value, str):
+        if "\x00" in value or not _is_utf8(value):
+            raise ConfigurationError(
+                f"metadata filter {name!r}: a NUL character or a lone surrogate cannot match"
+            )
+        return value
+    raise ConfigurationError(
+        f"metadata filters compare strings, numbers and booleans, got {type(value).__name__} "
+        f"for {name!r}"
+    )
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, literal, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, literal, select, tuple_, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from ..errors import ConfigurationError
 from ..models import UTCDateTime
 from ..types import SessionKey
 from .base import RepositoryBase
@@ -73,20 +71,21 @@ class SessionOps(RepositoryBase):
         return await self._db.read(lambda conn: list(conn.execute(query)))
 
     def _metadata_equals(self, name: str, value: object) -> ColumnElement[bool]:
-        """`metadata[name] == value` with JSON's types: 7 matches 7, never "7" or true."""
-        if not isinstance(value, (str, int, float, bool)):
-            raise ConfigurationError(
-                f"metadata filters compare strings, numbers and booleans: {type(value).__name__}"
-            )
+        """`metadata[name] == value` with JSON's types: 7 matches 7, never "7" or true.
+
+        Values are checked by `validation.metadata_filter`. On SQLite the names are read
+        with `json_each`, not a JSON path: a path cannot spell every name (a `"` ends it).
+        """
         column = self._sessions.c.metadata
         if self._db.dialect_name == "postgresql":
             return sql_cast(column, JSONB).contains({name: value})
-        path = "$." + json.dumps(name)
-        json_type = func.json_type(column, path)
+        each = func.json_each(column).table_valued("key", "type", "value")
         if isinstance(value, bool):
-            return json_type == ("true" if value else "false")
-        kinds = ("text",) if isinstance(value, str) else ("integer", "real")
-        return and_(json_type.in_(kinds), func.json_extract(column, path) == value)
+            match = each.c.type == ("true" if value else "false")
+        else:
+            kinds = ("text",) if isinstance(value, str) else ("integer", "real")
+            match = and_(each.c.type.in_(kinds), each.c.value == value)
+        return exists().select_from(each).where(each.c.key == name, match)
 
     async def read_session_columns(self, key: SessionKey, columns: tuple[str, ...]) -> Any:
         """Some columns of the session's row, or None if it has none."""

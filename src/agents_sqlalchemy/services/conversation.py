@@ -20,7 +20,7 @@ from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError
 from ..repository import Repository
 from ..types import NewItem, SessionKey, StoredItem, Tail
-from ..validation import check_range, json_object
+from ..validation import check_range, check_user_id, item_list, json_object
 from .keyring import Keyring
 
 #: Told after each write which session got new items (search indexes them), if set.
@@ -57,7 +57,7 @@ class Conversation:
 
         Search indexes the items after the write, off the caller's path.
         """
-        payloads = encode_items(items)
+        payloads = encode_items(item_list(items))
         if not payloads:
             return
         codec = await self._keyring.ready()
@@ -106,6 +106,7 @@ class Conversation:
 
     async def set_user_id(self, key: SessionKey, user_id: str | None) -> None:
         """Give the session to `user_id` (None: to nobody)."""
+        user_id = check_user_id(user_id)
         await self._keyring.ready()
         await self._repository.update_session(key, lambda _: {"user_id": user_id}, ())
 

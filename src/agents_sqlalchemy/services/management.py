@@ -14,10 +14,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import Repository
 from ..types import SessionKey
-from ..validation import check_range
+from ..validation import check_range, check_user_id, metadata_filter
 from .keyring import Keyring
 
 DELETE_BATCH = 500
@@ -53,6 +54,7 @@ class Management:
     ) -> SessionPage:
         """A keyset-paginated page of sessions, most recently active first."""
         check_range("limit", limit, 1, 1000)
+        user_id, metadata = check_user_id(user_id), metadata_filter(metadata)
         await self._keyring.ready()
         rows = await self._repository.list_sessions(
             user_id=user_id,
@@ -68,6 +70,8 @@ class Management:
 
     async def delete(self, **where: Any) -> Removed:
         """Delete the sessions matching `where` (see `Repository.sessions_where`)."""
+        if "user_id" in where and check_user_id(where["user_id"]) is None:
+            raise ConfigurationError("delete_user needs a user id, got None")
         await self._keyring.ready()
         condition = self._repository.sessions_where(**where)
         async with self._keyring.scrubbing():
