@@ -119,7 +119,11 @@ class Conversation:
     async def change_state(
         self, key: SessionKey, name: str, value: Any = None, *, delete: bool = False
     ) -> None:
-        """Set (or delete) one named state value, under the session's lock."""
+        """Set (or delete) one named state value, under the session's lock.
+
+        A deletion is scrubbed like a removal of items: with a key, the sealed state it
+        replaced leaves no copy in a SQLite write-ahead log.
+        """
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
         if not delete:
@@ -134,7 +138,11 @@ class Conversation:
                 state[name] = value
             return codec.state_values(key, state)
 
-        await self._repository.update_session(key, change, codec.state_columns)
+        if not delete:
+            await self._repository.update_session(key, change, codec.state_columns)
+            return
+        async with self._keyring.scrubbing():  # a removal: no copy left in a SQLite WAL
+            await self._repository.update_session(key, change, codec.state_columns)
 
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
 
