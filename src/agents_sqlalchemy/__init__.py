@@ -27,6 +27,7 @@ from .errors import (
     MissingExtraError,
     SchemaError,
     SearchError,
+    StoreClosedError,
     TamperedItemError,
     WrongKeyError,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "SessionInfo",
     "SessionPage",
     "SessionStore",
+    "StoreClosedError",
     "TableNames",
     "TamperedItemError",
     "WrongKeyError",

@@ -1,12 +1,15 @@
-"""Two small asyncio tools: finish a write whatever the caller does, hold a thread lock."""
+"""Small asyncio tools: finish a write whatever the caller does, hold a thread lock, and run
+a coroutine from synchronous code."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -42,3 +45,27 @@ async def holding(lock: threading.Lock) -> AsyncIterator[None]:
         yield
     finally:
         lock.release()
+
+
+def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine `make()` to its end from synchronous code (a `with` block's exit).
+
+    On the thread's default event loop when no loop runs here, as `Runner.run_sync` does,
+    so that what was opened on that loop is closed on it; in a thread of its own when a
+    loop is running (a sync `with` inside async code).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        policy = asyncio.get_event_loop_policy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                loop = policy.get_event_loop()
+            except RuntimeError:
+                loop = None
+        if loop is None or loop.is_closed():
+            return asyncio.run(make())
+        return loop.run_until_complete(make())
+    with ThreadPoolExecutor(1, thread_name_prefix="agents-sqlalchemy") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()

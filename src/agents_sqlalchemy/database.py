@@ -29,7 +29,7 @@ from sqlalchemy.pool import StaticPool
 
 from .aio import settle
 from .engines import EngineSource, sqlite_pragmas
-from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError
+from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError, StoreClosedError
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
@@ -76,6 +76,7 @@ class Database:
         if sqlite_synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ConfigurationError(f"unknown SQLite synchronous mode {sqlite_synchronous!r}")
         self._source = EngineSource(url_or_engine, engine_kwargs)
+        self.closed = False
         self._sync: Engine | None = None
         self._sync_lock: threading.Lock | None = None
         if self._source.owns_engines and self._source.dialect_name == "sqlite":
@@ -113,7 +114,16 @@ class Database:
     @property
     def engine(self) -> AsyncEngine:
         """An `AsyncEngine` on this database for the running loop (the app's, if it gave one)."""
+        self.check_open()
         return self._source.get_unbound()
+
+    def check_open(self) -> None:
+        """Raise `StoreClosedError` once `close()` was called."""
+        if self.closed:
+            raise StoreClosedError(
+                "this store was closed (close(), or the end of its `with` block): "
+                "nothing was read or written; open a new one"
+            )
 
     async def read(self, work: Work[T]) -> T:
         """Run `work(connection)`, which only reads: each statement sees a consistent
@@ -133,6 +143,7 @@ class Database:
 
         Database failures become `DatabaseError`; the transaction is rolled back.
         """
+        self.check_open()
         with database_errors(self.url, f"{self.dialect_name} error"):
             if self._sync is not None:
                 return await asyncio.to_thread(self._run_in_thread, work, write)
@@ -166,7 +177,13 @@ class Database:
             await self._source.release_loop()
 
     async def close(self) -> None:
-        """Release the connections this object made; an app's engine stays open."""
+        """Release the connections this object made; an app's engine stays open.
+
+        Every call after this raises `StoreClosedError`; closing again does nothing.
+        """
+        if self.closed:
+            return
+        self.closed = True
         if self._sync is not None:
             await asyncio.to_thread(self._sync.dispose)
         await self._source.close()

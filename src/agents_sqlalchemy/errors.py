@@ -16,6 +16,7 @@ The tree::
     ├── KeyringError ......................... the keyring cannot be used
     │   └── WrongKeyError .................... the key does not open this database
     ├── KeyProviderError ..................... a KMS or secret manager failed
+    ├── StoreClosedError (RuntimeError) ...... a call on a store (or session) after close()
     └── SearchError .......................... search could not run
         ├── EmbedderError (ValueError) ....... an embedder returned vectors of the wrong shape
         └── MissingExtraError (ImportError) .. an optional package is not installed
@@ -83,6 +84,10 @@ class DecryptionError(AgentsSQLAlchemyError):
 
 class TamperedItemError(DecryptionError, CorruptItemError):
     """An item's ciphertext or wrapped key fails to open at its place; it is never skipped."""
+
+
+class StoreClosedError(AgentsSQLAlchemyError, RuntimeError):
+    """A store (or a session) was used after `close()`; nothing was read or written."""
 
 
 class SearchError(AgentsSQLAlchemyError):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import agents.memory.session as sdk_session
 from agents.items import TResponseInputItem
@@ -16,6 +17,8 @@ from agents.memory import SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .aio import run_blocking
+from .errors import StoreClosedError
 from .records import SearchHit
 from .search import SearchMode
 from .services import Services
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from .store import SessionStore
 
 _PROTOCOL = ("get_items", "add_items", "pop_item", "clear_session")
+S = TypeVar("S", bound="StoreSession")
 
 
 class StoreSession:
@@ -43,6 +47,7 @@ class StoreSession:
         metadata: dict[str, Any] | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         ttl: float | timedelta | None = None,
+        owns_store: bool = False,
     ) -> None:
         self._key = session_key(session_id, user_id, metadata)
         self.session_id = session_id
@@ -50,6 +55,9 @@ class StoreSession:
         self._services = services
         self._ttl = ttl_delta(ttl)
         self.session_settings = store.session_settings.resolve(session_settings)
+        # A session built the SDK's way holds a share of its (shared) store; see `close`.
+        self._owns_store = owns_store
+        self._closed = False
 
     @property
     def store(self) -> SessionStore:
@@ -59,26 +67,26 @@ class StoreSession:
     @property
     def engine(self) -> AsyncEngine:
         """The engine for the running event loop."""
-        return self._services.db.engine
+        return self._live().db.engine
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """Items in order; `limit=n` gives the latest n (the settings' limit when None)."""
-        return await self._services.conversation.read(
+        return await self._live().conversation.read(
             self._key, resolve_session_limit(limit, self.session_settings)
         )
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items, all or nothing."""
-        await self._services.conversation.append(self._key, items, self._ttl)
+        await self._live().conversation.append(self._key, items, self._ttl)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the most recent item, or None when there is none."""
-        item: TResponseInputItem | None = await self._services.conversation.pop(self._key)
+        item: TResponseInputItem | None = await self._live().conversation.pop(self._key)
         return item
 
     async def clear_session(self) -> None:
         """Delete every item of this session."""
-        await self._services.conversation.clear(self._key)
+        await self._live().conversation.clear(self._key)
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 
@@ -91,7 +99,7 @@ class StoreSession:
         snapshot = getattr(sdk_session, "_CompactionSnapshot", None)
         if snapshot is None or not self._owns_storage():
             return None
-        conversation = self._services.conversation
+        conversation = self._live().conversation
         items, tail = await conversation.tail(self._key, limit)
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
@@ -103,7 +111,7 @@ class StoreSession:
         """For `OpenAIResponsesCompactionSession`: replace the whole history in one transaction."""
         if not self._owns_storage():
             return False
-        await self._services.conversation.replace_all(self._key, items, self._ttl)
+        await self._live().conversation.replace_all(self._key, items, self._ttl)
         return True
 
     def _owns_storage(self) -> bool:
@@ -130,32 +138,82 @@ class StoreSession:
         self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
     ) -> list[SearchHit]:
         """`search`, with each item's place and scores (`SearchHit`)."""
-        searcher = self._services.search()
+        searcher = self._live().search()
         return await searcher.search(Scope(session=self._key), query, limit, mode)
 
     async def get_metadata(self) -> dict[str, Any]:
         """This session's metadata ({} if none)."""
-        return await self._services.conversation.metadata(self._key)
+        return await self._live().conversation.metadata(self._key)
 
     async def update_metadata(self, values: dict[str, Any]) -> dict[str, Any]:
         """Merge `values` into the metadata (None removes a name); return the result."""
-        return await self._services.conversation.update_metadata(self._key, values)
+        return await self._live().conversation.update_metadata(self._key, values)
 
     async def set_user_id(self, user_id: str | None) -> None:
         """Give this session to another owner (None: to nobody)."""
-        await self._services.conversation.set_user_id(self._key, user_id)
+        await self._live().conversation.set_user_id(self._key, user_id)
 
     async def get_state(self, name: str, default: Any = None) -> Any:
         """One named state value (JSON), or `default`."""
-        return (await self._services.conversation.state(self._key)).get(name, default)
+        return (await self._live().conversation.state(self._key)).get(name, default)
 
     async def set_state(self, name: str, value: Any) -> None:
         """Set one named state value; `value` must be JSON-serialisable."""
-        await self._services.conversation.change_state(self._key, name, value)
+        await self._live().conversation.change_state(self._key, name, value)
 
     async def delete_state(self, name: str) -> None:
         """Remove one named state value (no error if absent)."""
-        await self._services.conversation.change_state(self._key, name, delete=True)
+        await self._live().conversation.change_state(self._key, name, delete=True)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def _live(self) -> Services:
+        if self._closed:
+            raise StoreClosedError(
+                f"session {self.session_id[:80]!r} was closed: nothing was read or written"
+            )
+        return self._services
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called on this session."""
+        return self._closed
+
+    async def close(self) -> None:
+        """Release what this session owns; later calls on it raise `StoreClosedError`.
+
+        A session built the SDK's way (`SQLAlchemySession(id, url)`, `from_url`, `engine=`)
+        shares its store with the other sessions built on the same database and tables:
+        the last of them to close closes the store (an engine the app passed stays open).
+        A session from `store.session(...)` owns nothing: its store stays open.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_store:
+            await self._store._release()
+
+    async def __aenter__(self: S) -> S:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        run_blocking(self.close)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, store={self._store!r})"

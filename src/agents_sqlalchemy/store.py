@@ -21,6 +21,7 @@ from agents.memory.session_settings import coerce_session_settings
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .aio import run_blocking
 from .crypto import Key, same_key
 from .engines import normalize_url
 from .errors import ConfigurationError
@@ -50,11 +51,17 @@ class SessionStore(ManagementMethods):
     `Embedder`, or a built-in's name; None: the built-in default, which downloads nothing);
     `search=False` turns indexing off.
 
+    `close()` (or the end of an `async with` or `with` block) releases its connections;
+    any call after that raises `StoreClosedError`.
+
     Example::
 
         async with SessionStore("agent.db", create_tables=True, key="passphrase") as store:
             session = store.session("user-123", user_id="alice")
             await Runner.run(agent, "hello", session=session)
+
+        with SessionStore("agent.db", create_tables=True) as store:   # sync code
+            Runner.run_sync(agent, "hello", session=store.session("user-123"))
     """
 
     def __init__(
@@ -85,6 +92,9 @@ class SessionStore(ManagementMethods):
             engine_kwargs=engine_kwargs,
             sqlite_synchronous=sqlite_synchronous,
         )
+        # Drop-in sessions sharing this store (see `SQLAlchemySession.close`).
+        self._shares = 0
+        self._shared_as: tuple[Any, ...] | None = None
 
     @property
     def key(self) -> Key | None:
@@ -116,6 +126,7 @@ class SessionStore(ManagementMethods):
         them later with `session.update_metadata` and `session.set_user_id`); `ttl`, in
         seconds or a timedelta, overrides the store's for items this object adds.
         """
+        self._services.db.check_open()
         return SQLAlchemySession(
             session_id,
             store=self,
@@ -125,9 +136,38 @@ class SessionStore(ManagementMethods):
             ttl=ttl,
         )
 
+    @property
+    def closed(self) -> bool:
+        """Whether the store was closed; every call then raises `StoreClosedError`."""
+        return self._services.db.closed
+
     async def close(self) -> None:
-        """Release the connections this store made; an engine passed in stays open."""
+        """Release the connections this store made; an engine passed in stays open.
+
+        Afterwards every call on the store or its sessions raises `StoreClosedError`.
+        """
         await self._services.close()
+
+    async def _release(self) -> None:
+        """A drop-in session lets go of its share; the last one closes the store."""
+        with _shared_stores_lock:
+            self._shares -= 1
+            last = self._shares <= 0
+            if last and _shared_stores.get(self._shared_as or ()) is self:
+                del _shared_stores[self._shared_as or ()]
+        if last:
+            await self.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        run_blocking(self.close)
 
     async def __aenter__(self) -> SessionStore:
         return self
@@ -210,7 +250,8 @@ class SQLAlchemySession(StoreSession):
     """An Agents SDK session kept by a `SessionStore`; also a drop-in for the SDK's class.
 
     Mint it from a store, or build it the way the SDK's `SQLAlchemySession` is built:
-    sessions on the same database and tables then share one store.
+    sessions on the same database and tables then share one store, which the last of them
+    to `close()` closes (a session from `store.session()` leaves its store open).
 
     Example::
 
@@ -219,6 +260,9 @@ class SQLAlchemySession(StoreSession):
         session = SQLAlchemySession("user-123", engine=engine, create_tables=True)
         session = SQLAlchemySession.from_url("user-123", url="postgresql://...")
         await Runner.run(agent, "hello", session=session)
+
+        with SQLAlchemySession.from_url("user-123", url="agent.db", create_tables=True) as s:
+            Runner.run_sync(agent, "hello", session=s)
     """
 
     def __init__(
@@ -245,6 +289,7 @@ class SQLAlchemySession(StoreSession):
         targets = [x for x in (url_or_engine, engine, store) if x is not None]
         if len(targets) != 1:
             raise ConfigurationError("pass exactly one of url_or_engine, engine= or store=")
+        owns_store = store is None
         if store is None:
             if tables is not None and (sessions_table or messages_table):
                 raise ConfigurationError("pass tables= or sessions_table/messages_table, not both")
@@ -277,6 +322,7 @@ class SQLAlchemySession(StoreSession):
             metadata=metadata,
             session_settings=session_settings,
             ttl=ttl,
+            owns_store=owns_store,
         )
 
     @classmethod
@@ -316,7 +362,7 @@ def _shared_store(
     identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
     with _shared_stores_lock:
         store = _shared_stores.get(identity)
-        if store is None:
+        if store is None or store.closed:
             store = SessionStore(
                 url_or_engine,
                 tables=tables,
@@ -326,6 +372,7 @@ def _shared_store(
                 embedder=embedder,
                 engine_kwargs=engine_kwargs,
             )
+            store._shared_as = identity
             _shared_stores[identity] = store
         elif not same_key(store.key, key):
             raise ConfigurationError(
@@ -338,6 +385,7 @@ def _shared_store(
                 f"{_model(store.embedder)!r}, not {_model(embedder)!r}: open both the same way"
             )
         store._services.keyring.create_tables |= create_tables
+        store._shares += 1
         return store
 
 

@@ -1,0 +1,107 @@
+"""Lifetime: closing a store or a session, `with` and `async with`, sync use with run_sync."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from agents import Agent, Runner
+from agents.testing import ScriptedModel, assistant_message
+
+from agents_sqlalchemy import (
+    AgentsSQLAlchemyError,
+    SessionStore,
+    SQLAlchemySession,
+    StoreClosedError,
+)
+from agents_sqlalchemy.aio import run_blocking
+
+from .items import message
+
+
+def replying(*replies: str) -> Agent:
+    return Agent(name="a", model=ScriptedModel([[assistant_message(r)] for r in replies]))
+
+
+async def test_calls_after_close_raise_instead_of_reopening(db_url: str) -> None:
+    store = SessionStore(db_url, create_tables=True)
+    session = store.session("s")
+    await session.add_items([message("kept")])
+    await store.close()
+    calls = {
+        "get_items": session.get_items(),
+        "add_items": session.add_items([message("lost")]),
+        "list_sessions": store.list_sessions(),
+        "session_info": store.session_info("s"),
+        "delete_session": store.delete_session("s"),
+        "purge_expired": store.purge_expired(),
+    }
+    for name, call in calls.items():
+        with pytest.raises(StoreClosedError, match="closed"):
+            await call
+            pytest.fail(f"{name} ran on a closed store")
+    with pytest.raises(StoreClosedError):
+        store.session("t")
+    with pytest.raises(StoreClosedError):
+        store.engine  # noqa: B018
+    assert store.closed
+    assert issubclass(StoreClosedError, AgentsSQLAlchemyError)
+    await store.close()  # closing twice is fine
+    async with SessionStore(db_url) as again:  # nothing was written after the close
+        assert await again.session("s").get_items() == [message("kept")]
+
+
+async def test_async_with_closes_the_store(sqlite_url: str) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        await store.session("s").add_items([message("x")])
+    with pytest.raises(StoreClosedError):
+        await store.list_sessions()
+
+
+def test_sync_with_and_run_sync(db_url: str) -> None:
+    with SessionStore(db_url, create_tables=True) as store:
+        result = Runner.run_sync(replying("hello"), "hi", session=store.session("s"))
+        assert result.final_output == "hello"
+    assert store.closed
+    with pytest.raises(StoreClosedError):
+        asyncio.run(store.list_sessions())
+
+
+def test_drop_in_session_with_run_sync(db_url: str) -> None:
+    with SQLAlchemySession.from_url("s", url=db_url, create_tables=True) as session:
+        Runner.run_sync(replying("one"), "hi", session=session)
+        Runner.run_sync(replying("two"), "again", session=session)
+        store = session.store
+    assert store.closed  # the session was the store's only user
+    with SQLAlchemySession.from_url("s", url=db_url) as session:
+        assert session.store is not store  # a closed shared store is not handed out again
+        contents = [item.get("content") for item in run_blocking(session.get_items)]
+        assert contents[0] == "hi" and contents[2] == "again" and len(contents) == 4
+
+
+async def test_a_shared_store_closes_with_its_last_session(sqlite_url: str) -> None:
+    first = SQLAlchemySession("a", sqlite_url, create_tables=True)
+    second = SQLAlchemySession("b", sqlite_url)
+    assert first.store is second.store
+    await first.add_items([message("a")])
+    await first.close()
+    with pytest.raises(StoreClosedError, match="session"):
+        await first.get_items()
+    await second.add_items([message("b")])  # the other session still works
+    assert not second.store.closed
+    async with second:
+        assert await second.get_items() == [message("b")]
+    assert second.store.closed
+    await second.close()  # closing twice is fine
+
+
+async def test_a_session_from_a_store_leaves_the_store_open(sqlite_url: str) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        async with store.session("s") as session:
+            await session.add_items([message("x")])
+        with pytest.raises(StoreClosedError):
+            await session.get_items()
+        assert not store.closed
+        assert await store.session("s").get_items() == [message("x")]
+        with store.session("t") as other:  # sync `with` too
+            assert other.session_id == "t"
