@@ -179,7 +179,11 @@ def test_import_sdk_into_a_schema_not_at_head_says_what_to_run(
     source = tmp_path / "conversations.db"
     asyncio.run(sqlite_session_source(source))
     result = cli("import-sdk", "--from", str(source), "--url", sqlite_url)
+    assert result.exit_code == 1 and "--create" in result.output
+    asyncio.run(migrate.upgrade(sqlite_url, tables=TableNames(prefix="other_")))
+    result = cli("import-sdk", "--from", str(source), "--url", sqlite_url)
     assert result.exit_code == 1 and "agents-sqlalchemy db upgrade" in result.output
+    assert "--create" in result.output and "create_tables" not in result.output
     missing = cli("import-sdk", "--from", str(tmp_path / "nope.db"), "--url", sqlite_url)
     assert missing.exit_code == 1 and "no SQLite database" in missing.output
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
 from .aio import settle
-from .engines import EngineSource, sqlite_pragmas
+from .engines import EngineSource, sqlite_file, sqlite_pragmas
 from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError, StoreClosedError
 
 T = TypeVar("T")
@@ -43,9 +44,31 @@ def database_errors(url: URL, what: str) -> Iterator[None]:
     except AgentsSQLAlchemyError:
         raise
     except DBAPIError as exc:
-        raise DatabaseError(f"{what}, nothing was changed: {exc.orig}") from exc
+        problem = sqlite_open_problem(url) if "unable to open" in str(exc.orig) else None
+        raise DatabaseError(problem or f"{what}, nothing was changed: {exc.orig}") from exc
     except (OSError, asyncio.TimeoutError) as exc:
         raise DatabaseError(f"cannot reach the database {url!r}: {exc}") from exc
+
+
+def sqlite_open_problem(url: URL) -> str | None:
+    """Why SQLite cannot open the file `url` names (a path and a cause), or None."""
+    path = sqlite_file(url)
+    if path is None:
+        return None
+    where = f"cannot open the SQLite database {path}"
+    if path.is_dir():
+        return f"{where}: it is a directory, not a database file"
+    parent = path.parent
+    if not parent.is_dir():
+        existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            return f"{where}: {existing} is not a directory"
+        return f"{where}: the directory {parent} does not exist (create it first)"
+    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"{where}: the directory {parent} is not writable"
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return f"{where}: the file is not readable and writable by this user"
+    return None
 
 
 def advisory_lock(conn: Connection, name: str) -> None:

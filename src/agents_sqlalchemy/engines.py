@@ -42,6 +42,22 @@ def normalize_url(url: str | Path | URL) -> URL:
     return parsed.set(drivername=_ASYNC_DRIVERS.get(backend, backend))
 
 
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL opens; None for another database, memory or a `file:` URI.
+
+    >>> sqlite_file(normalize_url("data/agent.db"))
+    PosixPath('data/agent.db')
+    >>> sqlite_file(normalize_url("sqlite+aiosqlite://")) is None
+    True
+    """
+    database = url.database
+    if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if "uri" in url.query or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
 _PREPARED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 

@@ -23,6 +23,9 @@ The tree::
 
 Nothing that raises one of these has changed what is stored.
 
+Beside the tree, one warning: `SdkHistoryWarning` (a `UserWarning`), when the Agents SDK's
+own tables hold history that this library's tables do not (import it with `import_sdk`).
+
 Example::
 
     try:
@@ -55,7 +58,19 @@ class CorruptItemError(AgentsSQLAlchemyError):
 
 
 class SchemaError(AgentsSQLAlchemyError):
-    """The database does not hold the tables this library expects."""
+    """The database does not hold the tables this library expects.
+
+    `cli_message` says the same with command-line advice (`db upgrade`, `--prefix`) where
+    the message gives Python's (`create_tables=True`, `TableNames(...)`); `state` is the
+    schema's state (`SchemaStatus.state`) when one was read.
+    """
+
+    def __init__(
+        self, message: str, *, cli_message: str | None = None, state: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.cli_message = cli_message or message
+        self.state = state
 
 
 class DatabaseError(AgentsSQLAlchemyError):
@@ -100,3 +115,11 @@ class EmbedderError(SearchError, ValueError):
 
 class MissingExtraError(SearchError, ImportError):
     """An optional package is not installed; the message names the extra that brings it."""
+
+
+class SdkHistoryWarning(UserWarning):
+    """The Agents SDK's own session tables hold history that this library's tables do not.
+
+    Copy it once with `agents-sqlalchemy import-sdk` or `import_sdk(...)`; the warning names
+    both. Turn it into an error with `warnings.simplefilter("error", SdkHistoryWarning)`.
+    """

@@ -27,7 +27,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .aio import holding
-from .database import Database, database_errors
+from .database import Database, database_errors, sqlite_open_problem
 from .engines import EngineSource, normalize_url
 from .errors import ConfigurationError, DatabaseError
 from .migrations.config import alembic_config, head_revision
@@ -123,7 +123,7 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
                 status = await (db.write(migrate) if create else db.read(migrate))
             break
         except DatabaseError:
-            if not create or delay is None:
+            if not create or delay is None or sqlite_open_problem(db.url):
                 raise
             await asyncio.sleep(delay)
     if not status.at_head:
@@ -168,11 +168,14 @@ async def downgrade(
 ) -> None:
     """Migrate down to `revision`; `"base"` removes every table of the library, and its data.
 
+    Refused (`SchemaError`) where these tables do not exist: check the table names.
+
     Example::
 
         await downgrade("agent.db", "base")
     """
     async with _connection(url_or_engine, write=True) as conn:
+        await _refuse_without_tables(conn, tables or TableNames(), "downgrade", "untracked")
         await run_command(
             conn, tables or TableNames(), lambda cfg: command.downgrade(cfg, revision)
         )
@@ -186,12 +189,25 @@ async def stamp(
 ) -> None:
     """Record `revision` in the version table without running anything (adopting tables).
 
+    Refused (`SchemaError`) where these tables do not exist or are not this library's.
+
     Example::
 
         await stamp("agent.db", "head")
     """
     async with _connection(url_or_engine, write=True) as conn:
+        await _refuse_without_tables(conn, tables or TableNames(), "stamp")
         await run_command(conn, tables or TableNames(), lambda cfg: command.stamp(cfg, revision))
+
+
+async def _refuse_without_tables(
+    conn: AsyncConnection, tables: TableNames, action: str, *also: str
+) -> None:
+    """`SchemaError` when these tables are not there (or not ours): `action` would only
+    leave a stray version table behind."""
+    status = await conn.run_sync(schema_status, tables)
+    if status.state in ("missing", "foreign", *also):
+        raise status.refusal(action, conn.engine.url)
 
 
 async def upgrade_sql(

@@ -25,8 +25,12 @@ from .tables import ROLES, TableNames
 
 # Shipped revision ids are zero-padded sequence numbers, so "ahead" can be told from "unknown".
 _REVISION_ID = re.compile(r"\d{4}")
+# The columns of the Agents SDK's own sessions table (its messages table has `message_data`).
+SDK_SESSIONS_COLUMNS = {"session_id", "created_at", "updated_at"}
 
-State = Literal["current", "missing", "behind", "ahead", "unknown", "untracked", "incomplete"]
+State = Literal[
+    "current", "missing", "behind", "ahead", "unknown", "untracked", "incomplete", "foreign"
+]
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,8 @@ class SchemaStatus:
     `state` is one of: `current` (at head), `missing` (nothing of ours), `behind` (an older
     revision), `ahead` (a newer library's revision), `unknown` (a revision that is not ours),
     `untracked` (our tables without a version row), `incomplete` (at head, but tables are
-    missing: the version table belongs to another set of tables).
+    missing: the version table belongs to another set of tables), `foreign` (tables with
+    our names that are not ours, such as the Agents SDK's own).
 
     Example::
 
@@ -49,7 +54,11 @@ class SchemaStatus:
     found: tuple[str, ...]
     expected: str
     tables: TableNames
-    tables_seen: tuple[str, ...] = ()  # untracked: ours that exist; incomplete: those missing
+    tables_seen: tuple[str, ...] = ()  # untracked, foreign: those that exist; incomplete: missing
+    #: Version tables of this library under other names (a forgotten prefix), when missing.
+    others: tuple[str, ...] = ()
+    #: foreign: the tables have the layout of the Agents SDK's own `SQLAlchemySession`.
+    sdk_layout: bool = False
 
     @property
     def at_head(self) -> bool:
@@ -70,59 +79,127 @@ class SchemaStatus:
                 f"tables {', '.join(self.tables_seen)} exist but {self.tables.version_table} "
                 f"holds no revision (head is {self.expected})"
             )
+        if self.state == "foreign":
+            owner = "the Agents SDK's" if self.sdk_layout else "not this library's"
+            return f"tables {', '.join(self.tables_seen)} are {owner} (head is {self.expected})"
         if self.state == "incomplete":
             return f"at revision {self.expected} (head), but {', '.join(self.tables_seen)} missing"
         return f"at revision {self.found_text}, {self.state} (head is {self.expected})"
 
     def error(self, url: str | URL) -> SchemaError:
-        """The `SchemaError` to raise when the schema is not at head: what, and what to run."""
+        """The `SchemaError` to raise when the schema is not at head: what, and what to run.
+
+        Its message gives Python advice, its `cli_message` command-line advice.
+        """
         where = url.render_as_string(hide_password=True) if isinstance(url, URL) else url
+        return SchemaError(
+            self._detail(where, cli=False),
+            cli_message=self._detail(where, cli=True),
+            state=self.state,
+        )
+
+    def refusal(self, action: str, url: str | URL) -> SchemaError:
+        """Why `action` ("stamp", "downgrade") will not run on these tables."""
+        where = url.render_as_string(hide_password=True) if isinstance(url, URL) else url
+        if self.state == "foreign":
+            return self.error(url)
+        names = ", ".join(f"{k}={v!r}" for k, v in self.tables.overrides().items())
+        text = (
+            f"refusing to {action}: {where} holds no tables of agents_sqlalchemy named by "
+            f"TableNames({names}) ({self.describe()})"
+        )
+        if self.others:
+            return SchemaError(f"{text}; {self._others_hint(cli=False)}", state=self.state)
+        return SchemaError(f"{text}, and no other tables of this library", state=self.state)
+
+    def _others_hint(self, *, cli: bool) -> str:
+        prefixes = [name.removesuffix("version") for name in self.others]
+        spelled = [f"--prefix {p}" if cli else f"TableNames(prefix={p!r})" for p in prefixes]
+        return (
+            f"this library's version table is under another name ({', '.join(self.others)}): "
+            f"forgot {' or '.join(spelled)}?"
+        )
+
+    def _detail(self, where: str, *, cli: bool) -> str:
         run = command_line("upgrade", where, self.tables)
         found, expected = self.found_text, self.expected
         if self.state == "missing":
             detail = (
                 f"the tables of agents_sqlalchemy are not in {where} (revision found: none, "
-                f"expected: {expected}): pass create_tables=True in development, or run `{run}`"
+                f"expected: {expected}): "
             )
-        elif self.state == "behind":
-            detail = f"the schema in {where} is at revision {found}, expected {expected}: "
-            detail += f"run `{run}`"
-        elif self.state == "ahead":
-            detail = (
+            detail += (
+                f"run `{run}`"
+                if cli
+                else (f"pass create_tables=True in development, or run `{run}`")
+            )
+            return f"{detail}; {self._others_hint(cli=cli)}" if self.others else detail
+        if self.state == "behind":
+            return f"the schema in {where} is at revision {found}, expected {expected}: run `{run}`"
+        if self.state == "ahead":
+            return (
                 f"the schema in {where} is at revision {found}, newer than this version of "
                 f"agents_sqlalchemy expects ({expected}): upgrade the package "
                 "(pip install -U openai-agents-sqlalchemy), or run "
                 f"`{command_line('downgrade', where, self.tables, expected)}` with the newer one"
             )
-        elif self.state == "unknown":
-            detail = (
+        if self.state == "unknown":
+            return (
                 f"the version table {self.tables.version_table} in {where} holds revision "
                 f"{found}, which is not one of agents_sqlalchemy's (expected {expected}): "
                 "check the table options (prefix, schema, version table)"
             )
-        elif self.state == "incomplete":
-            detail = (
+        if self.state == "incomplete":
+            fix = "--version-table NAME" if cli else "TableNames(version=...)"
+            return (
                 f"the version table {self.tables.version_table} in {where} is at revision "
                 f"{found} (expected {expected}) but tables {', '.join(self.tables_seen)} are "
                 "missing: that version table belongs to another set of tables; give these "
-                "tables their own prefix or version table (TableNames(version=...))"
+                f"tables their own prefix or version table ({fix})"
             )
-        else:
-            detail = (
-                f"tables {', '.join(self.tables_seen)} exist in {where} but the version table "
-                f"{self.tables.version_table} holds no revision (expected {expected}): if "
-                f"they were made by this version, run `{command_line('stamp', where, self.tables)}`"
+        if self.state == "foreign":
+            return self._foreign(where)
+        return (
+            f"tables {', '.join(self.tables_seen)} exist in {where} but the version table "
+            f"{self.tables.version_table} holds no revision (expected {expected}): if "
+            f"they were made by this version, run `{command_line('stamp', where, self.tables)}`"
+        )
+
+    def _foreign(self, where: str) -> str:
+        seen = ", ".join(self.tables_seen)
+        if not self.sdk_layout:
+            return (
+                f"tables {seen} in {where} are not agents_sqlalchemy's: give this library's "
+                "tables other names (another prefix, or other table options)"
             )
-        return SchemaError(detail)
+        sessions, messages = self.tables.sessions_table, self.tables.items_table
+        if messages not in self.tables_seen:
+            messages = "MESSAGES_TABLE"  # the SDK's messages table is not at our items name
+        return (
+            f"tables {seen} in {where} are the Agents SDK's own (its SQLAlchemySession's), "
+            "not this library's, which cannot share their names: open the sessions without "
+            "sessions_table/messages_table (or with other names) and copy the SDK's history "
+            f"once, with `agents-sqlalchemy import-sdk --from '{where}' --source-sessions-table "
+            f"{sessions} --source-messages-table {messages} --url '{where}' --create` or "
+            f"`await agents_sqlalchemy.import_sdk('{where}', '{where}', "
+            f"sessions_table={sessions!r}, messages_table={messages!r}, create_tables=True)`"
+        )
 
 
-def command_line(action: str, url: str, tables: TableNames, revision: str = "") -> str:
+def command_line(
+    action: str,
+    url: str,
+    tables: TableNames,
+    revision: str = "",
+    *,
+    program: str = "agents-sqlalchemy db",
+) -> str:
     """The `agents-sqlalchemy db ...` command for `action` on these tables."""
     options = [
         f"--{key.replace('_', '-')}-table {value}" if key in ROLES else f"--{key} {value}"
         for key, value in tables.overrides().items()
     ]
-    words = ["agents-sqlalchemy db", action, revision, f"--url '{url}'", *options]
+    words = [program, action, revision, f"--url '{url}'", *options]
     return " ".join(word for word in words if word)
 
 
@@ -140,10 +217,16 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
         existing = _existing(connection, tables, ours)
     absent = tuple(name for name in ours if name not in existing)
     expected = head_revision()
-    state: State
     if not found:
-        state = "untracked" if existing else "missing"
-    elif found == (expected,):
+        if not existing:
+            others = _other_version_tables(connection, tables)
+            return SchemaStatus("missing", found, expected, tables, (), others)
+        foreign, sdk_layout = _foreign(connection, tables, existing)
+        if foreign:
+            return SchemaStatus("foreign", found, expected, tables, foreign, (), sdk_layout)
+        return SchemaStatus("untracked", found, expected, tables, existing)
+    state: State
+    if found == (expected,):
         state = "incomplete" if absent else "current"
     elif all(_is_known(script_directory(), rev) for rev in found):
         state = "behind"
@@ -151,12 +234,51 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
         state = "ahead"
     else:
         state = "unknown"
-    return SchemaStatus(state, found, expected, tables, absent if found else existing)
+    return SchemaStatus(state, found, expected, tables, absent)
 
 
 def _existing(connection: Connection, tables: TableNames, ours: list[str]) -> tuple[str, ...]:
     present = set(inspect(connection).get_table_names(schema=tables.schema))
     return tuple(name for name in ours if name in present)
+
+
+def _columns(connection: Connection, name: str, schema: str | None) -> set[str]:
+    return {column["name"] for column in inspect(connection).get_columns(name, schema=schema)}
+
+
+def _foreign(
+    connection: Connection, tables: TableNames, existing: tuple[str, ...]
+) -> tuple[tuple[str, ...], bool]:
+    """Tables at our sessions/items names that are not ours; and whether they are the SDK's."""
+    marks = {tables.sessions_table: "session_hash", tables.items_table: "seq"}
+    foreign, sdk_layout = [], False
+    for name, mark in marks.items():
+        if name in existing:
+            columns = _columns(connection, name, tables.schema)
+            if mark not in columns:
+                foreign.append(name)
+                sdk_layout |= "message_data" in columns or columns == SDK_SESSIONS_COLUMNS
+    return tuple(foreign), sdk_layout
+
+
+def _other_version_tables(connection: Connection, tables: TableNames) -> tuple[str, ...]:
+    """Version tables of this library under other prefixes (`<prefix>version` beside a
+    `<prefix>sessions`, holding one of our revisions)."""
+    names = set(inspect(connection).get_table_names(schema=tables.schema))
+    found = []
+    for name in sorted(names - {tables.version_table}):
+        prefix = name.removesuffix("version")
+        if prefix == name or f"{prefix}sessions" not in names:
+            continue
+        if _columns(connection, name, tables.schema) != {"version_num"}:
+            continue
+        context = MigrationContext.configure(
+            connection, opts={"version_table": name, "version_table_schema": tables.schema}
+        )
+        heads = context.get_current_heads()
+        if heads and all(_is_known(script_directory(), rev) for rev in heads):
+            found.append(name)
+    return tuple(found)
 
 
 def _is_known(scripts: ScriptDirectory, revision: str) -> bool:

@@ -12,7 +12,15 @@ import click
 
 from .. import migrate
 from ..tables import TableNames
-from .options import database_options, run, shown
+from .options import database_options, missing_sqlite_file, run, shown
+
+
+def status_of(url: str, tables: TableNames) -> migrate.SchemaStatus:
+    """Where the schema stands; a SQLite file that does not exist is read as "missing",
+    without creating it."""
+    if missing_sqlite_file(url) is not None:
+        return migrate.SchemaStatus("missing", (), migrate.head_revision(), tables)
+    return run(migrate.check(url, tables=tables))
 
 
 @click.group("db")
@@ -27,7 +35,7 @@ def command() -> None:
 @command.command()
 @click.argument("revision", default="head")
 @click.option("--sql", is_flag=True, help="Print the SQL instead of running it (offline mode).")
-@database_options
+@database_options(may_create=True)
 def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
     """Migrate the tables up to REVISION (default: head), creating them if needed."""
     if sql:
@@ -69,18 +77,18 @@ def stamp(url: str, tables: TableNames, revision: str) -> None:
 
 
 @command.command()
-@database_options
+@database_options(may_create=True)
 def current(url: str, tables: TableNames) -> None:
     """Show the revision the database is at, and the one this version expects."""
-    status = run(migrate.check(url, tables=tables))
+    status = status_of(url, tables)
     click.echo(f"{shown(url)}: {status.describe()}")
 
 
 @command.command()
-@database_options
+@database_options(may_create=True)
 def check(url: str, tables: TableNames) -> None:
     """Exit with status 0 if the schema is at head, 1 otherwise (and say what to run)."""
-    status = run(migrate.check(url, tables=tables))
+    status = status_of(url, tables)
     if status.at_head:
         click.secho(f"{shown(url)}: {status.describe()}", fg="green")
         return

@@ -14,7 +14,7 @@ import click
 
 from ..services.importer import Order, import_sdk
 from ..tables import TableNames
-from .options import database_options, key_options, run
+from .options import database_options, key_options, missing_sqlite_file, run
 
 
 class ProgressBar:
@@ -65,8 +65,11 @@ class ProgressBar:
     show_default=True,
     help="The SDK's reading order: id (SQLiteSession), created_at (SQLAlchemySession).",
 )
+@click.option(
+    "--create", is_flag=True, help="Create (or upgrade) the library's tables first if needed."
+)
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
-@database_options
+@database_options(may_create=True)
 @key_options
 def command(
     url: str,
@@ -76,14 +79,20 @@ def command(
     source_sessions_table: str,
     source_messages_table: str,
     order: Order,
+    create: bool,
     progress: bool,
 ) -> None:
     """Copy the SDK's SQLiteSession/SQLAlchemySession tables into the library's tables.
 
     The source is only read. Each session is copied whole, in the SDK's order; a session
     already in the target is skipped, so running the import again is safe. With a key (see
-    --key-env, --ask-key), items are sealed on the way in, as the store seals them.
+    --key-env, --ask-key), items are sealed on the way in, as the store seals them. The
+    target's tables must be at head (`db upgrade`), or --create makes them.
     """
+    if not create and (missing := missing_sqlite_file(url)) is not None:
+        raise click.ClickException(
+            f"no SQLite database at {missing}: add --create to make it, with the tables"
+        )
     bar = ProgressBar(progress, "Importing items")
     try:
         report = run(
@@ -96,7 +105,9 @@ def command(
                 order=order,
                 progress=bar,
                 key=key,
-            )
+                create_tables=create,
+            ),
+            create_option=True,
         )
     finally:
         bar.close()

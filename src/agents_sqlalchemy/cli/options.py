@@ -15,12 +15,13 @@ import functools
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar, overload
 
 import click
 
-from ..engines import normalize_url
-from ..errors import AgentsSQLAlchemyError, ConfigurationError, WrongKeyError
+from ..engines import normalize_url, sqlite_file
+from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
 from ..store import SessionStore
 from ..tables import ROLES, TableNames
 
@@ -63,8 +64,22 @@ def _table_options() -> list[Decorator]:
     return options
 
 
-def database_options(command: Callable[..., T]) -> Callable[..., T]:
-    """Add `--url` and the table options; the command receives `url` and `tables`."""
+@overload
+def database_options(command: Callable[..., T]) -> Callable[..., T]: ...
+
+
+@overload
+def database_options(*, may_create: bool) -> Callable[[Callable[..., T]], Callable[..., T]]: ...
+
+
+def database_options(command: Callable[..., T] | None = None, *, may_create: bool = False) -> Any:
+    """Add `--url` and the table options; the command receives `url` and `tables`.
+
+    A SQLite file that does not exist is an error (nothing is created) unless the command
+    says `may_create=True`, as `db upgrade` and `import-sdk` do.
+    """
+    if command is None:
+        return functools.partial(database_options, may_create=may_create)
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> T:
@@ -72,8 +87,14 @@ def database_options(command: Callable[..., T]) -> Callable[..., T]:
         names |= {role: kwargs.pop(param) for param, role in _ROLE_PARAMS.items()}
         try:
             tables = TableNames(**{key: value for key, value in names.items() if value is not None})
+            missing = missing_sqlite_file(kwargs["url"])
         except ConfigurationError as exc:
             raise click.BadParameter(str(exc)) from exc
+        if missing is not None and not may_create:
+            raise click.ClickException(
+                f"no SQLite database at {missing} (nothing was created): check --url, or "
+                f"create it with `agents-sqlalchemy db upgrade --url {missing}`"
+            )
         return command(tables=tables, **kwargs)
 
     decorated: Callable[..., Any] = wrapper
@@ -90,10 +111,25 @@ def database_options(command: Callable[..., T]) -> Callable[..., T]:
     return url(decorated)
 
 
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to its end; the library's errors become a one-line `Error: ...`, exit 1."""
+def missing_sqlite_file(url: str) -> Path | None:
+    """The SQLite file `url` names if it does not exist (else None)."""
+    path = sqlite_file(normalize_url(url))
+    return path if path is not None and not path.exists() else None
+
+
+def run(coroutine: Coroutine[Any, Any, T], *, create_option: bool = False) -> T:
+    """Run a coroutine to its end; the library's errors become a one-line `Error: ...`, exit 1.
+
+    A `SchemaError` gives its command-line advice; with `create_option`, the command's
+    `--create` is named too.
+    """
     try:
         return asyncio.run(coroutine)
+    except SchemaError as exc:
+        message = exc.cli_message
+        if create_option and exc.state in ("missing", "behind"):
+            message += ", or add --create"
+        raise click.ClickException(message) from exc
     except AgentsSQLAlchemyError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -140,8 +140,27 @@ def _source_engine(source: str | Path | URL | AsyncEngine) -> tuple[AsyncEngine,
     return create_async_engine(url, poolclass=NullPool), True
 
 
+#: `sdk_history` counts the SDK's rows up to this many.
+COUNT_CAP = 10_000
+
+
 class ImportOps(RepositoryBase):
-    """Writes a session copied from elsewhere, whole, in one transaction."""
+    """Writes a session copied from elsewhere, whole, in one transaction; and tells whether
+    the SDK's own tables hold history that ours do not."""
+
+    async def sdk_history(self, messages_table: str) -> int:
+        """Rows (at most `COUNT_CAP`) in the SDK's `messages_table` beside ours, or 0 when
+        it does not exist or when our tables already hold a session."""
+        return await self._db.read(lambda conn: self._sdk_history(conn, messages_table))
+
+    def _sdk_history(self, conn: Connection, messages_table: str) -> int:
+        if conn.execute(select(self._sessions.c.id).limit(1)).first() is not None:
+            return 0
+        if not inspect(conn).has_table(messages_table):
+            return 0
+        messages = Table(messages_table, MetaData(), Column("message_data", Text))
+        capped = select(messages.c.message_data).limit(COUNT_CAP).subquery()
+        return int(conn.execute(select(func.count()).select_from(capped)).scalar_one())
 
     async def import_session(
         self,

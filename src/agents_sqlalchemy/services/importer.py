@@ -60,13 +60,15 @@ async def import_sdk(
     order: Order = "auto",
     progress: Callable[[int, int], None] | None = None,
     key: Key | None = None,
+    create_tables: bool = False,
 ) -> ImportReport:
     """Copy every SDK session of `source` into the library's tables in `target`.
 
     `order` is the SDK's reading order: `id` (`SQLiteSession`), `created_at` then id
     (`SQLAlchemySession`), or `auto` (told apart by the index each creates). `progress` is
     called with (rows done, rows in all) as sessions are copied. The target's schema must be
-    at head (`agents-sqlalchemy db upgrade`). `key` is the target's key: an encrypted target
+    at head (`agents-sqlalchemy db upgrade`), or `create_tables=True` migrates it there
+    first. `key` is the target's key: an encrypted target
     refuses an import without it, and with it every item is sealed on the way in.
 
     Example::
@@ -75,8 +77,14 @@ async def import_sdk(
     """
     reader = SdkSource(source, sessions_table, messages_table)
     services = Services.build(
-        target, tables=tables or TableNames(), key=key, ttl=None, embedder=None, create_tables=False
+        target,
+        tables=tables or TableNames(),
+        key=key,
+        ttl=None,
+        embedder=None,
+        create_tables=create_tables,
     )
+    services.keyring.announce_history = False  # the history is being imported
     counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
     try:
         codec = await services.keyring.ready()  # the schema and the key, checked first

@@ -35,6 +35,7 @@ from ..migrate import ensure_schema
 from ..repository import Repository
 from ..tables import TableNames
 from .background import Background
+from .history import announce_sdk_history
 
 ROTATE_BATCH = 1000
 
@@ -63,6 +64,8 @@ class Keyring:
     ) -> None:
         self.key = key  # validated by the caller
         self.create_tables = create_tables
+        # Whether a first open warns about the SDK's own tables' history (an import does not).
+        self.announce_history = True
         self._db = db
         self._repository = repository
         self._tables = tables
@@ -83,6 +86,8 @@ class Keyring:
                 raise WrongKeyError(str(self._refused))
             if self._codec is None:
                 await ensure_schema(self._db, self._tables, create=self.create_tables)
+                if self.announce_history:
+                    await announce_sdk_history(self._repository, self._db.url, self._tables)
                 try:
                     self._kek = await self._open(rotating)
                 except WrongKeyError as exc:

@@ -1,0 +1,198 @@
+"""The first minutes: paths that do not exist, the SDK's own tables, forgotten prefixes, and
+errors that say what to do where the user is (Python or the command line)."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+
+import pytest
+from agents.extensions.memory import SQLAlchemySession as SDKSQLAlchemySession
+from click.testing import CliRunner, Result
+
+from agents_sqlalchemy import (
+    DatabaseError,
+    SchemaError,
+    SdkHistoryWarning,
+    SessionStore,
+    SQLAlchemySession,
+    TableNames,
+    import_sdk,
+    migrate,
+)
+from agents_sqlalchemy.cli import app
+
+from .app_alembic import objects, table_names
+from .items import message
+
+NO_KEYS = {"AGENTS_SQLALCHEMY_KEY": None, "AGENTS_SQLALCHEMY_URL": None}
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args), env=NO_KEYS)
+
+
+def tables_in(url: str) -> set[str]:
+    return table_names(asyncio.run(objects(url)))
+
+
+# -- SQLite paths --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("create", [False, True])
+def test_a_sqlite_path_that_cannot_be_opened_names_the_path_and_why(
+    tmp_path: Path, create: bool
+) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    cases = {
+        tmp_path / "no-such-dir" / "agent.db": "does not exist",
+        tmp_path / "a-file" / "agent.db": "not a directory",
+        tmp_path: "is a directory",
+    }
+    for path, cause in cases.items():
+        store = SessionStore(path, create_tables=create)
+        with pytest.raises(DatabaseError) as raised:
+            asyncio.run(store.session("s").add_items([message("x")]))
+        assert str(path) in str(raised.value) and cause in str(raised.value), raised.value
+        asyncio.run(store.close())
+    assert not (tmp_path / "no-such-dir").exists()
+
+
+def test_read_only_commands_do_not_create_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "missing.db"
+    for args in (
+        ["sessions", "list"],
+        ["sessions", "show", "s"],
+        ["search", "anything"],
+        ["sessions", "delete", "s", "--yes"],
+        ["sessions", "purge", "--expired", "--yes"],
+        ["db", "stamp"],
+        ["db", "downgrade", "base", "--yes"],
+    ):
+        result = cli(*args, "--url", str(path))
+        assert result.exit_code == 1, (args, result.output)
+        assert f"no SQLite database at {path}" in result.output, (args, result.output)
+        assert not path.exists(), args
+    for args in (["db", "current"], ["db", "check"]):
+        result = cli(*args, "--url", str(path))
+        assert "no tables and no revision" in result.output, (args, result.output)
+        assert not path.exists(), args
+    assert cli("db", "check", "--url", str(path)).exit_code == 1
+    assert cli("db", "upgrade", "--url", str(path)).exit_code == 0  # this one creates it
+    assert path.exists()
+
+
+# -- the SDK's own tables ------------------------------------------------------------------------
+
+
+async def sdk_history(url: str, **names: str) -> None:
+    sdk = SDKSQLAlchemySession.from_url("u1", url=url, create_tables=True, **names)
+    await sdk.add_items([message("said with the SDK")])
+    await sdk.engine.dispose()
+
+
+async def test_sdk_history_beside_empty_tables_is_announced(db_url: str) -> None:
+    await sdk_history(db_url)
+    session = SQLAlchemySession("u1", db_url, create_tables=True)
+    with pytest.warns(SdkHistoryWarning) as warned:
+        assert await session.get_items() == []
+    text = str(warned[0].message)
+    assert "agent_messages" in text and "1 " in text
+    assert "agents-sqlalchemy import-sdk --from" in text and "import_sdk(" in text
+    await session.close()
+
+    await import_sdk(db_url, db_url)  # the one call the warning names
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SdkHistoryWarning)
+        async with SessionStore(db_url) as store:
+            assert await store.session("u1").get_items() == [message("said with the SDK")]
+
+
+async def test_no_announcement_without_sdk_history(db_url: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SdkHistoryWarning)
+        async with SessionStore(db_url, create_tables=True) as store:
+            assert await store.session("s").get_items() == []
+
+
+def test_the_sdk_table_names_given_to_the_drop_in(db_url: str) -> None:
+    names = {"sessions_table": "chat_sessions", "messages_table": "chat_messages"}
+    asyncio.run(sdk_history(db_url, **names))
+    before = tables_in(db_url)
+    session = SQLAlchemySession("u1", db_url, create_tables=True, **names)
+    with pytest.raises(SchemaError) as raised:
+        asyncio.run(session.get_items())
+    text = str(raised.value)
+    assert "Agents SDK" in text and "chat_messages" in text
+    assert "import-sdk" in text and "import_sdk(" in text
+    assert "stamp" not in text
+    asyncio.run(session.close())
+    stamped = cli(
+        "db", "stamp", "--url", db_url, "--prefix", "chat_sessions_",
+        "--sessions-table", "chat_sessions", "--items-table", "chat_messages",
+    )  # fmt: skip
+    assert stamped.exit_code == 1 and "Agents SDK" in stamped.output, stamped.output
+    with pytest.raises(SchemaError, match="Agents SDK"):
+        asyncio.run(
+            migrate.stamp(db_url, tables=TableNames(sessions="chat_sessions", prefix="chat_"))
+        )
+    assert tables_in(db_url) == before  # no stray version table
+
+    # What the error says to run works, and then the drop-in (without the SDK's names) reads.
+    imported = cli(
+        "import-sdk", "--from", db_url, "--url", db_url, "--create",
+        "--source-sessions-table", "chat_sessions", "--source-messages-table", "chat_messages",
+    )  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    with SQLAlchemySession("u1", db_url) as session:
+        assert asyncio.run(session.get_items()) == [message("said with the SDK")]
+
+
+# -- prefixes ------------------------------------------------------------------------------------
+
+
+def test_stamp_and_downgrade_refuse_a_prefix_without_tables(db_url: str) -> None:
+    assert cli("db", "upgrade", "--url", db_url, "--prefix", "chat_").exit_code == 0
+    before = tables_in(db_url)
+    for args in (
+        ["db", "stamp"],
+        ["db", "downgrade", "base", "--yes"],
+        ["db", "downgrade", "0001", "--yes"],
+    ):
+        result = cli(*args, "--url", db_url, "--prefix", "nope_")
+        assert result.exit_code == 1, (args, result.output)
+        assert "nope_" in result.output and "chat_" in result.output, result.output
+    with pytest.raises(SchemaError, match="chat_"):
+        asyncio.run(migrate.stamp(db_url, tables=TableNames(prefix="nope_")))
+    with pytest.raises(SchemaError, match="chat_"):
+        asyncio.run(migrate.downgrade(db_url, "base", tables=TableNames(prefix="nope_")))
+    assert tables_in(db_url) == before
+
+
+async def test_a_forgotten_prefix_is_hinted(db_url: str) -> None:
+    await migrate.upgrade(db_url, tables=TableNames(prefix="chat_"))
+    async with SessionStore(db_url) as store:
+        with pytest.raises(SchemaError) as raised:
+            await store.list_sessions()
+    assert "chat_version" in str(raised.value) and "prefix='chat_'" in str(raised.value)
+    assert "create_tables=True" in str(raised.value)  # Python advice, in Python
+
+
+def test_cli_errors_give_cli_advice(db_url: str, tmp_path: Path) -> None:
+    cli("db", "upgrade", "--url", db_url, "--prefix", "chat_")
+    listed = cli("sessions", "list", "--url", db_url)
+    assert listed.exit_code == 1
+    assert "create_tables" not in listed.output, listed.output
+    assert "agents-sqlalchemy db upgrade" in listed.output and "--prefix chat_" in listed.output
+
+    source = tmp_path / "sdk.db"
+    asyncio.run(sdk_history(f"sqlite+aiosqlite:///{source}"))
+    empty = cli("import-sdk", "--from", str(source), "--url", db_url, "--prefix", "fresh_")
+    assert empty.exit_code == 1 and "--create" in empty.output, empty.output
+    assert "create_tables" not in empty.output
+    created = cli(
+        "import-sdk", "--from", str(source), "--url", db_url, "--prefix", "fresh_", "--create"
+    )
+    assert created.exit_code == 0, created.output
+    assert "Imported 1 sessions (1 items)" in created.output
