@@ -12,6 +12,7 @@ from typing import Any, get_args
 
 import click
 
+from ..crypto import Key
 from ..services.importer import Order, import_sdk
 from ..tables import TableNames
 from .options import database_options, key_options, missing_sqlite_file, run
@@ -74,7 +75,7 @@ class ProgressBar:
 def command(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     source: str,
     source_sessions_table: str,
     source_messages_table: str,

@@ -11,15 +11,20 @@ Example (a new command module)::
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import importlib
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import click
 
+from ..crypto import Key, KeyProvider, validate_key
 from ..engines import normalize_url, sqlite_file
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
 from ..store import SessionStore
@@ -135,44 +140,164 @@ def run(coroutine: Coroutine[Any, Any, T], *, create_option: bool = False) -> T:
 
 
 KEY_ENV = f"{ENV_PREFIX}KEY"
+KEY_FORMATS = ("passphrase", "hex", "base64")
 
 
-def read_key(env: str | None = None, *, ask: bool = False, prompt: str = "Key") -> str | None:
-    """A key (passphrase) from a hidden prompt, or from an environment variable; never argv.
+@dataclass(frozen=True)
+class KeySource:
+    """Where a command's key comes from, as its options say; a key is never an argument."""
 
-    With `ask`, prompt without echo. Otherwise read `env` (default AGENTS_SQLALCHEMY_KEY):
-    unset means no key, unless `env` was named explicitly, which makes it an error.
+    option: str  # "--key" or "--new-key": how messages name the options
+    env: str | None  # --key-env NAME
+    default_env: str
+    form: str  # --key-format
+    provider: str | None  # --key-provider MODULE:ATTR
+    ask: bool  # --ask-key
+
+
+def read_key(source: KeySource, *, prompt: str | None = None, confirm: bool = False) -> Key | None:
+    """The key `source` names: a provider, a hidden prompt, or an environment variable.
+
+    An unset default variable means no key (or, with `prompt`, a hidden prompt); a variable
+    named with --key-env must be set.
 
     Example::
 
-        key = read_key("APP_SESSION_KEY")          # $APP_SESSION_KEY, or a usage error
-        key = read_key(ask=True, prompt="New key")  # typed, not echoed
+        source = KeySource("--key", "APP_KEY", KEY_ENV, "hex", None, ask=False)
+        key = read_key(source)            # 32 bytes from $APP_KEY, or a usage error
     """
-    if ask:
-        return str(click.prompt(prompt, hide_input=True))
-    value = os.environ.get(env or KEY_ENV)
-    if not value and env is not None:
-        raise click.UsageError(f"the environment variable {env} (from --key-env) is not set")
-    return value or None
+    if source.provider is not None:
+        if source.env is not None or source.ask:
+            raise click.UsageError(
+                f"give {source.option}-provider alone, without the other key options"
+            )
+        return load_provider(source.provider, f"{source.option}-provider")
+    value = None if source.ask else os.environ.get(source.env or source.default_env)
+    if not value and source.env is not None and not source.ask:
+        raise click.UsageError(
+            f"the environment variable {source.env} is not set (named by {source.option}-env)"
+        )
+    if not value and prompt is None and not source.ask:
+        return None
+    if not value:
+        text = prompt or "Key"
+        value = str(click.prompt(text, hide_input=True, confirmation_prompt=confirm))
+    return decode_key(str(value), source.form, f"{source.option}-format")
 
 
-def key_options(command: Callable[..., T]) -> Callable[..., T]:
-    """Add `--key-env NAME` and `--ask-key`; the command receives `key` (None: no key)."""
+def decode_key(value: str, form: str, option: str) -> Key:
+    """The `key=` a secret stands for: the passphrase itself, or 32 raw bytes in hex/base64."""
+    if form == "passphrase":
+        return value
+    try:
+        raw = bytes.fromhex(value) if form == "hex" else base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error is one
+        raise click.BadParameter(f"the key is not {form}", param_hint=f"'{option}'") from None
+    if len(raw) != 32:
+        raise click.BadParameter(
+            f"a {form} key must decode to 32 bytes, got {len(raw)}", param_hint=f"'{option}'"
+        )
+    return raw
+
+
+def load_provider(spec: str, option: str) -> Key:
+    """The `KeyProvider` at `MODULE:ATTR` (an instance, or a class or factory to call)."""
+    module_name, _, attr = spec.partition(":")
+    hint = f"'{option}'"
+    if not module_name or not attr:
+        raise click.BadParameter(f"{spec!r} is not MODULE:ATTR", param_hint=hint)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: the app's own modules
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint=hint) from None
+    if isinstance(found, type) or (callable(found) and not isinstance(found, KeyProvider)):
+        found = found()
+    if not isinstance(found, KeyProvider):
+        raise click.BadParameter(
+            f"{spec!r} is a {type(found).__name__}, not a key provider (kek_id, wrap, unwrap)",
+            param_hint=hint,
+        )
+    try:
+        return validate_key(found)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+@overload
+def key_options(command: Callable[..., T]) -> Callable[..., T]: ...
+
+
+@overload
+def key_options(
+    *, name: str = ..., default_env: str = ..., prompt: str | None = ..., confirm: bool = ...
+) -> Callable[[Callable[..., T]], Callable[..., T]]: ...
+
+
+def key_options(
+    command: Callable[..., T] | None = None,
+    *,
+    name: str = "key",
+    default_env: str = KEY_ENV,
+    prompt: str | None = None,
+    confirm: bool = False,
+) -> Any:
+    """Add the key options; the command receives `key` (None: no key), or `new_key` etc.
+
+    `--key-env NAME` (default $AGENTS_SQLALCHEMY_KEY), `--key-format passphrase|hex|base64`,
+    `--key-provider MODULE:ATTR` and `--ask-key`; `name="new-key"` makes `--new-key-env`...
+    With `prompt`, a key that nothing names is asked for at a hidden prompt.
+    """
+    if command is None:
+        return functools.partial(
+            key_options, name=name, default_env=default_env, prompt=prompt, confirm=confirm
+        )
+    param = name.replace("-", "_")
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> T:
-        key = read_key(kwargs.pop("key_env"), ask=kwargs.pop("ask_key"))
-        return command(key=key, **kwargs)
+        source = KeySource(
+            f"--{name}",
+            kwargs.pop(f"{param}_env"),
+            default_env,
+            kwargs.pop(f"{param}_format"),
+            kwargs.pop(f"{param}_provider"),
+            kwargs.pop(f"ask_{param}"),
+        )
+        kwargs[param] = read_key(source, prompt=prompt, confirm=confirm)
+        return command(**kwargs)
 
-    ask = click.option(
-        "--ask-key", is_flag=True, help="Prompt for the database's key (input is not echoed)."
-    )
-    env = click.option(
-        "--key-env",
-        metavar="NAME",
-        help=f"Environment variable holding the database's key [default: {KEY_ENV}].",
-    )
-    return env(ask(wrapper))
+    what = "the new key" if name == "new-key" else "the database's key"
+    options = [
+        click.option(
+            f"--{name}-env",
+            metavar="NAME",
+            help=f"Environment variable holding {what} [default: {default_env}].",
+        ),
+        click.option(
+            f"--{name}-format",
+            type=click.Choice(KEY_FORMATS),
+            default="passphrase",
+            show_default=True,
+            help="What the key is: a passphrase, or 32 raw bytes in hex or base64.",
+        ),
+        click.option(
+            f"--{name}-provider",
+            metavar="MODULE:ATTR",
+            help="A key provider (KMS, secret manager) by import path: an instance, or a "
+            "class or function that makes one.",
+        ),
+        click.option(
+            f"--ask-{name}", is_flag=True, help=f"Prompt for {what} (input is not echoed)."
+        ),
+    ]
+    decorated: Callable[..., Any] = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
 
 
 def max_chars_option(default: int) -> Decorator:
@@ -193,7 +318,7 @@ def shown(url: str) -> str:
 
 @asynccontextmanager
 async def opened(
-    url: str, tables: TableNames, key: str | None, **store_options: Any
+    url: str, tables: TableNames, key: Key | None, **store_options: Any
 ) -> AsyncIterator[SessionStore]:
     """A store on the database; an encrypted one opened without a key says how to give it."""
     async with SessionStore(url, tables=tables, key=key, **store_options) as store:
@@ -203,6 +328,7 @@ async def opened(
             if key is not None:
                 raise
             raise WrongKeyError(
-                f"{shown(url)} is encrypted: give its key in ${KEY_ENV} "
-                "(or the variable named by --key-env), or use --ask-key"
+                f"{shown(url)} is encrypted: give its key in ${KEY_ENV} (or the variable "
+                "named by --key-env, with --key-format hex|base64 for a raw key), name a "
+                "provider with --key-provider MODULE:ATTR, or use --ask-key"
             ) from exc

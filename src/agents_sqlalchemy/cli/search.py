@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from ..crypto import Key
 from ..errors import AgentsSQLAlchemyError
 from ..records import SearchHit
 from ..search import (
@@ -62,7 +63,7 @@ def load_embedder(name: str) -> Embedder:
 
 
 async def chosen_embedder(
-    url: str, tables: TableNames, key: str | None, name: str | None
+    url: str, tables: TableNames, key: Key | None, name: str | None
 ) -> Embedder:
     """The embedder named, else the built-in one the database's latest item was indexed with.
 
@@ -112,7 +113,7 @@ async def chosen_embedder(
 def search(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     embedder_name: str | None,
     query: str,
     session_id: str | None,
@@ -150,7 +151,7 @@ def search(
 async def _search(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     embedder_name: str | None,
     query: str,
     session_id: str | None,
@@ -210,7 +211,7 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 def reindex(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     embedder_name: str | None,
     batch_size: int,
     progress: bool,
@@ -237,7 +238,7 @@ def reindex(
 async def _reindex(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     embedder_name: str | None,
     batch_size: int,
     bar: ProgressBar,

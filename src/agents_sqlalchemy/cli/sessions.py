@@ -17,7 +17,9 @@ from typing import Any
 
 import click
 
+from ..crypto import Key
 from ..records import Removed, SessionInfo
+from ..services import Services
 from ..tables import TableNames
 from .layout import fit, minute, second, table
 from .options import (
@@ -146,7 +148,7 @@ def command() -> None:
 def list_sessions(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     user_id: str | None,
     metadata: dict[str, Any] | None,
     updated_after: datetime | None,
@@ -195,21 +197,31 @@ def list_sessions(
 async def _list(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     filters: dict[str, Any],
     limit: int,
     cursor: str | None,
     every_page: bool,
     page: Callable[[list[SessionInfo]], None],
 ) -> str | None:
-    """Pass each page to `page`; return the cursor after the last one read, if any."""
-    async with opened(url, tables, key) as store:
+    """Pass each page to `page`; return the cursor after the last one read, if any.
+
+    Nothing listed is sealed: without a key, an encrypted database is listed all the same.
+    """
+    services = Services.build(
+        url, tables=tables, key=key, ttl=None, embedder=None, create_tables=False
+    )
+    try:
         while True:
-            found = await store.list_sessions(**filters, limit=limit, cursor=cursor)
+            found = await services.management.list_sessions(
+                **filters, limit=limit, cursor=cursor, need_key=False
+            )
             page(found)
             cursor = found.next_cursor
             if cursor is None or not every_page:
                 return cursor
+    finally:
+        await services.close()
 
 
 def _table(infos: list[SessionInfo]) -> None:
@@ -239,7 +251,7 @@ def _table(infos: list[SessionInfo]) -> None:
 def show(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     session_id: str,
     limit: int | None,
     max_chars: int,
@@ -280,7 +292,7 @@ def show(
 
 
 async def _show(
-    url: str, tables: TableNames, key: str | None, session_id: str, limit: int | None
+    url: str, tables: TableNames, key: Key | None, session_id: str, limit: int | None
 ) -> tuple[SessionInfo, list[Any]]:
     async with opened(url, tables, key) as store:
         info = await store.session_info(session_id)
@@ -299,7 +311,7 @@ async def _show(
 def delete(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     session_ids: tuple[str, ...],
     user_id: str | None,
     yes: bool,
@@ -331,7 +343,7 @@ def delete(
 
 
 async def _delete(
-    url: str, tables: TableNames, key: str | None, session_ids: Sequence[str], user_id: str | None
+    url: str, tables: TableNames, key: Key | None, session_ids: Sequence[str], user_id: str | None
 ) -> tuple[Removed, list[str]]:
     async with opened(url, tables, key) as store:
         if user_id is not None:
@@ -359,7 +371,7 @@ async def _delete(
 def purge(
     url: str,
     tables: TableNames,
-    key: str | None,
+    key: Key | None,
     expired: bool,
     inactive_days: float | None,
     yes: bool,
@@ -385,7 +397,7 @@ def purge(
 
 
 async def _purge(
-    url: str, tables: TableNames, key: str | None, expired: bool, inactive_days: float | None
+    url: str, tables: TableNames, key: Key | None, expired: bool, inactive_days: float | None
 ) -> tuple[int | None, Removed | None]:
     async with opened(url, tables, key) as store:
         items = await store.purge_expired() if expired else None

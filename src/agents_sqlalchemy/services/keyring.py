@@ -74,6 +74,7 @@ class Keyring:
         self._opening = threading.Lock()
         self._refused: WrongKeyError | None = None
         self._background = background
+        self._schema_checked = False
 
     async def ready(self, *, rotating: bool = False) -> Codec:
         """Check the schema and open the keyring, once per store; then return the codec."""
@@ -85,9 +86,7 @@ class Keyring:
             if self._refused is not None and not rotating:
                 raise WrongKeyError(str(self._refused))
             if self._codec is None:
-                await ensure_schema(self._db, self._tables, create=self.create_tables)
-                if self.announce_history:
-                    await announce_sdk_history(self._repository, self._db.url, self._tables)
+                await self._check_schema()
                 try:
                     self._kek = await self._open(rotating)
                 except WrongKeyError as exc:
@@ -95,6 +94,24 @@ class Keyring:
                     raise
                 self._codec = PlainCodec() if self._kek is None else SealedCodec(self._kek)
         return self._codec
+
+    async def schema_ready(self) -> None:
+        """Check the schema only, for reads of what is never sealed (listing sessions).
+
+        With a key, the key is verified too (`ready`): a wrong key is refused everywhere.
+        """
+        if self.key is not None:
+            await self.ready()
+            return
+        async with holding(self._opening):
+            await self._check_schema()
+
+    async def _check_schema(self) -> None:
+        if not self._schema_checked:
+            await ensure_schema(self._db, self._tables, create=self.create_tables)
+            if self.announce_history:
+                await announce_sdk_history(self._repository, self._db.url, self._tables)
+            self._schema_checked = True
 
     @asynccontextmanager
     async def scrubbing(self) -> AsyncIterator[None]:

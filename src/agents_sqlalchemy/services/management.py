@@ -51,11 +51,16 @@ class Management:
         updated_before: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        need_key: bool = True,
     ) -> SessionPage:
-        """A keyset-paginated page of sessions, most recently active first."""
+        """A keyset-paginated page of sessions, most recently active first.
+
+        With `need_key=False`, a store without a key lists an encrypted database too:
+        nothing listed is sealed (a key given is still checked).
+        """
         check_range("limit", limit, 1, 1000)
         user_id, metadata = check_user_id(user_id), metadata_filter(metadata)
-        await self._keyring.ready()
+        await (self._keyring.ready() if need_key else self._keyring.schema_ready())
         rows = await self._repository.list_sessions(
             user_id=user_id,
             metadata=metadata,
