@@ -161,6 +161,7 @@ def test_list_json_lines(db_url: str, clock: Callable[[datetime], None]) -> None
         "created_at": "2026-11-29T14:03:27+00:00",
         "updated_at": "2026-11-29T14:03:27+00:00",
         "metadata": {"channel": "web", "vip": True},
+        "archived_at": None,
     }
     assert [row["session_id"] for row in rows] == ["support-42", "web-2"]
     assert "--cursor" in result.stderr  # the hint stays out of the JSON stream

@@ -87,6 +87,8 @@ class SessionColumns:
     next_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Set by `archive_inactive`/`archive_session`: listed only when asked for; items kept.
+    archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:

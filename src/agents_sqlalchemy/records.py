@@ -13,7 +13,8 @@ from .errors import ConfigurationError
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """A session as `store.list_sessions()` describes it; `item_count` counts live items."""
+    """A session as `store.list_sessions()` describes it; `item_count` counts live items,
+    `archived_at` is when it was archived (None: it is not)."""
 
     session_id: str
     user_id: str | None
@@ -21,6 +22,7 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     item_count: int
+    archived_at: datetime | None = None
 
 
 class SessionPage(list[SessionInfo]):

@@ -1,16 +1,21 @@
-"""The store's session management: describe, list and remove sessions, purge items.
+"""The management half of `SessionStore`'s façade: create, describe, list, archive and
+remove sessions.
 
-`SessionStore` inherits these methods; each is one call into `services/management.py`.
+`SessionStore` inherits these methods; each is one call into `services.management`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .records import Removed, SessionInfo, SessionPage
 from .services import Services
 from .validation import session_key
+
+if TYPE_CHECKING:
+    from .store import SQLAlchemySession
 
 
 class ManagementMethods:
@@ -18,11 +23,30 @@ class ManagementMethods:
 
     Example::
 
+        session = await store.create_session(user_id="alice")
         page = await store.list_sessions(user_id="alice", limit=20)
+        await store.archive_inactive(older_than=timedelta(days=30))
         await store.delete_user("alice")
     """
 
     _services: Services
+    if TYPE_CHECKING:
+        session: Callable[..., SQLAlchemySession]
+
+    async def create_session(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **session_options: Any,
+    ) -> SQLAlchemySession:
+        """A new session with a fresh id (URL-safe, unguessable), listed from now on.
+
+        `session.session_id` is the id to hand to the client; `session_options` are those
+        of `store.session()` (`session_settings`, `ttl`).
+        """
+        session_id = await self._services.management.create(user_id, metadata)
+        return self.session(session_id, user_id=user_id, metadata=metadata, **session_options)
 
     async def session_info(self, session_id: str) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
@@ -37,11 +61,13 @@ class ManagementMethods:
         updated_before: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        archived: bool | None = False,
     ) -> SessionPage:
         """A page of sessions, most recently active first; follow `page.next_cursor`.
 
         Filters: the owner, metadata values (all must match), and an activity window.
         Pages are keyset-paginated, so a page costs the same however many sessions exist.
+        Archived sessions are left out; `archived=True` lists only them, `None` both.
         """
         return await self._services.management.list_sessions(
             user_id=user_id,
@@ -50,6 +76,7 @@ class ManagementMethods:
             updated_before=updated_before,
             limit=limit,
             cursor=cursor,
+            archived=archived,
         )
 
     async def delete_session(self, session_id: str) -> Removed:
@@ -67,3 +94,26 @@ class ManagementMethods:
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
         return await self._services.management.purge_expired(batch_size)
+
+    async def archive_inactive(self, older_than: timedelta) -> int:
+        """Archive the sessions with no activity for `older_than`; return how many.
+
+        Archived sessions keep their items and state and still read and write; they leave
+        `list_sessions()` (see `archived=`) until `restore_session`. TTL, `purge_expired`,
+        `purge_inactive` and `delete_user` apply to them as to any session.
+        """
+        return await self._services.management.archive(inactive_for=older_than)
+
+    async def archive_session(self, session_id: str) -> bool:
+        """Archive one session; False if it has no row or was archived already."""
+        key = session_key(session_id)
+        return bool(await self._services.management.archive(session_hash=key.hash))
+
+    async def restore_session(self, session_id: str) -> bool:
+        """Bring an archived session back into `list_sessions()`; False if it was not archived."""
+        key = session_key(session_id)
+        return bool(await self._services.management.archive(archive=False, session_hash=key.hash))
+
+    async def delete_all(self, *, confirm: bool = False) -> Removed:
+        """Delete every session of these tables, archived ones too; needs `confirm=True`."""
+        return await self._services.management.delete_all(confirm=confirm)

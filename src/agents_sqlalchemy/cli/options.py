@@ -227,6 +227,34 @@ def load_provider(spec: str, option: str) -> Key:
         raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
+def _key_option_list(name: str, default_env: str) -> list[Decorator]:
+    """The four key options of `key_options`, named after `name` ("key", "new-key")."""
+    what = "the new key" if name == "new-key" else "the database's key"
+    return [
+        click.option(
+            f"--{name}-env",
+            metavar="NAME",
+            help=f"Environment variable holding {what} [default: {default_env}].",
+        ),
+        click.option(
+            f"--{name}-format",
+            type=click.Choice(KEY_FORMATS),
+            default="passphrase",
+            show_default=True,
+            help="What the key is: a passphrase, or 32 raw bytes in hex or base64.",
+        ),
+        click.option(
+            f"--{name}-provider",
+            metavar="MODULE:ATTR",
+            help="A key provider (KMS, secret manager) by import path: an instance, or a "
+            "class or function that makes one.",
+        ),
+        click.option(
+            f"--ask-{name}", is_flag=True, help=f"Prompt for {what} (input is not echoed)."
+        ),
+    ]
+
+
 @overload
 def key_options(command: Callable[..., T]) -> Callable[..., T]: ...
 
@@ -270,30 +298,7 @@ def key_options(
         kwargs[param] = read_key(source, prompt=prompt, confirm=confirm)
         return command(**kwargs)
 
-    what = "the new key" if name == "new-key" else "the database's key"
-    options = [
-        click.option(
-            f"--{name}-env",
-            metavar="NAME",
-            help=f"Environment variable holding {what} [default: {default_env}].",
-        ),
-        click.option(
-            f"--{name}-format",
-            type=click.Choice(KEY_FORMATS),
-            default="passphrase",
-            show_default=True,
-            help="What the key is: a passphrase, or 32 raw bytes in hex or base64.",
-        ),
-        click.option(
-            f"--{name}-provider",
-            metavar="MODULE:ATTR",
-            help="A key provider (KMS, secret manager) by import path: an instance, or a "
-            "class or function that makes one.",
-        ),
-        click.option(
-            f"--ask-{name}", is_flag=True, help=f"Prompt for {what} (input is not echoed)."
-        ),
-    ]
+    options = _key_option_list(name, default_env)
     decorated: Callable[..., Any] = wrapper
     for option in reversed(options):
         decorated = option(decorated)

@@ -11,14 +11,14 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import click
 
 from ..crypto import Key
-from ..records import Removed, SessionInfo
+from ..records import SessionInfo
 from ..services import Services
 from ..tables import TableNames
 from .layout import fit, minute, second, table
@@ -30,6 +30,7 @@ from .options import (
     run,
     shown,
 )
+from .sessions_admin import commands as admin_commands
 from .transcript import clean, transcript
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
@@ -102,12 +103,15 @@ def info_json(info: SessionInfo) -> dict[str, Any]:
         "created_at": info.created_at.astimezone(timezone.utc).isoformat(),
         "updated_at": info.updated_at.astimezone(timezone.utc).isoformat(),
         "metadata": info.metadata,
+        "archived_at": (
+            info.archived_at.astimezone(timezone.utc).isoformat() if info.archived_at else None
+        ),
     }
 
 
 @click.group("sessions")
 def command() -> None:
-    """List, read, delete and purge sessions.
+    """List, read, archive, restore, delete and purge sessions.
 
     An encrypted database needs its key: from $AGENTS_SQLALCHEMY_KEY, the variable named
     by --key-env, or typed at the --ask-key prompt (never as an argument).
@@ -141,6 +145,7 @@ def command() -> None:
     "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Page size."
 )
 @click.option("--cursor", metavar="CURSOR", help="Start after this page (the hint printed).")
+@click.option("--archived", is_flag=True, help="Only the archived sessions.")
 @click.option("--all", "every_page", is_flag=True, help="Follow the cursors to the last page.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
 @key_options
@@ -155,10 +160,12 @@ def list_sessions(
     updated_before: datetime | None,
     limit: int,
     cursor: str | None,
+    archived: bool,
     every_page: bool,
     as_json: bool,
 ) -> None:
-    """List sessions, most recently active first (times in UTC).
+    """List sessions, most recently active first (times in UTC); archived ones with
+    --archived.
 
     A page at a time: the next page's --cursor is printed after the table; --all reads
     every page.
@@ -182,6 +189,7 @@ def list_sessions(
         "metadata": metadata,
         "updated_after": updated_after,
         "updated_before": updated_before,
+        "archived": archived,
     }
     next_cursor = run(_list(url, tables, key, filters, limit, cursor, every_page, page))
     if not as_json:
@@ -281,6 +289,8 @@ def show(
         ("Updated", f"{second(info.updated_at)} UTC"),
         ("Items", count),
     ]
+    if info.archived_at is not None:
+        header.append(("Archived", f"{second(info.archived_at)} UTC"))
     for name, value in header:
         click.echo(f"{click.style(f'{name:<10}', bold=True)}{value}")
     click.echo()
@@ -302,106 +312,5 @@ async def _show(
         return info, items
 
 
-@command.command()
-@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...")
-@click.option("--user", "user_id", metavar="ID", help="Delete every session of this user.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@key_options
-@database_options
-def delete(
-    url: str,
-    tables: TableNames,
-    key: Key | None,
-    session_ids: tuple[str, ...],
-    user_id: str | None,
-    yes: bool,
-) -> None:
-    """Delete sessions by id, or every session of a user (--user).
-
-    Items, their keys, state and the session rows go; asks first unless --yes.
-
-    \b
-    Example:
-      agents-sqlalchemy sessions delete support-42 support-43 --url agent.db
-      agents-sqlalchemy sessions delete --user alice --url agent.db --yes
-    """
-    if bool(session_ids) == (user_id is not None):
-        raise click.UsageError("name the sessions to delete, or give --user ID (not both)")
-    if user_id is not None:
-        what = f"every session of user {user_id!r}"
-    elif len(session_ids) == 1:
-        what = f"session {session_ids[0]!r}"
-    else:
-        names = ", ".join(repr(s) for s in session_ids[:3])
-        what = f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"
-    if not yes:
-        click.confirm(f"Delete {clean(what)} from {shown(url)}, with all items?", abort=True)
-    removed, missing = run(_delete(url, tables, key, session_ids, user_id))
-    for session_id in missing:
-        click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)
-    click.echo(f"Removed {removed.sessions} sessions ({removed.items} items)")
-
-
-async def _delete(
-    url: str, tables: TableNames, key: Key | None, session_ids: Sequence[str], user_id: str | None
-) -> tuple[Removed, list[str]]:
-    async with opened(url, tables, key) as store:
-        if user_id is not None:
-            return await store.delete_user(user_id), []
-        total, missing = Removed(), []
-        for session_id in session_ids:
-            removed = await store.delete_session(session_id)
-            total += removed
-            if not removed.sessions:
-                missing.append(session_id)
-        return total, missing
-
-
-@command.command()
-@click.option("--expired", is_flag=True, help="Delete expired items (reads already hide them).")
-@click.option(
-    "--inactive-days",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="N",
-    help="Delete the sessions with no activity for N days (asks first).",
-)
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@key_options
-@database_options
-def purge(
-    url: str,
-    tables: TableNames,
-    key: Key | None,
-    expired: bool,
-    inactive_days: float | None,
-    yes: bool,
-) -> None:
-    """Purge expired items and/or the sessions inactive for N days.
-
-    \b
-    Example (a nightly job):
-      agents-sqlalchemy sessions purge --expired --inactive-days 90 --url agent.db --yes
-    """
-    if not expired and inactive_days is None:
-        raise click.UsageError("say what to purge: --expired and/or --inactive-days N")
-    if inactive_days is not None and not yes:
-        click.confirm(
-            f"Delete every session of {shown(url)} inactive for {inactive_days:g} days?",
-            abort=True,
-        )
-    items, removed = run(_purge(url, tables, key, expired, inactive_days))
-    if items is not None:
-        click.echo(f"Removed {items} expired items")
-    if removed is not None:
-        click.echo(f"Removed {removed.sessions} inactive sessions ({removed.items} items)")
-
-
-async def _purge(
-    url: str, tables: TableNames, key: Key | None, expired: bool, inactive_days: float | None
-) -> tuple[int | None, Removed | None]:
-    async with opened(url, tables, key) as store:
-        items = await store.purge_expired() if expired else None
-        removed = None
-        if inactive_days is not None:
-            removed = await store.purge_inactive(older_than=timedelta(days=inactive_days))
-        return items, removed
+for _command in admin_commands:
+    command.add_command(_command)

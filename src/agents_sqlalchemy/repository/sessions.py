@@ -6,7 +6,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, literal, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    delete,
+    exists,
+    func,
+    literal,
+    select,
+    true,
+    tuple_,
+    update,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
@@ -34,6 +45,7 @@ class SessionOps(RepositoryBase):
             sessions.c.created_at,
             sessions.c.updated_at,
             item_count.label("item_count"),
+            sessions.c.archived_at,
         )
 
     async def describe(self, key: SessionKey) -> Any:
@@ -50,10 +62,18 @@ class SessionOps(RepositoryBase):
         updated_before: datetime | None,
         after: tuple[datetime, int] | None,
         limit: int,
+        archived: bool | None = False,
     ) -> list[Any]:
-        """Rows like `describe`, most recently active first, after the keyset position."""
+        """Rows like `describe`, most recently active first, after the keyset position.
+
+        `archived`: False for the sessions not archived, True for the archived ones only,
+        None for both.
+        """
         sessions = self._sessions
         query = self._described(self._now())
+        if archived is not None:
+            archived_at = sessions.c.archived_at
+            query = query.where(archived_at.is_not(None) if archived else archived_at.is_(None))
         if user_id is not None:
             query = query.where(sessions.c.user_id == user_id)
         for name, value in (metadata or {}).items():
@@ -126,9 +146,9 @@ class SessionOps(RepositoryBase):
         user_id: str | None = None,
         inactive_for: timedelta | None = None,
     ) -> ColumnElement[bool]:
-        """A condition on the sessions table, for `delete_sessions`."""
+        """A condition on the sessions table, for `delete_sessions` (none: every session)."""
         sessions = self._sessions
-        conditions = []
+        conditions: list[ColumnElement[bool]] = [true()]
         if session_hash is not None:
             conditions.append(sessions.c.session_hash == session_hash)
         if user_id is not None:
@@ -136,6 +156,50 @@ class SessionOps(RepositoryBase):
         if inactive_for is not None:
             conditions.append(sessions.c.updated_at < self._now() - inactive_for)
         return and_(*conditions)
+
+    async def create_session(self, key: SessionKey) -> bool:
+        """Insert a new session row (owner and metadata from `key`); False if the id exists."""
+        sessions, now = self._sessions, self._now()
+        insert = (
+            self._upsert(sessions)
+            .values(
+                session_id=key.session_id,
+                session_hash=key.hash,
+                user_id=key.user_id,
+                metadata=key.metadata,
+                next_seq=0,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=[sessions.c.session_hash])
+            .returning(sessions.c.id)
+        )
+        made = await self._db.write(lambda conn: conn.execute(insert).scalar_one_or_none())
+        return made is not None
+
+    async def archive_sessions(
+        self, where: ColumnElement[bool], *, archive: bool, batch: int
+    ) -> int:
+        """Archive (or restore) the sessions matching `where`, in batches; return how many.
+
+        Only sessions not in that state yet are counted; their activity time is kept.
+        """
+        sessions = self._sessions
+        archived_at = sessions.c.archived_at
+        pending = and_(where, archived_at.is_(None) if archive else archived_at.is_not(None))
+
+        def one_batch(conn: Connection) -> int:
+            chosen = select(sessions.c.id).where(pending).limit(batch).scalar_subquery()
+            changed = update(sessions).where(sessions.c.id.in_(chosen))
+            stamp = self._now() if archive else None
+            return int(conn.execute(changed.values(archived_at=stamp)).rowcount)
+
+        total = 0
+        while True:
+            count = await self._db.write(one_batch)
+            total += count
+            if count < batch:
+                return total
 
     async def delete_sessions(self, where: ColumnElement[bool], batch: int) -> tuple[int, int]:
         """Delete the sessions matching `where`, with their items, in batches.

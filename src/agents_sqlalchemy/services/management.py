@@ -1,4 +1,4 @@
-"""Sessions as an operator sees them: describe, list, delete, purge.
+"""Sessions as an operator sees them: create, describe, list, archive, delete, purge.
 
 Removals run in batches, one transaction each, and destroy the removed items' keys.
 
@@ -11,14 +11,15 @@ Example::
 
 from __future__ import annotations
 
-from datetime import datetime
+import secrets
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import Repository
 from ..types import SessionKey
-from ..validation import check_range, check_user_id, metadata_filter
+from ..validation import check_range, check_user_id, metadata_filter, session_key
 from .keyring import Keyring
 
 DELETE_BATCH = 500
@@ -51,6 +52,7 @@ class Management:
         updated_before: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        archived: bool | None = False,
         need_key: bool = True,
     ) -> SessionPage:
         """A keyset-paginated page of sessions, most recently active first.
@@ -68,10 +70,35 @@ class Management:
             updated_before=updated_before,
             after=decode_cursor(cursor) if cursor else None,
             limit=limit + 1,
+            archived=archived,
         )
         page = [_info(row) for row in rows[:limit]]
         last = rows[limit - 1] if len(rows) > limit else None
         return SessionPage(page, encode_cursor(last.updated_at, last.id) if last else None)
+
+    async def create(self, user_id: str | None, metadata: dict[str, Any] | None) -> str:
+        """Make a session with a fresh, unguessable, URL-safe id (its row now); return the id."""
+        await self._keyring.ready()
+        while True:  # 128 random bits: a clash is not expected, but never overwrites
+            key = session_key(secrets.token_urlsafe(16), user_id, metadata)
+            if await self._repository.create_session(key):
+                return key.session_id
+
+    async def archive(self, *, archive: bool = True, **where: Any) -> int:
+        """Archive (or restore) the sessions matching `where`; return how many changed."""
+        if "inactive_for" in where and where["inactive_for"] <= timedelta(0):
+            raise ConfigurationError(f"older_than must be positive, got {where['inactive_for']}")
+        await self._keyring.ready()
+        condition = self._repository.sessions_where(**where)
+        return await self._repository.archive_sessions(
+            condition, archive=archive, batch=DELETE_BATCH
+        )
+
+    async def delete_all(self, *, confirm: bool) -> Removed:
+        """Delete every session; refused unless `confirm` is True."""
+        if confirm is not True:
+            raise ConfigurationError("delete_all deletes every session: pass confirm=True")
+        return await self.delete()
 
     async def delete(self, **where: Any) -> Removed:
         """Delete the sessions matching `where` (see `Repository.sessions_where`)."""
@@ -99,4 +126,5 @@ def _info(row: Any) -> SessionInfo:
         created_at=row.created_at,
         updated_at=row.updated_at,
         item_count=row.item_count,
+        archived_at=row.archived_at,
     )

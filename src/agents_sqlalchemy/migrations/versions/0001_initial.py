@@ -84,6 +84,7 @@ def upgrade() -> None:
         sa.Column("next_seq", sa.BigInteger(), server_default="0", nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("updated_at", TIMESTAMP, nullable=False),
+        sa.Column("archived_at", TIMESTAMP, nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         sa.UniqueConstraint("session_hash", name=uq(t, "session_hash")),
         schema=schema(),

@@ -1,0 +1,205 @@
+"""`agents-sqlalchemy sessions delete|purge|archive|restore`: what an operator removes or
+puts aside. `sessions.py` adds these commands to its group.
+
+Example::
+
+    agents-sqlalchemy sessions archive --inactive-days 30 --url agent.db --yes
+    agents-sqlalchemy sessions restore support-42 --url agent.db
+    agents-sqlalchemy sessions delete --user alice --url agent.db --yes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+import click
+
+from ..crypto import Key
+from ..records import Removed
+from ..tables import TableNames
+from .options import database_options, key_options, opened, run, shown
+from .transcript import clean
+
+
+def described(session_ids: Sequence[str]) -> str:
+    """How a prompt names the sessions given: one, or a count and the first few."""
+    if len(session_ids) == 1:
+        return f"session {session_ids[0]!r}"
+    names = ", ".join(repr(s) for s in session_ids[:3])
+    return f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"
+
+
+@click.command()
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...")
+@click.option("--user", "user_id", metavar="ID", help="Delete every session of this user.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@key_options
+@database_options
+def delete(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    session_ids: tuple[str, ...],
+    user_id: str | None,
+    yes: bool,
+) -> None:
+    """Delete sessions by id, or every session of a user (--user).
+
+    Items, their keys, state and the session rows go; asks first unless --yes.
+
+    \b
+    Example:
+      agents-sqlalchemy sessions delete support-42 support-43 --url agent.db
+      agents-sqlalchemy sessions delete --user alice --url agent.db --yes
+    """
+    if bool(session_ids) == (user_id is not None):
+        raise click.UsageError("name the sessions to delete, or give --user ID (not both)")
+    what = f"every session of user {user_id!r}" if user_id is not None else described(session_ids)
+    if not yes:
+        click.confirm(f"Delete {clean(what)} from {shown(url)}, with all items?", abort=True)
+    removed, missing = run(_delete(url, tables, key, session_ids, user_id))
+    for session_id in missing:
+        click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)
+    click.echo(f"Removed {removed.sessions} sessions ({removed.items} items)")
+
+
+async def _delete(
+    url: str, tables: TableNames, key: Key | None, session_ids: Sequence[str], user_id: str | None
+) -> tuple[Removed, list[str]]:
+    async with opened(url, tables, key) as store:
+        if user_id is not None:
+            return await store.delete_user(user_id), []
+        total, missing = Removed(), []
+        for session_id in session_ids:
+            removed = await store.delete_session(session_id)
+            total += removed
+            if not removed.sessions:
+                missing.append(session_id)
+        return total, missing
+
+
+@click.command()
+@click.option("--expired", is_flag=True, help="Delete expired items (reads already hide them).")
+@click.option(
+    "--inactive-days",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="N",
+    help="Delete the sessions with no activity for N days (asks first).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@key_options
+@database_options
+def purge(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    expired: bool,
+    inactive_days: float | None,
+    yes: bool,
+) -> None:
+    """Purge expired items and/or the sessions inactive for N days.
+
+    \b
+    Example (a nightly job):
+      agents-sqlalchemy sessions purge --expired --inactive-days 90 --url agent.db --yes
+    """
+    if not expired and inactive_days is None:
+        raise click.UsageError("say what to purge: --expired and/or --inactive-days N")
+    if inactive_days is not None and not yes:
+        click.confirm(
+            f"Delete every session of {shown(url)} inactive for {inactive_days:g} days?",
+            abort=True,
+        )
+    items, removed = run(_purge(url, tables, key, expired, inactive_days))
+    if items is not None:
+        click.echo(f"Removed {items} expired items")
+    if removed is not None:
+        click.echo(f"Removed {removed.sessions} inactive sessions ({removed.items} items)")
+
+
+async def _purge(
+    url: str, tables: TableNames, key: Key | None, expired: bool, inactive_days: float | None
+) -> tuple[int | None, Removed | None]:
+    async with opened(url, tables, key) as store:
+        items = await store.purge_expired() if expired else None
+        removed = None
+        if inactive_days is not None:
+            removed = await store.purge_inactive(older_than=timedelta(days=inactive_days))
+        return items, removed
+
+
+@click.command()
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...")
+@click.option(
+    "--inactive-days",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="N",
+    help="Archive every session with no activity for N days (asks first).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@key_options
+@database_options
+def archive(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    session_ids: tuple[str, ...],
+    inactive_days: float | None,
+    yes: bool,
+) -> None:
+    """Archive sessions by id, or those inactive for N days: they keep their items and
+    leave `sessions list` (see --archived) until restored.
+
+    \b
+    Example:
+      agents-sqlalchemy sessions archive --inactive-days 30 --url agent.db --yes
+    """
+    if bool(session_ids) == (inactive_days is not None):
+        raise click.UsageError("name the sessions to archive, or give --inactive-days N")
+    if inactive_days is not None and not yes:
+        click.confirm(
+            f"Archive every session of {shown(url)} inactive for {inactive_days:g} days?",
+            abort=True,
+        )
+    count, missing = run(_archive(url, tables, key, session_ids, inactive_days, archive=True))
+    for session_id in missing:
+        click.secho(f"No session {clean(repr(session_id))} to archive", fg="yellow", err=True)
+    click.echo(f"Archived {count} sessions")
+
+
+@click.command()
+@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION_ID...")
+@key_options
+@database_options
+def restore(url: str, tables: TableNames, key: Key | None, session_ids: tuple[str, ...]) -> None:
+    """Bring archived sessions back into `sessions list`.
+
+    \b
+    Example:
+      agents-sqlalchemy sessions restore support-42 --url agent.db
+    """
+    count, missing = run(_archive(url, tables, key, session_ids, None, archive=False))
+    for session_id in missing:
+        click.secho(f"No archived session {clean(repr(session_id))}", fg="yellow", err=True)
+    click.echo(f"Restored {count} sessions")
+
+
+async def _archive(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    session_ids: Sequence[str],
+    inactive_days: float | None,
+    *,
+    archive: bool,
+) -> tuple[int, list[str]]:
+    async with opened(url, tables, key) as store:
+        if inactive_days is not None:
+            return await store.archive_inactive(timedelta(days=inactive_days)), []
+        change = store.archive_session if archive else store.restore_session
+        missing = [session_id for session_id in session_ids if not await change(session_id)]
+        return len(session_ids) - len(missing), missing
+
+
+commands = (delete, purge, archive, restore)
