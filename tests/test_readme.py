@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import agents.memory.openai_responses_compaction_session as sdk_compaction
 import click
 import pytest
-import agents.memory.openai_responses_compaction_session as sdk_compaction
 from agents import Agent
 from agents.models.multi_provider import MultiProvider
 from agents.testing import ScriptedModel, assistant_message

@@ -17,7 +17,6 @@ from types import TracebackType
 from typing import Any
 
 from agents.memory import SessionSettings
-from agents.memory.session_settings import coerce_session_settings
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,10 +25,11 @@ from .crypto import Key, same_key
 from .engines import normalize_url
 from .errors import ConfigurationError
 from .records import SearchHit
-from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
+from .search import Embedder, SearchMode
 from .services import ROTATE_BATCH, Services
 from .session import StoreSession
 from .store_management import ManagementMethods
+from .store_options import drop_in_tables, embedder_option, model_id, settings_option
 from .tables import TableNames
 from .types import Scope
 from .validation import check_user_id, session_key, ttl_delta
@@ -80,8 +80,8 @@ class SessionStore(ManagementMethods):
     ) -> None:
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
-        self.session_settings = _settings(session_settings) or SessionSettings()
-        self.embedder = _embedder(search, embedder)
+        self.session_settings = settings_option(session_settings) or SessionSettings()
+        self.embedder = embedder_option(search, embedder)
         self._services = Services.build(
             url_or_engine,
             tables=self.tables,
@@ -295,11 +295,11 @@ class SQLAlchemySession(StoreSession):
                 raise ConfigurationError("pass tables= or sessions_table/messages_table, not both")
             store = _shared_store(
                 targets[0],  # type: ignore[arg-type]
-                tables or _drop_in_tables(sessions_table, messages_table),
+                tables or drop_in_tables(sessions_table, messages_table),
                 engine_kwargs,
                 create_tables,
                 key,
-                _embedder(search, embedder),
+                embedder_option(search, embedder),
             )
         elif (
             tables
@@ -379,39 +379,11 @@ def _shared_store(
                 "these tables are already open in this process with another key (or none): "
                 "one database has one key"
             )
-        elif _model(store.embedder) != _model(embedder):
+        elif model_id(store.embedder) != model_id(embedder):
             raise ConfigurationError(
                 f"these tables are already open in this process with the embedder "
-                f"{_model(store.embedder)!r}, not {_model(embedder)!r}: open both the same way"
+                f"{model_id(store.embedder)!r}, not {model_id(embedder)!r}: open both the same way"
             )
         store._services.keyring.create_tables |= create_tables
         store._shares += 1
         return store
-
-
-def _drop_in_tables(sessions_table: str | None, messages_table: str | None) -> TableNames:
-    """Tables for the SDK's two names: its own, and the rest prefixed by the first of them."""
-    if not (sessions_table or messages_table):
-        return TableNames()
-    base = sessions_table or messages_table
-    return TableNames(prefix=f"{base}_", sessions=sessions_table, items=messages_table)
-
-
-def _embedder(search: bool, embedder: Embedder | str | None) -> Embedder | None:
-    if not isinstance(search, bool):
-        raise ConfigurationError(f"search must be True or False, got {search!r}")
-    if isinstance(embedder, str):
-        embedder = embedder_by_name(embedder)
-    if embedder is not None and not isinstance(embedder, Embedder):
-        raise ConfigurationError(f"embedder must be an Embedder or a name, got {embedder!r}")
-    if not search:
-        return None
-    return embedder or HashingEmbedder()
-
-
-def _model(embedder: Embedder | None) -> str | None:
-    return None if embedder is None else embedder.model_id
-
-
-def _settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
-    return None if value is None else coerce_session_settings(value)

@@ -23,7 +23,8 @@ from .errors import ConfigurationError, InvalidSessionIdError, ItemError
 from .types import SessionKey
 
 #: Containers (objects, arrays) an item, metadata or state may nest; deeper is `ItemError`.
-MAX_JSON_DEPTH = 256
+#: Within what every reader takes back: pydantic-core's JSON parser (reads) stops at 200.
+MAX_JSON_DEPTH = 128
 #: The `user_id` column's length, in characters.
 MAX_USER_ID_LENGTH = 255
 #: Integers the databases store and compare (signed 64-bit).
