@@ -159,7 +159,13 @@ class Database:
         A caller cancelled meanwhile still waits for the outcome (`settle`): the write
         committed or rolled back, never "maybe".
         """
-        return await settle(self.run(work, write=True))
+        if self._sync is None:
+            return await settle(self.run(work, write=True))
+        self.check_open()
+        # The worker thread's future itself is settled: no task is made to wrap it.
+        done = asyncio.get_running_loop().run_in_executor(None, self._run_in_thread, work, True)
+        with database_errors(self.url, f"{self.dialect_name} error"):
+            return await settle(done)
 
     async def run(self, work: Work[T], *, write: bool) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error).
@@ -169,7 +175,8 @@ class Database:
         self.check_open()
         with database_errors(self.url, f"{self.dialect_name} error"):
             if self._sync is not None:
-                return await asyncio.to_thread(self._run_in_thread, work, write)
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(None, self._run_in_thread, work, write)
             engine = self._source.get()
             if write:
                 async with engine.begin() as conn:
