@@ -6,6 +6,7 @@ PY := .venv/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 PATHS := src tests examples benchmarks
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 # Start PostgreSQL, always stop it on exit (the recipe keeps the failing command's status).
 WITH_PG = trap 'bash scripts/pg.sh stop' EXIT; \
@@ -34,7 +35,7 @@ test: venv lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: venv
-	$(WITH_PG) $(PY) benchmarks/bench.py
+	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	-bash scripts/pg.sh stop

@@ -1,0 +1,191 @@
+"""Every benchmarked backend, opened on a fresh database as a ``Handle``.
+
+All SQLite backends run in WAL mode with ``synchronous=NORMAL``, our store's default: the
+SDK's ``SQLiteSession`` defaults to ``synchronous=FULL`` (an fsync per commit) and its
+``SQLAlchemySession`` to a rollback journal, so the benchmark sets the same two pragmas on
+their connections; it then compares code, not durability settings.
+
+To add a backend, write ``open_x(Location) -> async context manager yielding a Handle``
+and append a ``Backend`` to ``BACKENDS`` (in the order its rows should be printed).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .core import BenchSession, Handle, Location, Unsupported
+from .floor import postgres_floor, sqlite_floor
+
+BOTH = frozenset({"sqlite", "postgres"})
+SQLITE = frozenset({"sqlite"})
+
+
+@dataclass(frozen=True)
+class Backend:
+    key: str
+    label: str
+    databases: frozenset[str]
+    open: Callable[[Location], AbstractAsyncContextManager[Handle]]
+    default: bool = True  # False: only when named with --backends
+
+
+def asyncpg_dsn(url: str) -> str:
+    """A SQLAlchemy ``postgresql+asyncpg://`` URL as a plain DSN for ``asyncpg.connect``."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@asynccontextmanager
+async def open_floor(location: Location) -> AsyncIterator[Handle]:
+    if location.path is not None:
+        floor = sqlite_floor(location.path)
+    else:
+        floor = postgres_floor(asyncpg_dsn(location.url))
+    async with floor as factory:
+        yield Handle(location, factory)
+
+
+def open_ours(*, search: bool, encrypted: bool) -> Callable[[Location], Any]:
+    """Our ``SessionStore`` with the given settings (and a raw 32-byte key if encrypted).
+
+    A raw key keeps scrypt out of the figures; ``oneoffs.store_open_cost`` prints what a
+    passphrase costs. Big sessions are built through a second store on the same database
+    and key with search off: indexing them is not what the big-session figures time.
+    """
+
+    @asynccontextmanager
+    async def open_(location: Location) -> AsyncIterator[Handle]:
+        from agents_sqlalchemy import SessionStore
+
+        key = os.urandom(32) if encrypted else None
+        store = SessionStore(location.url, create_tables=True, key=key, search=search)
+        bulk = store
+        if search:
+            bulk = SessionStore(location.url, create_tables=True, key=key, search=False)
+        try:
+            yield Handle(
+                location,
+                store.session,
+                settle=store.wait_indexed,
+                bulk=bulk.session,
+                store=store,
+            )
+        finally:
+            await store.close()
+            if bulk is not store:
+                await bulk.close()
+
+    return open_
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
+def _sdk_engine(location: Location) -> Any:
+    """One engine for all of a backend's sessions, as an app would make it."""
+    from sqlalchemy import event
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(location.url)
+    if location.path is not None:
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+@asynccontextmanager
+async def open_sdk_sqlalchemy(location: Location) -> AsyncIterator[Handle]:
+    from agents.extensions.memory import SQLAlchemySession
+
+    engine = _sdk_engine(location)
+
+    def factory(session_id: str) -> BenchSession:
+        return SQLAlchemySession(session_id, engine=engine, create_tables=True)
+
+    try:
+        yield Handle(location, factory)
+    finally:
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def open_sdk_encrypted(location: Location) -> AsyncIterator[Handle]:
+    # Fernet under a key derived per session (HKDF), over the SDK's SQLAlchemySession.
+    from agents.extensions.memory import EncryptedSession, SQLAlchemySession
+    from cryptography.fernet import Fernet
+
+    engine = _sdk_engine(location)
+    master_key = Fernet.generate_key().decode()
+
+    def factory(session_id: str) -> BenchSession:
+        underlying = SQLAlchemySession(session_id, engine=engine, create_tables=True)
+        return EncryptedSession(
+            session_id=session_id,
+            underlying_session=underlying,
+            encryption_key=master_key,
+            ttl=7 * 24 * 3600,  # nothing expires during the run
+        )
+
+    try:
+        yield Handle(location, factory)
+    finally:
+        await engine.dispose()
+
+
+def _sqlite_session_class() -> type[Any]:
+    """The SDK's ``SQLiteSession``, its connections set to ``synchronous=NORMAL``."""
+    from agents import SQLiteSession
+
+    found = getattr(SQLiteSession, "_configure_connection", None)
+    if found is None:  # another SDK release: keep its own settings
+        return SQLiteSession
+    configure: Callable[[sqlite3.Connection], None] = found
+
+    class NormalSyncSQLiteSession(SQLiteSession):
+        @staticmethod
+        def _configure_connection(conn: sqlite3.Connection) -> None:
+            configure(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+
+    return NormalSyncSQLiteSession
+
+
+@asynccontextmanager
+async def open_sdk_sqlite(location: Location) -> AsyncIterator[Handle]:
+    if location.path is None:
+        raise Unsupported("SQLiteSession needs a SQLite file")
+    path = location.path
+    session_class = _sqlite_session_class()
+    opened: list[Any] = []
+
+    def factory(session_id: str) -> BenchSession:
+        session = session_class(session_id, path)
+        opened.append(session)
+        return session  # type: ignore[no-any-return]
+
+    try:
+        yield Handle(location, factory)
+    finally:
+        for session in opened:
+            session.close()
+
+
+BACKENDS: list[Backend] = [
+    Backend("floor", "floor (bare driver + json)", BOTH, open_floor),
+    Backend("sdk_sqlite", "SDK SQLiteSession", SQLITE, open_sdk_sqlite),
+    Backend("sdk_sqlalchemy", "SDK SQLAlchemySession", BOTH, open_sdk_sqlalchemy),
+    Backend("sdk_encrypted", "SDK EncryptedSession", BOTH, open_sdk_encrypted, default=False),
+    Backend("ours_nosearch", "ours, search=False", BOTH, open_ours(search=False, encrypted=False)),
+    Backend("ours", "ours (defaults)", BOTH, open_ours(search=True, encrypted=False)),
+    Backend("ours_encrypted", "ours, encrypted", BOTH, open_ours(search=True, encrypted=True)),
+]
+LABELS = {backend.key: backend.label for backend in BACKENDS}

@@ -1,0 +1,196 @@
+"""The command line of ``benchmarks/bench.py``: options, then one database after another."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import importlib.metadata
+import os
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Awaitable
+from pathlib import Path
+
+from .backends import BACKENDS, Backend
+from .core import Results, Settings
+from .databases import PG_URL_ENV, Database, postgres_database, sqlite_database
+from .oneoffs import listing_cost, pop_behind_reader, semantic_search, store_open_cost
+from .report import print_tables, print_targets
+from .runner import log, run_database
+
+QUICK = {
+    "rounds": 3,
+    "memory_items": 20_000,
+    "flat_big": 20_000,
+    "search_items": 2000,
+    "search_sessions": 200,
+    "search_other_sessions": 50,
+    "semantic_calls": 20,
+}
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    values: dict[str, object] = dict(QUICK) if args.quick else {}
+    if args.big_items is not None:
+        values["flat_big"] = args.big_items
+    values["search_workload"] = not args.no_search
+    values["semantic_embedder"] = args.semantic_embedder
+    return dataclasses.replace(Settings(quick=args.quick), **values)  # type: ignore[arg-type]
+
+
+def load_average() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return "load average unknown"
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
+
+
+def version_of(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+async def guarded(work: Awaitable[tuple[Results, str]], what: str) -> tuple[Results, str]:
+    """A single measurement's figures and line; an error becomes the line instead."""
+    try:
+        return await work
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        return {}, f"ERROR in {what}: {exc!r}"
+
+
+async def _lines_only(work: Awaitable[str]) -> tuple[Results, str]:
+    return {}, await work
+
+
+async def one_offs(database: Database, keys: set[str], s: Settings) -> tuple[Results, list[str]]:
+    """The single measurements that apply to this database and these backends."""
+    chosen: list[tuple[str, Awaitable[tuple[Results, str]]]] = []
+    if "ours_encrypted" in keys:
+        chosen.append(("opening a store", _lines_only(store_open_cost(database))))
+        if database.key == "sqlite":
+            chosen.append(("the pop behind a reader", pop_behind_reader(database)))
+    if "ours" in keys:
+        chosen.append(("listing sessions", _lines_only(listing_cost(database))))
+        chosen.append(("the semantic search", semantic_search(database, s)))
+    figures: Results = {}
+    lines: list[str] = []
+    for what, work in chosen:
+        found, line = await guarded(work, what)
+        for key, values in found.items():
+            figures.setdefault(key, {}).update(values)
+        lines.append(line)
+    return figures, lines
+
+
+async def run_one(database: Database, backends: list[Backend], s: Settings) -> list[bool]:
+    print(f"\n=== {database.label}: {await database.describe()} ===")
+    if database.probe is not None:
+        print(f"before: {await database.probe()}")
+    results, reports = await run_database(database, backends, s)
+    if database.probe is not None:
+        print(f"after:  {await database.probe()}")
+    started = time.perf_counter()
+    extra, lines = await one_offs(database, {b.key for b in backends}, s)
+    log(f"{database.label} / single measurements: {time.perf_counter() - started:.1f} s")
+    for key, found in extra.items():
+        results.setdefault(key, {}).update(found)
+    print_tables(backends, results, reports, s)
+    for line in lines:
+        print(line)
+    return print_targets(database.key, database.label, {b.key for b in backends}, results, s)
+
+
+def databases_from(args: argparse.Namespace, directory: Path) -> list[Database] | None:
+    databases: list[Database] = []
+    if args.only in (None, "sqlite"):
+        databases.append(sqlite_database(directory))
+    if args.only in (None, "postgres"):
+        pg_url = os.environ.get(PG_URL_ENV)
+        if pg_url:
+            databases.append(postgres_database(pg_url))
+        elif args.only == "postgres":
+            print(f"--only postgres needs {PG_URL_ENV}", file=sys.stderr)
+            return None
+        else:
+            print(f"\nPostgreSQL: skipped ({PG_URL_ENV} is not set)")
+    return databases
+
+
+def header(s: Settings) -> None:
+    print("agents-sqlalchemy benchmark" + (" (--quick)" if s.quick else ""))
+    names = ("openai-agents-sqlalchemy", "openai-agents", "SQLAlchemy", "aiosqlite", "asyncpg")
+    print(
+        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+        + ", ".join(f"{name} {version_of(name)}" for name in names)
+    )
+    print(f"Before the run: {load_average()} (other work on the machine skews the figures)")
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    s = settings_from(args)
+    wanted = {key.strip() for key in args.backends.split(",")} if args.backends else None
+    if wanted is not None and wanted - {b.key for b in BACKENDS}:
+        print(f"unknown backend(s): {', '.join(sorted(wanted - {b.key for b in BACKENDS}))}")
+        return 2
+    header(s)
+    started = time.perf_counter()
+    outcomes: list[bool] = []
+    with tempfile.TemporaryDirectory(prefix="agents-sqlalchemy-bench-", dir=args.sqlite_dir) as tmp:
+        databases = databases_from(args, Path(tmp))
+        if databases is None:
+            return 2
+        for database in databases:
+            backends = [
+                b
+                for b in BACKENDS
+                if database.key in b.databases
+                and (b.key in wanted if wanted is not None else b.default)
+            ]
+            outcomes += await run_one(database, backends, s)
+    print(
+        f"\nTargets: {sum(outcomes)} PASS, {len(outcomes) - sum(outcomes)} MISS. "
+        f"Total time: {time.perf_counter() - started:.1f} s; {load_average()}"
+    )
+    return 1 if args.strict and not all(outcomes) else 0
+
+
+def main(doc: str | None = None, argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=(doc or "").split("\n\n")[0] or None,
+        epilog="See the docstring of benchmarks/bench.py for the workloads.",
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sessions, 3 rounds")
+    parser.add_argument("--only", choices=("sqlite", "postgres"), help="one database only")
+    parser.add_argument(
+        "--backends",
+        help="comma-separated backend keys (default: all but sdk_encrypted): "
+        + ", ".join(backend.key for backend in BACKENDS),
+    )
+    parser.add_argument(
+        "--big-items",
+        type=int,
+        help="items of the huge session of the flat check (default 1,000,000; quick 20,000)",
+    )
+    parser.add_argument("--no-search", action="store_true", help="skip the search latency workload")
+    parser.add_argument(
+        "--semantic-embedder",
+        default="minilm",
+        help="the built-in embedder of the cold first-search check (default: minilm)",
+    )
+    parser.add_argument(
+        "--sqlite-dir",
+        help="where the SQLite files go (default: the system temp dir); a tmpfs such as "
+        "/dev/shm shows the CPU cost alone",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit with status 1 when a target is missed"
+    )
+    return asyncio.run(main_async(parser.parse_args(argv)))

@@ -1,0 +1,186 @@
+"""Single measurements, each on a fresh database of its own: one line of output each.
+
+Those that feed a target also return figures, as ``{backend key: {metric: value}}``
+merged into the run's results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .core import Results, Settings, timed
+from .databases import Database
+from .items import make_items
+
+ROOT = Path(__file__).resolve().parent.parent
+READER_HOLD_SECONDS = 5.0
+
+
+async def store_open_cost(database: Database) -> str:
+    """What the first call of a store costs with a raw key and with a passphrase (scrypt)."""
+    from agents_sqlalchemy import SessionStore
+
+    keys: dict[str, str | bytes] = {"raw": os.urandom(32), "passphrase": "correct horse battery"}
+    figures: dict[str, float] = {}
+    for label, key in keys.items():
+        async with database.fresh(f"open_{label}") as location:
+            async with SessionStore(location.url, create_tables=True, key=key) as store:
+                await store.session("s").add_items(make_items(4))  # creates the keyring
+            opened = SessionStore(location.url, key=key)
+            try:
+                figures[label] = await timed(opened.session("s").get_items)
+            finally:
+                await opened.close()
+    return (
+        f"opening an encrypted store (its first call: schema check, keyring, 4 items read): "
+        f"raw key {figures['raw']:.1f} ms, passphrase {figures['passphrase']:.1f} ms "
+        "(one scrypt derivation per store)"
+    )
+
+
+async def listing_cost(database: Database, sizes: tuple[int, ...] = (100, 100_000)) -> str:
+    """What a page of ``list_sessions`` costs over few and over many sessions (keyset paging).
+
+    The session rows are bulk-inserted through the library's own table (the store's API
+    would take a transaction per session); half belong to one user. Figures: median of 30
+    calls of the first page, of the second (through its cursor), and of one user's first.
+    """
+    from datetime import datetime, timedelta, timezone
+
+    from agents_sqlalchemy import SessionStore, TableNames
+    from agents_sqlalchemy.models import build_models
+
+    sessions = build_models(TableNames()).sessions
+    figures: dict[int, list[float]] = {}
+    for size in sizes:
+        async with (
+            database.fresh(f"listing_{size}") as location,
+            SessionStore(location.url, create_tables=True, search=False) as store,
+        ):
+            await store.session("warm-up").add_items(make_items(1))
+            start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+            rows = [
+                {
+                    "session_id": f"s{n}",
+                    "session_hash": f"{n:064x}",
+                    "user_id": "alice" if n % 2 else f"user-{n}",
+                    "metadata": {"n": n},
+                    "next_seq": 0,
+                    "created_at": start + timedelta(seconds=n),
+                    "updated_at": start + timedelta(seconds=n),
+                }
+                for n in range(size)
+            ]
+            async with store.engine.begin() as conn:
+                for chunk in range(0, size, 10_000):
+                    await conn.execute(sessions.insert(), rows[chunk : chunk + 10_000])
+            cursor = (await store.list_sessions(limit=50)).next_cursor
+            calls = [
+                functools.partial(store.list_sessions, limit=50),
+                functools.partial(store.list_sessions, limit=50, cursor=cursor),
+                functools.partial(store.list_sessions, user_id="alice", limit=50),
+            ]
+            figures[size] = [
+                statistics.median([await timed(call) for _ in range(30)]) for call in calls
+            ]
+    small, big = (figures[size] for size in sizes)
+    return (
+        f"list_sessions(limit=50) over {sizes[0]:,} / {sizes[1]:,} sessions: first page "
+        f"{small[0]:.2f} / {big[0]:.2f} ms ({big[0] / small[0]:.2f}x), second page "
+        f"{small[1]:.2f} / {big[1]:.2f} ms ({big[1] / small[1]:.2f}x), one user's page "
+        f"{small[2]:.2f} / {big[2]:.2f} ms ({big[2] / small[2]:.2f}x)"
+    )
+
+
+def _hold_snapshot(path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 reader in the middle of a read transaction (it pins a WAL snapshot)."""
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return reader
+
+
+async def pop_behind_reader(database: Database) -> tuple[Results, str]:
+    """Encrypted ``pop_item`` while another connection keeps a read transaction open.
+
+    Deleting an item destroys its key, and on SQLite the key's bytes are then scrubbed
+    from the WAL too, which needs a checkpoint that a reader's snapshot holds back. The
+    reader is held for up to READER_HOLD_SECONDS; a pop still waiting then has blocked.
+    """
+    from agents_sqlalchemy import SessionStore
+
+    async with database.fresh("reader") as location:
+        assert location.path is not None
+        async with SessionStore(location.url, create_tables=True, key=os.urandom(32)) as store:
+            session = store.session("reader")
+            items = make_items(100)
+            await session.add_items(items)
+            await store.wait_indexed()
+            normal = statistics.median([await timed(session.pop_item) for _ in range(9)])
+            reader = await asyncio.to_thread(_hold_snapshot, location.path)
+            started = time.perf_counter()
+            popping = asyncio.ensure_future(session.pop_item())
+            try:
+                await asyncio.wait({popping}, timeout=READER_HOLD_SECONDS)
+            finally:
+                await asyncio.to_thread(reader.execute, "COMMIT")
+                await asyncio.to_thread(reader.close)
+            popped = await popping
+            behind = (time.perf_counter() - started) * 1000.0
+    right = popped == items[-10]
+    line = (
+        f"encrypted pop_item() behind a long reader: {behind:,.1f} ms "
+        f"(without the reader: {normal:.2f} ms; the reader was held up to "
+        f"{READER_HOLD_SECONDS:g} s){'' if right else '; CHECK FAILED: wrong item popped'}"
+    )
+    return {"ours_encrypted": {"reader_pop": behind}}, line
+
+
+async def _child(mode: str, url: str, name: str, number: int) -> dict[str, Any]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.semantic",
+        mode,
+        url,
+        name,
+        str(number),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    lines = out.decode().strip().splitlines()
+    if process.returncode != 0 or not lines:
+        raise RuntimeError(f"benchmarks.semantic {mode} exited with {process.returncode}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+async def semantic_search(database: Database, s: Settings) -> tuple[Results, str]:
+    """Issue 10: a first search with a cold semantic model, then later searches (p50)."""
+    name = s.semantic_embedder
+    async with database.fresh("semantic") as location:
+        built = await _child("build", location.url, name, s.semantic_items)
+        if "skipped" in built:
+            note = f"semantic search ({name}): skipped: {built['skipped']}"
+            return {"semantic": {"semantic_first_skipped": 1.0, "semantic_p50_skipped": 1.0}}, note
+        found = await _child("search", location.url, name, s.semantic_calls)
+    figures = {"semantic_first": found["first_ms"], "semantic_p50": found["p50_ms"]}
+    line = (
+        f"semantic search ({built['model']}, {s.semantic_items:,} items indexed at "
+        f"{built['index_rate']:,.0f} items/s): a new process imports the library in "
+        f"{found['import_ms']:,.0f} ms, then its first search (new store, cold model) takes "
+        f"{found['first_ms']:,.0f} ms; later searches p50 {found['p50_ms']:.1f} ms, p95 "
+        f"{found['p95_ms']:.1f} ms"
+        + ("" if found["first_hits"] else "; CHECK FAILED: the first search found nothing")
+    )
+    return {"semantic": figures}, line

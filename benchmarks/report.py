@@ -1,0 +1,133 @@
+"""Printing one database's figures: a table per group, speed-ups, and the targets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .backends import LABELS, Backend
+from .core import Metric, Report, Results, Settings
+from .targets import TARGETS
+from .workloads import METRICS
+
+GROUPS = {
+    "hot": "Hot paths (ms, lower is better; append+index in items/s)",
+    "big": "Big sessions",
+    "flat": "get_items(limit=n) on a small and a huge session",
+    "search": "Search (ours only)",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ours: str  # backend key
+    other: str  # backend key
+
+
+COMPARISONS = [
+    Comparison("ours_nosearch", "sdk_sqlite"),
+    Comparison("ours", "sdk_sqlalchemy"),
+    Comparison("ours", "floor"),
+    Comparison("ours", "ours_nosearch"),
+    Comparison("ours_encrypted", "ours"),
+    Comparison("ours_encrypted", "sdk_encrypted"),
+]
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "items/s":
+        return f"{value:,.0f}"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "MiB":
+        return f"{value:,.1f}"
+    return f"{value:,.1f}" if value >= 100 else f"{value:.3f}"
+
+
+def render_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+        return " | ".join([first, *rest])
+
+    rule = "-+-".join("-" * width for width in widths)
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+def speedup(results: Results, metric: Metric, ours: str, other: str) -> float | None:
+    """How many times faster ``ours`` is than ``other`` on ``metric`` (>1: ours faster)."""
+    a = results.get(ours, {}).get(metric.key)
+    b = results.get(other, {}).get(metric.key)
+    if a is None or b is None or a <= 0 or b <= 0:
+        return None
+    return a / b if metric.higher_is_better else b / a
+
+
+def _column(metric: Metric, settings: Settings) -> str:
+    unit = "" if metric.unit in ("ms", "x") and metric.group == "hot" else f" {metric.unit}"
+    return metric.column.format(**_values(settings)) + ("" if metric.unit == "x" else unit)
+
+
+def _values(settings: Settings) -> dict[str, object]:
+    return {f.name: getattr(settings, f.name) for f in fields(settings)}
+
+
+def print_group(group: str, backends: list[Backend], results: Results, s: Settings) -> None:
+    metrics = [m for m in METRICS if m.group == group]
+    shown = [b for b in backends if any(m.key in results.get(b.key, {}) for m in metrics)]
+    if not shown:
+        return
+    print(f"\n{GROUPS[group]}")
+    header = ["backend", *(_column(m, s) for m in metrics)]
+    rows = [
+        [b.label, *(fmt(results.get(b.key, {}).get(m.key), m.unit) for m in metrics)] for b in shown
+    ]
+    keys = {b.key for b in shown}
+    for c in COMPARISONS:
+        if c.ours not in keys or c.other not in keys:
+            continue
+        factors = [speedup(results, m, c.ours, c.other) if m.comparable else None for m in metrics]
+        if any(factor is not None for factor in factors):
+            label = f"  speed-up {LABELS[c.ours]} / {LABELS[c.other]}"
+            rows.append([label, *(fmt(factor, "x") for factor in factors)])
+    print(render_table(header, rows))
+    for m in metrics:
+        print(f"  {m.column.format(**_values(s))}: {m.description.format(**_values(s))}")
+
+
+def print_tables(
+    backends: list[Backend], results: Results, reports: dict[str, Report], settings: Settings
+) -> None:
+    """A table per group of metrics, with speed-ups under it, then every note."""
+    for group in GROUPS:
+        print_group(group, backends, results, settings)
+    print("(speed-up rows: above 1 means the first is faster, or uses less memory)")
+    for backend in backends:
+        for note in reports[backend.key].notes:
+            print(f"NOTE {backend.label}: {note}")
+
+
+def print_targets(
+    database_key: str, label: str, ran: set[str], results: Results, settings: Settings
+) -> list[bool]:
+    """One PASS/MISS line per target that applies; return the verdicts."""
+    outcomes: list[bool] = []
+    print(f"\nTargets ({label}):")
+    for target in TARGETS:
+        if database_key not in target.databases or not target.backends <= ran:
+            continue
+        text = f"[{target.issue}] " + target.text.format(**_values(settings))
+        verdict = target.check(results, settings)
+        if verdict is None:
+            print(f"  n/a   {text}: figures missing")
+            continue
+        met, detail = verdict
+        if met is None:
+            print(f"  n/a   {text}: {detail}")
+            continue
+        outcomes.append(met)
+        print(f"  {'PASS' if met else 'MISS'}  {text}: {detail}")
+    return outcomes

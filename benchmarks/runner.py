@@ -1,0 +1,108 @@
+"""Run every workload on every backend of one database, round-robin, into figures."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+import traceback
+from contextlib import AsyncExitStack
+
+from .backends import Backend
+from .core import Handle, Prepared, Report, Results, Samples, Settings, Unsupported, Workload
+from .databases import Database
+from .workloads import METRICS, WORKLOADS
+
+
+def log(message: str) -> None:
+    print(f"  .. {message}", file=sys.stderr, flush=True)
+
+
+def note_error(report: Report, what: str, exc: BaseException) -> None:
+    report.notes.append(f"ERROR in {what}: {exc!r}")
+    traceback.print_exc(file=sys.stderr)
+
+
+async def _prepare(
+    workload: Workload, handles: dict[str, Handle], settings: Settings, reports: dict[str, Report]
+) -> dict[str, Prepared]:
+    prepared: dict[str, Prepared] = {}
+    for key, handle in handles.items():
+        if workload.backends is not None and key not in workload.backends:
+            continue
+        try:
+            prepared[key] = await workload.prepare(handle, settings, reports[key])
+        except Unsupported as exc:
+            reports[key].notes.append(f"{workload.key}: n/a ({exc})")
+        except Exception as exc:
+            note_error(reports[key], f"{workload.key} (prepare)", exc)
+    return prepared
+
+
+async def run_workload(
+    workload: Workload, handles: dict[str, Handle], settings: Settings, reports: dict[str, Report]
+) -> dict[str, Samples]:
+    """Prepare it on every backend, then sample them in rounds, rotating who goes first."""
+    prepared = await _prepare(workload, handles, settings, reports)
+    taken: dict[str, Samples] = {key: dict(p.setup) for key, p in prepared.items()}
+    closing = {key: p.close for key, p in prepared.items() if p.close is not None}
+    for round_ in range(workload.rounds or settings.rounds):
+        keys = list(prepared)
+        shift = round_ % len(keys) if keys else 0
+        for key in keys[shift:] + keys[:shift]:
+            gc.collect()
+            try:
+                for metric, values in (await prepared[key].sample(round_)).items():
+                    taken[key].setdefault(metric, []).extend(values)
+            except Exception as exc:
+                note_error(reports[key], f"{workload.key} (round {round_})", exc)
+                del prepared[key], taken[key]  # no partial figures
+    for key, close in closing.items():
+        try:
+            await close()
+        except Exception as exc:
+            note_error(reports[key], f"{workload.key} (close)", exc)
+    return taken
+
+
+def figures(samples: Samples) -> dict[str, float]:
+    """Each metric's figure from its samples, then the derived ones."""
+    aggregates = {m.key: m.aggregate for m in METRICS}
+    result = {
+        metric: aggregates.get(metric, statistics.median)(values)
+        for metric, values in samples.items()
+        if values
+    }
+    for m in METRICS:
+        value = m.derive(result) if m.derive is not None else None
+        if value is not None:
+            result[m.key] = value
+    return result
+
+
+async def run_database(
+    database: Database, backends: list[Backend], settings: Settings
+) -> tuple[Results, dict[str, Report]]:
+    """Open every backend at once, then run each workload on all of them round-robin."""
+    reports = {backend.key: Report() for backend in backends}
+    samples: dict[str, Samples] = {backend.key: {} for backend in backends}
+    async with AsyncExitStack() as stack:
+        handles: dict[str, Handle] = {}
+        for backend in backends:
+            try:
+                location = await stack.enter_async_context(database.fresh(backend.key))
+                handles[backend.key] = await stack.enter_async_context(backend.open(location))
+            except Unsupported as exc:
+                reports[backend.key].notes.append(f"n/a ({exc})")
+            except Exception as exc:
+                note_error(reports[backend.key], "opening the backend", exc)
+        for workload in WORKLOADS:
+            if not workload.enabled(settings):
+                continue
+            started = time.perf_counter()
+            taken = await run_workload(workload, handles, settings, reports)
+            for key, measured in taken.items():
+                samples[key].update(measured)
+            log(f"{database.label} / {workload.key}: {time.perf_counter() - started:.1f} s")
+    return {key: figures(measured) for key, measured in samples.items()}, reports
