@@ -63,7 +63,7 @@ def open_ours(*, search: bool, encrypted: bool) -> Callable[[Location], Any]:
     async def open_(location: Location) -> AsyncIterator[Handle]:
         from agents_sqlalchemy import SessionStore
 
-        key = os.urandom(32) if encrypted else None
+        key = (location.key or os.urandom(32)) if encrypted else None
         store = SessionStore(location.url, create_tables=True, key=key, search=search)
         bulk = store
         if search:
@@ -75,6 +75,7 @@ def open_ours(*, search: bool, encrypted: bool) -> Callable[[Location], Any]:
                 settle=store.wait_indexed,
                 bulk=bulk.session,
                 store=store,
+                key=key,
             )
         finally:
             await store.close()
@@ -124,19 +125,19 @@ async def open_sdk_encrypted(location: Location) -> AsyncIterator[Handle]:
     from cryptography.fernet import Fernet
 
     engine = _sdk_engine(location)
-    master_key = Fernet.generate_key().decode()
+    master_key = location.key or Fernet.generate_key()
 
     def factory(session_id: str) -> BenchSession:
         underlying = SQLAlchemySession(session_id, engine=engine, create_tables=True)
         return EncryptedSession(
             session_id=session_id,
             underlying_session=underlying,
-            encryption_key=master_key,
+            encryption_key=master_key.decode(),
             ttl=7 * 24 * 3600,  # nothing expires during the run
         )
 
     try:
-        yield Handle(location, factory)
+        yield Handle(location, factory, key=master_key)
     finally:
         await engine.dispose()
 

@@ -13,6 +13,7 @@ repository root with the package installed (``pip install -e '.[dev]'``)::
     python benchmarks/bench.py --only sqlite   # or: --only postgres
     python benchmarks/bench.py --backends floor,ours,sdk_sqlite   # a subset of backends
     python benchmarks/bench.py --big-items 100000   # the huge session of the flat check
+    python benchmarks/bench.py --search        # add ours' search latency (~5 min more)
     python benchmarks/bench.py --sqlite-dir /dev/shm   # SQLite on tmpfs: CPU cost alone
     python benchmarks/bench.py --strict        # exit 1 when a target is missed
 
@@ -30,20 +31,23 @@ Workloads (``workloads.py``, ``search_workload.py``), in this order on one datab
                 search indexing waited for (``store.wait_indexed()``; ours only has any)
     read        ``get_items()`` and ``get_items(limit=20)`` of a 1,200-item session -> ms
     pop         ``pop_item()`` from a 1,000-item session -> ms
-    memory      a 100,000-item session built in 10,000-item batches; one ``get_items()`` ->
-                ms, tracemalloc peak and peak RSS growth (MiB)
-    flat        ours only: ``get_items(limit=20)`` on 1,000 vs 1,000,000 items (one run
-                of about a minute per database to build) -> ms and their ratio
-    search      ours only: ``session.search`` in 10,000 items, ``store.search`` per user
+    memory      a 100,000-item session built in 10,000-item batches, then read once in a
+                fresh process per backend -> ms, tracemalloc peak, peak RSS growth (MiB)
+    flat        ours only: ``get_items(limit=20)`` on 1,000 vs 1,000,000 items (building
+                the big one takes about a minute per database) -> ms and their ratio
+    search      with --search, ours only: ``session.search`` in 10,000 items and
+                ``store.search`` over one user's 1,000 sessions -> p50, p95
 
 Then single measurements (``oneoffs.py``): opening an encrypted store, ``list_sessions``
 over 100 and 100,000 sessions, an encrypted pop behind a long SQLite reader, and a first
 search with a cold semantic model (``--semantic-embedder``, default ``minilm``; skipped
 with a note when ``embedder_by_name`` does not know it) in a fresh process.
 
-Each workload is prepared on every backend, then sampled in rounds (5, or 3 with
-``--quick``) that visit the backends in turn, rotating who goes first; each figure is the
-median of its samples. Results are checked and any mismatch or error is printed.
+Each workload is prepared on every backend, then sampled in rounds that visit the backends
+in turn, rotating who goes first (5 rounds, or 3 with ``--quick``; the short calls, reads
+and pops, in 15 or 6 shorter rounds); each figure is the median of its samples. Results are
+checked and any mismatch or error is printed. A whole ``make bench`` takes about 9 minutes
+on a busy 2-core machine, ``--quick`` about 4.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from .runner import log, run_database
 
 QUICK = {
     "rounds": 3,
+    "short_rounds": 6,
     "memory_items": 20_000,
     "flat_big": 20_000,
     "search_items": 2000,
@@ -37,7 +38,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     values: dict[str, object] = dict(QUICK) if args.quick else {}
     if args.big_items is not None:
         values["flat_big"] = args.big_items
-    values["search_workload"] = not args.no_search
+    values["search_workload"] = args.search
     values["semantic_embedder"] = args.semantic_embedder
     return dataclasses.replace(Settings(quick=args.quick), **values)  # type: ignore[arg-type]
 
@@ -179,7 +180,11 @@ def main(doc: str | None = None, argv: list[str] | None = None) -> int:
         type=int,
         help="items of the huge session of the flat check (default 1,000,000; quick 20,000)",
     )
-    parser.add_argument("--no-search", action="store_true", help="skip the search latency workload")
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help="add the search latency workload (ours only; about 5 minutes more)",
+    )
     parser.add_argument(
         "--semantic-embedder",
         default="minilm",

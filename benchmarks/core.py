@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -33,6 +34,7 @@ class Location:
     database: str  # "sqlite" or "postgres"
     url: str  # SQLAlchemy async URL
     path: Path | None = None  # the SQLite file, if any
+    key: bytes | None = None  # the key an encrypted backend opens it with (None: a new one)
 
 
 async def _nothing() -> None:
@@ -52,9 +54,15 @@ class Handle:
 
     location: Location
     session: Callable[[str], BenchSession]
+    backend: str = ""  # its key in BACKENDS (the runner sets it)
     settle: Callable[[], Awaitable[None]] = _nothing
     bulk: Callable[[str], BenchSession] | None = None
     store: Any = None  # our SessionStore, for the workloads that are ours only
+    key: bytes | None = None  # an encrypted backend's key, to open its data again elsewhere
+
+    def reopen(self) -> Location:
+        """Where this backend's data is, and how to open it again (from another process)."""
+        return dataclasses.replace(self.location, key=self.key)
 
     def bulk_session(self, session_id: str) -> BenchSession:
         return (self.bulk or self.session)(session_id)
@@ -64,20 +72,21 @@ class Handle:
 class Settings:
     quick: bool
     rounds: int = 5  # every workload samples each backend this many times, round-robin
+    short_rounds: int = 15  # the same for the short calls (reads, pops): more, shorter rounds
     turn_size: int = 4
     append_items: int = 1200  # per round, in turns
     read_items: int = 1200
-    read_calls: int = 10  # per round and kind
+    read_calls: int = 4  # per short round and kind
     tail: int = 20
     pop_items: int = 1000
-    pops: int = 40  # per round
+    pops: int = 20  # per short round
     warmup: int = 3
     build_batch: int = 10_000  # items per add_items call when building a big session
     memory_items: int = 100_000
     flat_small: int = 1000
     flat_big: int = 1_000_000
     flat_calls: int = 10  # per round and session
-    search_workload: bool = True
+    search_workload: bool = False  # --search: ours' search latency, a few minutes more
     search_items: int = 10_000
     search_batch: int = 2000
     search_sessions: int = 1000  # of one user
@@ -148,7 +157,8 @@ class Workload:
     key: str
     metrics: tuple[Metric, ...]
     prepare: Callable[[Handle, Settings, Report], Awaitable[Prepared]]
-    rounds: int | None = None  # None: the settings' rounds
+    rounds: int | None = None  # None: the settings' rounds (short_rounds if short)
+    short: bool = False  # short calls: more, shorter rounds, so noise hits all alike
     backends: frozenset[str] | None = None  # None: every backend
     enabled: Callable[[Settings], bool] = lambda settings: True
 

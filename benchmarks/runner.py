@@ -47,11 +47,12 @@ async def run_workload(
     prepared = await _prepare(workload, handles, settings, reports)
     taken: dict[str, Samples] = {key: dict(p.setup) for key, p in prepared.items()}
     closing = {key: p.close for key, p in prepared.items() if p.close is not None}
-    for round_ in range(workload.rounds or settings.rounds):
+    rounds = workload.rounds or (settings.short_rounds if workload.short else settings.rounds)
+    for round_ in range(rounds):
+        gc.collect()
         keys = list(prepared)
         shift = round_ % len(keys) if keys else 0
         for key in keys[shift:] + keys[:shift]:
-            gc.collect()
             try:
                 for metric, values in (await prepared[key].sample(round_)).items():
                     taken[key].setdefault(metric, []).extend(values)
@@ -93,6 +94,7 @@ async def run_database(
             try:
                 location = await stack.enter_async_context(database.fresh(backend.key))
                 handles[backend.key] = await stack.enter_async_context(backend.open(location))
+                handles[backend.key].backend = backend.key
             except Unsupported as exc:
                 reports[backend.key].notes.append(f"n/a ({exc})")
             except Exception as exc:
