@@ -72,7 +72,7 @@ def open_ours(*, search: bool, encrypted: bool) -> Callable[[Location], Any]:
             yield Handle(
                 location,
                 store.session,
-                settle=store.wait_indexed,
+                settle=store.flush,
                 bulk=bulk.session,
                 store=store,
                 key=key,

@@ -28,7 +28,7 @@ Backends (``backends.py``; every SQLite one in WAL mode with ``synchronous=NORMA
 
 Workloads (``workloads.py``, ``search_workload.py``), in this order on one database each
     append      300 turns of 4 items -> ms per turn (the caller's), and items/s with the
-                search indexing waited for (``store.wait_indexed()``; ours only has any)
+                search indexing waited for (``store.flush()``; ours only has any)
     read        ``get_items()`` and ``get_items(limit=20)`` of a 1,200-item session -> ms
     pop         ``pop_item()`` from a 1,000-item session -> ms
     memory      a 100,000-item session built in 10,000-item batches, then read once in a

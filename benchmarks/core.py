@@ -45,8 +45,9 @@ async def _nothing() -> None:
 class Handle:
     """An open backend: its sessions, and what some workloads need beyond them.
 
-    ``settle`` waits for the work a call leaves behind (our store indexes items for search
-    on a worker thread just after each write); workloads call it after their timed part,
+    ``settle`` waits for the work a call leaves behind (``store.flush()``: our store indexes
+    new items for search, and scrubs removed keys out of an encrypted SQLite file's WAL, on
+    a worker thread just after each write); workloads call it after their timed part,
     so that it never runs into another backend's turn, and time it where a figure says so.
     ``bulk`` gives a session to build big sessions through (ours: a store on the same
     database and key with search off, since indexing a million items is not what is timed).

@@ -113,8 +113,9 @@ async def pop_behind_reader(database: Database) -> tuple[Results, str]:
     """Encrypted ``pop_item`` while another connection keeps a read transaction open.
 
     Deleting an item destroys its key, and on SQLite the key's bytes are then scrubbed
-    from the WAL too, which needs a checkpoint that a reader's snapshot holds back. The
-    reader is held for up to READER_HOLD_SECONDS; a pop still waiting then has blocked.
+    from the WAL too, which needs a checkpoint that a reader's snapshot holds back; the
+    caller must not wait for it. The reader is held for up to READER_HOLD_SECONDS: a pop
+    still waiting then has blocked on it.
     """
     from agents_sqlalchemy import SessionStore
 
@@ -124,7 +125,7 @@ async def pop_behind_reader(database: Database) -> tuple[Results, str]:
             session = store.session("reader")
             items = make_items(100)
             await session.add_items(items)
-            await store.wait_indexed()
+            await store.flush()
             normal = statistics.median([await timed(session.pop_item) for _ in range(9)])
             reader = await asyncio.to_thread(_hold_snapshot, location.path)
             started = time.perf_counter()

@@ -1,7 +1,7 @@
 """Search latency (ours only): ``session.search`` in a big session, ``store.search`` per user.
 
 Runs on a store of its own beside the backend's (same database and key, other tables),
-with the default embedder; items are indexed before anything is timed (``wait_indexed``),
+with the default embedder; items are indexed before anything is timed (``flush``),
 so the figures are of searching alone.
 """
 
@@ -64,13 +64,13 @@ async def _fill(store: Any, s: Settings, report: Report) -> tuple[Any, float]:
     start = 3_000_000
     started = time.perf_counter()
     await build(session, batches(s.search_items, s.search_batch, start))
-    await store.wait_indexed()
+    await store.flush()
     rate = s.search_items / (time.perf_counter() - started)
     for n in range(s.search_sessions + s.search_other_sessions):
         owner = "bench-user" if n < s.search_sessions else "bench-other"
         items = make_items(s.search_session_items, start=4_000_000 + 3 * n)
         await store.session(f"search-{n}", user_id=owner).add_items(items)
-    await store.wait_indexed()
+    await store.flush()
     # The user message of turn t is item 4 * (t - start) + 1 of the big session.
     turn = start + s.search_items // 4 // 3
     [hit] = await session.search_hits(f"turn {turn}", limit=1, mode="keyword")

@@ -179,7 +179,7 @@ HOT = (
         "append+index",
         "items/s",
         True,
-        "{append_items:,} items in {turn_size}-item turns, then store.wait_indexed() (ours): "
+        "{append_items:,} items in {turn_size}-item turns, then store.flush() (ours): "
         "throughput with the search indexing included",
     ),
 )
