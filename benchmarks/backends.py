@@ -31,6 +31,7 @@ class Backend:
     label: str
     databases: frozenset[str]
     open: Callable[[Location], AbstractAsyncContextManager[Handle]]
+    note: str  # what it is, printed once per database
     default: bool = True  # False: only when named with --backends
 
 
@@ -181,12 +182,56 @@ async def open_sdk_sqlite(location: Location) -> AsyncIterator[Handle]:
 
 
 BACKENDS: list[Backend] = [
-    Backend("floor", "floor (bare driver + json)", BOTH, open_floor),
-    Backend("sdk_sqlite", "SDK SQLiteSession", SQLITE, open_sdk_sqlite),
-    Backend("sdk_sqlalchemy", "SDK SQLAlchemySession", BOTH, open_sdk_sqlalchemy),
-    Backend("sdk_encrypted", "SDK EncryptedSession", BOTH, open_sdk_encrypted, default=False),
-    Backend("ours_nosearch", "ours, search=False", BOTH, open_ours(search=False, encrypted=False)),
-    Backend("ours", "ours (defaults)", BOTH, open_ours(search=True, encrypted=False)),
-    Backend("ours_encrypted", "ours, encrypted", BOTH, open_ours(search=True, encrypted=True)),
+    Backend(
+        "floor",
+        "floor (bare driver + json)",
+        BOTH,
+        open_floor,
+        "one items table, stdlib json; SQLite: sqlite3, one asyncio.to_thread hop a call; "
+        "PostgreSQL: one asyncpg connection, one statement a call",
+    ),
+    Backend(
+        "sdk_sqlite",
+        "SDK SQLiteSession",
+        SQLITE,
+        open_sdk_sqlite,
+        "agents.SQLiteSession, its connections set to synchronous=NORMAL",
+    ),
+    Backend(
+        "sdk_sqlalchemy",
+        "SDK SQLAlchemySession",
+        BOTH,
+        open_sdk_sqlalchemy,
+        "agents.extensions.memory.SQLAlchemySession, one engine for all sessions",
+    ),
+    Backend(
+        "sdk_encrypted",
+        "SDK EncryptedSession",
+        BOTH,
+        open_sdk_encrypted,
+        "the SDK's EncryptedSession (Fernet, a key per session) over its SQLAlchemySession",
+        default=False,
+    ),
+    Backend(
+        "ours_nosearch",
+        "ours, search=False",
+        BOTH,
+        open_ours(search=False, encrypted=False),
+        "SessionStore(url, search=False)",
+    ),
+    Backend(
+        "ours",
+        "ours (defaults)",
+        BOTH,
+        open_ours(search=True, encrypted=False),
+        "SessionStore(url): search on, items indexed just after the write on a worker thread",
+    ),
+    Backend(
+        "ours_encrypted",
+        "ours, encrypted",
+        BOTH,
+        open_ours(search=True, encrypted=True),
+        "SessionStore(url, key=os.urandom(32)): a data key per item, AES-256-GCM, search on",
+    ),
 ]
 LABELS = {backend.key: backend.label for backend in BACKENDS}

@@ -102,6 +102,9 @@ def print_tables(
     backends: list[Backend], results: Results, reports: dict[str, Report], settings: Settings
 ) -> None:
     """A table per group of metrics, with speed-ups under it, then every note."""
+    print("\nBackends:")
+    for backend in backends:
+        print(f"  {backend.label}: {backend.note}")
     for group in GROUPS:
         print_group(group, backends, results, settings)
     print("(speed-up rows: above 1 means the first is faster, or uses less memory)")
@@ -117,7 +120,8 @@ def print_targets(
     outcomes: list[bool] = []
     print(f"\nTargets ({label}):")
     for target in TARGETS:
-        if database_key not in target.databases or not target.backends <= ran:
+        skipped = not target.backends <= ran or not target.when(settings)
+        if database_key not in target.databases or skipped:
             continue
         text = f"[{target.issue}] " + target.text.format(**_values(settings))
         verdict = target.check(results, settings)

@@ -28,6 +28,7 @@ class Target:
     text: str  # may use {field} placeholders of Settings
     check: Check
     backends: frozenset[str] = frozenset()  # skipped unless all of these ran
+    when: Callable[[Settings], bool] = lambda settings: True  # skipped unless true
 
 
 def _pair(results: Results, a: str, b: str, metric: str) -> tuple[float, float] | None:
@@ -186,6 +187,7 @@ TARGETS: list[Target] = [
         SQLITE,
         "ours encrypted session.search() in a {search_items:,}-item session: p50 <= 50 ms",
         at_most("ours_encrypted", "search_p50", 50.0, "ms"),
+        when=lambda settings: settings.search_workload,
     ),
     Target(
         "earlier",
