@@ -29,7 +29,8 @@ Backends (``backends.py``; every SQLite one in WAL mode with ``synchronous=NORMA
 Workloads (``workloads.py``, ``search_workload.py``), in this order on one database each
     append      300 turns of 4 items -> ms per turn (the caller's), and items/s with the
                 search indexing waited for (``store.flush()``; ours only has any)
-    read        ``get_items()`` and ``get_items(limit=20)`` of a 1,200-item session -> ms
+    read        ``get_items()`` of a 1,200-item session -> ms
+    tail        ``get_items(limit=20)`` of another 1,200-item session -> ms
     pop         ``pop_item()`` from a 1,000-item session -> ms
     memory      a 100,000-item session built in 10,000-item batches, then read once in a
                 fresh process per backend -> ms, tracemalloc peak, peak RSS growth (MiB)
@@ -44,10 +45,10 @@ search with a cold semantic model (``--semantic-embedder``, default ``minilm``; 
 with a note when ``embedder_by_name`` does not know it) in a fresh process.
 
 Each workload is prepared on every backend, then sampled in rounds that visit the backends
-in turn, rotating who goes first (5 rounds, or 3 with ``--quick``; the short calls, reads
-and pops, in 15 or 6 shorter rounds); each figure is the median of its samples. Results are
-checked and any mismatch or error is printed. A whole ``make bench`` takes about 9 minutes
-on a busy 2-core machine, ``--quick`` about 4.
+in turn, rotating who goes first (5 rounds, or 3 with ``--quick``; the short calls, reads,
+tails and pops, in 15 or 6 shorter rounds); each figure is the median of its samples.
+Results are checked and any mismatch or error is printed. A whole ``make bench`` takes
+about 8 minutes on a busy 2-core machine, ``--quick`` about 4.
 """
 
 from __future__ import annotations
