@@ -167,7 +167,13 @@ TARGETS: list[Target] = [
     Target(
         "10",
         BOTH,
-        "ours (defaults) append+index throughput >= 0.75x of search=False",
+        "ours (defaults) append throughput (the caller's) >= 0.75x of search=False",
+        within("ours", "ours_nosearch", "append_turn", 1 / 0.75),
+    ),
+    Target(
+        "10",
+        BOTH,
+        "the same with the indexing counted in (append, then flush): >= 0.75x",
         share("ours", "ours_nosearch", "append_rate", 0.75),
     ),
     Target(
