@@ -1,0 +1,43 @@
+"""The evaluation sets: transcripts and the questions asked of them.
+
+- "topical": six single-topic transcripts (an incident, a personal assistant, travel,
+  customer support, coding help, a budget review) and 75 questions (`transcripts.py`,
+  `queries.py`).
+- "mixed": long multi-topic transcripts whose topics share vocabulary, so that most
+  questions have distractors holding their words (`mixed_transcripts.py`,
+  `mixed_queries.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from . import mixed_queries, mixed_transcripts, queries, transcripts
+from .queries import Query
+from .transcripts import Conversation
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Named transcripts and the questions asked of them."""
+
+    name: str
+    conversations: tuple[Conversation, ...]
+    queries: tuple[Query, ...]
+
+
+@cache
+def eval_sets() -> dict[str, EvalSet]:
+    """Every set, by name."""
+    return {
+        "topical": EvalSet("topical", tuple(transcripts.conversations()), tuple(queries.QUERIES)),
+        "mixed": EvalSet(
+            "mixed", tuple(mixed_transcripts.conversations()), tuple(mixed_queries.QUERIES)
+        ),
+    }
+
+
+def all_conversations() -> list[Conversation]:
+    """The transcripts of every set (their names are unique across sets)."""
+    return [c for s in eval_sets().values() for c in s.conversations]
