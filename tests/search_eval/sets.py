@@ -6,6 +6,8 @@
 - "mixed": long multi-topic transcripts whose topics share vocabulary, so that most
   questions have distractors holding their words (`mixed_transcripts.py`,
   `mixed_queries.py`).
+- "paraphrase": one chat of 40 personal facts among 119 distractors that share the
+  questions' words, each fact asked about in other words (`paraphrase_set.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from . import mixed_queries, mixed_transcripts, queries, transcripts
+from . import mixed_queries, mixed_transcripts, paraphrase_set, queries, transcripts
 from .queries import Query
 from .transcripts import Conversation
 
@@ -34,6 +36,9 @@ def eval_sets() -> dict[str, EvalSet]:
         "topical": EvalSet("topical", tuple(transcripts.conversations()), tuple(queries.QUERIES)),
         "mixed": EvalSet(
             "mixed", tuple(mixed_transcripts.conversations()), tuple(mixed_queries.QUERIES)
+        ),
+        "paraphrase": EvalSet(
+            "paraphrase", (paraphrase_set.memory(),), tuple(paraphrase_set.QUERIES)
         ),
     }
 
