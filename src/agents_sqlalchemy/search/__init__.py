@@ -33,6 +33,7 @@ from .embedders import (
 )
 from .hashing import HashingEmbedder
 from .memory import IndexedItem, MemoryIndex
+from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
 from .ranking import (
@@ -79,6 +80,7 @@ __all__ = [
     "Hit",
     "IndexedItem",
     "MemoryIndex",
+    "MiniLMEmbedder",
     "MissingExtraError",
     "Model2VecEmbedder",
     "OpenAIEmbedder",

@@ -17,6 +17,11 @@ def require(module: str, extra: str, what: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(
-            f"{what} needs the '{module}' package: pip install 'openai-agents-sqlalchemy[{extra}]'"
-        ) from exc
+        raise missing(module, extra, what) from exc
+
+
+def missing(module: str, extra: str, what: str) -> MissingExtraError:
+    """The error `require` raises, for a package found missing without importing it."""
+    return MissingExtraError(
+        f"{what} needs the '{module}' package: pip install 'openai-agents-sqlalchemy[{extra}]'"
+    )

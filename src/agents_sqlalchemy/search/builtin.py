@@ -2,8 +2,9 @@
 
 Example::
 
+    embedder_by_name("minilm")       # MiniLMEmbedder(): semantic, offline ([semantic] extra)
     embedder_by_name("hashing")      # HashingEmbedder(): no model, no extra
-    BUILTIN_EMBEDDERS                # ("hashing", "model2vec")
+    BUILTIN_EMBEDDERS                # ("hashing", "model2vec", "minilm")
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from collections.abc import Callable
 from ..errors import ConfigurationError
 from .embedders import Embedder
 from .hashing import HashingEmbedder
+from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 
 _FACTORIES: dict[str, Callable[[], Embedder]] = {
     "hashing": HashingEmbedder,
     "model2vec": Model2VecEmbedder.bundled,
+    "minilm": MiniLMEmbedder,
 }
 #: Names `embedder_by_name` knows: the no-download default first.
 BUILTIN_EMBEDDERS: tuple[str, ...] = tuple(_FACTORIES)
 
 
 # How each built-in's `model_id` begins (the settings follow).
-_MODEL_ID_PREFIXES = {"hashing": "hashing-", "model2vec": "model2vec:"}
+_MODEL_ID_PREFIXES = {"hashing": "hashing-", "model2vec": "model2vec:", "minilm": "minilm:"}
 
 
 def builtin_for(model_id: str) -> str | None:
