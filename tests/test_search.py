@@ -21,7 +21,6 @@ from sqlalchemy.engine import make_url
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
 from agents_sqlalchemy.search import (
     Embedder,
-    MemoryIndex,
     Model2VecEmbedder,
     embed_documents,
     item_text,
@@ -30,6 +29,7 @@ from agents_sqlalchemy.search import (
 from agents_sqlalchemy.types import Scope, SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
+from .search_eval.memory_index import MemoryIndex
 from .search_eval.queries import QUERIES
 from .search_eval.transcripts import conversations
 from .test_management import travel

@@ -15,31 +15,30 @@ import numpy as np
 import pytest
 
 import agents_sqlalchemy.search._extras as extras_module
+import agents_sqlalchemy.search.fusion as fusion_module
 import agents_sqlalchemy.search.ranking as ranking_module
 import agents_sqlalchemy.search.text as text_module
 from agents_sqlalchemy import AgentsSQLAlchemyError, ConfigurationError
 from agents_sqlalchemy.search import (
+    DEFAULT_VECTOR_WEIGHT,
     MAX_TERM_CHARS,
-    CorpusStats,
     Embedder,
     EmbedderError,
     HashingEmbedder,
-    MemoryIndex,
+    MiniLMEmbedder,
     MissingExtraError,
     Model2VecEmbedder,
     OpenAIEmbedder,
-    RankParams,
     SentenceTransformerEmbedder,
     bm25_postings,
-    bm25_scores,
     content_words,
     cosine_scores,
     embed_documents,
     embed_query,
     fuse,
+    fusion_weight,
     item_text,
     pack_vectors,
-    rank,
     recency_scores,
     term_counts,
     tokenize,
@@ -74,7 +73,7 @@ class AsyncEmbedder:
         return np.array([[0.0, 5.0] for _ in texts])
 
 
-@pytest.mark.parametrize("module", [text_module, ranking_module, extras_module])
+@pytest.mark.parametrize("module", [text_module, ranking_module, fusion_module, extras_module])
 def test_docstring_examples_hold(module: Any) -> None:
     assert doctest.testmod(module).failed == 0
 
@@ -247,20 +246,33 @@ def test_content_words_drop_stopwords_and_punctuation() -> None:
 # --- Ranking -----------------------------------------------------------------------------
 
 
-def test_bm25_rewards_rare_terms_repeats_and_if_asked_short_items() -> None:
-    stats = CorpusStats(doc_count=100, doc_freq={"rare": 1, "common": 90})
-    rare, common = bm25_scores(["rare", "common"], [{"rare": 1}, {"common": 1}], stats)
-    assert rare > 3 * common > 0
-    once, twice = bm25_scores(["rare"], [{"rare": 1}, {"rare": 2}], stats)
-    assert once < twice < 2 * once  # saturates
-    short, long = bm25_scores(["rare"], [{"rare": 1}] * 2, stats, [5, 50], b=0.75)
-    assert short > long
-    plain = bm25_scores(["rare"], [{"rare": 1}] * 2, stats, [5, 50])  # b=0 by default
-    assert plain[0] == plain[1] == once
-    assert bm25_scores(["rare"], [None, {}], stats).tolist() == [0.0, 0.0]
+def _bm25_reference(
+    terms: list[str], freqs: list[dict[str, int] | None], doc_count: int, k1: float = 1.2
+) -> list[float]:
+    """BM25 (no length normalisation) written out term by term, divided by the sum of the
+    IDFs of the terms that occur: the coverage `bm25_postings` returns."""
+    df = {t: sum(1 for f in freqs if f and f.get(t)) for t in terms}
+    idf = {t: math.log(1 + (doc_count - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+    ceiling = sum(idf[t] for t in terms if df[t])
+    return [
+        sum(idf[t] * n * (k1 + 1) / (n + k1) for t, n in (f or {}).items()) / ceiling for f in freqs
+    ]
 
 
-def test_bm25_postings_equal_bm25_scores_in_any_posting_order() -> None:
+def test_bm25_coverage_rewards_rare_terms_repeats_and_whole_queries() -> None:
+    # Items 0-2 hold "rare" (1 other item has it), "common" (in 90 of 100), both.
+    rows, terms, counts = [0, 1, 2, 2, 3, 4], [0, 1, 0, 1, 0, 0], [1, 1, 1, 1, 2, 5]
+    extra = list(range(5, 93))  # 88 more items holding "common"
+    rows, terms, counts = rows + extra, terms + [1] * 88, counts + [1] * 88
+    scores = bm25_postings(rows, terms, counts, size=93, doc_count=100)
+    rare, common, both, twice, five = scores[:5]
+    assert both == pytest.approx(1.0)  # holds the whole query once
+    assert rare > 0.9 > 0.1 > common > 0
+    assert rare < twice < five < 2.2  # repeats saturate below k1 + 1
+    assert scores[5] == common  # equal matches tie exactly
+
+
+def test_bm25_postings_match_the_formula_in_any_posting_order() -> None:
     rng = np.random.default_rng(7)
     terms = ["disk", "full", "deploy", "lunch"]
     freqs: list[dict[str, int] | None] = []
@@ -270,7 +282,7 @@ def test_bm25_postings_equal_bm25_scores_in_any_posting_order() -> None:
     postings = [
         (row, terms.index(t), n) for row, f in enumerate(freqs) for t, n in (f or {}).items()
     ]
-    expected = bm25_scores(terms, freqs, CorpusStats(doc_count=400))
+    expected = _bm25_reference(terms, freqs, doc_count=400)
     shuffled = [postings[i] for i in rng.permutation(len(postings))]
     results = []
     for order in (postings, postings[::-1], shuffled):
@@ -295,66 +307,98 @@ def test_cosine_and_recency_scores() -> None:
 def test_fuse_modes_keep_their_own_candidates_and_ties_go_to_the_newer() -> None:
     keys = ["a", "b", "c", "d"]
     vector = np.array([0.9, 0.1, np.nan, 0.5])
-    keyword = np.array([0.0, 4.0, 2.0, 0.0])
+    keyword = np.array([0.0, 1.0, 0.5, 0.0])
     recency = np.array([0.0, 0.3, 0.6, 1.0])
     signals: dict[str, Any] = {"vector": vector, "keyword": keyword, "recency": recency}
     assert [h.key for h in fuse(keys, mode="vector", **signals)] == ["a", "d", "b"]
     assert [h.key for h in fuse(keys, mode="keyword", **signals)] == ["b", "c"]
     hybrid = fuse(keys, **signals)
     assert {h.key for h in hybrid} == set(keys)
-    assert hybrid[0].key == "b"  # strong keyword and some vector beats either alone
-    assert (hybrid[0].vector, hybrid[0].keyword, hybrid[0].recency) == (0.1, 4.0, 0.3)
-    rrf = fuse(keys, params=RankParams(fusion="rrf"), limit=2, **signals)
-    assert len(rrf) == 2
+    assert hybrid[0].key == "b"  # holds the whole query
+    assert (hybrid[0].vector, hybrid[0].keyword, hybrid[0].recency) == (0.1, 1.0, 0.3)
+    assert len(fuse(keys, limit=2, **signals)) == 2
     tie = fuse(["old", "new"], vector=np.array([0.5, 0.5]), recency=np.array([0.0, 1.0]))
     assert [h.key for h in tie] == ["new", "old"]
+    assert fuse([], mode="hybrid") == []
     with pytest.raises(ConfigurationError):
         fuse(keys, mode="fuzzy")  # type: ignore[arg-type]
-
-
-def test_rank_from_what_a_repository_fetches() -> None:
-    blobs = pack_vectors(np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]))
-    common: dict[str, Any] = {
-        "positions": [1, 2, 3],
-        "query_vector": np.array([0.0, 1.0], dtype=np.float32),
-        "vectors": blobs,
-        "query_terms": {"disk": 1},
-        "term_freqs": {10: {"disk": 3}},
-        "lengths": {10: 4, 11: 9, 12: 2},
-    }
-    hits = rank([10, 11, 12], mode="keyword", **common)
-    assert [h.key for h in hits] == [10]
-    assert [h.key for h in rank([10, 11, 12], mode="vector", **common)] == [11, 12, 10]
-    hybrid = rank([10, 11, 12], stats=CorpusStats(3, {"disk": 1}, 5.0), limit=1, **common)
-    assert len(hybrid) == 1
-    # Without stats: doc_count = len(keys), document frequencies from term_freqs.
-    derived = rank([10, 11, 12], mode="keyword", **common)[0].keyword
-    given = rank([10, 11, 12], mode="keyword", stats=CorpusStats(3, {"disk": 1}), **common)
-    assert derived == given[0].keyword
     with pytest.raises(ConfigurationError, match="aligned"):
-        rank([10, 11], **common)
-    with pytest.raises(ConfigurationError, match="term_freqs"):
-        rank([11, 12, 13], **common)
+        fuse(keys, vector=np.array([0.1]))
+    with pytest.raises(ConfigurationError, match="vector_weight"):
+        fuse(keys, vector_weight=-1.0, **signals)
 
 
-async def test_memory_index_indexes_searches_and_forgets() -> None:
-    index: MemoryIndex[str] = MemoryIndex(HashingEmbedder())
-    await index.add(
-        [
-            ("disk", sdk.message("ERR-4411: the disk was full")),
-            ("lunch", sdk.message("lunch plans for friday")),
-            ("empty", {"type": "item_reference", "id": "x"}),
-        ]
-    )
-    assert set(index.entries) == {"disk", "lunch"}
-    for mode in ("hybrid", "vector", "keyword"):
-        hits = await index.search("err-4411", mode=mode, limit=1)
-        assert [h.key for h in hits] == ["disk"]
-    index.remove("disk")
-    assert [h.key for h in await index.search("err-4411")] == ["lunch"]
-    assert await index.search("err-4411", mode="keyword") == []
-    assert await index.search("   ") == []
-    assert await MemoryIndex().search("x", mode="vector") == []
+def _scene(
+    n: int = 60, seed: int = 3
+) -> tuple[list[int], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """`n` candidates with background cosines around 0.2 and no keyword match."""
+    rng = np.random.default_rng(seed)
+    return list(range(n)), rng.normal(0.2, 0.05, n), np.zeros(n)
+
+
+def test_items_tying_on_keywords_are_ordered_by_recency_not_by_vector() -> None:
+    keys, vector, keyword = _scene()
+    keyword[[3, 7, 9]] = 1.0  # three items naming the same error code, once each
+    vector[[3, 7, 9]] = [0.50, 0.45, 0.30]  # the oldest repeats it most closely
+    recency = recency_scores(keys)
+    for weight in (0.0002, 0.03, 0.2):
+        hits = fuse(keys, vector=vector, keyword=keyword, recency=recency, vector_weight=weight)
+        assert [h.key for h in hits[:3]] == [9, 7, 3], weight  # newest first
+
+
+def test_a_clear_semantic_match_beats_shared_words_with_a_strong_model_only() -> None:
+    keys, vector, keyword = _scene()
+    vector[10] = 0.62  # the answer, in other words: far above every other cosine
+    keyword[20], vector[20] = 0.5, 0.35  # shares one of the query's two words
+    keyword[21], vector[21] = 0.5, 0.25  # shares the other
+    recency = recency_scores(keys)
+    strong = fuse(keys, vector=vector, keyword=keyword, recency=recency, vector_weight=0.2)
+    weak = fuse(keys, vector=vector, keyword=keyword, recency=recency, vector_weight=0.0002)
+    assert strong[0].key == 10
+    # A lexical embedder's outliers are word overlaps anyway: the two partial matches lead
+    # (an exact keyword tie: the newer first).
+    assert [h.key for h in weak[:3]] == [21, 20, 10]
+    # Without such an outlier, an item holding the whole query beats the partial matches.
+    vector[10] = 0.2
+    keyword[30], vector[30] = 1.0, 0.3
+    for weight in (0.0002, 0.2):
+        hits = fuse(keys, vector=vector, keyword=keyword, recency=recency, vector_weight=weight)
+        assert hits[0].key == 30
+
+
+def test_recency_breaks_ties_and_never_outvotes() -> None:
+    keys, vector, keyword = _scene()
+    vector[0], vector[59] = 0.50, 0.49  # the oldest is (barely) the better match
+    hits = fuse(keys, vector=vector, keyword=keyword, recency=recency_scores(keys))
+    assert [h.key for h in hits[:2]] == [0, 59]
+
+
+def test_vector_evidence_is_scale_free_and_grows_in_the_tail() -> None:
+    cosines = np.array([0.1, 0.2, 0.3, 0.9])
+    present = np.ones(4, bool)
+    base = fusion_module.vector_evidence(cosines, present)
+    assert np.allclose(fusion_module.vector_evidence(cosines * 0.5 + 0.3, present), base)
+    assert base[3] > 10 * base[2] > 0
+    assert fusion_module.vector_evidence(np.full(3, 0.4), np.ones(3, bool)).tolist() == [0] * 3
+    tails = fusion_module.tail_nats(np.array([4.999, 5.0, 40.0]))
+    assert tails[0] == pytest.approx(tails[1], rel=1e-3) and np.isfinite(tails[2])
+
+
+def test_fusion_weight_comes_from_the_embedder() -> None:
+    assert fusion_weight(HashingEmbedder()) < fusion_weight(SyncEmbedder()) < 0.2
+    assert fusion_weight(SyncEmbedder()) == fusion_weight(None) == DEFAULT_VECTOR_WEIGHT
+    assert MiniLMEmbedder.fusion_weight == 0.2
+    assert Model2VecEmbedder.fusion_weight == DEFAULT_VECTOR_WEIGHT
+
+    class Declared(SyncEmbedder):
+        fusion_weight = 0.5
+
+    class Broken(SyncEmbedder):
+        fusion_weight = -1.0
+
+    assert fusion_weight(Declared()) == 0.5
+    with pytest.raises(ConfigurationError):
+        fusion_weight(Broken())
 
 
 # --- Optional adapters -------------------------------------------------------------------

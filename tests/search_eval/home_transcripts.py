@@ -18,10 +18,18 @@ def household() -> Conversation:
     c.call("search_email", {"query": "kitchen quote"})
     c.output(
         [
-            {"from": "Brightline Renovations", "total_eur": 18400, "weeks": 5,
-             "includes": "cabinets, worktop, tiling, electrics"},
-            {"from": "Kowalski & Sons", "total_eur": 15900, "weeks": 6,
-             "includes": "cabinets, worktop, tiling; electrics by a subcontractor"},
+            {
+                "from": "Brightline Renovations",
+                "total_eur": 18400,
+                "weeks": 5,
+                "includes": "cabinets, worktop, tiling, electrics",
+            },
+            {
+                "from": "Kowalski & Sons",
+                "total_eur": 15900,
+                "weeks": 6,
+                "includes": "cabinets, worktop, tiling; electrics by a subcontractor",
+            },
         ],
         ref="quotes",
     )
@@ -32,8 +40,14 @@ def household() -> Conversation:
         ref="quotes-compare",
     )
     c.user("Let's go with Kowalski. Tell them we accept, start date March 4.", ref="kowalski-q")
-    c.call("send_email", {"to": "Kowalski & Sons", "subject": "Kitchen - quote accepted",
-                          "body": "We accept your quote of 15,900 EUR. Start March 4."})
+    c.call(
+        "send_email",
+        {
+            "to": "Kowalski & Sons",
+            "subject": "Kitchen - quote accepted",
+            "body": "We accept your quote of 15,900 EUR. Start March 4.",
+        },
+    )
     c.output({"status": "sent"})
     c.assistant(
         "Sent: we accepted Kowalski & Sons' quote of 15,900 euros, with work starting March 4.",
@@ -45,8 +59,14 @@ def household() -> Conversation:
         ref="car-q",
     )
     c.call("book_service", {"garage": "Nordic Motors", "car": "Volvo V60", "service": "60k"})
-    c.output({"garage": "Nordic Motors", "date": "Feb 12", "time": "09:00",
-              "work": "60,000 km service + swap to summer tyres later"})
+    c.output(
+        {
+            "garage": "Nordic Motors",
+            "date": "Feb 12",
+            "time": "09:00",
+            "work": "60,000 km service + swap to summer tyres later",
+        }
+    )
     c.assistant(
         "The Volvo V60's 60,000 km service is booked at Nordic Motors on February 12 at 09:00. "
         "They can swap to summer tyres at a later visit.",
@@ -80,8 +100,9 @@ def household() -> Conversation:
         ref="ins-switch-q",
     )
     c.call("switch_insurance", {"from_policy": "LI-448201", "to": "Haven", "start": "March 1"})
-    c.output({"new_policy": "HV-90233", "insurer": "Haven", "start": "March 1",
-              "lumen_cancelled": True})
+    c.output(
+        {"new_policy": "HV-90233", "insurer": "Haven", "start": "March 1", "lumen_cancelled": True}
+    )
     c.assistant(
         "Done: from March 1 the Volvo is insured with Haven (policy HV-90233, 540 euros a "
         "year), and the Lumen policy is cancelled so it won't auto-renew.",
@@ -196,8 +217,13 @@ def shop() -> Conversation:
     )
     c.call("inventory", {"sku": "MUG-SPK-350"})
     c.output(
-        {"sku": "MUG-SPK-350", "name": "Speckled Mug 350ml", "in_stock": 14,
-         "sold_last_30d": 96, "supplier": "Kiln & Co"},
+        {
+            "sku": "MUG-SPK-350",
+            "name": "Speckled Mug 350ml",
+            "in_stock": 14,
+            "sold_last_30d": 96,
+            "supplier": "Kiln & Co",
+        },
         ref="stock",
     )
     c.assistant(
@@ -218,8 +244,15 @@ def shop() -> Conversation:
         ref="broken-q",
     )
     c.call("get_order", {"order": 10482})
-    c.output({"order": 10482, "customer": "Hannah Price", "items": ["Serving Platter Sand"],
-              "carrier": "DHL", "delivered": "Nov 2"})
+    c.output(
+        {
+            "order": 10482,
+            "customer": "Hannah Price",
+            "items": ["Serving Platter Sand"],
+            "carrier": "DHL",
+            "delivered": "Nov 2",
+        }
+    )
     c.assistant(
         "Order 10482 (Hannah Price) was one Serving Platter in Sand, delivered by DHL on "
         "November 2. Options: a refund, or a replacement with extra padding, plus a claim with "
@@ -227,8 +260,15 @@ def shop() -> Conversation:
         ref="broken-options",
     )
     c.user("Send her a replacement and file the DHL claim.")
-    c.call("create_order", {"customer": "Hannah Price", "items": ["Serving Platter Sand"],
-                            "price": 0, "note": "replacement for 10482, double box"})
+    c.call(
+        "create_order",
+        {
+            "customer": "Hannah Price",
+            "items": ["Serving Platter Sand"],
+            "price": 0,
+            "note": "replacement for 10482, double box",
+        },
+    )
     c.output({"order": 10517, "status": "created"})
     c.assistant(
         "Replacement order 10517 is on its way to Hannah Price in a double box, free of "
@@ -289,13 +329,19 @@ def shop() -> Conversation:
         ref="checkout-fixed",
     )
     c.user(
-        "A chargeback came in for order 10391, says 'not received'. The tracking said "
-        "delivered!",
+        "A chargeback came in for order 10391, says 'not received'. The tracking said delivered!",
         ref="cb-q",
     )
     c.call("get_order", {"order": 10391})
-    c.output({"order": 10391, "customer": "R. Okoro", "carrier": "DHL",
-              "tracking": "delivered Oct 21, signed by R. OKORO", "amount_eur": 84})
+    c.output(
+        {
+            "order": 10391,
+            "customer": "R. Okoro",
+            "carrier": "DHL",
+            "tracking": "delivered Oct 21, signed by R. OKORO",
+            "amount_eur": 84,
+        }
+    )
     c.assistant(
         "Order 10391 (84 euros) was delivered on October 21 and signed for by R. Okoro. We "
         "can dispute the chargeback with the signed proof of delivery.",
@@ -311,8 +357,10 @@ def shop() -> Conversation:
     )
     c.user("How did the Black Friday email do?", ref="bf-result-q")
     c.call("campaign_report", {"campaign": "black-friday"})
-    c.output({"opens": "41%", "clicks": "9.8%", "orders_with_code": 63, "revenue_eur": 3905},
-             ref="bf-report")
+    c.output(
+        {"opens": "41%", "clicks": "9.8%", "orders_with_code": 63, "revenue_eur": 3905},
+        ref="bf-report",
+    )
     c.assistant(
         "The Black Friday newsletter had a 41% open rate and 9.8% clicks; 63 orders used "
         "CLAY20, for 3,905 euros of revenue.",
@@ -323,21 +371,32 @@ def shop() -> Conversation:
         ref="vat-q",
     )
     c.call("accounting_report", {"report": "vat", "quarter": "Q3"})
-    c.output({"quarter": "Q3", "output_vat": 5120.4, "input_vat": 2806.1, "payable": 2314.3,
-              "due": "Nov 7"}, ref="vat-report")
+    c.output(
+        {
+            "quarter": "Q3",
+            "output_vat": 5120.4,
+            "input_vat": 2806.1,
+            "payable": 2314.3,
+            "due": "Nov 7",
+        },
+        ref="vat-report",
+    )
     c.assistant(
         "Q3 VAT: 5,120.40 euros collected minus 2,806.10 paid on purchases, so 2,314.30 euros "
         "to pay. The return and the payment are due November 7. I'll send Marta the report.",
         ref="vat",
     )
     c.user(
-        "Shipping to the EU is eating my margin, DHL charges 6.90 per parcel. Any cheaper "
-        "courier?",
+        "Shipping to the EU is eating my margin, DHL charges 6.90 per parcel. Any cheaper courier?",
         ref="ship-q",
     )
     c.call("compare_couriers", {"zone": "EU", "weight_kg": 1.5})
-    c.output([{"courier": "Parcelway", "price_eur": 5.4, "days": "3-5"},
-              {"courier": "DHL", "price_eur": 6.9, "days": "2-4"}])
+    c.output(
+        [
+            {"courier": "Parcelway", "price_eur": 5.4, "days": "3-5"},
+            {"courier": "DHL", "price_eur": 6.9, "days": "2-4"},
+        ]
+    )
     c.assistant(
         "Parcelway charges 5.40 euros for a 1.5 kg parcel to the EU (3-5 days) against DHL's "
         "6.90 (2-4 days).",

@@ -14,7 +14,9 @@ from .queries import Query, _q
 QUERIES: list[Query] = [
     # platform
     _q("platform", "recent", "when is the database upgrade happening?", "pg-move"),
-    _q("platform", "old", "when was the postgres upgrade first scheduled?", "pg-plan", "pg-runbook"),
+    _q(
+        "platform", "old", "when was the postgres upgrade first scheduled?", "pg-plan", "pg-runbook"
+    ),
     _q(
         "platform",
         "paraphrase",
@@ -37,7 +39,9 @@ QUERIES: list[Query] = [
         "cert-diagnosis",
         "cert-error",
     ),
-    _q("platform", "paraphrase", "until when is the new TLS cert valid?", "cert-ok", "cert-renewed"),
+    _q(
+        "platform", "paraphrase", "until when is the new TLS cert valid?", "cert-ok", "cert-renewed"
+    ),
     _q("platform", "name", "Dana Whitfield", "dana-panel", "dana-feedback", "dana-panel-q"),
     _q(
         "platform",
@@ -66,7 +70,9 @@ QUERIES: list[Query] = [
     ),
     _q("platform", "identifier", "MA-55190", "offsite-booked", "offsite-moved"),
     _q("platform", "paraphrase", "how long did the postgres 16 migration take?", "pg-result"),
-    _q("platform", "paraphrase", "which extension broke during the upgrade?", "pg-result", "pg-log"),
+    _q(
+        "platform", "paraphrase", "which extension broke during the upgrade?", "pg-result", "pg-log"
+    ),
     _q("platform", "paraphrase", "why did the NAT gateway cost go up?", "nat-cause"),
     _q("platform", "topic", "jet lag advice", "jetlag"),
     # research
@@ -78,7 +84,13 @@ QUERIES: list[Query] = [
         "nan-log",
     ),
     _q("research", "identifier", "rn-5521", "nan-diagnosis", "nan-log", "nan-q"),
-    _q("research", "paraphrase", "what learning rate did we switch to?", "relaunch", "nan-diagnosis"),
+    _q(
+        "research",
+        "paraphrase",
+        "what learning rate did we switch to?",
+        "relaunch",
+        "nan-diagnosis",
+    ),
     _q("research", "paraphrase", "what accuracy did the rerun reach?", "result", "result-log"),
     _q("research", "recent", "when is the ICVR paper due?", "deadline-ext"),
     _q("research", "old", "what was the original paper submission deadline?", "deadline"),
@@ -95,7 +107,9 @@ QUERIES: list[Query] = [
     _q("research", "identifier", "884213", "preempt", "preempt-status", "relaunch"),
     _q("research", "paraphrase", "when do I give my fingerprints for the visa?", "visa-appt"),
     _q("research", "paraphrase", "what paperwork do I bring to the visa centre?", "visa-docs"),
-    _q("research", "paraphrase", "how many papers do I have to review?", "reviews", "reviews-email"),
+    _q(
+        "research", "paraphrase", "how many papers do I have to review?", "reviews", "reviews-email"
+    ),
     _q("research", "paraphrase", "what am I presenting at reading group?", "rg"),
     _q("research", "identifier", "PO-77812", "po", "po-status"),
     _q("research", "paraphrase", "when will my new SSD arrive?", "po", "po-status"),
@@ -124,7 +138,13 @@ QUERIES: list[Query] = [
     # shop
     _q("shop", "paraphrase", "how many speckled mugs do we have left?", "stock", "stock-answer"),
     _q("shop", "identifier", "MUG-SPK-350", "stock", "stock-answer", "reorder"),
-    _q("shop", "paraphrase", "why is the supplier shipment late?", "supplier-delay", "supplier-email"),
+    _q(
+        "shop",
+        "paraphrase",
+        "why is the supplier shipment late?",
+        "supplier-delay",
+        "supplier-email",
+    ),
     _q("shop", "recent", "when will the new mugs arrive?", "supplier-delay", "supplier-email"),
     _q(
         "shop",
@@ -134,7 +154,13 @@ QUERIES: list[Query] = [
     ),
     _q("shop", "name", "Hannah Price", "broken-q", "broken-options", "broken-fix"),
     _q("shop", "identifier", "CLAY20", "bf", "bf-result"),
-    _q("shop", "paraphrase", "how well did the black friday email perform?", "bf-result", "bf-report"),
+    _q(
+        "shop",
+        "paraphrase",
+        "how well did the black friday email perform?",
+        "bf-result",
+        "bf-report",
+    ),
     _q("shop", "paraphrase", "why could customers not pay this morning?", "checkout-cause"),
     _q("shop", "recent", "did we win the chargeback?", "cb-won"),
     _q("shop", "identifier", "10391", "cb-evidence", "cb-submitted", "cb-won", "cb-q"),

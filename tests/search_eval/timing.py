@@ -1,25 +1,32 @@
-"""Time the search layer alone (no database): embedding 10,000 short texts, embedding one
-query, and ranking 10,000 candidates from stored bytes.
+"""Time the search layer alone (no database): embedding throughput and one query per
+embedder, the semantic model's first query in a fresh process (import, load, embed), and
+scoring plus fusing 10,000 candidates.
 
-Run: python -m tests.search_eval.timing
+Run: python -m tests.search_eval.timing [--embedder hashing,model2vec,minilm]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from agents_sqlalchemy.search import (
-    CorpusStats,
+    BUILTIN_EMBEDDERS,
     Embedder,
-    HashingEmbedder,
-    Model2VecEmbedder,
+    bm25_postings,
+    cosine_scores,
     embed_documents,
     embed_query,
-    rank,
+    embedder_by_name,
+    fuse,
+    fusion_weight,
+    recency_scores,
     term_counts,
 )
 
@@ -29,6 +36,18 @@ VOCABULARY = (
     "index query postgres worker memory python version cache test failure error timeout"
 )
 WORDS = VOCABULARY.split()
+QUERY = "why did the release break on the runner?"
+FIRST_QUERY = """
+import time
+started = time.perf_counter()
+from agents_sqlalchemy.search import MiniLMEmbedder
+imported = time.perf_counter()
+embedder = MiniLMEmbedder()
+loaded = time.perf_counter()
+embedder.embed_queries(["why did the release break?"])
+done = time.perf_counter()
+print(imported - started, loaded - imported, done - loaded)
+"""
 
 
 def short_texts(n: int, seed: int = 7) -> list[str]:
@@ -54,53 +73,67 @@ def percentiles(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
 async def time_embedder(name: str, embedder: Embedder, texts: list[str]) -> None:
     started = time.perf_counter()
     blobs = await embed_documents(embedder, texts)
-    print(f"{name:10} embed {len(texts)} texts: {time.perf_counter() - started:.2f} s")
-    query = "why did the release break on the runner?"
+    elapsed = time.perf_counter() - started
+    print(f"{name:10} embed {len(texts)} texts: {elapsed:.2f} s ({len(texts) / elapsed:,.0f}/s)")
     samples = []
     for _ in range(50):
         started = time.perf_counter()
-        await embed_query(embedder, query)
+        await embed_query(embedder, QUERY)
         samples.append((time.perf_counter() - started) * 1000)
     samples.sort()
     p50, p95 = statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
     print(f"{name:10} embed one query: p50 {p50:.2f} ms  p95 {p95:.2f} ms")
-    query_vector = await embed_query(embedder, query)
-    query_terms = term_counts(query)
+    query_vector = await embed_query(embedder, QUERY)
+    query_terms = list(term_counts(QUERY))
+    postings = [
+        (row, t, counts[term])
+        for row, counts in enumerate(term_counts(text) for text in texts)
+        for t, term in enumerate(query_terms)
+        if term in counts
+    ]
+    rows, term_ids, freqs = (list(column) for column in zip(*postings, strict=True))
     keys = list(range(len(texts)))
-    counts = [term_counts(t) for t in texts]
-    term_freqs = {
-        k: {t: c[t] for t in query_terms if t in c}
-        for k, c in enumerate(counts)
-        if any(t in c for t in query_terms)
-    }
-    lengths = {k: sum(c.values()) for k, c in enumerate(counts)}
-    df = {t: sum(1 for f in term_freqs.values() if t in f) for t in query_terms}
-    stats = CorpusStats(len(texts), df, sum(lengths.values()) / len(lengths))
 
     def run() -> None:
-        rank(
+        fuse(
             keys,
-            positions=keys,
-            query_vector=query_vector,
-            vectors=blobs,
-            query_terms=query_terms,
-            term_freqs=term_freqs,
-            lengths=lengths,
-            stats=stats,
+            vector=cosine_scores(query_vector, blobs),
+            keyword=bm25_postings(rows, term_ids, freqs, size=len(keys), doc_count=len(keys)),
+            recency=recency_scores(keys),
+            vector_weight=fusion_weight(embedder),
             limit=5,
         )
 
     p50, p95 = percentiles(run, 30)
     print(
-        f"{name:10} rank {len(keys)} candidates ({len(term_freqs)} keyword matches, "
+        f"{name:10} score and fuse {len(keys)} candidates ({len(set(rows))} keyword matches, "
         f"{embedder.dim} dims): p50 {p50:.1f} ms  p95 {p95:.1f} ms"
     )
 
 
-async def main() -> None:
-    texts = short_texts(10_000)
-    await time_embedder("hashing", HashingEmbedder(), texts)
-    await time_embedder("model2vec", Model2VecEmbedder.bundled(), texts)
+def first_query(runs: int = 3) -> None:
+    """The semantic model's first query in fresh processes: import, load (checksums), embed."""
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST_QUERY], capture_output=True, text=True, check=True
+        )
+        imported, loaded, embedded = (float(x) for x in out.stdout.split())
+        print(
+            f"minilm     first query in a fresh process: import {imported:.2f} s, load "
+            f"{loaded:.2f} s, embed {embedded * 1000:.0f} ms"
+        )
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--embedder", default=",".join(BUILTIN_EMBEDDERS))
+    args = parser.parse_args(argv)
+    for name in args.embedder.split(","):
+        count = 2_000 if name == "minilm" else 10_000
+        texts = short_texts(count)
+        if name == "minilm":
+            first_query()
+        await time_embedder(name, embedder_by_name(name), texts)
 
 
 if __name__ == "__main__":

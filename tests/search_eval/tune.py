@@ -1,79 +1,72 @@
-"""Grid search of the ranking's general parameters, to choose `RankParams` defaults.
+"""Measure an embedder's `fusion_weight`: sweep the weight, print hybrid's MRR gap to the
+better single signal on every set and scope, and the weight whose worst gap is largest.
 
-Scores each setting by hybrid MRR, averaged over both embedders and both scopes, and shows
-the best settings of each half of the conversations: a setting that wins on one half only is
-noise. Run: python -m tests.search_eval.tune
+This is how the built-in weights were chosen (the fusion method itself is in
+`agents_sqlalchemy/search/fusion.py`). Run for an embedder of your own by adding it to
+`embedder_by_name`, or call `sweep` with it.
+
+Run: python -m tests.search_eval.tune [--embedder minilm] [--weights 0.1,0.2,0.3]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import itertools
-from dataclasses import replace
+from collections.abc import Sequence
 
-from agents_sqlalchemy.search import RankParams
+from agents_sqlalchemy.search import SearchMode, embedder_by_name
 
-from .evaluate import Corpus, build, embedders, evaluate
-from .queries import QUERIES
+from .evaluate import SCOPES, Corpus, Key, Ranker, build, evaluate
+from .memory_index import Signals
+from .sets import eval_sets
 
-HALVES = {
-    "first": {"incident", "personal", "travel"},
-    "second": {"support", "coding", "finance"},
-}
+WEIGHTS = (0.0001, 0.0002, 0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5)
 
 
-def grid() -> list[RankParams]:
-    out = []
-    for b, recency in itertools.product((0.0, 0.3, 0.75), (0.0, 0.1, 0.2, 0.3)):
-        for k, vw in itertools.product((10.0, 30.0, 60.0), (0.5, 0.75, 1.0)):
-            out.append(
-                RankParams(
-                    fusion="rrf", rrf_k=k, vector_weight=vw, recency_weight=recency, bm25_b=b
-                )
-            )
-        for vw in (0.5, 1.0):
-            out.append(
-                RankParams(fusion="blend", vector_weight=vw, recency_weight=recency, bm25_b=b)
-            )
+def ranker(weight: float) -> Ranker:
+    """Rank signals as the store does, with `weight` as the embedder's fusion weight."""
+
+    def rank(signals: Signals[Key], mode: SearchMode) -> list[Key]:
+        hits = Signals(signals.keys, signals.vector, signals.keyword, signals.recency, weight).rank(
+            mode
+        )
+        return [hit.key for hit in hits]
+
+    return rank
+
+
+async def gaps(corpus: Corpus, weight: float) -> dict[tuple[str, str], float]:
+    """Hybrid MRR minus the better single signal's, per (set, scope)."""
+    out = {}
+    for set_name, eval_set in eval_sets().items():
+        for scope in SCOPES:
+            scores = await evaluate(corpus, eval_set.queries, scope=scope, ranker=ranker(weight))
+            best = max(scores["vector"].mrr, scores["keyword"].mrr)
+            out[set_name, scope] = scores["hybrid"].mrr - best
     return out
 
 
-async def mrr(corpora: dict[str, Corpus], params: RankParams, half: str | None) -> float:
-    queries = [q for q in QUERIES if half is None or q.conversation in HALVES[half]]
-    total = 0.0
-    for corpus in corpora.values():
-        for scope in ("session", "all"):
-            scores = await evaluate(corpus, params=params, scope=scope, queries=queries)
-            total += scores["hybrid"].mrr
-    return total / (2 * len(corpora))
+async def sweep(corpus: Corpus, weights: Sequence[float]) -> float:
+    """Print the gaps for each weight; return the weight with the largest worst gap."""
+    best_weight, best_worst = weights[0], -1.0
+    for weight in weights:
+        found = await gaps(corpus, weight)
+        worst = min(found.values())
+        cells = "  ".join(f"{s}/{sc} {g:+.3f}" for (s, sc), g in found.items())
+        print(f"weight {weight:<7g} worst {worst:+.3f}  {cells}")
+        if worst > best_worst:
+            best_weight, best_worst = weight, worst
+    return best_weight
 
 
-def label(p: RankParams) -> str:
-    head = f"{p.fusion:5} b={p.bm25_b:<4} vw={p.vector_weight:<4} rw={p.recency_weight:<5}"
-    return head + (f" k={p.rrf_k:g}" if p.fusion == "rrf" else "")
-
-
-async def main() -> None:
-    corpora = {name: await build(e) for name, e in embedders("all").items()}
-    results = []
-    for params in grid():
-        row = [await mrr(corpora, params, half) for half in (None, "first", "second")]
-        results.append((row, params))
-    for title, column in (("all queries", 0), ("first half", 1), ("second half", 2)):
-        print(f"best on {title}:")
-        for row, params in sorted(results, key=lambda r: -r[0][column])[:8]:
-            print(f"  {label(params)}  all {row[0]:.3f} first {row[1]:.3f} second {row[2]:.3f}")
-    default = RankParams()
-    print(
-        "default:",
-        label(default),
-        [round(x, 3) for x in [await mrr(corpora, default, h) for h in (None, "first", "second")]],
-    )
-    for fusion in ("rrf", "blend"):
-        best = max((r for r in results if r[1].fusion == fusion), key=lambda r: r[0][0])
-        print(f"best {fusion}: {label(best[1])} {best[0][0]:.3f}")
-    no_recency = replace(default, recency_weight=0.0)
-    print("default without recency:", round(await mrr(corpora, no_recency, None), 3))
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--weights", default=",".join(map(str, WEIGHTS)))
+    args = parser.parse_args(argv)
+    corpus = await build(embedder_by_name(args.embedder))
+    best = await sweep(corpus, [float(w) for w in args.weights.split(",")])
+    print(f"{args.embedder}: best weight {best:g}")
 
 
 if __name__ == "__main__":

@@ -390,8 +390,12 @@ def research() -> Conversation:
     )
     c.call("procurement_status", {"requester": "arjun", "item": "NVMe 4TB"})
     c.output(
-        {"po": "PO-77812", "item": "Samsung 990 Pro 4TB", "status": "approved",
-         "delivery": "backordered, ships in 3 weeks"},
+        {
+            "po": "PO-77812",
+            "item": "Samsung 990 Pro 4TB",
+            "status": "approved",
+            "delivery": "backordered, ships in 3 weeks",
+        },
         ref="po-status",
     )
     c.assistant(

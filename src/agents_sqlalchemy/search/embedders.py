@@ -5,6 +5,9 @@ An embedder is any object with `dim`, `metric` ("cosine"), `model_id` and two me
 models; different for models trained with query prompts). Each returns one vector per text as
 a numpy array or a list of lists of floats, and may be sync or `async`.
 
+An embedder may also declare `fusion_weight`, how much its vectors count against keywords
+in hybrid ranking (see `fusion.fuse`); without it a middle value is used.
+
 Vectors are stored as little-endian float32 bytes, L2-normalised, so cosine similarity is a
 dot product: `embed_documents` returns those bytes, `embed_query` the query as an array.
 

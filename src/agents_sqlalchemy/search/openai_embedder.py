@@ -32,6 +32,8 @@ class OpenAIEmbedder:
     """
 
     metric = "cosine"
+    #: MiniLM's measured weight (see `fuse`); set your own after measuring your model.
+    fusion_weight = 0.2
 
     def __init__(
         self,

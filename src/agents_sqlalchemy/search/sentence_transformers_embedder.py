@@ -26,6 +26,8 @@ class SentenceTransformerEmbedder:
     """
 
     metric = "cosine"
+    #: MiniLM's measured weight (see `fuse`); set your own after measuring your model.
+    fusion_weight = 0.2
 
     def __init__(
         self,
