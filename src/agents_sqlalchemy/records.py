@@ -74,7 +74,8 @@ class SearchHit:
     """One result of `session.search()` or `store.search()`: the item and why it ranked.
 
     `score` is the fused rank score; `vector` the cosine similarity (None in keyword mode),
-    `keyword` the BM25 score (0 when no query term matched).
+    `keyword` the BM25 score as coverage of the query (1: holds every matched query term
+    once; 0 when no query term matched).
     """
 
     session_id: str

@@ -32,6 +32,7 @@ from ..search import (
     embed_documents,
     embed_query,
     fuse,
+    fusion_weight,
     item_text,
     recency_scores,
     term_counts,
@@ -119,6 +120,7 @@ class Searcher:
             recency=recency_scores(candidates.positions),
             mode=mode,
             limit=limit,
+            vector_weight=fusion_weight(self.embedder),
         )
         rows = await self._repository.hit_rows([hit.key for hit in hits])
         return [
@@ -207,7 +209,8 @@ class Searcher:
 def _keyword_scores(
     postings: Postings, query_terms: list[str], index: dict[int, int], size: int
 ) -> Any:
-    """BM25 of each candidate (by its place in `index`), or None when no term matched."""
+    """BM25 coverage of each candidate (by its place in `index`), or None when no term
+    matched."""
     if not postings.item_pks:
         return None
     term_index = {term: i for i, term in enumerate(query_terms)}
