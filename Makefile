@@ -1,4 +1,5 @@
-# Developer tasks: venv, demo, lint, test and bench (against a throwaway PostgreSQL), clean.
+# Developer tasks: venv, demo, lint, test (against throwaway PostgreSQL, PgBouncer and
+# MariaDB servers) and bench, clean.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -12,6 +13,16 @@ BENCH_ARGS ?=
 WITH_PG = trap 'bash scripts/pg.sh stop' EXIT; \
 	bash scripts/pg.sh start; \
 	export AGENTS_SQLALCHEMY_PG_URL="$$(cat .pgtmp/url)";
+
+# PostgreSQL, PgBouncer in front of it, and MariaDB; all stopped on exit, whatever happens.
+WITH_SERVERS = trap 'bash scripts/pgbouncer.sh stop; bash scripts/mariadb.sh stop; \
+	bash scripts/pg.sh stop' EXIT; \
+	bash scripts/pg.sh start; \
+	export AGENTS_SQLALCHEMY_PG_URL="$$(cat .pgtmp/url)"; \
+	bash scripts/pgbouncer.sh start; \
+	export AGENTS_SQLALCHEMY_PGBOUNCER_URL="$$(cat .pgbouncertmp/url)"; \
+	bash scripts/mariadb.sh start; \
+	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
 
 .PHONY: venv demo lint test bench clean
 
@@ -30,14 +41,18 @@ lint: venv
 	.venv/bin/ruff format --check $(PATHS)
 	.venv/bin/mypy
 
+# Every server is required: a test that cannot reach one fails, it is never skipped.
 test: venv lint
-	$(WITH_PG) export AGENTS_SQLALCHEMY_REQUIRE_PG=1; \
+	$(WITH_SERVERS) export AGENTS_SQLALCHEMY_REQUIRE_PG=1 AGENTS_SQLALCHEMY_REQUIRE_MARIADB=1 \
+		AGENTS_SQLALCHEMY_REQUIRE_PGBOUNCER=1; \
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: venv
 	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
+	-bash scripts/pgbouncer.sh stop
+	-bash scripts/mariadb.sh stop
 	-bash scripts/pg.sh stop
-	rm -rf .venv .pgtmp .cache .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .venv .pgtmp .pgbouncertmp .mariadbtmp .cache .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

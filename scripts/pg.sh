@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Start/stop a throwaway PostgreSQL server in .pgtmp/ (usage: scripts/pg.sh start|stop).
+# Start/stop a throwaway PostgreSQL server in .pgtmp/ (usage: scripts/pg.sh start|stop|restart).
+# PG_DIR=... puts another one elsewhere; `restart` stops and starts it on the same port.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DIR="$ROOT/.pgtmp"
+DIR="${PG_DIR:-$ROOT/.pgtmp}"
 
 log() { echo "pg.sh: $*" >&2; }
 
@@ -67,9 +68,15 @@ start() {
   log "ready: $(cat "$DIR/url") (pid $(cat "$DIR/pid"))"
 }
 
+restart() {
+  log "restarting PostgreSQL"
+  as_pg "$BINDIR/pg_ctl" -D "$DIR/data" -l "$DIR/log" -m fast -w restart >/dev/null
+  head -n1 "$DIR/data/postmaster.pid" > "$DIR/pid"
+}
+
 case "${1:-}" in
-  start|stop) ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  start|stop|restart) ;;
+  *) echo "usage: $0 start|stop|restart" >&2; exit 2 ;;
 esac
 
 BINDIR="$(find_bindir || true)"
