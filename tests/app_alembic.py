@@ -128,6 +128,15 @@ async def objects(url: str) -> set[tuple[object, ...]]:
     if url.startswith("sqlite"):
         found = await _rows(url, "SELECT type, name, tbl_name, sql FROM sqlite_master")
         return {row for row in found if not str(row[1]).startswith("sqlite_")}
+    if url.startswith(("mysql", "mariadb")):  # the URL's database (MySQL's schema) only
+        found = await _rows(
+            url,
+            "SELECT table_schema, table_name, 'r' FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() "
+            "UNION SELECT DISTINCT table_schema, CONCAT(table_name, '.', index_name), 'i' "
+            "FROM information_schema.statistics WHERE table_schema = DATABASE()",
+        )
+        return set(found)
     found = await _rows(
         url,
         "SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c "

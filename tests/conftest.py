@@ -1,8 +1,10 @@
-"""Fixtures: every test that takes `db_url` runs on a real SQLite file and a real PostgreSQL.
+"""Fixtures: every test that takes `db_url` runs on a real SQLite file, a real PostgreSQL and
+a real MariaDB.
 
-`make test` starts a throwaway PostgreSQL and exports its URL as AGENTS_SQLALCHEMY_PG_URL;
-with AGENTS_SQLALCHEMY_REQUIRE_PG=1 (as `make test` and CI set it) a missing server is a
-failure, never a skip.
+`make test` starts a throwaway PostgreSQL, a PgBouncer in front of it and a MariaDB, and
+exports their URLs as AGENTS_SQLALCHEMY_PG_URL, AGENTS_SQLALCHEMY_PGBOUNCER_URL and
+AGENTS_SQLALCHEMY_MARIADB_URL; with AGENTS_SQLALCHEMY_REQUIRE_PG=1 (and _MARIADB, _PGBOUNCER),
+as `make test` and CI set them, a missing server is a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncmy
 import asyncpg
 import pytest
 from agents import Agent, set_tracing_disabled
@@ -23,6 +26,19 @@ set_tracing_disabled(True)
 
 PG_URL = os.environ.get("AGENTS_SQLALCHEMY_PG_URL")
 REQUIRE_PG = os.environ.get("AGENTS_SQLALCHEMY_REQUIRE_PG") == "1"
+MARIADB_URL = os.environ.get("AGENTS_SQLALCHEMY_MARIADB_URL")
+REQUIRE_MARIADB = os.environ.get("AGENTS_SQLALCHEMY_REQUIRE_MARIADB") == "1"
+PGBOUNCER_URL = os.environ.get("AGENTS_SQLALCHEMY_PGBOUNCER_URL")
+REQUIRE_PGBOUNCER = os.environ.get("AGENTS_SQLALCHEMY_REQUIRE_PGBOUNCER") == "1"
+
+
+def need(url: str | None, required: bool, what: str, variable: str) -> str:
+    """The server's URL; without one, a failure under `make test`, else a skip."""
+    if url is None:
+        if required:
+            pytest.fail(f"{variable} is not set: run the tests with `make test`")
+        pytest.skip(f"no {what}: run the tests with `make test`")
+    return url
 
 
 def _asyncpg_dsn(url: str) -> str:
@@ -41,14 +57,49 @@ async def _admin(statement: str) -> None:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test."""
-    if PG_URL is None:
-        if REQUIRE_PG:
-            pytest.fail("AGENTS_SQLALCHEMY_PG_URL is not set: run the tests with `make test`")
-        pytest.skip("no PostgreSQL: run the tests with `make test`")
+    url = need(PG_URL, REQUIRE_PG, "PostgreSQL", "AGENTS_SQLALCHEMY_PG_URL")
     name = f"t_{uuid.uuid4().hex[:16]}"
     asyncio.run(_admin(f"CREATE DATABASE {name}"))
-    yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    yield make_url(url).set(database=name).render_as_string(hide_password=False)
     asyncio.run(_admin(f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def pgbouncer_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, reached through PgBouncer (transaction
+    pooling) with the library's `pgbouncer=true` URL setting."""
+    bouncer = need(PGBOUNCER_URL, REQUIRE_PGBOUNCER, "PgBouncer", "AGENTS_SQLALCHEMY_PGBOUNCER_URL")
+    need(PG_URL, REQUIRE_PG, "PostgreSQL", "AGENTS_SQLALCHEMY_PG_URL")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    asyncio.run(_admin(f"CREATE DATABASE {name}"))
+    url = make_url(bouncer).set(database=name).update_query_dict({"pgbouncer": "true"})
+    yield url.render_as_string(hide_password=False)
+    asyncio.run(_admin(f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+async def _mariadb_admin(url: str, statement: str) -> None:
+    parsed = make_url(url)
+    conn = await asyncmy.connect(
+        host=parsed.host or "127.0.0.1",
+        port=parsed.port or 3306,
+        user=parsed.username or "root",
+        password=parsed.password or "",
+    )
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute(statement)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def mariadb_url() -> Iterator[str]:
+    """A fresh, empty MariaDB database for one test."""
+    url = need(MARIADB_URL, REQUIRE_MARIADB, "MariaDB", "AGENTS_SQLALCHEMY_MARIADB_URL")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    asyncio.run(_mariadb_admin(url, f"CREATE DATABASE {name}"))
+    yield make_url(url).set(database=name).render_as_string(hide_password=False)
+    asyncio.run(_mariadb_admin(url, f"DROP DATABASE {name}"))
 
 
 @pytest.fixture
@@ -57,11 +108,13 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+DIALECT_FIXTURES = {"sqlite": "sqlite_url", "postgresql": "pg_url", "mariadb": "mariadb_url"}
+
+
+@pytest.fixture(params=list(DIALECT_FIXTURES))
 def db_url(request: pytest.FixtureRequest) -> str:
     """A fresh database of each kind."""
-    fixture = "sqlite_url" if request.param == "sqlite" else "pg_url"
-    return str(request.getfixturevalue(fixture))
+    return str(request.getfixturevalue(DIALECT_FIXTURES[request.param]))
 
 
 @pytest.fixture

@@ -133,7 +133,8 @@ async def test_head_is_what_create_all_makes_of_the_models(db_url: str, kind: st
     finally:
         await engine.dispose()
     assert migrated == await structure(db_url, tables)
-    assert "expires_at IS NOT NULL" in repr(migrated[tables.items_table])
+    if not db_url.startswith("mysql"):  # MySQL and MariaDB have no partial indexes
+        assert "expires_at IS NOT NULL" in repr(migrated[tables.items_table])
 
 
 async def test_create_tables_migrates_to_head_and_a_later_upgrade_is_a_no_op(db_url: str) -> None:

@@ -51,6 +51,8 @@ async def test_payload_is_json_plain_sql_can_query(db_url: str) -> None:
     extract = (
         "payload::json->>'call_id'"
         if db_url.startswith("postgresql")
+        else "json_unquote(json_extract(payload, '$.call_id'))"
+        if db_url.startswith("mysql")
         else "json_extract(payload, '$.call_id')"
     )
     rows = await raw_rows(

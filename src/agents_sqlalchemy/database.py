@@ -6,9 +6,14 @@ depends on the database:
 - a SQLite file given by URL or path: a synchronous pysqlite engine, the whole unit in one
   worker thread, so an operation costs one thread hop (through aiosqlite every cursor call
   is a hop of its own, about 18 for an append);
-- an async engine (asyncpg, or an app's own `AsyncEngine`): `AsyncConnection.run_sync` on
-  the running loop's engine; a store made from a URL keeps one engine per event loop, as
-  asyncpg connections belong to the loop that opened them.
+- an async engine (asyncpg, asyncmy, aiomysql, or an app's own `AsyncEngine`):
+  `AsyncConnection.run_sync` on the running loop's engine; a store made from a URL keeps one
+  engine per event loop, as asyncpg connections belong to the loop that opened them.
+
+Waits are bounded: a write waits at most `lock_timeout` for another writer's lock
+(`SessionBusyError`), a unit of work on a server at most `statement_timeout`
+(`DatabaseTimeoutError`). A deadlock victim is run again; so is a unit of work whose
+connection turned out to be dead (a server restart) before it committed.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import random
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,11 +36,28 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
 from .aio import settle
-from .engines import EngineSource, sqlite_file, sqlite_pragmas
-from .errors import AgentsSQLAlchemyError, ConfigurationError, DatabaseError, StoreClosedError
+from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file, sqlite_pragmas
+from .errors import (
+    AgentsSQLAlchemyError,
+    ConfigurationError,
+    DatabaseError,
+    DatabaseTimeoutError,
+    SessionBusyError,
+    StoreClosedError,
+)
+from .failures import failure_kind
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
+# A deadlock victim is run again this many times, after a short random pause.
+DEADLOCK_RETRIES = 8
+
+
+@dataclass
+class _Attempt:
+    """How far one run of a unit of work got: past it, the outcome of a commit is unknown."""
+
+    committing: bool = False
 
 
 @contextlib.contextmanager
@@ -95,10 +119,16 @@ class Database:
         *,
         engine_kwargs: dict[str, Any] | None = None,
         sqlite_synchronous: str = "NORMAL",
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        statement_timeout: float | None = None,
     ) -> None:
         if sqlite_synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ConfigurationError(f"unknown SQLite synchronous mode {sqlite_synchronous!r}")
-        self._source = EngineSource(url_or_engine, engine_kwargs)
+        self.lock_timeout = _seconds("lock_timeout", lock_timeout)
+        self.statement_timeout = (
+            None if statement_timeout is None else _seconds("statement_timeout", statement_timeout)
+        )
+        self._source = EngineSource(url_or_engine, engine_kwargs, lock_timeout=self.lock_timeout)
         self.closed = False
         self._sync: Engine | None = None
         self._sync_lock: threading.Lock | None = None
@@ -116,7 +146,7 @@ class Database:
             engine = create_engine(url, **options)
         except (ArgumentError, TypeError) as exc:
             raise ConfigurationError(f"cannot create an engine for {url!r}: {exc}") from exc
-        sqlite_pragmas(engine, synchronous=synchronous)
+        sqlite_pragmas(engine, synchronous=synchronous, lock_timeout=self.lock_timeout)
         return engine
 
     @property
@@ -131,7 +161,7 @@ class Database:
 
     @property
     def dialect_name(self) -> str:
-        """ "sqlite" or "postgresql"."""
+        """ "sqlite", "postgresql", "mysql" or "mariadb"."""
         return self._source.dialect_name
 
     @property
@@ -153,40 +183,108 @@ class Database:
         snapshot (on a server, not one transaction for all of them)."""
         return await self.run(work, write=False)
 
-    async def write(self, work: Work[T]) -> T:
+    async def write(self, work: Work[T], *, session_id: str | None = None) -> T:
         """Run `work(connection)` in one transaction, committed if it raises nothing.
 
         A caller cancelled meanwhile still waits for the outcome (`settle`): the write
-        committed or rolled back, never "maybe".
+        committed or rolled back, never "maybe". A lock wait past `lock_timeout` is a
+        `SessionBusyError` naming `session_id`.
         """
         if self._sync is None:
-            return await settle(self.run(work, write=True))
+            return await settle(self.run(work, write=True, session_id=session_id))
         self.check_open()
         # The worker thread's future itself is settled: no task is made to wrap it.
         done = asyncio.get_running_loop().run_in_executor(None, self._run_in_thread, work, True)
         with database_errors(self.url, f"{self.dialect_name} error"):
-            return await settle(done)
+            try:
+                return await settle(done)
+            except DBAPIError as exc:
+                if failure_kind(self.dialect_name, exc) == "busy":
+                    raise self._busy(exc, session_id) from exc
+                raise
 
-    async def run(self, work: Work[T], *, write: bool) -> T:
+    async def run(self, work: Work[T], *, write: bool, session_id: str | None = None) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error).
 
         Database failures become `DatabaseError`; the transaction is rolled back.
         """
         self.check_open()
-        with database_errors(self.url, f"{self.dialect_name} error"):
-            if self._sync is not None:
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(None, self._run_in_thread, work, write)
-            engine = self._source.get()
-            if write:
-                async with engine.begin() as conn:
-                    return await conn.run_sync(work)
-            async with engine.connect() as conn:
+        deadlocks, reconnected = 0, False
+        while True:
+            attempt = _Attempt()
+            try:
+                if self._sync is not None:
+                    loop = asyncio.get_running_loop()
+                    return await loop.run_in_executor(None, self._run_in_thread, work, write)
+                return await asyncio.wait_for(
+                    self._run_async(work, write, attempt), self.statement_timeout
+                )
+            except AgentsSQLAlchemyError:
+                raise
+            except DBAPIError as exc:
+                kind = failure_kind(self.dialect_name, exc)
+                if kind == "busy":
+                    raise self._busy(exc, session_id) from exc
+                if kind == "deadlock" and deadlocks < DEADLOCK_RETRIES:
+                    deadlocks += 1
+                    await asyncio.sleep(random.uniform(0.005, 0.02) * deadlocks)
+                    continue
+                if kind == "disconnect" and not attempt.committing and not reconnected:
+                    reconnected = True  # the pool has dropped its dead connections
+                    continue
+                raise self._failed(exc, attempt) from exc
+            except asyncio.TimeoutError as exc:
+                if self.statement_timeout is None:  # the driver's own (connect) timeout
+                    raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+                raise DatabaseTimeoutError(
+                    f"the database did not answer within statement_timeout="
+                    f"{self.statement_timeout}s; {_outcome(attempt)}"
+                ) from exc
+            except OSError as exc:
+                raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+
+    async def _run_async(self, work: Work[T], write: bool, attempt: _Attempt) -> T:
+        engine = self._source.get()
+        async with engine.connect() as conn:
+            if not write:
                 # A read runs outside a transaction: no BEGIN and ROLLBACK round trips. Each
                 # statement still sees one snapshot, and reads that must agree with each
-                # other run in a write unit, under the session's lock.
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                # other run in a write unit, under the session's lock. Behind a transaction
+                # pooler it keeps its transaction: that holds one server connection from a
+                # statement's prepare to its execution.
+                if not self._source.pooled:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
                 return await conn.run_sync(work)
+            await conn.begin()
+            result = await conn.run_sync(self._bounded, work)
+            attempt.committing = True
+            await conn.commit()
+            return result
+
+    def _bounded(self, conn: Connection, work: Work[T]) -> T:
+        """`work` in a write transaction whose lock waits end at `lock_timeout`.
+
+        The connections the store opens have it set already; on an app's PostgreSQL engine
+        or behind PgBouncer, `SET LOCAL`, which ends with the transaction.
+        """
+        if conn.dialect.name == "postgresql" and not self._source.sets_lock_timeout:
+            milliseconds = max(1, round(self.lock_timeout * 1000))
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {milliseconds}")
+        return work(conn)
+
+    def _busy(self, exc: DBAPIError, session_id: str | None) -> SessionBusyError:
+        what = f"session {session_id!r}" if session_id is not None else "a lock"
+        return SessionBusyError(
+            f"{what} is busy: another writer held it longer than lock_timeout="
+            f"{self.lock_timeout}s; nothing was changed ({exc.orig})",
+            session_id,
+        )
+
+    def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError:
+        problem = sqlite_open_problem(self.url) if "unable to open" in str(exc.orig) else None
+        return DatabaseError(
+            problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"
+        )
 
     def _run_in_thread(self, work: Work[T], write: bool) -> T:
         assert self._sync is not None
@@ -217,3 +315,15 @@ class Database:
         if self._sync is not None:
             await asyncio.to_thread(self._sync.dispose)
         await self._source.close()
+
+
+def _seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _outcome(attempt: _Attempt) -> str:
+    if attempt.committing:
+        return "while committing: the write may or may not have been saved"
+    return "nothing was changed"

@@ -3,12 +3,18 @@
 Connections of async drivers (asyncpg above all) belong to the loop that opened them, so a
 store made from a URL keeps one engine per event loop; an engine the app passes in is used
 as it is, and never disposed by the library.
+
+URLs name PostgreSQL (asyncpg), SQLite (aiosqlite), MySQL or MariaDB (asyncmy or aiomysql).
+A PostgreSQL URL ending in `?pgbouncer=true` is safe behind a transaction-pooling PgBouncer:
+no prepared statement outlives its transaction or meets another client's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
+import uuid
 import weakref
 from pathlib import Path
 from typing import Any
@@ -20,17 +26,31 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .errors import ConfigurationError
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+DEFAULT_LOCK_TIMEOUT = 30.0
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "mysql": "mysql+asyncmy",
+    "mariadb": "mariadb+asyncmy",
+}
+# The extra that installs each backend's driver.
+_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+MYSQL = ("mysql", "mariadb")
+# The URL setting for a transaction-pooling PgBouncer (or another pooler like it).
+PGBOUNCER = "pgbouncer"
 
 
 def normalize_url(url: str | Path | URL) -> URL:
     """Turn a URL, or a bare file path meaning SQLite, into an async SQLAlchemy URL.
 
+    MySQL and MariaDB URLs talk utf8mb4 unless they name a charset.
+
     >>> normalize_url("agent.db").render_as_string()
     'sqlite+aiosqlite:///agent.db'
     >>> normalize_url("postgresql://u@db/app").drivername
     'postgresql+asyncpg'
+    >>> normalize_url("mariadb://u@db/app").render_as_string()
+    'mariadb+asyncmy://u@db/app?charset=utf8mb4'
     """
     if isinstance(url, Path) or (isinstance(url, str) and "://" not in url):
         return make_url(f"sqlite+aiosqlite:///{url}")
@@ -39,7 +59,42 @@ def normalize_url(url: str | Path | URL) -> URL:
     except ArgumentError as exc:
         raise ConfigurationError(f"not a database URL: {exc}") from exc
     backend = "postgresql" if parsed.drivername == "postgres" else parsed.drivername
-    return parsed.set(drivername=_ASYNC_DRIVERS.get(backend, backend))
+    parsed = parsed.set(drivername=_ASYNC_DRIVERS.get(backend, backend))
+    if parsed.get_backend_name() in MYSQL and "charset" not in parsed.query:
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    return parsed
+
+
+def pgbouncer_mode(url: URL) -> tuple[URL, bool]:
+    """The URL without the library's `pgbouncer` setting, and whether it was on."""
+    value = url.query.get(PGBOUNCER)
+    if value is None:
+        return url, False
+    if not isinstance(value, str) or value.lower() not in ("true", "false", "1", "0"):
+        raise ConfigurationError(f"{PGBOUNCER}= takes true or false, got {value!r}")
+    if url.get_backend_name() != "postgresql":
+        raise ConfigurationError(f"{PGBOUNCER}= applies to PostgreSQL URLs only")
+    return url.difference_update_query([PGBOUNCER]), value.lower() in ("true", "1")
+
+
+def _unnamed_statement() -> str:
+    """A prepared statement name no other client of a pooled server connection uses."""
+    return f"__asyncpg_{uuid.uuid4().hex}__"
+
+
+def pgbouncer_options(url: URL, options: dict[str, Any]) -> tuple[URL, dict[str, Any]]:
+    """Engine URL and options for a transaction pooler: no statement cache anywhere.
+
+    asyncpg's cache and SQLAlchemy's keep named statements that another transaction (so
+    another server connection) does not have; unique names keep clients from colliding.
+    """
+    connect_args = {
+        "statement_cache_size": 0,
+        "prepared_statement_name_func": _unnamed_statement,
+        **options.get("connect_args", {}),
+    }
+    url = url.update_query_dict({"prepared_statement_cache_size": "0"})
+    return url, {**options, "connect_args": connect_args}
 
 
 def sqlite_file(url: URL) -> Path | None:
@@ -61,7 +116,12 @@ def sqlite_file(url: URL) -> Path | None:
 _PREPARED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
-def sqlite_pragmas(engine: Engine, *, synchronous: str | None = None) -> None:
+def sqlite_pragmas(
+    engine: Engine,
+    *,
+    synchronous: str | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> None:
     """Set every new SQLite connection of `engine` up: lock waits, foreign keys, WAL.
 
     `synchronous` ("NORMAL", "FULL", ...) is set only on engines the library made.
@@ -69,17 +129,32 @@ def sqlite_pragmas(engine: Engine, *, synchronous: str | None = None) -> None:
     if engine.dialect.name != "sqlite" or engine in _PREPARED:
         return
     _PREPARED.add(engine)
+    busy_ms = max(1, round(lock_timeout * 1000))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.execute("PRAGMA secure_delete = ON")
             cursor.execute("PRAGMA journal_mode = WAL")
             if synchronous:
                 cursor.execute(f"PRAGMA synchronous = {synchronous}")
+        finally:
+            cursor.close()
+
+
+def mysql_lock_wait(engine: Engine, lock_timeout: float) -> None:
+    """Bound InnoDB's row-lock waits on every new connection of an engine the library made
+    (whole seconds, at least one: what `innodb_lock_wait_timeout` takes)."""
+    seconds = max(1, math.ceil(lock_timeout))
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {seconds}")
         finally:
             cursor.close()
 
@@ -95,22 +170,30 @@ class EngineSource:
     """
 
     def __init__(
-        self, url_or_engine: str | Path | URL | AsyncEngine, engine_kwargs: dict[str, Any] | None
+        self,
+        url_or_engine: str | Path | URL | AsyncEngine,
+        engine_kwargs: dict[str, Any] | None,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         self._lock = threading.Lock()
         self._engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEngine] = (
             weakref.WeakKeyDictionary()
         )
         self._unbound: AsyncEngine | None = None
+        self._lock_timeout = lock_timeout
+        # Behind a transaction pooler: set by the URL's `pgbouncer=true`.
+        self.pooled = False
         if isinstance(url_or_engine, AsyncEngine):
             if engine_kwargs:
                 raise ConfigurationError("engine_kwargs apply only when the store makes the engine")
-            sqlite_pragmas(url_or_engine.sync_engine)
+            sqlite_pragmas(url_or_engine.sync_engine, lock_timeout=lock_timeout)
             self._given: AsyncEngine | None = url_or_engine
             self.url = url_or_engine.url
         else:
             self._given = None
             self.url = normalize_url(url_or_engine)
+            self._engine_url, self.pooled = pgbouncer_mode(self.url)
             self._engine_kwargs = dict(engine_kwargs or {})
 
     @property
@@ -149,17 +232,22 @@ class EngineSource:
                 return self._unbound
 
     def _make(self) -> AsyncEngine:
+        url, options = self._engine_url, self._engine_kwargs
+        if self.pooled:
+            url, options = pgbouncer_options(url, options)
         try:
-            engine = create_async_engine(self.url, **self._engine_kwargs)
+            engine = create_async_engine(url, **options)
         except ImportError as exc:
-            extra = "[postgres]" if self.dialect_name == "postgresql" else ""
+            extra = f"[{_EXTRAS[self.dialect_name]}]" if self.dialect_name in _EXTRAS else ""
             raise ConfigurationError(
                 f"the driver for {self.url.drivername} is not installed ({exc}): "
                 f"pip install 'openai-agents-sqlalchemy{extra}'"
             ) from exc
         except (ArgumentError, TypeError) as exc:
             raise ConfigurationError(f"cannot create an engine for {self.url!r}: {exc}") from exc
-        sqlite_pragmas(engine.sync_engine)
+        sqlite_pragmas(engine.sync_engine, lock_timeout=self._lock_timeout)
+        if self.dialect_name in MYSQL:
+            mysql_lock_wait(engine.sync_engine, self._lock_timeout)
         return engine
 
     def _forget_closed_loops(self) -> None:

@@ -13,6 +13,8 @@ The tree::
     │   └── TamperedItemError
     ├── SchemaError .......................... the tables are missing or at another revision
     ├── DatabaseError ........................ the database failed or went away; rolled back
+    │   ├── SessionBusyError ................. another writer held the session past lock_timeout
+    │   └── DatabaseTimeoutError ............. no answer within statement_timeout
     ├── KeyringError ......................... the keyring cannot be used
     │   └── WrongKeyError .................... the key does not open this database
     ├── KeyProviderError ..................... a KMS or secret manager failed
@@ -21,7 +23,8 @@ The tree::
         ├── EmbedderError (ValueError) ....... an embedder returned vectors of the wrong shape
         └── MissingExtraError (ImportError) .. an optional package is not installed
 
-Nothing that raises one of these has changed what is stored.
+Nothing that raises one of these has changed what is stored, save a `DatabaseError` whose
+message says the connection failed while committing (the write may then have been saved).
 
 Beside the tree, one warning: `SdkHistoryWarning` (a `UserWarning`), when the Agents SDK's
 own tables hold history that this library's tables do not (import it with `import_sdk`).
@@ -75,6 +78,24 @@ class SchemaError(AgentsSQLAlchemyError):
 
 class DatabaseError(AgentsSQLAlchemyError):
     """The database failed or went away; the operation was rolled back."""
+
+
+class SessionBusyError(DatabaseError):
+    """A write waited longer than `lock_timeout` for another writer; nothing was changed.
+
+    `session_id` names the session whose lock it waited for (None when the wait was not for
+    one session's lock, e.g. a bulk delete).
+    """
+
+    def __init__(self, message: str, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class DatabaseTimeoutError(DatabaseError):
+    """The database did not answer within `statement_timeout`: the operation was abandoned
+    and rolled back (the message says so when it timed out while committing, when it may
+    have been saved)."""
 
 
 class InvalidKeyError(ConfigurationError):

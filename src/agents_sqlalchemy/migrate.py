@@ -30,7 +30,7 @@ from .aio import holding
 from .database import Database, database_errors, sqlite_open_problem
 from .engines import EngineSource, normalize_url
 from .errors import ConfigurationError, DatabaseError
-from .migrations.config import alembic_config, head_revision
+from .migrations.config import alembic_config, head_revision, mysql_migration_lock
 from .schema_status import SchemaStatus, schema_status
 from .tables import TableNames
 
@@ -111,10 +111,13 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
     """
 
     def migrate(conn: Connection) -> SchemaStatus:
-        status = schema_status(conn, tables)
-        if create and status.state in ("missing", "behind"):
-            upgrade_unlocked(conn, tables)
+        if not create:
+            return schema_status(conn, tables)
+        with mysql_migration_lock(conn, tables):  # DDL there is not transactional
             status = schema_status(conn, tables)
+            if status.state in ("missing", "behind"):
+                upgrade_unlocked(conn, tables)
+                status = schema_status(conn, tables)
         return status
 
     for delay in (*CREATE_RETRY_DELAYS, None):

@@ -29,8 +29,9 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .errors import ConfigurationError
 from .tables import TableNames
@@ -47,6 +48,18 @@ NAMING_CONVENTION = {
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
+# MySQL and MariaDB (a URL names either dialect): TEXT and BLOB stop at 64 KB, so items and
+# sealed bytes take the LONG kinds; timestamps keep microseconds; every table is InnoDB in
+# utf8mb4 (emoji) with a binary collation, so text compares as on the other databases.
+MYSQL = ("mysql", "mariadb")
+LongText = Text().with_variant(mysql.LONGTEXT(), *MYSQL)
+LongBinary = LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL)
+TABLE_OPTIONS = {
+    f"{dialect}_{option}": value
+    for dialect in MYSQL
+    for option, value in (("engine", "InnoDB"), ("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
+}
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """A timestamp stored in UTC and always read back timezone-aware, on every dialect."""
@@ -54,14 +67,19 @@ class UTCDateTime(TypeDecorator[datetime]):
     impl = DateTime(timezone=True)
     cache_ok = True
 
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in MYSQL:  # DATETIME keeps whole seconds unless told otherwise
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(self.impl)
+
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
             raise ConfigurationError("naive datetime: pass a timezone-aware value")
         value = value.astimezone(timezone.utc)
-        # SQLite keeps text: store naive UTC so that text order is time order.
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        # SQLite keeps text and MySQL's DATETIME has no zone: store naive UTC in both.
+        return value.replace(tzinfo=None) if dialect.name in ("sqlite", *MYSQL) else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -76,13 +94,13 @@ class SessionColumns:
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     # The SDK's id, any length and any Unicode; looked up through its SHA-256.
-    session_id: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str] = mapped_column(LongText)
     session_hash: Mapped[str] = mapped_column(String(64), unique=True)
     user_id: Mapped[str | None] = mapped_column(String(255))
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
     # Per-session state: JSON in plaintext mode, sealed bytes with a key.
     state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    sealed_state: Mapped[bytes | None] = mapped_column(LargeBinary)
+    sealed_state: Mapped[bytes | None] = mapped_column(LongBinary)
     # The last sequence number handed out; bumping it is the per-session write lock.
     next_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -93,7 +111,11 @@ class SessionColumns:
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
         # Keyset pages of sessions, most recently active first, overall and per user.
-        return (Index(None, "updated_at", "id"), Index(None, "user_id", "updated_at", "id"))
+        return (
+            Index(None, "updated_at", "id"),
+            Index(None, "user_id", "updated_at", "id"),
+            TABLE_OPTIONS,
+        )
 
 
 def _cascade(table: str, column: str = "id") -> Mapped[int]:
@@ -111,8 +133,8 @@ class ItemColumns:
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The item as compact JSON text, or (with a key) sealed under its own data key.
-    payload: Mapped[str | None] = mapped_column(Text)
-    ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
+    payload: Mapped[str | None] = mapped_column(LongText)
+    ciphertext: Mapped[bytes | None] = mapped_column(LongBinary)
 
     @declared_attr
     def session_pk(cls) -> Mapped[int]:
@@ -130,6 +152,7 @@ class ItemColumns:
             Index(
                 f"ix_{cls.__tablename__}_search", "session_pk", "seq", "expires_at", "created_at"
             ),
+            TABLE_OPTIONS,
         )
 
 
@@ -137,6 +160,8 @@ class ItemKeyColumns:
     """The wrapped data key of one encrypted item; deleting the item deletes it."""
 
     items_fullname: ClassVar[str]
+
+    __table_args__ = TABLE_OPTIONS
 
     kek_id: Mapped[str] = mapped_column(String(64), index=True)
     wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
@@ -150,6 +175,8 @@ class ItemKeyColumns:
 
 class KeyringColumns:
     """Key-encryption keys: how to derive or reach each, and a verifier of the right key."""
+
+    __table_args__ = TABLE_OPTIONS
 
     kek_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
@@ -183,7 +210,7 @@ class TermColumns:
         postings = Index(
             f"ix_{cls.__tablename__}_postings", "session_pk", "term", "item_pk", "frequency"
         )
-        return (postings, Index(None, "term"), Index(None, "item_pk"))
+        return (postings, Index(None, "term"), Index(None, "item_pk"), TABLE_OPTIONS)
 
 
 class EmbeddingColumns:
@@ -195,7 +222,7 @@ class EmbeddingColumns:
     session_pk: Mapped[int] = mapped_column(BigInteger, index=True)
     model_id: Mapped[str] = mapped_column(String(200))
     # NULL: the item has no text to embed (it is indexed all the same, with no vector).
-    vector: Mapped[bytes | None] = mapped_column(LargeBinary)
+    vector: Mapped[bytes | None] = mapped_column(LongBinary)
 
     @declared_attr
     def item_pk(cls) -> Mapped[int]:
@@ -203,7 +230,7 @@ class EmbeddingColumns:
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
-        return (UniqueConstraint("item_pk", "model_id"),)
+        return (UniqueConstraint("item_pk", "model_id"), TABLE_OPTIONS)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -91,20 +93,78 @@ def head_revision() -> str:
 # -- around the revisions -------------------------------------------------------
 
 
+# How long a MySQL or MariaDB migrator waits for another one's lock, in seconds.
+MYSQL_LOCK_WAIT = 300
+
+
 def prepare_connection(connection: Connection, tables: TableNames) -> None:
     """Serialise migrators, then create the schema if it is missing.
 
     PostgreSQL: a transaction-scoped advisory lock. SQLite: `BEGIN IMMEDIATE`, the database's
     write lock, so a second migrator waits (busy timeout) and then finds the work done.
+    MySQL and MariaDB (whose DDL commits as it goes): a named lock held by the connection
+    until `release_connection`.
     """
-    if connection.dialect.name == "postgresql":
-        advisory_lock(connection, f"agents_sqlalchemy:{tables.schema or ''}.{tables.version_table}")
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        advisory_lock(connection, _lock_name(tables))
         if tables.schema:
             connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{tables.schema}"'))
-    elif connection.dialect.name == "sqlite":
+    elif dialect == "sqlite":
         driver = connection.connection.driver_connection
         if not getattr(driver, "in_transaction", True):
             connection.exec_driver_sql("BEGIN IMMEDIATE")
+    elif dialect in ("mysql", "mariadb"):
+        _take_mysql_lock(connection, tables)
+        if tables.schema:
+            connection.execute(text(f"CREATE DATABASE IF NOT EXISTS `{tables.schema}`"))
+
+
+@contextmanager
+def mysql_migration_lock(connection: Connection, tables: TableNames) -> Iterator[None]:
+    """Hold the migrators' named lock on MySQL and MariaDB (nothing elsewhere), so that a
+    migrator reads the schema's state only once no other one is halfway through its DDL.
+
+    The lock is re-entrant: the migrations' own `prepare_connection` takes it again.
+    """
+    if connection.dialect.name not in ("mysql", "mariadb"):
+        yield
+        return
+    _take_mysql_lock(connection, tables)
+    try:
+        yield
+    finally:
+        release_connection(connection, tables)
+
+
+def release_connection(connection: Connection, tables: TableNames) -> None:
+    """Release what `prepare_connection` took beyond the transaction (MySQL's named lock).
+
+    The version row is committed first: the DDL before it has committed itself already, and
+    the next migrator must not find the tables without their revision.
+    """
+    if connection.dialect.name in ("mysql", "mariadb"):
+        connection.exec_driver_sql("COMMIT")
+        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": _mysql_lock_name(tables)})
+
+
+def _take_mysql_lock(connection: Connection, tables: TableNames) -> None:
+    taken = connection.execute(
+        text("SELECT GET_LOCK(:name, :wait)"),
+        {"name": _mysql_lock_name(tables), "wait": MYSQL_LOCK_WAIT},
+    ).scalar()
+    if taken != 1:
+        raise ConfigurationError("migrations: another migrator held the lock for too long")
+
+
+def _lock_name(tables: TableNames) -> str:
+    return f"agents_sqlalchemy:{tables.schema or ''}.{tables.version_table}"
+
+
+def _mysql_lock_name(tables: TableNames) -> str:
+    """The lock's name hashed into MySQL's 64 characters."""
+    digest = hashlib.blake2b(_lock_name(tables).encode(), digest_size=16).hexdigest()
+    return f"agents_sqlalchemy:{digest}"
 
 
 def drop_version_table_at_base(tables: TableNames) -> Callable[..., None]:

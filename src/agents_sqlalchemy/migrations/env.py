@@ -26,6 +26,7 @@ from agents_sqlalchemy.migrations.config import (
     TABLES_KEY,
     drop_version_table_at_base,
     prepare_connection,
+    release_connection,
     revision_options,
     tables_from_options,
 )
@@ -67,9 +68,12 @@ options: dict[str, Any] = {
 
 def run_migrations(connection: Connection) -> None:
     prepare_connection(connection, tables)
-    context.configure(connection=connection, **options)
-    with context.begin_transaction():
-        context.run_migrations()
+    try:
+        context.configure(connection=connection, **options)
+        with context.begin_transaction():
+            context.run_migrations()
+    finally:
+        release_connection(connection, tables)
 
 
 async def run_migrations_from_url(url: URL) -> None:
@@ -87,6 +91,8 @@ if context.is_offline_mode():
     with context.begin_transaction():
         if tables.schema and url.get_backend_name() == "postgresql":
             context.execute(f'CREATE SCHEMA IF NOT EXISTS "{tables.schema}"')
+        elif tables.schema and url.get_backend_name() in ("mysql", "mariadb"):
+            context.execute(f"CREATE DATABASE IF NOT EXISTS `{tables.schema}`")
         context.run_migrations()
 elif isinstance(given := config.attributes.get(CONNECTION_KEY), Connection):
     run_migrations(given)

@@ -8,19 +8,19 @@ from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Table, bindparam, delete, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..database import Database
 from ..errors import ConfigurationError
-from ..models import Models
+from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem
 from .prepared import Prepared
 
 T = TypeVar("T")
 # The columns an append writes, in its parameter sets.
 ITEM_COLUMNS = ("session_pk", "seq", "created_at", "expires_at", "payload", "ciphertext")
-SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+SUPPORTED_DIALECTS = ("sqlite", "postgresql", *MYSQL)
 
 
 def utcnow() -> datetime:
@@ -75,11 +75,15 @@ class Statements:
                 {name: bindparam(name, type_=items.c[name].type) for name in ITEM_COLUMNS}
             )
         )
+        touched_at = bindparam("now", type_=sessions.c.updated_at.type)
         self.lock = Prepared(  # the parameter is named "hash": an UPDATE reserves column names
             update(sessions)
             .where(sessions.c.session_hash == bindparam("hash"))
-            .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
+            .values(updated_at=touched_at)
             .returning(sessions.c.id)
+        )
+        self.touch = Prepared(  # MySQL's lock: by id, after SELECT ... FOR UPDATE
+            update(sessions).where(sessions.c.id == bindparam("pk")).values(updated_at=touched_at)
         )
 
 
@@ -89,7 +93,8 @@ class RepositoryBase:
     def __init__(self, db: Database, models: Models, *, sealed: bool = False) -> None:
         if db.dialect_name not in SUPPORTED_DIALECTS:
             raise ConfigurationError(
-                f"unsupported database {db.dialect_name!r}: use SQLite or PostgreSQL"
+                f"unsupported database {db.dialect_name!r}: use SQLite, PostgreSQL, MySQL or "
+                "MariaDB"
             )
         self._db = db
         self._models = models
@@ -100,7 +105,9 @@ class RepositoryBase:
         self._item_keys: Table = models.table(models.item_key)
         self._terms: Table = models.table(models.term)
         self._embeddings: Table = models.table(models.embedding)
-        self._upsert = postgresql.insert if db.dialect_name == "postgresql" else sqlite.insert
+        # MySQL and MariaDB: no ON CONFLICT, no UPDATE ... RETURNING, no RETURNING at all on
+        # MySQL; their branches are named `mysql`.
+        self._mysql = db.dialect_name in MYSQL
 
     def _now(self) -> datetime:
         """The repository's clock: `utcnow` of this module, which tests move."""
@@ -131,8 +138,9 @@ class RepositoryBase:
     def _claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
-        The first statement of every write: on PostgreSQL it locks the session's row, on
-        SQLite it takes the database's write lock. Returns the row's `id` and `next_seq`.
+        The first statement of every write: on PostgreSQL, MySQL and MariaDB it locks the
+        session's row, on SQLite it takes the database's write lock. Returns the row's `id`
+        and `next_seq`.
         """
         values = {
             "session_id": key.session_id,
@@ -142,7 +150,11 @@ class RepositoryBase:
             "count": count,
             "now": now,
         }
-        [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
+        if self._mysql:  # the upsert locks the row; reading it back sees our own change
+            self._claim_statement.run(conn, values)
+            [(session_pk, next_seq)] = self._claimed_statement.run(conn, values)
+        else:
+            [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
         return Claimed(session_pk, next_seq)
 
     @cached_property
@@ -151,26 +163,43 @@ class RepositoryBase:
         sessions = self._sessions
         count = bindparam("count", type_=sessions.c.next_seq.type)
         now = bindparam("now", type_=sessions.c.updated_at.type)
+        row = {
+            "session_id": bindparam("session_id", type_=sessions.c.session_id.type),
+            "session_hash": bindparam("session_hash", type_=sessions.c.session_hash.type),
+            "user_id": bindparam("user_id", type_=sessions.c.user_id.type),
+            "metadata": bindparam("metadata", type_=sessions.c.metadata.type),
+            "next_seq": count,
+            "created_at": now,
+            "updated_at": now,
+        }
+        bump = {"next_seq": sessions.c.next_seq + count, "updated_at": now}
+        if self._mysql:
+            return Prepared(mysql.insert(sessions).values(**row).on_duplicate_key_update(**bump))
+        upsert = postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
         return Prepared(
-            self._upsert(sessions)
-            .values(
-                session_id=bindparam("session_id", type_=sessions.c.session_id.type),
-                session_hash=bindparam("session_hash", type_=sessions.c.session_hash.type),
-                user_id=bindparam("user_id", type_=sessions.c.user_id.type),
-                metadata=bindparam("metadata", type_=sessions.c.metadata.type),
-                next_seq=count,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_update(
-                index_elements=[sessions.c.session_hash],
-                set_={"next_seq": sessions.c.next_seq + count, "updated_at": now},
-            )
+            upsert(sessions)
+            .values(**row)
+            .on_conflict_do_update(index_elements=[sessions.c.session_hash], set_=bump)
             .returning(sessions.c.id, sessions.c.next_seq)
         )
 
+    @cached_property
+    def _claimed_statement(self) -> Prepared:
+        """The session's id and `next_seq` (MySQL: locked, for `_lock_existing`)."""
+        sessions = self._sessions
+        found = select(sessions.c.id, sessions.c.next_seq).where(
+            sessions.c.session_hash == bindparam("session_hash")
+        )
+        return Prepared(found.with_for_update())
+
     def _lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
+        if self._mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
+            locked = self._claimed_statement.run(conn, {"session_hash": key.hash})
+            if not locked:
+                return None
+            self._statements.touch.run(conn, {"pk": locked[0][0], "now": now})
+            return int(locked[0][0])
         found = self._statements.lock.run(conn, {"hash": key.hash, "now": now})
         return int(found[0][0]) if found else None
 

@@ -40,6 +40,7 @@ from ..engines import normalize_url
 from ..errors import ConfigurationError
 from ..types import NewItem, SessionKey
 from .base import RepositoryBase
+from .rows import insert_session_if_absent
 
 Order = Literal["auto", "id", "created_at"]
 CHUNK = 500
@@ -180,19 +181,14 @@ class ImportOps(RepositoryBase):
     ) -> bool:
         sessions = self._sessions
         first, last = created
-        claim = (
-            self._upsert(sessions)
-            .values(
-                session_id=key.session_id,
-                session_hash=key.hash,
-                next_seq=0,
-                created_at=first,
-                updated_at=max(first, last),
-            )
-            .on_conflict_do_nothing(index_elements=[sessions.c.session_hash])
-            .returning(sessions.c.id)
-        )
-        session_pk = conn.execute(claim).scalar_one_or_none()
+        values = {
+            "session_id": key.session_id,
+            "session_hash": key.hash,
+            "next_seq": 0,
+            "created_at": first,
+            "updated_at": max(first, last),
+        }
+        session_pk = insert_session_if_absent(conn, sessions, values)
         if session_pk is None:
             return False
         rows = [

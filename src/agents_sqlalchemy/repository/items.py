@@ -30,7 +30,9 @@ class ItemOps(RepositoryBase):
         `build(first_seq)` makes the rows once their numbers are known (sealing binds them).
         """
         if count:
-            await self._db.write(lambda conn: self._append(conn, key, count, build, ttl))
+            await self._db.write(
+                lambda conn: self._append(conn, key, count, build, ttl), session_id=key.session_id
+            )
 
     def _append(
         self,
@@ -58,7 +60,9 @@ class ItemOps(RepositoryBase):
 
     async def pop(self, key: SessionKey, decode: Callable[[StoredItem], T]) -> T | None:
         """Remove the latest live item and return it decoded; a decode error keeps it stored."""
-        return await self._db.write(lambda conn: self._pop(conn, key, decode))
+        return await self._db.write(
+            lambda conn: self._pop(conn, key, decode), session_id=key.session_id
+        )
 
     def _pop(
         self, conn: Connection, key: SessionKey, decode: Callable[[StoredItem], T]
@@ -68,7 +72,7 @@ class ItemOps(RepositoryBase):
         if session_pk is None:
             return None
         statements, params = self._statements, {"session_pk": session_pk, "now": now}
-        if not self._sealed:
+        if not self._sealed and not self._mysql:  # MySQL: no DELETE ... RETURNING
             taken = statements.delete_last_live.run(conn, params)
             # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
             return decode(StoredItem(*taken[0])) if taken else None
@@ -80,7 +84,7 @@ class ItemOps(RepositoryBase):
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""
-        return await self._db.write(lambda conn: self._clear(conn, key))
+        return await self._db.write(lambda conn: self._clear(conn, key), session_id=key.session_id)
 
     def _clear(self, conn: Connection, key: SessionKey) -> int:
         session_pk = self._lock_existing(conn, key, self._now())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, select, update
+from sqlalchemy import Table, bindparam, column, delete, func, select, table, update
 from sqlalchemy.engine import Connection
 
 from ..database import advisory_lock
@@ -48,9 +48,17 @@ class KeyringOps(RepositoryBase):
         return True
 
     def _lock_keyring(self, conn: Connection) -> None:
-        """Serialise keyring writers: an advisory lock on PostgreSQL, the write lock on SQLite."""
+        """Serialise keyring writers: an advisory lock on PostgreSQL, the write lock on SQLite.
+
+        MySQL and MariaDB have no lock that ends with the transaction but row locks, and the
+        keyring may have no row yet: the migrations' version row (there at head) is locked.
+        """
         if conn.dialect.name == "postgresql":
             advisory_lock(conn, f"agents_sqlalchemy.keyring:{self._keyring.fullname}")
+        elif self._mysql:
+            names = self._models.names
+            version = table(names.version_table, column("version_num"), schema=names.schema)
+            conn.execute(select(version.c.version_num).with_for_update())
         else:
             conn.execute(update(self._keyring).values(kind=self._keyring.c.kind))
 

@@ -75,18 +75,33 @@ class Prepared:
     def run(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
         """Execute with `params` (by bind name); the rows it returns, as tuples."""
         compiled = self._compiled(conn.dialect)
+        values = self._parameters(compiled, params)
         cursor = conn.connection.cursor()
         try:
-            cursor.execute(compiled.sql, self._parameters(compiled, params))
+            cursor.execute(compiled.sql, values)
             return list(cursor.fetchall()) if cursor.description else []
+        except Exception as exc:
+            _raise_wrapped(conn, exc, compiled.sql, values, cursor)
+            raise
         finally:
             cursor.close()
 
     def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (no rows returned)."""
         compiled = self._compiled(conn.dialect)
+        values = [self._parameters(compiled, row) for row in rows]
         cursor = conn.connection.cursor()
         try:
-            cursor.executemany(compiled.sql, [self._parameters(compiled, row) for row in rows])
+            cursor.executemany(compiled.sql, values)
+        except Exception as exc:
+            _raise_wrapped(conn, exc, compiled.sql, values, cursor)
+            raise
         finally:
             cursor.close()
+
+
+def _raise_wrapped(conn: Connection, exc: Exception, sql: str, values: Any, cursor: Any) -> None:
+    """A driver's error as SQLAlchemy raises it from `execute`: a `DBAPIError`, with a lost
+    connection noticed (the pool drops it and its siblings), so callers tell failures apart."""
+    if isinstance(exc, conn.dialect.loaded_dbapi.Error):
+        conn._handle_dbapi_exception(exc, sql, values, cursor, None)

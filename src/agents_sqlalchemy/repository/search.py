@@ -5,7 +5,21 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, and_, cast, delete, exists, extract, func, null, select
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    and_,
+    cast,
+    delete,
+    exists,
+    extract,
+    func,
+    literal,
+    null,
+    select,
+    text,
+    type_coerce,
+)
 from sqlalchemy.engine import Connection, Result
 
 from ..types import Candidates, NewItem, Postings, Scope, SessionKey, StoredItem, Unindexed
@@ -15,6 +29,8 @@ from .base import RepositoryBase
 IN_BATCH = 5000
 # Rows turned into columns at a time (see `_columns`).
 PARTITION = 200
+# Where epoch seconds count from, as MySQL's naive UTC DATETIME sees it.
+EPOCH = literal("1970-01-01 00:00:00")
 
 
 def _columns(result: Result[Any], width: int) -> list[list[Any]]:
@@ -49,6 +65,9 @@ class SearchOps(RepositoryBase):
             return items.c.seq
         if self._db.dialect_name == "sqlite":  # naive UTC text
             return (func.julianday(items.c.created_at) - 2440587.5) * 86400.0
+        if self._mysql:  # naive UTC DATETIME(6); UNIX_TIMESTAMP would apply the session's zone
+            micros = func.timestampdiff(text("MICROSECOND"), EPOCH, items.c.created_at)
+            return type_coerce(micros / 1e6, Float)
         return cast(extract("epoch", items.c.created_at), Float)
 
     async def candidates(self, scope: Scope, model_id: str, *, vectors: bool = True) -> Candidates:
@@ -216,12 +235,12 @@ class SearchOps(RepositoryBase):
     def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         pks = [item_pk for item_pk, _, _ in entries]
         # Items removed since they were read are skipped (their rows would break the foreign
-        # key), and the others cannot be removed until this commits: PostgreSQL locks them
-        # first (before the index rows, in the order a delete's cascade takes), SQLite holds
-        # its write lock from the first delete on.
+        # key), and the others cannot be removed until this commits: PostgreSQL and MySQL
+        # lock them first (before the index rows, in the order a delete's cascade takes),
+        # SQLite holds its write lock from the first delete on.
         still = select(self._items.c.id).where(self._items.c.id.in_(pks))
-        postgresql = self._db.dialect_name == "postgresql"
-        if postgresql:
+        row_locks = self._db.dialect_name == "postgresql" or self._mysql
+        if row_locks:  # FOR NO KEY UPDATE on PostgreSQL, FOR UPDATE on MySQL
             kept = set(conn.execute(still.with_for_update(key_share=True)).scalars())
         # Terms are the same whatever the model; vectors of other models stay.
         models = {item.model_id for _, _, item in entries}
@@ -232,7 +251,7 @@ class SearchOps(RepositoryBase):
                 embeddings.c.item_pk.in_(pks), embeddings.c.model_id.in_(models)
             )
         )
-        if not postgresql:
+        if not row_locks:
             kept = set(conn.execute(still).scalars())
         by_session: dict[int, list[tuple[int, NewItem]]] = {}
         for item_pk, session_pk, item in entries:

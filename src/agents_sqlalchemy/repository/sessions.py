@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from sqlalchemy.engine import Connection
 from ..models import UTCDateTime
 from ..types import SessionKey
 from .base import RepositoryBase
+from .rows import insert_session_if_absent
 
 
 class SessionOps(RepositoryBase):
@@ -99,6 +101,8 @@ class SessionOps(RepositoryBase):
         column = self._sessions.c.metadata
         if self._db.dialect_name == "postgresql":
             return sql_cast(column, JSONB).contains({name: value})
+        if self._mysql:  # a JSON path, its name quoted as a JSON string
+            return _mysql_json_equals(column, "$." + json.dumps(name), value)
         each = func.json_each(column).table_valued("key", "type", "value")
         if isinstance(value, bool):
             match = each.c.type == ("true" if value else "false")
@@ -122,7 +126,10 @@ class SessionOps(RepositoryBase):
         columns: tuple[str, ...],
     ) -> None:
         """Read `columns` of the session under its lock (creating its row), write `change(row)`."""
-        await self._db.write(lambda conn: self._update_session(conn, key, change, columns))
+        await self._db.write(
+            lambda conn: self._update_session(conn, key, change, columns),
+            session_id=key.session_id,
+        )
 
     def _update_session(
         self,
@@ -159,22 +166,20 @@ class SessionOps(RepositoryBase):
 
     async def create_session(self, key: SessionKey) -> bool:
         """Insert a new session row (owner and metadata from `key`); False if the id exists."""
-        sessions, now = self._sessions, self._now()
-        insert = (
-            self._upsert(sessions)
-            .values(
-                session_id=key.session_id,
-                session_hash=key.hash,
-                user_id=key.user_id,
-                metadata=key.metadata,
-                next_seq=0,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=[sessions.c.session_hash])
-            .returning(sessions.c.id)
+        now = self._now()
+        values = {
+            "session_id": key.session_id,
+            "session_hash": key.hash,
+            "user_id": key.user_id,
+            "metadata": key.metadata,
+            "next_seq": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        made = await self._db.write(
+            lambda conn: insert_session_if_absent(conn, self._sessions, values),
+            session_id=key.session_id,
         )
-        made = await self._db.write(lambda conn: conn.execute(insert).scalar_one_or_none())
         return made is not None
 
     async def archive_sessions(
@@ -221,14 +226,17 @@ class SessionOps(RepositoryBase):
         self, conn: Connection, where: ColumnElement[bool], batch: int
     ) -> tuple[int, int]:
         sessions, items = self._sessions, self._items
-        chosen = select(sessions.c.id).where(where).limit(batch).scalar_subquery()
-        locked = conn.execute(
-            update(sessions)
-            .where(sessions.c.id.in_(chosen))
-            .values(next_seq=sessions.c.next_seq)
-            .returning(sessions.c.id)
-        )
-        pks = list(locked.scalars())
+        chosen = select(sessions.c.id).where(where).limit(batch)
+        if self._mysql:  # no LIMIT in an IN subquery, no UPDATE ... RETURNING
+            pks = list(conn.execute(chosen.with_for_update()).scalars())
+        else:
+            locked = conn.execute(
+                update(sessions)
+                .where(sessions.c.id.in_(chosen.scalar_subquery()))
+                .values(next_seq=sessions.c.next_seq)
+                .returning(sessions.c.id)
+            )
+            pks = list(locked.scalars())
         if not pks:
             return 0, 0
         removed = conn.execute(delete(items).where(items.c.session_pk.in_(pks)))
@@ -246,10 +254,24 @@ class SessionOps(RepositoryBase):
 
     def _purge_batch(self, conn: Connection, batch: int) -> int:
         items = self._items
-        expired = (
-            select(items.c.id)
-            .where(items.c.expires_at <= self._now())
-            .limit(batch)
-            .scalar_subquery()
-        )
-        return int(conn.execute(delete(items).where(items.c.id.in_(expired))).rowcount)
+        expired = select(items.c.id).where(items.c.expires_at <= self._now()).limit(batch)
+        if self._mysql:  # no LIMIT in an IN subquery, nor a subquery on the deleted table
+            pks = list(conn.execute(expired).scalars())
+            return int(conn.execute(delete(items).where(items.c.id.in_(pks))).rowcount)
+        chosen = expired.scalar_subquery()
+        return int(conn.execute(delete(items).where(items.c.id.in_(chosen))).rowcount)
+
+
+def _mysql_json_equals(column: ColumnElement[Any], path: str, value: object) -> ColumnElement[bool]:
+    """`column[path] == value` on MySQL and MariaDB, JSON type included; text compares
+    byte for byte, whatever the connection's collation."""
+    extracted = func.json_extract(column, path)
+    json_type = func.json_type(extracted)
+    if isinstance(value, bool):
+        unquoted = func.json_unquote(extracted)
+        return and_(json_type == "BOOLEAN", unquoted == ("true" if value else "false"))
+    if isinstance(value, str):
+        unquoted = func.json_unquote(extracted)
+        return and_(json_type == "STRING", unquoted == literal(value).collate("utf8mb4_bin"))
+    numbers = ("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL")
+    return and_(json_type.in_(numbers), extracted == value)

@@ -15,15 +15,26 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mysql
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copies of the model's types: SQLite only auto-increments an INTEGER PRIMARY KEY.
+# Frozen copies of the model's types: SQLite only auto-increments an INTEGER PRIMARY KEY;
+# on MySQL and MariaDB, TEXT and BLOB stop at 64 KB and DATETIME drops microseconds.
+MYSQL = ("mysql", "mariadb")
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-TIMESTAMP = sa.DateTime(timezone=True)
+TIMESTAMP = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), *MYSQL)
+LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), *MYSQL)
+LONG_BINARY = sa.LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL)
+# MySQL and MariaDB tables: InnoDB, utf8mb4 (emoji), binary collation (exact comparisons).
+OPTIONS: dict[str, Any] = {
+    f"{dialect}_{option}": value
+    for dialect in MYSQL
+    for option, value in (("engine", "InnoDB"), ("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
+}
 
 
 def name(role: str) -> str:
@@ -75,12 +86,12 @@ def upgrade() -> None:
     op.create_table(
         t,
         sa.Column("id", ID, nullable=False),
-        sa.Column("session_id", sa.Text(), nullable=False),
+        sa.Column("session_id", LONG_TEXT, nullable=False),
         sa.Column("session_hash", sa.String(64), nullable=False),
         sa.Column("user_id", sa.String(255), nullable=True),
         sa.Column("metadata", sa.JSON(), nullable=True),
         sa.Column("state", sa.JSON(), nullable=True),
-        sa.Column("sealed_state", sa.LargeBinary(), nullable=True),
+        sa.Column("sealed_state", LONG_BINARY, nullable=True),
         sa.Column("next_seq", sa.BigInteger(), server_default="0", nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("updated_at", TIMESTAMP, nullable=False),
@@ -88,6 +99,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         sa.UniqueConstraint("session_hash", name=uq(t, "session_hash")),
         schema=schema(),
+        **OPTIONS,
     )
     index(t, "updated_at", "id")
     index(t, "user_id", "updated_at", "id")
@@ -100,12 +112,13 @@ def upgrade() -> None:
         sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("expires_at", TIMESTAMP, nullable=True),
-        sa.Column("payload", sa.Text(), nullable=True),
-        sa.Column("ciphertext", sa.LargeBinary(), nullable=True),
+        sa.Column("payload", LONG_TEXT, nullable=True),
+        sa.Column("ciphertext", LONG_BINARY, nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "session_pk", "sessions"),
         sa.UniqueConstraint("session_pk", "seq", name=uq(t, "session_pk", "seq")),
         schema=schema(),
+        **OPTIONS,
     )
     # Most items never expire: the index holds only those that do.
     expiring = sa.text("expires_at IS NOT NULL")
@@ -123,6 +136,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("item_pk", name=pk(t)),
         cascade(t, "item_pk", "items"),
         schema=schema(),
+        **OPTIONS,
     )
     index(t, "kek_id")
 
@@ -138,6 +152,7 @@ def upgrade() -> None:
         sa.Column("retired_at", TIMESTAMP, nullable=True),
         sa.PrimaryKeyConstraint("kek_id", name=pk(t)),
         schema=schema(),
+        **OPTIONS,
     )
 
     t = name("terms")
@@ -151,6 +166,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "item_pk", "items"),
         schema=schema(),
+        **OPTIONS,
     )
     # A session's postings of the query terms, from the index alone (named by hand: the
     # convention's name would pass PostgreSQL's 63 bytes).
@@ -166,11 +182,12 @@ def upgrade() -> None:
         sa.Column("item_pk", ID, nullable=False),
         sa.Column("session_pk", sa.BigInteger(), nullable=False),
         sa.Column("model_id", sa.String(200), nullable=False),
-        sa.Column("vector", sa.LargeBinary(), nullable=True),
+        sa.Column("vector", LONG_BINARY, nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "item_pk", "items"),
         sa.UniqueConstraint("item_pk", "model_id", name=uq(t, "item_pk", "model_id")),
         schema=schema(),
+        **OPTIONS,
     )
     index(t, "session_pk")
 

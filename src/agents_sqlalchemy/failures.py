@@ -1,0 +1,54 @@
+"""What a database failure means for the unit of work that met it, on each database.
+
+- `busy`: a lock wait ran past `lock_timeout` (PostgreSQL `lock_not_available`, InnoDB's
+  lock wait timeout, SQLite's busy timeout). The transaction is rolled back, not retried.
+- `deadlock`: the database chose this transaction as a deadlock victim and rolled it back
+  whole (InnoDB's gap locks make them common when new rows go in side by side): retried.
+- `disconnect`: the connection was gone (a server restart, a pooler recycling it). Nothing
+  was committed if it happened before the commit was sent: retried once.
+
+Example::
+
+    kind = failure_kind("mysql", exc)       # "busy", "deadlock", "disconnect" or None
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy.exc import DBAPIError
+
+Kind = Literal["busy", "deadlock", "disconnect"]
+
+# SQLSTATE codes of PostgreSQL.
+_PG_BUSY = {"55P03"}  # lock_not_available (lock_timeout)
+_PG_DEADLOCK = {"40P01", "40001"}  # deadlock_detected, serialization_failure
+# Server error numbers of MySQL and MariaDB.
+_MYSQL_BUSY = {1205, 3572}  # lock wait timeout; NOWAIT
+_MYSQL_DEADLOCK = {1213}
+_MYSQL_DISCONNECT = {2006, 2013, 2055, 1927, 4031}  # gone away, lost, killed, idle-closed
+# SQLite result codes.
+_SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def failure_kind(dialect: str, exc: DBAPIError) -> Kind | None:
+    """What `exc` means for a unit of work on `dialect` (None: an ordinary failure)."""
+    if exc.connection_invalidated:
+        return "disconnect"
+    orig = exc.orig
+    if dialect == "postgresql":
+        code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        return "busy" if code in _PG_BUSY else "deadlock" if code in _PG_DEADLOCK else None
+    if dialect in ("mysql", "mariadb"):
+        args = getattr(orig, "args", ())
+        number = args[0] if args and isinstance(args[0], int) else None
+        if number in _MYSQL_BUSY:
+            return "busy"
+        if number in _MYSQL_DEADLOCK:
+            return "deadlock"
+        return "disconnect" if number in _MYSQL_DISCONNECT else None
+    if dialect == "sqlite":
+        code = getattr(orig, "sqlite_errorcode", None)
+        if (code is not None and code & 0xFF in _SQLITE_BUSY) or "database is locked" in str(orig):
+            return "busy"
+    return None
