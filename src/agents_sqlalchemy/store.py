@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
 from .crypto import Key, same_key
-from .engines import normalize_url
+from .engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
 from .records import SearchHit
 from .search import Embedder, SearchMode
@@ -49,7 +49,9 @@ class SessionStore(ManagementMethods):
     timedelta) makes items expire: reads never return them, `purge_expired` deletes them.
     Items are indexed for `search()` just after they are written, by `embedder` (an
     `Embedder`, or a built-in's name; None: the built-in default, which downloads nothing);
-    `search=False` turns indexing off.
+    `search=False` turns indexing off. A write waits at most `lock_timeout` seconds for
+    another writer of its session (`SessionBusyError`); with `statement_timeout`, no unit of
+    work waits longer than that for a server (`DatabaseTimeoutError`).
 
     `close()` (or the end of an `async with` or `with` block) releases its connections;
     any call after that raises `StoreClosedError`.
@@ -77,6 +79,8 @@ class SessionStore(ManagementMethods):
         embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
         sqlite_synchronous: str = "NORMAL",
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        statement_timeout: float | None = None,
     ) -> None:
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
@@ -91,6 +95,8 @@ class SessionStore(ManagementMethods):
             create_tables=create_tables,
             engine_kwargs=engine_kwargs,
             sqlite_synchronous=sqlite_synchronous,
+            lock_timeout=lock_timeout,
+            statement_timeout=statement_timeout,
         )
         # Drop-in sessions sharing this store (see `SQLAlchemySession.close`).
         self._shares = 0

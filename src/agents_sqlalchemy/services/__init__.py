@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..crypto import Key, validate_key
 from ..database import Database
+from ..engines import DEFAULT_LOCK_TIMEOUT
 from ..errors import ConfigurationError
 from ..models import build_models
 from ..repository import Repository
@@ -62,11 +63,17 @@ class Services:
         create_tables: bool,
         engine_kwargs: dict[str, Any] | None = None,
         sqlite_synchronous: str = "NORMAL",
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        statement_timeout: float | None = None,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
         db = Database(
-            url_or_engine, engine_kwargs=engine_kwargs, sqlite_synchronous=sqlite_synchronous
+            url_or_engine,
+            engine_kwargs=engine_kwargs,
+            sqlite_synchronous=sqlite_synchronous,
+            lock_timeout=lock_timeout,
+            statement_timeout=statement_timeout,
         )
         repository = Repository(db, build_models(tables), sealed=key is not None)
         background = Background(release=repository.release_loop, thread=db.owns_engines)

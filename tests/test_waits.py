@@ -1,0 +1,214 @@
+"""Bounded waits and dropped connections: a busy session, a hung or restarted server.
+
+The restart and hang tests start a PostgreSQL of their own (scripts/pg.sh with PG_DIR), so
+the shared throwaway server is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from agents_sqlalchemy import (
+    ConfigurationError,
+    DatabaseTimeoutError,
+    SessionBusyError,
+    SessionStore,
+)
+from agents_sqlalchemy.repository import SessionKey
+
+from .conftest import MARIADB_URL, PG_URL, REQUIRE_PG
+from .items import message
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSIONS = "agents_sqlalchemy_sessions"
+
+
+async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConnection]:
+    """A connection of another client that holds the session's row (SQLite: the database)
+    locked in an open transaction."""
+    engine = create_async_engine(url)
+    conn = await engine.connect()
+    try:
+        await conn.begin()
+        await conn.execute(
+            text(f"UPDATE {SESSIONS} SET next_seq = next_seq WHERE session_hash = :hash"),
+            {"hash": SessionKey.of(session_id).hash},
+        )
+        yield conn
+    finally:
+        await conn.close()
+        await engine.dispose()
+
+
+async def test_a_write_behind_another_writer_gives_up_after_lock_timeout(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True, lock_timeout=0.5) as store:
+        session = store.session("contended")
+        await session.add_items([message("before")])
+        async for _ in holding_the_lock(db_url, "contended"):
+            started = time.monotonic()
+            with pytest.raises(SessionBusyError) as caught:
+                await session.add_items([message("blocked"), message("also blocked")])
+            waited = time.monotonic() - started
+            assert caught.value.session_id == "contended"
+            assert "'contended'" in str(caught.value) and "lock_timeout=0.5" in str(caught.value)
+            with pytest.raises(SessionBusyError):
+                await session.pop_item()
+        # MySQL waits whole seconds (at least one); nobody waits for the default 30.
+        assert 0.4 < waited < 10
+        # Nothing of the failed writes was kept; the session works again.
+        assert [item["content"] for item in await session.get_items()] == ["before"]
+        await session.add_items([message("after")])
+        assert [item["content"] for item in await session.get_items()] == ["before", "after"]
+
+
+async def test_statement_timeout_bounds_a_write_stuck_behind_a_lock(pg_url: str) -> None:
+    """The client gives up (and rolls back) even where the server would wait on."""
+    async with SessionStore(
+        pg_url, create_tables=True, lock_timeout=60, statement_timeout=0.5
+    ) as store:
+        session = store.session("stuck")
+        await session.add_items([message("before")])
+        async for _ in holding_the_lock(pg_url, "stuck"):
+            with pytest.raises(DatabaseTimeoutError, match="nothing was changed"):
+                await session.add_items([message("never")])
+        assert [item["content"] for item in await session.get_items()] == ["before"]
+
+
+def test_wait_options_are_checked() -> None:
+    for bad in (0, -1, "30", True):
+        with pytest.raises(ConfigurationError, match="lock_timeout"):
+            SessionStore("agent.db", lock_timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="statement_timeout"):
+            SessionStore("agent.db", statement_timeout=bad)  # type: ignore[arg-type]
+
+
+# -- a server of the test's own -------------------------------------------------------------
+
+
+def _pg(command: str, directory: Path) -> None:
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "pg.sh"), command],
+        env={**os.environ, "PG_DIR": str(directory)},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def own_pg() -> Iterator[Path]:
+    """A PostgreSQL server only this test uses (its directory holds `url` and `pid`)."""
+    if os.environ.get("AGENTS_SQLALCHEMY_PG_URL") is None and not REQUIRE_PG:
+        pytest.skip("no PostgreSQL: run the tests with `make test`")
+    directory = ROOT / f".pgtmp-{uuid.uuid4().hex[:8]}"
+    _pg("start", directory)
+    try:
+        yield directory
+    finally:
+        _pg("stop", directory)
+
+
+def _server_processes(directory: Path) -> list[int]:
+    """The postmaster and its children."""
+    postmaster = int((directory / "pid").read_text().split()[0])
+    children = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True
+    ).stdout.split()
+    return [postmaster, *map(int, children)]
+
+
+async def test_the_first_operations_after_a_server_restart_succeed(own_pg: Path) -> None:
+    url = (own_pg / "url").read_text().strip()
+    async with SessionStore(url, create_tables=True) as store:
+        session = store.session("restarted")
+        await session.add_items([message("0")])
+        for number, first in enumerate(("write", "read", "pop", "write"), start=1):
+            await asyncio.to_thread(_pg, "restart", own_pg)  # every pooled connection dies
+            if first == "write":
+                await session.add_items([message(str(number))])
+            elif first == "read":
+                assert len(await session.get_items()) == number
+                await session.add_items([message(str(number))])
+            else:
+                assert (await session.pop_item()) == message(str(number - 1))
+                await session.add_items([message(str(number - 1)), message(str(number))])
+        assert [item["content"] for item in await session.get_items()] == list("01234")
+
+
+async def test_statement_timeout_bounds_a_hung_server(own_pg: Path) -> None:
+    url = (own_pg / "url").read_text().strip()
+    async with SessionStore(url, create_tables=True, statement_timeout=1) as store:
+        session = store.session("hung")
+        await session.add_items([message("before")])
+        processes = _server_processes(own_pg)
+        for pid in processes:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(DatabaseTimeoutError, match="statement_timeout=1"):
+                await session.get_items()
+            with pytest.raises(DatabaseTimeoutError):
+                await session.add_items([message("lost")])
+            assert time.monotonic() - started < 10
+        finally:
+            for pid in processes:
+                os.kill(pid, signal.SIGCONT)
+        assert [item["content"] for item in await session.get_items()] == ["before"]
+
+
+async def _kill_connections(kind: str, url: str) -> int:
+    """End, from the server's side, every connection to the test's database; how many."""
+    name = make_url(url).database
+    engine = create_async_engine(PG_URL if kind == "postgresql" else MARIADB_URL or "")
+    try:
+        async with engine.connect() as conn:
+            if kind == "postgresql":
+                killed = await conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": name},
+                )
+                return len(killed.all())
+            ids = await conn.execute(
+                text("SELECT id FROM information_schema.processlist WHERE db = :name"),
+                {"name": name},
+            )
+            found = [row[0] for row in ids]
+            for connection_id in found:
+                await conn.exec_driver_sql(f"KILL CONNECTION {int(connection_id)}")
+            return len(found)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
+def test_connections_the_server_dropped_are_replaced(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    url = str(request.getfixturevalue("pg_url" if kind == "postgresql" else "mariadb_url"))
+    asyncio.run(_write_and_read_across_drops(kind, url))
+
+
+async def _write_and_read_across_drops(kind: str, url: str) -> None:
+    async with SessionStore(url, create_tables=True) as store:
+        session = store.session("dropped")
+        await session.add_items([message("0")])
+        await asyncio.gather(*(session.get_items() for _ in range(4)))  # a few pooled
+        assert await _kill_connections(kind, url) >= 1
+        await session.add_items([message("1")])
+        assert await _kill_connections(kind, url) >= 1
+        assert [item["content"] for item in await session.get_items()] == ["0", "1"]
