@@ -34,7 +34,7 @@ _ASYNC_DRIVERS = {
     "mariadb": "mariadb+asyncmy",
 }
 # The extra that installs each backend's driver.
-_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "aiomysql": "aiomysql"}
 MYSQL = ("mysql", "mariadb")
 # The URL setting for a transaction-pooling PgBouncer (or another pooler like it).
 PGBOUNCER = "pgbouncer"
@@ -238,7 +238,8 @@ class EngineSource:
         try:
             engine = create_async_engine(url, **options)
         except ImportError as exc:
-            extra = f"[{_EXTRAS[self.dialect_name]}]" if self.dialect_name in _EXTRAS else ""
+            name = "aiomysql" if self.url.get_driver_name() == "aiomysql" else self.dialect_name
+            extra = f"[{_EXTRAS[name]}]" if name in _EXTRAS else ""
             raise ConfigurationError(
                 f"the driver for {self.url.drivername} is not installed ({exc}): "
                 f"pip install 'openai-agents-sqlalchemy{extra}'"

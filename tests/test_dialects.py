@@ -1,0 +1,194 @@
+"""Where databases differ: sizes, time precision, collations, drivers, deadlocks.
+
+Every test that takes `db_url` runs on SQLite, PostgreSQL and MariaDB; the MariaDB server of
+`make test` keeps its compiled-in defaults (latin1, second-precision DATETIME unless told),
+so nothing here passes by a friendly server setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pymysql
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.database import Database
+from agents_sqlalchemy.engines import normalize_url
+from agents_sqlalchemy.repository import base as repository_module
+
+from .items import ALL, USER, message
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_an_item_of_a_megabyte_round_trips(db_url: str, key: str | None) -> None:
+    """Past the 64 KB of MySQL's TEXT and BLOB."""
+    big = {"type": "function_call_output", "call_id": "c", "output": "🐶x" * 350_000}
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("big " + "🐶" * 300)
+        await session.add_items([USER, big])
+        await session.set_state("blob", {"text": "é" * 200_000})
+        assert await session.get_items() == [USER, big]
+        assert await session.get_state("blob") == {"text": "é" * 200_000}
+        assert await session.pop_item() == big
+
+
+async def test_sessions_a_microsecond_apart_page_in_order(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keyset pages compare timestamps exactly: whole seconds would tie and skip rows."""
+    base = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+    async with SessionStore(db_url, create_tables=True) as store:
+        for i in range(6):
+            stamp = base + timedelta(microseconds=i)
+            monkeypatch.setattr(repository_module, "utcnow", lambda stamp=stamp: stamp)
+            await store.session(f"s{i}").add_items([message(str(i))])
+        seen, cursor = [], None
+        while True:
+            page = await store.list_sessions(limit=2, cursor=cursor)
+            seen += page
+            if (cursor := page.next_cursor) is None:
+                break
+        assert [info.session_id for info in seen] == [f"s{i}" for i in range(5, -1, -1)]
+        assert [info.updated_at for info in seen][-1] == base
+        assert seen[0].updated_at == base + timedelta(microseconds=5)
+
+
+async def test_text_compares_exactly(db_url: str) -> None:
+    """No case-insensitive collation: owners and metadata match byte for byte."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        for session_id, owner, channel in (("a", "alice", "web"), ("b", "Alice", "Web")):
+            await store.session(session_id, user_id=owner, metadata={"ch": channel}).add_items(
+                [message(session_id)]
+            )
+        by_owner = await store.list_sessions(user_id="alice")
+        assert [info.session_id for info in by_owner] == ["a"]
+        by_channel = await store.list_sessions(metadata={"ch": "Web"})
+        assert [info.session_id for info in by_channel] == ["b"]
+        assert await store.session_info("A") is None
+
+
+async def test_tables_are_utf8mb4_on_a_latin1_server(mariadb_url: str) -> None:
+    async with SessionStore(mariadb_url, create_tables=True) as store:
+        await store.session("🐶").add_items(ALL)
+    engine = create_async_engine(mariadb_url)
+    try:
+        async with engine.connect() as conn:
+            server = (await conn.execute(text("SELECT @@character_set_server"))).scalar()
+            collations = await conn.execute(
+                text(
+                    "SELECT DISTINCT table_collation FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND table_name LIKE 'agents_sqlalchemy_%'"
+                    " AND table_name <> 'agents_sqlalchemy_version'"
+                )
+            )
+            assert server == "latin1"  # the test server's default: the tables say otherwise
+            assert collations.scalars().all() == ["utf8mb4_bin"]
+    finally:
+        await engine.dispose()
+
+
+async def test_aiomysql_and_mariadb_urls(mariadb_url: str) -> None:
+    url = make_url(mariadb_url)
+    for driver in ("mysql+aiomysql", "mariadb+asyncmy"):
+        other = url.set(drivername=driver).render_as_string(hide_password=False)
+        async with SessionStore(other, create_tables=True, search=True) as store:
+            session = store.session(driver, user_id="u")
+            await session.add_items(ALL)
+            assert await session.get_items() == ALL
+            assert (await session.search("Mochi", limit=1))[0].item == ALL[0]
+            assert await session.pop_item() == ALL[-1]
+            assert (await store.delete_user("u")).sessions == 1
+
+
+def test_urls_name_an_async_driver_and_utf8mb4() -> None:
+    assert normalize_url("mysql://u@db/app").render_as_string() == (
+        "mysql+asyncmy://u@db/app?charset=utf8mb4"
+    )
+    assert normalize_url("mariadb+aiomysql://u@db/app?charset=latin1").query == {
+        "charset": "latin1"
+    }
+
+
+async def test_a_deadlock_victim_is_run_again(mariadb_url: str) -> None:
+    """A real InnoDB deadlock with another client: our transaction, the lighter one, is the
+    victim, rolled back whole; it is run again and commits."""
+    db = Database(mariadb_url)
+    await db.run(
+        lambda conn: conn.exec_driver_sql("CREATE TABLE t (id INT PRIMARY KEY, n INT)"),
+        write=True,
+    )
+    await db.run(
+        lambda conn: conn.execute(
+            text("INSERT INTO t VALUES (:id, 0)"), [{"id": i} for i in range(1, 101)]
+        ),
+        write=True,
+    )
+    parsed = make_url(mariadb_url)
+    other = pymysql.connect(
+        host=parsed.host,
+        port=parsed.port,
+        user=parsed.username,
+        password=parsed.password,
+        database=parsed.database,
+        autocommit=False,
+    )
+    ours_waiting = threading.Event()
+    attempts: list[int] = []
+
+    def heavy_then_cross() -> None:
+        ours_waiting.wait(30)
+        with other.cursor() as cursor:
+            cursor.execute("SELECT SLEEP(0.3)")
+            cursor.execute("UPDATE t SET n = n + 1 WHERE id = 2")  # closes the cycle
+        other.commit()
+
+    def work(conn: Connection) -> int:
+        attempts.append(1)
+        conn.exec_driver_sql("UPDATE t SET n = n + 1 WHERE id = 2")
+        ours_waiting.set()
+        conn.exec_driver_sql("UPDATE t SET n = n + 1 WHERE id = 1")  # waits for the other
+        return len(attempts)
+
+    with other.cursor() as cursor:  # the other client: many rows, then row 1
+        cursor.execute("UPDATE t SET n = n + 1 WHERE id >= 3")
+        cursor.execute("UPDATE t SET n = n + 1 WHERE id = 1")
+    crossing = threading.Thread(target=heavy_then_cross)
+    crossing.start()
+    try:
+        assert await db.run(work, write=True) == 2
+    finally:
+        crossing.join(30)
+        other.close()
+    rows = await db.run(
+        lambda conn: conn.exec_driver_sql("SELECT id, n FROM t WHERE id <= 3").all(), write=False
+    )
+    assert [tuple(row) for row in rows] == [(1, 2), (2, 2), (3, 1)]
+    await db.close()
+
+
+async def test_many_first_writes_at_once_on_new_sessions(db_url: str) -> None:
+    """Gap locks of new rows side by side in the unique index (MySQL): none is lost."""
+    async with SessionStore(db_url, create_tables=True) as warm:
+        await warm.session("warm").get_items()
+    stores = [SessionStore(db_url, key="k", search=True) for _ in range(3)]
+    try:
+        await asyncio.gather(
+            *(
+                store.session(f"new-{i}-{n}").add_items([message(f"{i}-{n}")])
+                for i, store in enumerate(stores)
+                for n in range(15)
+            )
+        )
+        for i, store in enumerate(stores):
+            for n in range(15):
+                items = await store.session(f"new-{i}-{n}").get_items()
+                assert [item["content"] for item in items] == [f"{i}-{n}"]
+    finally:
+        for store in stores:
+            await store.close()
