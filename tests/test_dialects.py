@@ -101,7 +101,7 @@ async def test_aiomysql_and_mariadb_urls(mariadb_url: str) -> None:
             session = store.session(driver, user_id="u")
             await session.add_items(ALL)
             assert await session.get_items() == ALL
-            assert (await session.search("Mochi", limit=1))[0].item == ALL[0]
+            assert (await session.search("Mochi", limit=1)) == [ALL[0]]
             assert await session.pop_item() == ALL[-1]
             assert (await store.delete_user("u")).sessions == 1
 

@@ -26,7 +26,7 @@ from agents_sqlalchemy import (
     SessionBusyError,
     SessionStore,
 )
-from agents_sqlalchemy.repository import SessionKey
+from agents_sqlalchemy.types import SessionKey
 
 from .conftest import MARIADB_URL, PG_URL, REQUIRE_PG
 from .items import message
