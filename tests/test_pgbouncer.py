@@ -1,15 +1,18 @@
 """Many workers through PgBouncer in transaction-pooling mode (Debian's 1.18, which keeps no
 prepared statement across transactions), with the URL setting `pgbouncer=true`.
 
-The concurrency and protocol tests run again here, their `db_url` pointing at PgBouncer.
+The concurrency, protocol and lock-timeout tests run again here, their `db_url` pointing at
+PgBouncer (where each write sets its lock timeout with `SET LOCAL`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore
 
@@ -28,8 +31,10 @@ from .test_protocol import (
     test_pop_and_clear,
 )
 from .test_runner import test_run_with_tools_then_history
+from .test_waits import test_a_write_behind_another_writer_gives_up_after_lock_timeout
 
 __all__ = [
+    "test_a_write_behind_another_writer_gives_up_after_lock_timeout",
     "test_concurrent_pops_return_each_item_once",
     "test_eight_processes_never_lose_or_interleave_a_batch",
     "test_first_use_creates_tables_once_under_concurrency",
@@ -51,7 +56,17 @@ def db_url(pgbouncer_url: str) -> str:
 
 async def _busy_workers(url: str) -> list[BaseException]:
     """Four stores, forty tasks at a time, each a write and a read; the errors they met."""
-    stores = [SessionStore(url) for _ in range(4)]
+    return await _busy(lambda: [SessionStore(url) for _ in range(4)])
+
+
+async def _busy_workers_on(engines: list[AsyncEngine]) -> list[BaseException]:
+    """`_busy_workers` with a store on each of these engines (no search: its indexing runs
+    on a worker thread's own event loop, which an app's asyncpg engine does not serve)."""
+    return await _busy(lambda: [SessionStore(engine, search=False) for engine in engines])
+
+
+async def _busy(make: Callable[[], list[SessionStore]]) -> list[BaseException]:
+    stores = make()
     try:
         errors: list[BaseException] = []
         for round_ in range(10):
@@ -78,10 +93,26 @@ async def test_the_setting_is_what_makes_asyncpg_safe_there(pgbouncer_url: str) 
     async with SessionStore(pgbouncer_url) as store:
         assert len(await store.session("w3").get_items()) == 10 * 4
 
-    # The same work without the setting: asyncpg's named statements meet other clients'
-    # server connections, and fail.
+    # The same work without the setting: the store's connections ask for a lock_timeout
+    # PgBouncer does not pass on, and fail at once.
     plain = make_url(pgbouncer_url).difference_update_query(["pgbouncer"])
     errors = await _busy_workers(plain.render_as_string(hide_password=False))
+    assert errors and all(isinstance(error, DatabaseError) for error in errors)
+    assert "unsupported startup parameter: lock_timeout" in str(errors[0])
+
+
+async def test_asyncpg_caches_trip_over_pooled_connections(pgbouncer_url: str) -> None:
+    """What the setting prevents: statements prepared on one server connection and run on
+    another (an engine made without it, as an app might pass in)."""
+    async with SessionStore(pgbouncer_url, create_tables=True) as store:
+        await store.session("w0").get_items()
+    plain = make_url(pgbouncer_url).difference_update_query(["pgbouncer"])
+    engines = [create_async_engine(plain) for _ in range(4)]
+    try:
+        errors = await _busy_workers_on(engines)
+    finally:
+        for engine in engines:
+            await engine.dispose()
     assert errors and all(isinstance(error, DatabaseError) for error in errors)
     assert any("prepared statement" in str(error) for error in errors), errors[:3]
 

@@ -38,7 +38,7 @@ SESSIONS = "agents_sqlalchemy_sessions"
 async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConnection]:
     """A connection of another client that holds the session's row (SQLite: the database)
     locked in an open transaction."""
-    engine = create_async_engine(url)
+    engine = create_async_engine(make_url(url).difference_update_query(["pgbouncer"]))
     conn = await engine.connect()
     try:
         await conn.begin()

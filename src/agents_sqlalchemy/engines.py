@@ -145,6 +145,15 @@ def sqlite_pragmas(
             cursor.close()
 
 
+def _pg_lock_timeout(options: dict[str, Any], lock_timeout: float) -> dict[str, Any]:
+    """Engine options whose asyncpg connections open with `lock_timeout` set (no round trip
+    per write); a `lock_timeout` of the app's own `server_settings` wins."""
+    connect_args = dict(options.get("connect_args", {}))
+    settings = {"lock_timeout": str(max(1, round(lock_timeout * 1000)))}
+    connect_args["server_settings"] = settings | dict(connect_args.get("server_settings", {}))
+    return {**options, "connect_args": connect_args}
+
+
 def mysql_lock_wait(engine: Engine, lock_timeout: float) -> None:
     """Bound InnoDB's row-lock waits on every new connection of an engine the library made
     (whole seconds, at least one: what `innodb_lock_wait_timeout` takes)."""
@@ -197,6 +206,12 @@ class EngineSource:
             self._engine_kwargs = dict(engine_kwargs or {})
 
     @property
+    def sets_lock_timeout(self) -> bool:
+        """Whether PostgreSQL connections get `lock_timeout` when they open (engines made
+        here, not behind a pooler); elsewhere each write sets it with `SET LOCAL`."""
+        return self._given is None and not self.pooled and self.dialect_name == "postgresql"
+
+    @property
     def owns_engines(self) -> bool:
         """Whether the engines were made here (and are disposed by `close`)."""
         return self._given is None
@@ -235,6 +250,8 @@ class EngineSource:
         url, options = self._engine_url, self._engine_kwargs
         if self.pooled:
             url, options = pgbouncer_options(url, options)
+        elif self.sets_lock_timeout:
+            options = _pg_lock_timeout(options, self._lock_timeout)
         try:
             engine = create_async_engine(url, **options)
         except ImportError as exc:
