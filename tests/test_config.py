@@ -114,7 +114,7 @@ def test_postgresql_urls_mean_asyncpg() -> None:
 
 
 def test_unsupported_database_is_a_clear_error() -> None:
-    with pytest.raises(ConfigurationError, match="SQLite or PostgreSQL"):
+    with pytest.raises(ConfigurationError, match="SQLite, PostgreSQL, MySQL or MariaDB"):
         SessionStore("oracle+oracledb://u@localhost/db")
 
 
