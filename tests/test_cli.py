@@ -25,6 +25,7 @@ from agents_sqlalchemy.cli import app
 
 from .app_alembic import objects, rows, table_names
 from .items import ALL, message
+from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = migrate.head_revision()
@@ -191,9 +192,9 @@ def test_import_sdk_into_a_schema_not_at_head_says_what_to_run(
 async def sqlalchemy_session_source(url: str) -> dict[str, list[object]]:
     """Conversations written by the SDK's SQLAlchemySession, one reordered by created_at."""
     expected: dict[str, list[object]] = {}
-    mysql = url.startswith(("mysql", "mariadb"))
-    if mysql:  # the SDK's own create_tables fails there (VARCHAR without a length)
-        await _create_sdk_tables_on_mysql(url)
+    mysql = sdk_needs_tables_made(url)
+    if mysql:
+        await make_sdk_tables(url, "sdk_s", "sdk_m")
     for name in ("s1", "s2"):
         session = SDKSQLAlchemySession.from_url(
             name, url=url, create_tables=not mysql, sessions_table="sdk_s", messages_table="sdk_m"
@@ -242,27 +243,6 @@ async def test_import_sdk_from_sqlalchemy_session_tables_in_the_same_database(
     assert (again.sessions, again.items, again.skipped_sessions) == (0, 0, 2)
     assert await read_all(db_url, ["s1", "s2"]) == expected
     assert await _source_rows(db_url) == source_rows
-
-
-async def _create_sdk_tables_on_mysql(url: str) -> None:
-    """The SDK's two tables as an app on MySQL or MariaDB makes them by hand."""
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.exec_driver_sql(
-                "CREATE TABLE sdk_s (session_id VARCHAR(255) PRIMARY KEY, "
-                "created_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, "
-                "updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP) CHARSET utf8mb4"
-            )
-            await conn.exec_driver_sql(
-                "CREATE TABLE sdk_m (id INTEGER AUTO_INCREMENT PRIMARY KEY, "
-                "session_id VARCHAR(255) NOT NULL REFERENCES sdk_s (session_id) ON DELETE CASCADE, "
-                "message_data TEXT NOT NULL, "
-                "created_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, "
-                "INDEX idx_sdk_m_session_time (session_id, created_at)) CHARSET utf8mb4"
-            )
-    finally:
-        await engine.dispose()
 
 
 async def _source_rows(url: str) -> object:

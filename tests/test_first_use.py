@@ -25,6 +25,7 @@ from agents_sqlalchemy.cli import app
 
 from .app_alembic import objects, table_names
 from .items import message
+from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
 
 NO_KEYS = {"AGENTS_SQLALCHEMY_KEY": None, "AGENTS_SQLALCHEMY_URL": None}
 
@@ -87,7 +88,10 @@ def test_read_only_commands_do_not_create_a_database(tmp_path: Path) -> None:
 
 
 async def sdk_history(url: str, **names: str) -> None:
-    sdk = SDKSQLAlchemySession.from_url("u1", url=url, create_tables=True, **names)
+    made = sdk_needs_tables_made(url)
+    if made:
+        await make_sdk_tables(url, *names.values())
+    sdk = SDKSQLAlchemySession.from_url("u1", url=url, create_tables=not made, **names)
     await sdk.add_items([message("said with the SDK")])
     await sdk.engine.dispose()
 

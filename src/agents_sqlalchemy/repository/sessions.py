@@ -194,7 +194,11 @@ class SessionOps(RepositoryBase):
         pending = and_(where, archived_at.is_(None) if archive else archived_at.is_not(None))
 
         def one_batch(conn: Connection) -> int:
-            chosen = select(sessions.c.id).where(pending).limit(batch).scalar_subquery()
+            chosen: Any = select(sessions.c.id).where(pending).limit(batch)
+            if self._mysql:  # no LIMIT in an IN subquery: the ids first
+                chosen = list(conn.execute(chosen.with_for_update()).scalars())
+            else:
+                chosen = chosen.scalar_subquery()
             changed = update(sessions).where(sessions.c.id.in_(chosen))
             stamp = self._now() if archive else None
             return int(conn.execute(changed.values(archived_at=stamp)).rowcount)
