@@ -225,36 +225,40 @@ class SearchOps(RepositoryBase):
 
         return await self._db.read(work)
 
-    async def replace_index(self, entries: list[tuple[int, int, NewItem]]) -> None:
-        """Index `(item_pk, session_pk, NewItem)` entries anew: their terms and their vectors
-        of the entries' model are replaced (other models' vectors stay, until
+    async def replace_index(self, entries: list[tuple[int, int, int, NewItem]]) -> None:
+        """Index `(item_pk, session_pk, seq, NewItem)` entries anew: their terms and their
+        vectors of the entries' model are replaced (other models' vectors stay, until
         `drop_other_models`)."""
         if entries:
             await self._db.write(lambda conn: self._replace(conn, entries))
 
-    def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
-        pks = [item_pk for item_pk, _, _ in entries]
-        # Items removed since they were read are skipped (their rows would break the foreign
-        # key), and the others cannot be removed until this commits: PostgreSQL and MySQL
-        # lock them first (before the index rows, in the order a delete's cascade takes),
-        # SQLite holds its write lock from the first delete on.
-        still = select(self._items.c.id).where(self._items.c.id.in_(pks))
+    def _replace(self, conn: Connection, entries: list[tuple[int, int, int, NewItem]]) -> None:
+        items = self._items
+        pks = [item_pk for item_pk, _, _, _ in entries]
+        # An item is known by its row id and its number: SQLite gives a deleted row's id to
+        # a new one, never a session's number. Items removed (or replaced) since they were
+        # read are skipped, and the others cannot be removed until this commits: PostgreSQL
+        # and MySQL lock them first (before the index rows, in the order a delete's cascade
+        # takes); SQLite holds its write lock from the first delete on, and looks again.
+        expected = {item_pk: seq for item_pk, _, seq, _ in entries}
+        still = select(items.c.id, items.c.seq).where(items.c.id.in_(pks))
         row_locks = self._db.dialect_name == "postgresql" or self._mysql
         if row_locks:  # FOR NO KEY UPDATE on PostgreSQL, FOR UPDATE on MySQL
-            kept = set(conn.execute(still.with_for_update(key_share=True)).scalars())
+            still = still.with_for_update(key_share=True)
+        kept = {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
         # Terms are the same whatever the model; vectors of other models stay.
-        models = {item.model_id for _, _, item in entries}
+        models = {item.model_id for _, _, _, item in entries}
         embeddings = self._embeddings
-        conn.execute(delete(self._terms).where(self._terms.c.item_pk.in_(pks)))
+        conn.execute(delete(self._terms).where(self._terms.c.item_pk.in_(kept)))
         conn.execute(
             delete(embeddings).where(
-                embeddings.c.item_pk.in_(pks), embeddings.c.model_id.in_(models)
+                embeddings.c.item_pk.in_(kept), embeddings.c.model_id.in_(models)
             )
         )
         if not row_locks:
-            kept = set(conn.execute(still).scalars())
+            kept &= {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
         by_session: dict[int, list[tuple[int, NewItem]]] = {}
-        for item_pk, session_pk, item in entries:
+        for item_pk, session_pk, _, item in entries:
             if item_pk in kept:
                 by_session.setdefault(session_pk, []).append((item_pk, item))
         for session_pk, indexed in by_session.items():
