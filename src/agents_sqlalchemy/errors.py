@@ -7,6 +7,8 @@ The tree::
     │   ├── InvalidSessionIdError ............ a session id that cannot be stored
     │   └── InvalidKeyError .................. `key` is not a passphrase, 32 bytes or a provider
     ├── ItemError (ValueError) ............... an item, metadata or state is not storable JSON
+    ├── BranchError (ValueError) ............. no such branch or turn, a branch name already used
+    ├── SessionClosedError (RuntimeError) .... a session that was closed was used again
     ├── CorruptItemError ..................... a stored row does not read back as an item
     │   └── TamperedItemError ................ (also a DecryptionError) sealed bytes moved/altered
     ├── DecryptionError ...................... sealed bytes fail authentication
@@ -54,6 +56,15 @@ class InvalidSessionIdError(ConfigurationError):
 
 class ItemError(AgentsSQLAlchemyError, ValueError):
     """An item, metadata or state value is not JSON that can be stored; nothing was written."""
+
+
+class BranchError(AgentsSQLAlchemyError, ValueError):
+    """A branch operation cannot be done: no such branch or turn, or a branch name that was
+    already used (names stay reserved after deletion); nothing was changed."""
+
+
+class SessionClosedError(AgentsSQLAlchemyError, RuntimeError):
+    """A session object was used after `close()`."""
 
 
 class CorruptItemError(AgentsSQLAlchemyError):

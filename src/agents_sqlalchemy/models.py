@@ -9,88 +9,38 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import cache
 from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
     JSON,
     BigInteger,
-    DateTime,
-    Dialect,
+    Boolean,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
-    Text,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
-from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from .errors import ConfigurationError
+# MYSQL and UTCDateTime are imported from here by the repository too.
+from .column_types import MYSQL as MYSQL
+from .column_types import NAMING_CONVENTION, TABLE_OPTIONS, Id, LongBinary, LongText
+from .column_types import UTCDateTime as UTCDateTime
 from .tables import TableNames
-
-# Constraint names include the table name, so they follow custom table names.
-NAMING_CONVENTION = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-# SQLite only auto-increments an INTEGER PRIMARY KEY.
-Id = BigInteger().with_variant(Integer(), "sqlite")
-
-# MySQL and MariaDB (a URL names either dialect): TEXT and BLOB stop at 64 KB, so items and
-# sealed bytes take the LONG kinds; timestamps keep microseconds; every table is InnoDB in
-# utf8mb4 (emoji) with a binary collation, so text compares as on the other databases.
-MYSQL = ("mysql", "mariadb")
-LongText = Text().with_variant(mysql.LONGTEXT(), *MYSQL)
-LongBinary = LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL)
-TABLE_OPTIONS = {
-    f"{dialect}_{option}": value
-    for dialect in MYSQL
-    for option, value in (("engine", "InnoDB"), ("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
-}
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """A timestamp stored in UTC and always read back timezone-aware, on every dialect."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in MYSQL:  # DATETIME keeps whole seconds unless told otherwise
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(self.impl)
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ConfigurationError("naive datetime: pass a timezone-aware value")
-        value = value.astimezone(timezone.utc)
-        # SQLite keeps text and MySQL's DATETIME has no zone: store naive UTC in both.
-        return value.replace(tzinfo=None) if dialect.name in ("sqlite", *MYSQL) else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
 
 
 class SessionColumns:
     """One row per SDK session: identity, owner, metadata, state and the item sequence."""
+
+    sessions_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     # The SDK's id, any length and any Unicode; looked up through its SHA-256.
@@ -108,12 +58,21 @@ class SessionColumns:
     # Set by `archive_inactive`/`archive_session`: listed only when asked for; items kept.
     archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
+    @declared_attr
+    def parent_pk(cls) -> Mapped[int | None]:
+        # Set on a branched session's companion row, which holds the items written on its
+        # other branches; it is never listed and goes with its session.
+        return mapped_column(ForeignKey(f"{cls.sessions_fullname}.id", ondelete="CASCADE"))
+
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
-        # Keyset pages of sessions, most recently active first, overall and per user.
+        # Keyset pages of sessions, most recently active first, overall and per user; and
+        # the few companion rows (the others are left out of that index).
+        companion = text("parent_pk IS NOT NULL")
         return (
             Index(None, "updated_at", "id"),
             Index(None, "user_id", "updated_at", "id"),
+            Index(None, "parent_pk", sqlite_where=companion, postgresql_where=companion),
             TABLE_OPTIONS,
         )
 
@@ -233,6 +192,89 @@ class EmbeddingColumns:
         return (UniqueConstraint("item_pk", "model_id"), TABLE_OPTIONS)
 
 
+class BranchColumns:
+    """A named line of a session's history: "main" (the session's own items) or a branch.
+
+    A deleted branch keeps its row (`deleted_at` set), so its name is never used again.
+    """
+
+    sessions_fullname: ClassVar[str]
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @declared_attr
+    def session_pk(cls) -> Mapped[int]:
+        return _cascade(cls.sessions_fullname)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        return (UniqueConstraint("session_pk", "name"), TABLE_OPTIONS)
+
+
+class BranchItemColumns:
+    """One item of a branch, by reference (never a copy): its place and its user turn."""
+
+    branches_fullname: ClassVar[str]
+    items_fullname: ClassVar[str]
+
+    # The item's own sequence number: the order within every branch that holds it.
+    seq: Mapped[int] = mapped_column(BigInteger)
+    turn: Mapped[int] = mapped_column(Integer)
+    is_user: Mapped[bool] = mapped_column(Boolean)
+
+    @declared_attr
+    def branch_pk(cls) -> Mapped[int]:
+        return _cascade(cls.branches_fullname)
+
+    @declared_attr
+    def item_pk(cls) -> Mapped[int]:
+        return _cascade(cls.items_fullname)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        # A branch's items in order, from its primary key; the cascade from items.
+        return (PrimaryKeyConstraint("branch_pk", "seq"), Index(None, "item_pk"), TABLE_OPTIONS)
+
+
+class TurnUsageColumns:
+    """Token usage of one user turn of one branch, as the run's context last reported it."""
+
+    sessions_fullname: ClassVar[str]
+    branches_fullname: ClassVar[str]
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    turn: Mapped[int] = mapped_column(Integer)
+    requests: Mapped[int] = mapped_column(BigInteger)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    total_tokens: Mapped[int] = mapped_column(BigInteger)
+    input_details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    output_details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    @declared_attr
+    def session_pk(cls) -> Mapped[int]:
+        return _cascade(cls.sessions_fullname)
+
+    @declared_attr
+    def branch_pk(cls) -> Mapped[int]:
+        return _cascade(cls.branches_fullname)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        # One row per turn of a branch; a session's rows; the store-wide sums by time.
+        return (
+            UniqueConstraint("branch_pk", "turn"),
+            Index(None, "session_pk"),
+            Index(None, "created_at"),
+            TABLE_OPTIONS,
+        )
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one `TableNames`, their `MetaData`, and their Core tables."""
@@ -245,6 +287,9 @@ class Models:
     keyring: type[KeyringColumns]
     term: type[TermColumns]
     embedding: type[EmbeddingColumns]
+    branch: type[BranchColumns]
+    branch_item: type[BranchItemColumns]
+    turn_usage: type[TurnUsageColumns]
 
     def table(self, mapped: type[Any]) -> Table:
         """The Core table of one of the classes above, for the repository's statements."""
@@ -271,6 +316,7 @@ def build_models(names: TableNames) -> Models:
 
     class SessionRow(SessionColumns, Base):
         __tablename__ = names.name("sessions")
+        sessions_fullname = fullname("sessions")
 
     class ItemRow(ItemColumns, Base):
         __tablename__ = names.name("items")
@@ -291,6 +337,20 @@ def build_models(names: TableNames) -> Models:
         __tablename__ = names.name("embeddings")
         items_fullname = fullname("items")
 
+    class BranchRow(BranchColumns, Base):
+        __tablename__ = names.name("branches")
+        sessions_fullname = fullname("sessions")
+
+    class BranchItemRow(BranchItemColumns, Base):
+        __tablename__ = names.name("branch_items")
+        branches_fullname = fullname("branches")
+        items_fullname = fullname("items")
+
+    class TurnUsageRow(TurnUsageColumns, Base):
+        __tablename__ = names.name("turn_usage")
+        sessions_fullname = fullname("sessions")
+        branches_fullname = fullname("branches")
+
     return Models(
         names=names,
         metadata=Base.metadata,
@@ -300,4 +360,7 @@ def build_models(names: TableNames) -> Models:
         keyring=KeyringRow,
         term=TermRow,
         embedding=EmbeddingRow,
+        branch=BranchRow,
+        branch_item=BranchItemRow,
+        turn_usage=TurnUsageRow,
     )

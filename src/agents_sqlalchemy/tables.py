@@ -11,7 +11,18 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Constraint names are built from table names and must fit PostgreSQL's 63-byte identifiers.
 MAX_NAME_LENGTH = 36
 # The tables, in creation order; each can be renamed, the rest take `prefix + role`.
-ROLES = ("sessions", "items", "item_keys", "keyring", "terms", "embeddings", "version")
+ROLES = (
+    "sessions",
+    "items",
+    "item_keys",
+    "keyring",
+    "terms",
+    "embeddings",
+    "branches",
+    "branch_items",
+    "turn_usage",
+    "version",
+)
 
 
 def check_identifier(what: str, value: str) -> str:
@@ -46,6 +57,9 @@ class TableNames:
     keyring: str | None = None
     terms: str | None = None
     embeddings: str | None = None
+    branches: str | None = None
+    branch_items: str | None = None
+    turn_usage: str | None = None
     version: str | None = None
 
     def __post_init__(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 
@@ -151,3 +152,23 @@ class Unindexed:
     session_pk: int
     key: SessionKey
     stored: StoredItem
+
+
+class BranchItem(NamedTuple):
+    """One item of a branch as read back: its user turn, whether it opens that turn (a user
+    message), when it was written, and the stored item."""
+
+    turn: int
+    is_user: bool
+    created_at: datetime
+    stored: StoredItem
+
+
+@dataclass(frozen=True)
+class BranchSummary:
+    """A branch that holds items: how many, how many user turns, since when."""
+
+    name: str
+    items: int
+    user_turns: int
+    created_at: datetime

@@ -10,16 +10,19 @@ Example::
     await repo.append(SessionKey.of("chat-1"), 1, lambda seq: [NewItem(payload="{}")], None)
 """
 
+from .branches import GONE
 from .compaction import CompactionOps
 from .imports import ImportOps, SdkSource
 from .items import ItemOps
 from .keyring import KeyringOps
 from .search import SearchOps
 from .sessions import SessionOps
+from .usage import UsageOps
 
 
-class Repository(ItemOps, CompactionOps, SessionOps, SearchOps, KeyringOps, ImportOps):
-    """Items, sessions, search index, keyring and imports of one set of tables in a database."""
+class Repository(ItemOps, CompactionOps, SessionOps, SearchOps, KeyringOps, ImportOps, UsageOps):
+    """Items, sessions, search index, keyring, imports, compaction, branches and usage of one
+    set of tables in a database."""
 
 
-__all__ = ["Repository", "SdkSource"]
+__all__ = ["GONE", "Repository", "SdkSource"]

@@ -185,12 +185,15 @@ class SearchOps(RepositoryBase):
         return await self._db.read(work)
 
     def _unindexed_where(self, model_id: str, scope: Scope) -> ColumnElement[bool]:
-        """Live items in scope without a vector (or marker) of `model_id`."""
+        """Live items in scope without a vector (or marker) of `model_id`; never the items a
+        session wrote on its other branches (its companion row's): only main lines are
+        searched."""
         items, embeddings = self._items, self._embeddings
         indexed = exists().where(
             embeddings.c.item_pk == items.c.id, embeddings.c.model_id == model_id
         )
-        return and_(~indexed, self._live(self._now()), self._in_scope(scope))
+        main_line = self._sessions.c.parent_pk.is_(None)
+        return and_(~indexed, self._live(self._now()), self._in_scope(scope), main_line)
 
     async def count_unindexed(self, model_id: str, scope: Scope) -> int:
         """How many live items in scope have no vector of `model_id`."""

@@ -14,8 +14,8 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    or_,
     select,
-    true,
     tuple_,
     update,
 )
@@ -72,7 +72,7 @@ class SessionOps(RepositoryBase):
         None for both.
         """
         sessions = self._sessions
-        query = self._described(self._now())
+        query = self._described(self._now()).where(sessions.c.parent_pk.is_(None))
         if archived is not None:
             archived_at = sessions.c.archived_at
             query = query.where(archived_at.is_not(None) if archived else archived_at.is_(None))
@@ -153,9 +153,12 @@ class SessionOps(RepositoryBase):
         user_id: str | None = None,
         inactive_for: timedelta | None = None,
     ) -> ColumnElement[bool]:
-        """A condition on the sessions table, for `delete_sessions` (none: every session)."""
+        """A condition on the sessions table, for `delete_sessions` (none: every session).
+
+        Companion rows (the items of a session's branches) go with their session.
+        """
         sessions = self._sessions
-        conditions: list[ColumnElement[bool]] = [true()]
+        conditions: list[ColumnElement[bool]] = [sessions.c.parent_pk.is_(None)]
         if session_hash is not None:
             conditions.append(sessions.c.session_hash == session_hash)
         if user_id is not None:
@@ -243,7 +246,12 @@ class SessionOps(RepositoryBase):
             pks = list(locked.scalars())
         if not pks:
             return 0, 0
-        removed = conn.execute(delete(items).where(items.c.session_pk.in_(pks)))
+        companions = select(sessions.c.id).where(sessions.c.parent_pk.in_(pks))
+        removed = conn.execute(
+            delete(items).where(
+                or_(items.c.session_pk.in_(pks), items.c.session_pk.in_(companions))
+            )
+        )
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
         return len(pks), int(removed.rowcount)
 

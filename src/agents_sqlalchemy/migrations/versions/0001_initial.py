@@ -1,4 +1,4 @@
-"""Initial schema: sessions, items, item keys, keyring, search terms and embeddings.
+"""Initial schema: sessions, items, item keys, keyring, search terms, embeddings, branches.
 
 Revision ID: 0001
 Revises:
@@ -96,13 +96,18 @@ def upgrade() -> None:
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("updated_at", TIMESTAMP, nullable=False),
         sa.Column("archived_at", TIMESTAMP, nullable=True),
+        sa.Column("parent_pk", ID, nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         sa.UniqueConstraint("session_hash", name=uq(t, "session_hash")),
+        cascade(t, "parent_pk", "sessions"),
         schema=schema(),
         **OPTIONS,
     )
     index(t, "updated_at", "id")
     index(t, "user_id", "updated_at", "id")
+    # Only a branched session's companion row has a parent.
+    companion = sa.text("parent_pk IS NOT NULL")
+    index(t, "parent_pk", sqlite_where=companion, postgresql_where=companion)
 
     t = name("items")
     op.create_table(
@@ -190,8 +195,69 @@ def upgrade() -> None:
         **OPTIONS,
     )
     index(t, "session_pk")
+    branches()
+
+
+def branches() -> None:
+    """Branches of a session, their items by reference, and token usage per turn."""
+    t = name("branches")
+    op.create_table(
+        t,
+        sa.Column("id", ID, nullable=False),
+        sa.Column("session_pk", ID, nullable=False),
+        sa.Column("name", sa.String(255), nullable=False),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("deleted_at", TIMESTAMP, nullable=True),
+        sa.PrimaryKeyConstraint("id", name=pk(t)),
+        cascade(t, "session_pk", "sessions"),
+        sa.UniqueConstraint("session_pk", "name", name=uq(t, "session_pk", "name")),
+        schema=schema(),
+        **OPTIONS,
+    )
+
+    t = name("branch_items")
+    op.create_table(
+        t,
+        sa.Column("branch_pk", ID, nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("item_pk", ID, nullable=False),
+        sa.Column("turn", sa.Integer(), nullable=False),
+        sa.Column("is_user", sa.Boolean(), nullable=False),
+        sa.PrimaryKeyConstraint("branch_pk", "seq", name=pk(t)),
+        cascade(t, "branch_pk", "branches"),
+        cascade(t, "item_pk", "items"),
+        schema=schema(),
+        **OPTIONS,
+    )
+    index(t, "item_pk")
+
+    t = name("turn_usage")
+    op.create_table(
+        t,
+        sa.Column("id", ID, nullable=False),
+        sa.Column("session_pk", ID, nullable=False),
+        sa.Column("branch_pk", ID, nullable=False),
+        sa.Column("turn", sa.Integer(), nullable=False),
+        sa.Column("requests", sa.BigInteger(), nullable=False),
+        sa.Column("input_tokens", sa.BigInteger(), nullable=False),
+        sa.Column("output_tokens", sa.BigInteger(), nullable=False),
+        sa.Column("total_tokens", sa.BigInteger(), nullable=False),
+        sa.Column("input_details", sa.JSON(), nullable=True),
+        sa.Column("output_details", sa.JSON(), nullable=True),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("updated_at", TIMESTAMP, nullable=False),
+        sa.PrimaryKeyConstraint("id", name=pk(t)),
+        cascade(t, "session_pk", "sessions"),
+        cascade(t, "branch_pk", "branches"),
+        sa.UniqueConstraint("branch_pk", "turn", name=uq(t, "branch_pk", "turn")),
+        schema=schema(),
+        **OPTIONS,
+    )
+    index(t, "session_pk")
+    index(t, "created_at")
 
 
 def downgrade() -> None:
-    for role in ("embeddings", "terms", "keyring", "item_keys", "items", "sessions"):
+    roles = ("turn_usage", "branch_items", "branches", "embeddings", "terms", "keyring")
+    for role in (*roles, "item_keys", "items", "sessions"):
         op.drop_table(name(role), schema=schema())

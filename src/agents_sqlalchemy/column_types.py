@@ -1,0 +1,71 @@
+"""Column types and table options every model shares, on every dialect.
+
+`models.py` builds the tables from them; the names are re-exported there.
+
+Example::
+
+    UTCDateTime().process_result_value(datetime(2026, 1, 1), sqlite_dialect)  # UTC, aware
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import BigInteger, DateTime, Dialect, Integer, LargeBinary, Text
+from sqlalchemy.dialects import mysql
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from .errors import ConfigurationError
+
+# Constraint names include the table name, so they follow custom table names.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+# MySQL and MariaDB (a URL names either dialect): TEXT and BLOB stop at 64 KB, so items and
+# sealed bytes take the LONG kinds; timestamps keep microseconds; every table is InnoDB in
+# utf8mb4 (emoji) with a binary collation, so text compares as on the other databases.
+MYSQL = ("mysql", "mariadb")
+LongText = Text().with_variant(mysql.LONGTEXT(), *MYSQL)
+LongBinary = LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL)
+TABLE_OPTIONS = {
+    f"{dialect}_{option}": value
+    for dialect in MYSQL
+    for option, value in (("engine", "InnoDB"), ("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware, on every dialect."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in MYSQL:  # DATETIME keeps whole seconds unless told otherwise
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(self.impl)
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ConfigurationError("naive datetime: pass a timezone-aware value")
+        value = value.astimezone(timezone.utc)
+        # SQLite keeps text and MySQL's DATETIME has no zone: store naive UTC in both.
+        return value.replace(tzinfo=None) if dialect.name in ("sqlite", *MYSQL) else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)

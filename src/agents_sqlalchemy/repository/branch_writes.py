@@ -1,0 +1,267 @@
+"""Branch SQL that writes: appends to a branch, removals off any line, branches made and
+deleted. Every statement runs under the session's lock (its `next_seq` bump first).
+
+An item leaves the database (and its key with it) only when no line holds it any more: off
+the main line, an item a branch still holds moves to the session's companion row instead.
+
+Example::
+
+    name, source = await repo.create_branch(key, "main", 2, None, "draft", is_user)
+    await repo.pop_line(key, name, decode, is_user)
+    await repo.delete_branch(key, name)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import delete, exists, literal, select, update
+from sqlalchemy.engine import Connection
+
+from ..errors import BranchError
+from ..turns import MAIN, turn_numbers
+from ..types import NewItem, SessionKey, StoredItem
+from .branches import GONE, BranchOps, Gone, Opened
+
+T = TypeVar("T")
+
+
+class BranchWriteOps(BranchOps):
+    """Appends, removals and branch rows, each one transaction under the session's lock."""
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _insert_owned(
+        self, conn: Connection, owner_pk: int, first: int, new: Sequence[NewItem], ttl: Any
+    ) -> list[int]:
+        """Insert items (and their keys) under `owner_pk` at `first`..., as an append does;
+        their pks, in order."""
+        items, now = self._items, self._now()
+        self._insert_items(conn, owner_pk, first, new, now, now + ttl if ttl else None)
+        placed = (items.c.session_pk == owner_pk, items.c.seq.between(first, first + len(new) - 1))
+        return list(conn.execute(select(items.c.id).where(*placed).order_by(items.c.seq)).scalars())
+
+    def _append_branch(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        name: str,
+        build: Callable[[int], Sequence[NewItem]],
+        flags: list[bool],
+        ttl: timedelta | None,
+    ) -> tuple[int, int] | Gone:
+        """Append to branch `name` (not main) under the session's lock: (session pk, branch
+        pk), or `GONE`."""
+        refs = self._branch_items
+        claimed = self._claim(conn, key, len(flags), self._now())
+        branch_pk = self._branch_pk(conn, claimed.id, name)
+        companion = self._companion(conn, key, claimed.id)
+        if branch_pk is None or companion is None:
+            return GONE
+        first = claimed.next_seq - len(flags) + 1
+        pks = self._insert_owned(conn, companion, first, build(first), ttl)
+        last = select(refs.c.turn).where(refs.c.branch_pk == branch_pk)
+        turn = conn.execute(last.order_by(refs.c.seq.desc()).limit(1)).scalar() or 0
+        conn.execute(
+            refs.insert(),
+            [
+                {"branch_pk": branch_pk, "seq": first + i, "item_pk": pk, "turn": n, "is_user": f}
+                for i, (pk, f, n) in enumerate(
+                    zip(pks, flags, turn_numbers(flags, turn), strict=True)
+                )
+            ],
+        )
+        return claimed.id, branch_pk
+
+    def _remove_tail(
+        self, conn: Connection, key: SessionKey, session_pk: int, name: str, opened: Opened
+    ) -> tuple[Any, int, int] | Gone | None:
+        """Take the latest live item off a line: (its row, branch pk, turn), None if empty.
+
+        Off the main line, an item another branch holds moves to the companion row (its
+        search index goes: only the main line is searched); off a branch, an item goes when
+        no line holds it any more. Either way its key goes with it.
+        """
+        items, refs, now = self._items, self._branch_items, self._now()
+        if name == MAIN:
+            branch_pk = self._branch_pk(conn, session_pk, MAIN)
+            if branch_pk is not None:
+                self._sync_main(conn, session_pk, branch_pk, opened)
+            query = self._item_columns().add_columns(items.c.session_pk)
+            query = query.where(items.c.session_pk == session_pk, self._live(now))
+            row = conn.execute(query.order_by(items.c.seq.desc()).limit(1)).one_or_none()
+        else:
+            branch_pk = self._branch_pk(conn, session_pk, name)
+            if branch_pk is None:
+                return GONE
+            query = self._line_items(branch_pk).add_columns(items.c.session_pk)
+            row = conn.execute(query.order_by(refs.c.seq.desc()).limit(1)).one_or_none()
+        if row is None:
+            return None
+        if branch_pk is None:  # a main line that never branched: as it always was
+            conn.execute(delete(items).where(items.c.id == row.id))
+            return row, 0, 0
+        dropped = delete(refs).where(refs.c.branch_pk == branch_pk, refs.c.seq == row.seq)
+        turn = conn.execute(dropped.returning(refs.c.turn)).scalar_one_or_none()
+        held = conn.execute(select(exists().where(refs.c.item_pk == row.id))).scalar()
+        on_main = row.session_pk == session_pk
+        if name == MAIN and held:
+            self._to_companion(conn, key, session_pk, row.id)
+        elif not held and (name == MAIN or not on_main):
+            conn.execute(delete(items).where(items.c.id == row.id))
+        return row, branch_pk, turn if turn is not None else -1
+
+    def _to_companion(self, conn: Connection, key: SessionKey, session_pk: int, pk: int) -> None:
+        companion = self._companion(conn, key, session_pk, self._now())
+        for table in (self._terms, self._embeddings):
+            conn.execute(delete(table).where(table.c.item_pk == pk))
+        conn.execute(update(self._items).where(self._items.c.id == pk).values(session_pk=companion))
+
+    def _drop_empty_turn_usage(self, conn: Connection, branch_pk: int, turn: int) -> None:
+        """A turn with no item left on its branch loses its usage row."""
+        refs, usage = self._branch_items, self._turn_usage
+        left = exists().where(refs.c.branch_pk == branch_pk, refs.c.turn == turn)
+        if not conn.execute(select(left)).scalar():
+            conn.execute(delete(usage).where(usage.c.branch_pk == branch_pk, usage.c.turn == turn))
+
+    async def pop_line(
+        self, key: SessionKey, name: str, decode: Callable[[StoredItem], T], opened: Opened
+    ) -> T | Gone | None:
+        """Remove and return the latest live item of a line; `GONE` for a dead branch."""
+
+        def work(conn: Connection) -> T | Gone | None:
+            session_pk = self._lock_existing(conn, key, self._now())
+            if session_pk is None:
+                return None if name == MAIN else GONE
+            taken = self._remove_tail(conn, key, session_pk, name, opened)
+            if taken is None or isinstance(taken, Gone):
+                return taken
+            row, branch_pk, turn = taken
+            if branch_pk:
+                self._drop_empty_turn_usage(conn, branch_pk, turn)
+            # Decoded inside the transaction: a corrupt row raises and the removal rolls back.
+            return decode(self._stored_of(row))
+
+        return await self._db.write(work)
+
+    async def clear_lines(self, key: SessionKey) -> int:
+        """Delete every item of every line, and the usage; branch names stay reserved."""
+
+        def work(conn: Connection) -> int:
+            now = self._now()
+            session_pk = self._lock_existing(conn, key, now)
+            if session_pk is None:
+                return 0
+            items = self._items
+            removed = conn.execute(delete(items).where(items.c.session_pk == session_pk))
+            if self._branch_pk(conn, session_pk, MAIN) is None:
+                return int(removed.rowcount)
+            companion = self._companion(conn, key, session_pk)
+            if companion is not None:
+                conn.execute(delete(items).where(items.c.session_pk == companion))
+            usage, branches = self._turn_usage, self._branches
+            conn.execute(delete(usage).where(usage.c.session_pk == session_pk))
+            conn.execute(
+                update(branches)
+                .where(branches.c.session_pk == session_pk, branches.c.name != MAIN)
+                .where(branches.c.deleted_at.is_(None))
+                .values(deleted_at=now)
+            )
+            return int(removed.rowcount)
+
+        return await self._db.write(work)
+
+    # -- branches ---------------------------------------------------------------------------
+
+    async def create_branch(
+        self,
+        key: SessionKey,
+        source: str,
+        turn: int,
+        name: str | None,
+        base: str,
+        opened: Opened,
+    ) -> tuple[str, str]:
+        """A new branch with the source's items before user turn `turn`: (name, source).
+
+        `name` None takes `base`, or `base_2`, `base_3`... whichever was never used. A source
+        branch deleted meanwhile means the main line, as for every implicit branch.
+        """
+
+        def work(conn: Connection) -> tuple[str, str]:
+            now = self._now()
+            session_pk = self._lock_existing(conn, key, now)
+            source_pk = self._branch_pk(conn, session_pk, source) if source != MAIN else None
+            used = source if source_pk is not None else MAIN
+            if session_pk is not None and source_pk is None:
+                source_pk = self._main_pk(conn, session_pk, now)
+                self._sync_main(conn, session_pk, source_pk, opened)
+            refs = self._branch_items
+            opening = select(refs.c.seq).where(
+                refs.c.branch_pk == source_pk, refs.c.turn == turn, refs.c.is_user
+            )
+            if session_pk is None or conn.execute(opening).first() is None:
+                raise BranchError(f"Turn {turn} does not contain a user message in branch '{used}'")
+            branch_pk, chosen = self._reserve(conn, session_pk, name, base, now)
+            self._companion(conn, key, session_pk, now)
+            copied = select(
+                literal(branch_pk), refs.c.seq, refs.c.item_pk, refs.c.turn, refs.c.is_user
+            ).where(refs.c.branch_pk == source_pk, refs.c.turn < turn)
+            columns = ["branch_pk", "seq", "item_pk", "turn", "is_user"]
+            conn.execute(refs.insert().from_select(columns, copied))
+            return chosen, used
+
+        return await self._db.write(work)
+
+    def _reserve(
+        self, conn: Connection, session_pk: int, name: str | None, base: str, now: datetime
+    ) -> tuple[int, str]:
+        """Insert the branch row under a name this session never used."""
+        branches = self._branches
+        taken = {
+            MAIN,
+            *conn.execute(
+                select(branches.c.name).where(branches.c.session_pk == session_pk)
+            ).scalars(),
+        }
+        if name is not None and name in taken:
+            raise BranchError(f"Branch ID '{name}' has already been used. Choose a new branch ID.")
+        chosen, suffix = name or base, 1
+        while chosen in taken:
+            suffix += 1
+            chosen = f"{base}_{suffix}"
+        made = branches.insert().values(session_pk=session_pk, name=chosen, created_at=now)
+        return conn.execute(made.returning(branches.c.id)).scalar_one(), chosen
+
+    async def delete_branch(self, key: SessionKey, name: str) -> bool:
+        """Delete a branch (not main) that holds items; False if there is none such.
+
+        Its references and usage go, and the items no line holds any more; its row stays,
+        deleted, so the name is never used again.
+        """
+
+        def work(conn: Connection) -> bool:
+            now = self._now()
+            session_pk = self._lock_existing(conn, key, now)
+            branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
+            refs, items, branches = self._branch_items, self._items, self._branches
+            holds = exists().where(refs.c.branch_pk == branch_pk)
+            if session_pk is None or branch_pk is None or not conn.execute(select(holds)).scalar():
+                return False
+            companion = self._companion(conn, key, session_pk)
+            ours = select(refs.c.item_pk).where(refs.c.branch_pk == branch_pk)
+            elsewhere = exists().where(refs.c.item_pk == items.c.id, refs.c.branch_pk != branch_pk)
+            conn.execute(
+                delete(items).where(
+                    items.c.session_pk == companion, items.c.id.in_(ours), ~elsewhere
+                )
+            )
+            conn.execute(delete(refs).where(refs.c.branch_pk == branch_pk))
+            usage = self._turn_usage
+            conn.execute(delete(usage).where(usage.c.branch_pk == branch_pk))
+            conn.execute(update(branches).where(branches.c.id == branch_pk).values(deleted_at=now))
+            return True
+
+        return await self._db.write(work)

@@ -1,0 +1,323 @@
+"""Branch SQL: a session's lines of history, sharing its stored items by reference.
+
+The main line is the session's own items, read as they always are: a session that never
+branches has no row in these tables. Its turn structure (which items open a user turn) is
+derived from the items on first need and kept up to date lazily, under the session's lock.
+Another branch is a list of references (`branch_items`): creating one copies the source's
+references before the chosen turn, never a payload. Items written on a branch live in the
+session's companion row (`sessions.parent_pk`), so the main line never sees them; they take
+their sequence numbers from the session itself, so a place is unique across all its lines
+and an item sealed for the session opens wherever it is referenced.
+
+Example::
+
+    repo = Repository(Database("agent.db"), build_models(TableNames()))
+    name, source = await repo.create_branch(key, "main", 2, None, "draft", is_user)
+    await repo.read_branch(key, name, limit=None)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import datetime
+from functools import cached_property
+from typing import Any, TypeVar
+
+from sqlalchemy import Table, case, exists, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from ..turns import MAIN, turn_numbers
+from ..types import BranchItem, BranchSummary, SessionKey, StoredItem
+from .base import RepositoryBase
+
+T = TypeVar("T")
+#: Decodes a stored item of a session and says whether it is a user message.
+Opened = Callable[[StoredItem], bool]
+#: Work on one line: (connection, session pk or None, branch pk or None) -> result.
+LineWork = Callable[[Connection, Any, Any], T]
+
+
+class Gone:
+    """The branch asked for has no live row (deleted, cleared, or never made)."""
+
+
+GONE = Gone()
+_STALE = object()
+
+
+def companion_hash(key: SessionKey) -> str:
+    """The lookup hash of a session's companion row; no session id contains NUL, so no
+    session's own hash is ever this."""
+    return hashlib.sha256(f"{key.session_id}\x00branches".encode()).hexdigest()
+
+
+class BranchOps(RepositoryBase):
+    """Branches of a session: their items by reference, the main line's turns, removal."""
+
+    @cached_property
+    def _branches(self) -> Table:
+        return self._models.table(self._models.branch)
+
+    @cached_property
+    def _branch_items(self) -> Table:
+        return self._models.table(self._models.branch_item)
+
+    @cached_property
+    def _turn_usage(self) -> Table:
+        return self._models.table(self._models.turn_usage)
+
+    @cached_property
+    def _upsert(self) -> Any:
+        """The dialect's INSERT that takes ON CONFLICT (SQLite, PostgreSQL)."""
+        return postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
+
+    # -- locating ---------------------------------------------------------------------------
+
+    def _lock(self, conn: Connection, key: SessionKey) -> int | None:
+        """Take the session's write lock without counting it as activity; its pk or None."""
+        sessions = self._sessions
+        result = conn.execute(
+            update(sessions)
+            .where(sessions.c.session_hash == key.hash)
+            .values(next_seq=sessions.c.next_seq)
+            .returning(sessions.c.id)
+        )
+        pk: int | None = result.scalar_one_or_none()
+        return pk
+
+    def _branch_pk(self, conn: Connection, session_pk: Any, name: str) -> int | None:
+        """The live branch `name` of a session (main included, once it has a row)."""
+        branches = self._branches
+        query = select(branches.c.id).where(
+            branches.c.session_pk == session_pk,
+            branches.c.name == name,
+            branches.c.deleted_at.is_(None),
+        )
+        pk: int | None = conn.execute(query).scalar_one_or_none()
+        return pk
+
+    def _main_pk(self, conn: Connection, session_pk: int, now: datetime) -> int:
+        """The main line's row, made on first need."""
+        found = self._branch_pk(conn, session_pk, MAIN)
+        if found is not None:
+            return found
+        made = self._branches.insert().values(session_pk=session_pk, name=MAIN, created_at=now)
+        pk: int = conn.execute(made.returning(self._branches.c.id)).scalar_one()
+        return pk
+
+    def _companion(
+        self, conn: Connection, key: SessionKey, session_pk: int, now: datetime | None = None
+    ) -> int | None:
+        """The companion row holding the items of the session's other branches; with `now`,
+        made if missing (owned by the session's owner, so its erasure takes it too)."""
+        sessions = self._sessions
+        hashed = companion_hash(key)
+        found = select(sessions.c.id).where(sessions.c.session_hash == hashed)
+        pk: int | None = conn.execute(found).scalar_one_or_none()
+        if pk is None and now is not None:
+            owner = select(sessions.c.user_id).where(sessions.c.id == session_pk).scalar_subquery()
+            made = sessions.insert().values(
+                session_id=key.session_id,
+                session_hash=hashed,
+                user_id=owner,
+                parent_pk=session_pk,
+                next_seq=0,
+                created_at=now,
+                updated_at=now,
+            )
+            pk = conn.execute(made.returning(sessions.c.id)).scalar_one()
+        return pk
+
+    # -- the main line's turns --------------------------------------------------------------
+
+    def _main_stale(self, conn: Connection, session_pk: int) -> bool:
+        """Whether the main line has items its turn structure does not know yet."""
+        items, refs = self._items, self._branch_items
+        newest = select(func.max(items.c.seq)).where(items.c.session_pk == session_pk)
+        main_pk = self._branch_pk(conn, session_pk, MAIN)
+        if main_pk is None:
+            return conn.execute(newest).scalar() is not None
+        known = select(func.max(refs.c.seq)).where(refs.c.branch_pk == main_pk)
+        row = conn.execute(select(newest.scalar_subquery(), known.scalar_subquery())).one()
+        return bool(row[0] != row[1])
+
+    def _sync_main(self, conn: Connection, session_pk: int, main_pk: int, opened: Opened) -> None:
+        """Add the main line's newer items to its turn structure (opening them to see which
+        are user messages). Items only ever join at the end, with higher numbers."""
+        items, refs = self._items, self._branch_items
+        last = conn.execute(
+            select(refs.c.seq, refs.c.turn)
+            .where(refs.c.branch_pk == main_pk)
+            .order_by(refs.c.seq.desc())
+            .limit(1)
+        ).one_or_none()
+        after, turn = (last.seq, last.turn) if last else (0, 0)
+        query = self._item_columns().where(items.c.session_pk == session_pk, items.c.seq > after)
+        rows = conn.execute(query.order_by(items.c.seq)).all()
+        if not rows:
+            return
+        stored = [self._stored_of(row) for row in rows]
+        flags = [opened(item) for item in stored]
+        conn.execute(
+            refs.insert(),
+            [
+                {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
+                for row, item, f, n in zip(
+                    rows, stored, flags, turn_numbers(flags, turn), strict=True
+                )
+            ],
+        )
+
+    def _fresh_main(self, conn: Connection, key: SessionKey, opened: Opened) -> tuple[Any, Any]:
+        """Under the session's lock: (session pk, main pk) with the main line's turns known."""
+        session_pk = self._lock(conn, key)
+        if session_pk is None:
+            return None, None
+        main_pk = self._main_pk(conn, session_pk, self._now())
+        self._sync_main(conn, session_pk, main_pk, opened)
+        return session_pk, main_pk
+
+    async def on_line(
+        self, key: SessionKey, name: str, work: LineWork[T], opened: Opened | None
+    ) -> T:
+        """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
+
+        With `opened`, the main line's turns are brought up to date first: read as they are
+        when nothing is new, else in a write under the session's lock. `work` gets None pks
+        for a session (or a main line) that holds nothing yet.
+        """
+
+        def attempt(conn: Connection) -> Any:
+            session_pk = conn.execute(self._session_pk(key)).scalar_one_or_none()
+            if name != MAIN:
+                branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
+                return GONE if branch_pk is None else work(conn, session_pk, branch_pk)
+            if opened and session_pk is not None and self._main_stale(conn, session_pk):
+                return _STALE
+            main_pk = self._branch_pk(conn, session_pk, MAIN) if session_pk else None
+            return work(conn, session_pk, main_pk)
+
+        def refresh(conn: Connection) -> T:
+            assert opened is not None
+            return work(conn, *self._fresh_main(conn, key, opened))
+
+        result = await self._db.read(attempt)
+        return await self._db.write(refresh) if result is _STALE else result
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _line_items(self, branch_pk: Any, *, users_only: bool = False) -> Any:
+        """A branch's live items in order, with their turn, user flag and time."""
+        items, refs = self._items, self._branch_items
+        query = (
+            self._item_columns()
+            .add_columns(refs.c.turn, refs.c.is_user, items.c.created_at)
+            .join(refs, refs.c.item_pk == items.c.id)
+            .where(refs.c.branch_pk == branch_pk, self._live(self._now()))
+        )
+        return query.where(refs.c.is_user) if users_only else query
+
+    def _branch_item(self, row: Any) -> BranchItem:
+        width = self._width
+        return BranchItem(row[width], bool(row[width + 1]), row[width + 2], self._stored_of(row))
+
+    @property
+    def _width(self) -> int:
+        """How many columns `_item_columns` selects (others may follow them)."""
+        return 6 if self._sealed else 3
+
+    def _stored_of(self, row: Any) -> StoredItem:
+        return self._stored(row[: self._width])
+
+    async def read_branch(
+        self, key: SessionKey, name: str, limit: int | None
+    ) -> list[StoredItem] | Gone:
+        """A branch's live items in order (the latest `limit`), or `GONE`; never main."""
+        refs = self._branch_items
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[StoredItem]:
+            query = self._line_items(branch_pk)
+            if limit is None:
+                rows = conn.execute(query.order_by(refs.c.seq)).all()
+            else:
+                rows = conn.execute(query.order_by(refs.c.seq.desc()).limit(limit)).all()[::-1]
+            return [self._stored_of(row) for row in rows]
+
+        return await self.on_line(key, name, work, None)
+
+    async def line_items(
+        self, key: SessionKey, name: str, opened: Opened, *, users_only: bool = False
+    ) -> list[BranchItem] | Gone:
+        """Every live item of a branch (main included) with its turn, or `GONE`."""
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[BranchItem]:
+            if branch_pk is None:
+                return []
+            query = self._line_items(branch_pk, users_only=users_only)
+            rows = conn.execute(query.order_by(self._branch_items.c.seq)).all()
+            return [self._branch_item(row) for row in rows]
+
+        return await self.on_line(key, name, work, opened)
+
+    async def branch_summaries(self, key: SessionKey, opened: Opened) -> list[BranchSummary]:
+        """The branches that hold live items, main first if it does, then by creation."""
+
+        def work(conn: Connection, session_pk: Any, main_pk: Any) -> list[BranchSummary]:
+            if session_pk is None:
+                return []
+            found = self._summaries(conn, session_pk)
+            if main_pk is not None:
+                found.insert(0, self._main_summary(conn, session_pk, main_pk))
+            return [summary for summary in found if summary.items]
+
+        return await self.on_line(key, MAIN, work, opened)
+
+    def _main_summary(self, conn: Connection, session_pk: int, main_pk: int) -> BranchSummary:
+        items, refs, live = self._items, self._branch_items, self._live(self._now())
+        count, first = conn.execute(
+            select(func.count(), func.min(items.c.created_at)).where(
+                items.c.session_pk == session_pk, live
+            )
+        ).one()
+        users = conn.execute(
+            select(func.count())
+            .select_from(refs.join(items, items.c.id == refs.c.item_pk))
+            .where(refs.c.branch_pk == main_pk, refs.c.is_user, live)
+        ).scalar_one()
+        return BranchSummary(MAIN, count, users, first)
+
+    def _summaries(self, conn: Connection, session_pk: int) -> list[BranchSummary]:
+        branches, refs, items = self._branches, self._branch_items, self._items
+        users = func.sum(case((refs.c.is_user, 1), else_=0))
+        query = (
+            select(branches.c.name, func.count(), users, branches.c.created_at)
+            .select_from(
+                branches.join(refs, refs.c.branch_pk == branches.c.id).join(
+                    items, items.c.id == refs.c.item_pk
+                )
+            )
+            .where(
+                branches.c.session_pk == session_pk,
+                branches.c.name != MAIN,
+                branches.c.deleted_at.is_(None),
+                self._live(self._now()),
+            )
+            .group_by(branches.c.id, branches.c.name, branches.c.created_at)
+            .order_by(branches.c.created_at, branches.c.id)
+        )
+        return [
+            BranchSummary(row[0], row[1], int(row[2] or 0), row[3]) for row in conn.execute(query)
+        ]
+
+    async def branch_state(self, key: SessionKey, name: str) -> bool | Gone:
+        """Whether live branch `name` (not main) holds an item; `GONE` if it is not live."""
+        refs = self._branch_items
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> bool:
+            return bool(
+                conn.execute(select(exists().where(refs.c.branch_pk == branch_pk))).scalar()
+            )
+
+        return await self.on_line(key, name, work, None)

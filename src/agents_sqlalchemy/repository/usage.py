@@ -1,0 +1,184 @@
+"""Usage SQL: appends that record a run's token usage, and usage per turn, session, user, day.
+
+A turn's usage row holds what the run's context last reported for that turn of that branch
+(the SDK's `store_run_usage` semantics): recording it again replaces it, so a run recorded
+as it goes and once more at its end counts once.
+
+Example::
+
+    await repo.record_usage(key, "main", {"requests": 1, ...}, opened)
+    await repo.usage_by_day(user_id="alice", since=None, until=None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Date, cast, func, select
+from sqlalchemy.engine import Connection
+
+from ..turns import MAIN
+from ..types import NewItem, SessionKey
+from .branch_writes import BranchWriteOps
+from .branches import GONE, Gone, Opened
+
+USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
+
+
+class UsageOps(BranchWriteOps):
+    """Token usage per turn of a branch, written with the items or on its own."""
+
+    def _record(
+        self, conn: Connection, session_pk: int, branch_pk: int, values: dict[str, Any]
+    ) -> bool:
+        """Put `values` on the branch's current (latest) turn; False if it has none."""
+        refs, usage, now = self._branch_items, self._turn_usage, self._now()
+        latest = select(refs.c.turn).where(refs.c.branch_pk == branch_pk)
+        turn = conn.execute(latest.order_by(refs.c.seq.desc()).limit(1)).scalar_one_or_none()
+        if turn is None:
+            return False
+        statement = self._upsert(usage).values(
+            session_pk=session_pk,
+            branch_pk=branch_pk,
+            turn=turn,
+            created_at=now,
+            updated_at=now,
+            **values,
+        )
+        replaced = {name: statement.excluded[name] for name in values} | {"updated_at": now}
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[usage.c.branch_pk, usage.c.turn], set_=replaced
+            )
+        )
+        return True
+
+    async def append_with_usage(
+        self,
+        key: SessionKey,
+        name: str,
+        build: Callable[[int], Sequence[NewItem]],
+        flags: list[bool],
+        ttl: timedelta | None,
+        usage: dict[str, Any] | None,
+        opened: Opened,
+    ) -> bool:
+        """Append to a line and, with `usage`, record it on the line's current turn, in one
+        transaction; False (nothing written) when branch `name` is gone."""
+
+        def work(conn: Connection) -> bool:
+            now = self._now()
+            if name == MAIN:
+                claimed = self._claim(conn, key, len(flags), now)
+                first = claimed.next_seq - len(flags) + 1
+                expires = now + ttl if ttl else None
+                self._insert_items(conn, claimed.id, first, build(first), now, expires)
+                session_pk, branch_pk = claimed.id, self._main_pk(conn, claimed.id, now)
+                self._sync_main(conn, session_pk, branch_pk, opened)
+            else:
+                appended = self._append_branch(conn, key, name, build, flags, ttl)
+                if isinstance(appended, Gone):
+                    return False
+                session_pk, branch_pk = appended
+            if usage is not None:
+                self._record(conn, session_pk, branch_pk, usage)
+            return True
+
+        return await self._db.write(work)
+
+    async def record_usage(
+        self, key: SessionKey, name: str, values: dict[str, Any], opened: Opened
+    ) -> bool | Gone:
+        """Record usage on a line's current turn: False if it has no turn, `GONE` if the
+        branch is."""
+
+        def work(conn: Connection) -> bool | Gone:
+            if name == MAIN:
+                session_pk, branch_pk = self._fresh_main(conn, key, opened)
+            else:
+                session_pk = self._lock(conn, key)
+                branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
+                if branch_pk is None:
+                    return GONE
+            if session_pk is None or branch_pk is None:
+                return False
+            return self._record(conn, session_pk, branch_pk, values)
+
+        return await self._db.write(work)
+
+    async def turn_usage(
+        self, key: SessionKey, name: str, turn: int | None
+    ) -> list[dict[str, Any]] | Gone:
+        """A branch's usage rows by turn (one turn's with `turn`), or `GONE`."""
+        usage = self._turn_usage
+        columns = [usage.c.turn, *(usage.c[name] for name in USAGE_COLUMNS)]
+        columns += [usage.c.input_details, usage.c.output_details]
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[dict[str, Any]]:
+            query = select(*columns).where(usage.c.branch_pk == branch_pk)
+            if turn is not None:
+                query = query.where(usage.c.turn == turn)
+            return [dict(row._mapping) for row in conn.execute(query.order_by(usage.c.turn))]
+
+        return await self.on_line(key, name, work, None)
+
+    async def session_usage(self, key: SessionKey, name: str | None) -> dict[str, int] | Gone:
+        """Sums and turn count of a session's usage: one branch's, or all branches'."""
+        usage = self._turn_usage
+        sums = [func.sum(usage.c[column]) for column in USAGE_COLUMNS]
+        query = select(*sums, func.count())
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> dict[str, int]:
+            where = (
+                usage.c.session_pk == session_pk if name is None else usage.c.branch_pk == branch_pk
+            )
+            row = conn.execute(query.where(where)).one()
+            return {
+                **{c: int(v or 0) for c, v in zip(USAGE_COLUMNS, row[:4], strict=True)},
+                "turns": row[-1],
+            }
+
+        return await self.on_line(key, name or MAIN, work, None)
+
+    def _day(self) -> ColumnElement[Any]:
+        created = self._turn_usage.c.created_at
+        if self._db.dialect_name == "sqlite":  # naive UTC text
+            return func.date(created)
+        return cast(func.timezone("UTC", created), Date)
+
+    async def usage_by_day(
+        self, *, user_id: str | None, since: datetime | None, until: datetime | None
+    ) -> list[tuple[str | None, date, dict[str, int]]]:
+        """Usage summed per owner and UTC day (of each turn's first record), by day."""
+        usage, sessions = self._turn_usage, self._sessions
+        day = self._day().label("day")
+        sums = [func.sum(usage.c[column]) for column in USAGE_COLUMNS]
+        query = (
+            select(sessions.c.user_id, day, func.count(), *sums)
+            .select_from(usage.join(sessions, sessions.c.id == usage.c.session_pk))
+            .group_by(sessions.c.user_id, day)
+            .order_by(day, sessions.c.user_id)
+        )
+        if user_id is not None:
+            query = query.where(sessions.c.user_id == user_id)
+        if since is not None:
+            query = query.where(usage.c.created_at >= since)
+        if until is not None:
+            query = query.where(usage.c.created_at < until)
+
+        def work(conn: Connection) -> list[tuple[str | None, date, dict[str, int]]]:
+            return [
+                (
+                    row[0],
+                    row[1] if isinstance(row[1], date) else date.fromisoformat(row[1]),
+                    {
+                        "turns": row[2],
+                        **{c: int(v or 0) for c, v in zip(USAGE_COLUMNS, row[3:], strict=True)},
+                    },
+                )
+                for row in conn.execute(query)
+            ]
+
+        return await self._db.read(work)
