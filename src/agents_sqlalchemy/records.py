@@ -1,11 +1,12 @@
-"""What the management API returns: session descriptions, pages of them, removal counts."""
+"""What the management API returns: session descriptions, pages of them, removal counts,
+search hits and token usage."""
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field, fields
+from datetime import date, datetime
 from typing import Any
 
 from .errors import ConfigurationError
@@ -84,3 +85,46 @@ class SearchHit:
     score: float
     vector: float | None
     keyword: float
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Token usage summed over user turns (of a branch, a session, a user, a day)."""
+
+    turns: int = 0
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+
+@dataclass(frozen=True)
+class DailyUsage:
+    """One owner's usage on one UTC day (the day each turn's usage was first recorded)."""
+
+    user_id: str | None
+    day: date
+    usage: TokenUsage
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """What `store.usage()` returns: per owner and day, oldest day first, and the total.
+
+    Example::
+
+        report = await store.usage(user_id="alice", since=datetime(2026, 11, 1, tzinfo=UTC))
+        report.total.total_tokens
+        for row in report.days:
+            print(row.day, row.user_id, row.usage.total_tokens)
+    """
+
+    days: list[DailyUsage] = field(default_factory=list)
+
+    @property
+    def total(self) -> TokenUsage:
+        """The sums over every row."""
+        return sum((row.usage for row in self.days), TokenUsage())

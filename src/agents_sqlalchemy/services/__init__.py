@@ -31,6 +31,7 @@ from ..repository import Repository
 from ..search import Embedder
 from ..tables import TableNames
 from .background import Background
+from .branches import Branches
 from .conversation import Conversation
 from .keyring import ROTATE_BATCH, Keyring
 from .management import Management
@@ -49,6 +50,7 @@ class Services:
     keyring: Keyring
     conversation: Conversation
     management: Management
+    branches: Branches
     searcher: Searcher | None
 
     @classmethod
@@ -81,15 +83,15 @@ class Services:
             db, repository, tables, key=key, create_tables=create_tables, background=background
         )
         searcher = None if embedder is None else Searcher(repository, keyring, embedder, background)
+        written = searcher.written if searcher else None
         return cls(
             db=db,
             repository=repository,
             background=background,
             keyring=keyring,
-            conversation=Conversation(
-                repository, keyring, searcher.written if searcher else None, ttl=ttl
-            ),
+            conversation=Conversation(repository, keyring, written, ttl=ttl),
             management=Management(repository, keyring),
+            branches=Branches(repository, keyring, written, ttl=ttl),
             searcher=searcher,
         )
 

@@ -1,0 +1,195 @@
+"""Turns, token usage and branches of a session: what `BranchMethods` asks of the store.
+
+Items come out decoded (opened with their keys in encrypted mode), so that what a turn says
+is matched and shown in memory and never stored beside the items in plaintext. Removals
+destroy the keys of the items no line holds any more.
+
+Example::
+
+    branches = Branches(repository, keyring, written=None, ttl=None)
+    name, source = await branches.create(key, "main", 2, None)
+    await branches.read(key, name, limit=None)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..codec import Codec, encode_items
+from ..errors import BranchError
+from ..records import DailyUsage, TokenUsage, UsageReport
+from ..repository import GONE, Repository
+from ..repository.branches import Gone, Opened
+from ..turns import MAIN, is_user
+from ..types import BranchSummary, SessionKey
+from ..validation import check_range
+from .keyring import Keyring
+
+#: Told after a write to the main line which session got new items (search indexes them).
+Written = Callable[[SessionKey], None]
+#: (user turn, opens the turn, written at, item) of one item of a branch.
+Turn = tuple[int, bool, datetime, Any]
+MAX_NAME = 255
+
+__all__ = ["GONE", "Branches", "Turn"]
+
+
+def _opener(codec: Codec, key: SessionKey) -> Opened:
+    return lambda stored: is_user(codec.item(key, stored))
+
+
+class Branches:
+    """A session's lines of history: appends, reads and removals on any branch; branches
+    made, listed and deleted; token usage per turn and across the store."""
+
+    def __init__(
+        self,
+        repository: Repository,
+        keyring: Keyring,
+        written: Written | None,
+        *,
+        ttl: timedelta | None,
+    ) -> None:
+        self._repository = repository
+        self._keyring = keyring
+        self._written = written
+        self.ttl = ttl
+
+    async def _codec(self, key: SessionKey) -> tuple[Codec, Opened]:
+        codec = await self._keyring.ready()
+        return codec, _opener(codec, key)
+
+    async def read(self, key: SessionKey, branch: str, limit: int | None) -> list[Any] | Gone:
+        """A branch's live items in order (the latest `limit`); `GONE` if it is dead."""
+        if limit is not None:
+            check_range("limit", limit, 0)
+            if limit == 0:
+                return []
+        codec, _ = await self._codec(key)
+        found = await self._repository.read_branch(key, branch, limit)
+        if isinstance(found, Gone):
+            return found
+        return [codec.item(key, stored) for stored in found]
+
+    async def append(
+        self,
+        key: SessionKey,
+        branch: str,
+        items: list[Any],
+        ttl: timedelta | None,
+        usage: dict[str, Any] | None,
+    ) -> bool:
+        """Append to a branch, all or nothing, with the run's usage if given; False (nothing
+        written) when the branch is dead. Only the main line is indexed for search."""
+        payloads = encode_items(items)
+        if not payloads:
+            return True
+        codec, opened = await self._codec(key)
+        done = await self._repository.append_with_usage(
+            key,
+            branch,
+            lambda first_seq: codec.rows(key, payloads, first_seq),
+            [is_user(item) for item in items],
+            ttl or self.ttl,
+            usage,
+            opened,
+        )
+        if done and branch == MAIN and self._written is not None:
+            self._written(key)
+        return done
+
+    async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:
+        """Remove and return a branch's latest live item; `GONE` if the branch is dead."""
+        codec, opened = await self._codec(key)
+        async with self._keyring.scrubbing():
+            return await self._repository.pop_line(
+                key, branch, lambda stored: codec.item(key, stored), opened
+            )
+
+    async def clear(self, key: SessionKey) -> int:
+        """Delete the items of every branch and the usage; return how many main items."""
+        await self._keyring.ready()
+        async with self._keyring.scrubbing():
+            return await self._repository.clear_lines(key)
+
+    async def create(
+        self, key: SessionKey, source: str, turn: int, name: str | None
+    ) -> tuple[str, str]:
+        """Branch off `source` before user turn `turn`: (the new branch, the source used)."""
+        if name is not None:
+            _check_name(name, "Branch name")
+        _, opened = await self._codec(key)
+        base = f"branch_from_turn_{turn}_{int(time.time())}"
+        return await self._repository.create_branch(key, source, turn, name, base, opened)
+
+    async def exists(self, key: SessionKey, name: str) -> bool:
+        """Whether a branch other than main is live and holds items."""
+        await self._keyring.ready()
+        return await self._repository.branch_state(key, name) is True
+
+    async def alive(self, key: SessionKey, name: str) -> bool:
+        """Whether a branch other than main is live (made, and neither deleted nor cleared),
+        whether or not it holds items yet."""
+        await self._keyring.ready()
+        return not isinstance(await self._repository.branch_state(key, name), Gone)
+
+    async def delete(self, key: SessionKey, name: str) -> bool:
+        """Delete a branch that holds items (not main); False if there is none such."""
+        await self._keyring.ready()
+        async with self._keyring.scrubbing():
+            return await self._repository.delete_branch(key, name)
+
+    async def summaries(self, key: SessionKey) -> list[BranchSummary]:
+        """The branches that hold live items."""
+        _, opened = await self._codec(key)
+        return await self._repository.branch_summaries(key, opened)
+
+    async def turns(self, key: SessionKey, branch: str, *, users_only: bool) -> list[Turn] | Gone:
+        """A branch's live items, decoded, with their user turns."""
+        codec, opened = await self._codec(key)
+        found = await self._repository.line_items(key, branch, opened, users_only=users_only)
+        if isinstance(found, Gone):
+            return found
+        return [
+            (row.turn, row.is_user, row.created_at, codec.item(key, row.stored)) for row in found
+        ]
+
+    async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
+        """Record a run's usage on a branch's current turn (False: the branch has none)."""
+        _, opened = await self._codec(key)
+        return await self._repository.record_usage(key, branch, usage, opened)
+
+    async def turn_usage(
+        self, key: SessionKey, branch: str, turn: int | None
+    ) -> list[dict[str, Any]] | Gone:
+        """Usage rows of a branch by turn."""
+        await self._keyring.ready()
+        return await self._repository.turn_usage(key, branch, turn)
+
+    async def session_usage(self, key: SessionKey, branch: str | None) -> TokenUsage | None:
+        """Usage of one branch, or of all (None when nothing was recorded)."""
+        await self._keyring.ready()
+        found = await self._repository.session_usage(key, branch)
+        if isinstance(found, Gone) or not found["turns"]:
+            return None
+        return TokenUsage(**found)
+
+    async def report(
+        self, *, user_id: str | None, since: datetime | None, until: datetime | None
+    ) -> UsageReport:
+        """Usage summed per owner and day by the database."""
+        await self._keyring.ready()
+        rows = await self._repository.usage_by_day(user_id=user_id, since=since, until=until)
+        return UsageReport([DailyUsage(user, day, TokenUsage(**sums)) for user, day, sums in rows])
+
+
+def _check_name(name: Any, what: str) -> str:
+    """A branch name: non-blank text of at most 255 characters, else `BranchError`."""
+    if not isinstance(name, str) or not name.strip():
+        raise BranchError(f"{what} cannot be empty")
+    if len(name) > MAX_NAME:
+        raise BranchError(f"{what} is longer than {MAX_NAME} characters")
+    return name
