@@ -3,6 +3,8 @@
 - `run URL SESSION TEXT`: one Runner.run turn with a scripted model that replies "seen N".
 - `write URL SESSION WRITER BATCHES`: append BATCHES batches of 3 tagged items.
 - `pop URL SESSION COUNT`: pop COUNT times, print the popped items as JSON lines.
+- `branch URL SESSION TURN NAME`: create branch NAME from TURN; print it, or the error's name.
+- `write-branch URL SESSION BRANCH WRITER BATCHES`: `write`, on branch BRANCH.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from agents import Agent, Runner
 from agents.testing import ModelStep, ScriptedModel, assistant_message
 
-from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy import BranchError, SessionStore
 
 
 def counting_model() -> ScriptedModel:
@@ -31,9 +33,13 @@ async def run(url: str, session_id: str, text: str) -> None:
         print(result.final_output)
 
 
-async def write(url: str, session_id: str, writer: int, batches: int) -> None:
+async def write(
+    url: str, session_id: str, writer: int, batches: int, branch: str | None = None
+) -> None:
     async with SessionStore(url) as store:
         session = store.session(session_id)
+        if branch is not None:
+            await session.switch_to_branch(branch)
         for batch in range(batches):
             await session.add_items(
                 [{"role": "user", "content": json.dumps([writer, batch, i])} for i in range(3)]
@@ -47,6 +53,14 @@ async def pop(url: str, session_id: str, count: int) -> None:
             print(json.dumps(await session.pop_item()), flush=True)
 
 
+async def branch(url: str, session_id: str, turn: int, name: str) -> None:
+    async with SessionStore(url) as store:
+        try:
+            print(await store.session(session_id).create_branch_from_turn(turn, name))
+        except BranchError:
+            print("BranchError")
+
+
 if __name__ == "__main__":
     command, url, session_id, *rest = sys.argv[1:]
     if command == "run":
@@ -55,5 +69,9 @@ if __name__ == "__main__":
         asyncio.run(write(url, session_id, int(rest[0]), int(rest[1])))
     elif command == "pop":
         asyncio.run(pop(url, session_id, int(rest[0])))
+    elif command == "branch":
+        asyncio.run(branch(url, session_id, int(rest[0]), rest[1]))
+    elif command == "write-branch":
+        asyncio.run(write(url, session_id, int(rest[1]), int(rest[2]), branch=rest[0]))
     else:
         raise SystemExit(f"unknown command {command!r}")

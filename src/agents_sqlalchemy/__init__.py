@@ -10,10 +10,12 @@ Example::
     await Runner.run(agent, "remember my dog is called Mochi", session=session)
 """
 
+from .advanced import AdvancedSQLiteSession
 from .app_env import LibraryTables
 from .crypto import KeyProvider
 from .errors import (
     AgentsSQLAlchemyError,
+    BranchError,
     ConfigurationError,
     CorruptItemError,
     DatabaseError,
@@ -35,7 +37,15 @@ from .errors import (
     WrongKeyError,
 )
 from .migrate import SchemaStatus, downgrade, upgrade
-from .records import Removed, SearchHit, SessionInfo, SessionPage
+from .records import (
+    DailyUsage,
+    Removed,
+    SearchHit,
+    SessionInfo,
+    SessionPage,
+    TokenUsage,
+    UsageReport,
+)
 from .search import (
     Embedder,
     HashingEmbedder,
@@ -48,9 +58,12 @@ from .store import SessionStore, SQLAlchemySession
 from .tables import TableNames
 
 __all__ = [
+    "AdvancedSQLiteSession",
     "AgentsSQLAlchemyError",
+    "BranchError",
     "ConfigurationError",
     "CorruptItemError",
+    "DailyUsage",
     "DatabaseError",
     "DatabaseTimeoutError",
     "DecryptionError",
@@ -83,6 +96,8 @@ __all__ = [
     "StoreClosedError",
     "TableNames",
     "TamperedItemError",
+    "TokenUsage",
+    "UsageReport",
     "WrongKeyError",
     "downgrade",
     "import_sdk",

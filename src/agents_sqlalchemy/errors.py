@@ -8,7 +8,6 @@ The tree::
     │   └── InvalidKeyError .................. `key` is not a passphrase, 32 bytes or a provider
     ├── ItemError (ValueError) ............... an item, metadata or state is not storable JSON
     ├── BranchError (ValueError) ............. no such branch or turn, a branch name already used
-    ├── SessionClosedError (RuntimeError) .... a session that was closed was used again
     ├── CorruptItemError ..................... a stored row does not read back as an item
     │   └── TamperedItemError ................ (also a DecryptionError) sealed bytes moved/altered
     ├── DecryptionError ...................... sealed bytes fail authentication
@@ -61,10 +60,6 @@ class ItemError(AgentsSQLAlchemyError, ValueError):
 class BranchError(AgentsSQLAlchemyError, ValueError):
     """A branch operation cannot be done: no such branch or turn, or a branch name that was
     already used (names stay reserved after deletion); nothing was changed."""
-
-
-class SessionClosedError(AgentsSQLAlchemyError, RuntimeError):
-    """A session object was used after `close()`."""
 
 
 class CorruptItemError(AgentsSQLAlchemyError):

@@ -1,7 +1,12 @@
 """What a session of ours does: the Agents SDK's session protocol, and the per-session extras.
 
 `SQLAlchemySession` (in `store.py`, beside the store that mints it) adds only how one is
-built; everything it does is here, each call a step into the store's services.
+built; everything it does is here, each call a step into the store's services. Turns,
+token usage and branches come from `BranchMethods` (`session_branches.py`).
+
+The four protocol methods take the Runner's context as `wrapper=`: the SDK passes it to a
+session whose four methods all accept it, and a session records each turn's token usage
+from it as the run goes.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from .errors import StoreClosedError
 from .records import SearchHit
 from .search import SearchMode
 from .services import Services
+from .session_branches import BranchMethods
+from .turns import MAIN
 from .types import Scope
 from .validation import session_key, ttl_delta
 
@@ -32,7 +39,7 @@ _PROTOCOL = ("get_items", "add_items", "pop_item", "clear_session")
 S = TypeVar("S", bound="StoreSession")
 
 
-class StoreSession:
+class StoreSession(BranchMethods):
     """One conversation of a `SessionStore`, as the SDK's `Session` protocol sees it."""
 
     session_settings: SessionSettings | None
@@ -69,24 +76,36 @@ class StoreSession:
         """The engine for the running event loop."""
         return self._live().db.engine
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """Items in order; `limit=n` gives the latest n (the settings' limit when None)."""
-        return await self._live().conversation.read(
-            self._key, resolve_session_limit(limit, self.session_settings)
-        )
+    async def get_items(
+        self, limit: int | None = None, branch_id: str | None = None, *, wrapper: Any = None
+    ) -> list[TResponseInputItem]:
+        """Items in order; `limit=n` gives the latest n (the settings' limit when None).
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append items, all or nothing."""
-        await self._live().conversation.append(self._key, items, self._ttl)
+        They are the current branch's, or `branch_id`'s ("main" for the session's own).
+        """
+        if branch_id is None and self._branch == MAIN:
+            limit = resolve_session_limit(limit, self.session_settings)
+            return await self._live().conversation.read(self._key, limit)
+        return await self._read_line(limit, branch_id)
 
-    async def pop_item(self) -> TResponseInputItem | None:
-        """Remove and return the most recent item, or None when there is none."""
-        item: TResponseInputItem | None = await self._live().conversation.pop(self._key)
+    async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
+        """Append items to the current branch, all or nothing (with the run's usage so far)."""
+        if wrapper is None and self._branch == MAIN:
+            await self._live().conversation.append(self._key, items, self._ttl)
+        else:
+            await self._append_line(items, wrapper)
+
+    async def pop_item(self, *, wrapper: Any = None) -> TResponseInputItem | None:
+        """Remove and return the current branch's latest item, or None when there is none.
+
+        An item that another branch still holds stays stored for it.
+        """
+        item: TResponseInputItem | None = await self._pop_line()
         return item
 
-    async def clear_session(self) -> None:
-        """Delete every item of this session."""
-        await self._live().conversation.clear(self._key)
+    async def clear_session(self, *, wrapper: Any = None) -> None:
+        """Delete every item of every branch (their keys too) and the usage; back to main."""
+        await self._clear_lines()
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 

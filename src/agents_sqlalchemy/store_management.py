@@ -1,5 +1,5 @@
 """The management half of `SessionStore`'s façade: create, describe, list, archive and
-remove sessions.
+remove sessions, and sum the token usage of every session.
 
 `SessionStore` inherits these methods; each is one call into `services.management`.
 """
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .records import Removed, SessionInfo, SessionPage
+from .records import Removed, SessionInfo, SessionPage, UsageReport
 from .services import Services
 from .validation import session_key
 
@@ -117,3 +117,17 @@ class ManagementMethods:
     async def delete_all(self, *, confirm: bool = False) -> Removed:
         """Delete every session of these tables, archived ones too; needs `confirm=True`."""
         return await self._services.management.delete_all(confirm=confirm)
+
+    async def usage(
+        self,
+        *,
+        user_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> UsageReport:
+        """Token usage summed by the database per owner and UTC day, across sessions.
+
+        `user_id` keeps one owner's sessions; `since`/`until` (timezone-aware) bound when
+        each turn's usage was first recorded. `report.total` sums the rows.
+        """
+        return await self._services.branches.report(user_id=user_id, since=since, until=until)

@@ -1,0 +1,297 @@
+"""Branches on SQLite and PostgreSQL: shared items, what each line sees, removal, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agents_sqlalchemy import BranchError, SessionStore, TableNames
+
+from .items import message
+from .test_concurrency import finish, spawn
+from .test_encryption import travel
+from .test_protocol import raw_rows
+
+P = "agents_sqlalchemy_"
+
+
+def reply(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def turn(n: int, answer: str = "answer") -> list[dict[str, Any]]:
+    """One user turn: the question and an answer."""
+    return [message(f"question {n}"), reply(f"{answer} {n}")]
+
+
+def contents(items: list[Any]) -> list[str]:
+    return [item["content"] for item in items]
+
+
+async def counts(url: str) -> dict[str, int]:
+    """Rows per table of the library (the version table aside)."""
+    tables = ("sessions", "items", "branches", "branch_items", "turn_usage")
+    found = {}
+    for table in tables:
+        [(count,)] = await raw_rows(url, f"SELECT COUNT(*) FROM {P}{table}")
+        found[table] = int(str(count))
+    return found
+
+
+async def test_a_session_that_never_branches_writes_nothing_else(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("plain")
+        await session.add_items(turn(1) + turn(2))
+        assert contents(await session.get_items(limit=3)) == ["answer 1", "question 2", "answer 2"]
+        assert await session.pop_item() == reply("answer 2")
+        assert session.current_branch_id == "main"
+        assert await counts(db_url) == {
+            "sessions": 1,
+            "items": 3,
+            "branches": 0,
+            "branch_items": 0,
+            "turn_usage": 0,
+        }
+        await session.clear_session()
+        assert (await counts(db_url))["items"] == 0
+
+
+async def test_a_branch_shares_the_items_before_its_turn(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("shared", user_id="alice")
+        main = turn(1) + turn(2) + turn(3)
+        for n in range(0, 6, 2):
+            await session.add_items(main[n : n + 2])
+        before = await counts(db_url)
+        name = await session.create_branch_from_turn(3, "retry")
+        assert name == "retry" and session.current_branch_id == "retry"
+        after = await counts(db_url)
+        # No payload was copied: the branch refers to the four items before turn 3 (and the
+        # main line's turns, derived from its six items, are kept beside them).
+        assert after["items"] == before["items"] == 6
+        assert (before["branch_items"], after["branch_items"]) == (0, 6 + 4)
+        assert await session.get_items() == main[:4]
+
+        await session.add_items(turn(3, "other answer"))
+        assert contents(await session.get_items()) == [
+            *contents(main[:4]),
+            "question 3",
+            "other answer 3",
+        ]
+        assert await session.get_items(branch_id="main") == main
+        assert await store.session("shared").get_items() == main  # a new object is on main
+        assert await session.get_items(limit=1) == [reply("other answer 3")]
+        # The branch's own items are not the session's: listing and counts show the main line.
+        [info] = await store.list_sessions()
+        assert (info.session_id, info.user_id, info.item_count) == ("shared", "alice", 6)
+        assert [b["branch_id"] for b in await session.list_branches()] == ["main", "retry"]
+        assert [t["turn"] for t in await session.get_conversation_turns()] == [1, 2, 3]
+
+
+async def test_branch_from_a_branch_and_back(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("tree")
+        await session.add_items(turn(1) + turn(2))
+        first = await session.create_branch_from_turn(2, "b1")
+        await session.add_items(turn(2, "b1 says") + turn(3, "b1 says"))
+        second = await session.create_branch_from_turn(3, "b2")
+        assert contents(await session.get_items()) == [
+            "question 1",
+            "answer 1",
+            "question 2",
+            "b1 says 2",
+        ]
+        await session.switch_to_branch(first)
+        assert len(await session.get_items()) == 6
+        await session.delete_branch(second)
+        with pytest.raises(BranchError, match="already been used"):
+            await session.create_branch_from_turn(2, second)
+        with pytest.raises(BranchError, match="does not exist"):
+            await session.switch_to_branch(second)
+        assert [b["branch_id"] for b in await session.list_branches()] == ["main", "b1"]
+
+
+async def test_pops_keep_what_another_line_holds(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("pops")
+        main = turn(1) + turn(2)
+        await session.add_items(main)
+        await session.create_branch_from_turn(2, "side")
+        await session.add_items([message("side only")])
+        assert await session.pop_item() == message("side only")
+        assert await session.pop_item() == main[1]  # shared with main: stays stored
+        assert (await counts(db_url))["items"] == 4
+        assert await session.get_items(branch_id="main") == main
+
+        await session.add_items([message("again")])
+        await session.switch_to_branch("main")
+        for expected in reversed(main):  # answer 2 and question 2 go; turn 1 moves aside
+            assert await session.pop_item() == expected
+        assert await session.get_items() == []
+        assert contents(await session.get_items(branch_id="side")) == ["question 1", "again"]
+        assert (await counts(db_url))["items"] == 2
+        await session.switch_to_branch("side")
+        for _ in range(2):
+            await session.pop_item()
+        assert (await counts(db_url))["items"] == 0
+        assert await session.pop_item() is None
+
+
+async def test_delete_and_clear_remove_what_no_line_holds(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("gone")
+        await session.add_items(turn(1) + turn(2))
+        await session.create_branch_from_turn(2, "doomed")
+        await session.add_items(turn(2, "doomed"))
+        with pytest.raises(BranchError, match="Cannot delete current branch"):
+            await session.delete_branch("doomed")
+        with pytest.raises(BranchError, match="Cannot delete the 'main' branch"):
+            await session.delete_branch("main")
+        await session.delete_branch("doomed", force=True)
+        assert session.current_branch_id == "main"
+        assert (await counts(db_url))["items"] == 4
+        assert await session.get_items(branch_id="doomed") == []
+
+        await session.create_branch_from_turn(2, "kept")
+        await session.add_items([message("kept")])
+        other = store.session("gone")  # another object, on main
+        await other.clear_session()
+        assert (await counts(db_url))["items"] == 0
+        assert await session.get_items() == []  # its branch was cleared: back on main
+        assert session.current_branch_id == "main"
+        await session.add_items(turn(1))
+        with pytest.raises(BranchError, match="already been used"):
+            await session.create_branch_from_turn(1, "kept")
+        assert await session.list_branches() == [
+            {
+                "branch_id": "main",
+                "message_count": 2,
+                "user_turns": 1,
+                "is_current": True,
+                "created_at": (await session.get_conversation_turns())[0]["timestamp"],
+            }
+        ]
+
+
+async def test_store_removals_take_the_branches_along(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        for user in ("alice", "bob"):
+            session = store.session(f"{user}-chat", user_id=user)
+            await session.add_items(turn(1) + turn(2))
+            await session.create_branch_from_turn(2)
+            await session.add_items(turn(2, "branch"))
+        removed = await store.delete_session("alice-chat")
+        assert (removed.sessions, removed.items) == (1, 6)
+        assert (await store.delete_user("bob")).sessions == 1
+        assert await counts(db_url) == dict.fromkeys(
+            ("sessions", "items", "branches", "branch_items", "turn_usage"), 0
+        )
+
+
+async def test_expired_items_leave_every_line(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("short", ttl=60)
+        await session.add_items(turn(1) + turn(2))
+        await session.create_branch_from_turn(2, "b")
+        await session.add_items([message("branch")])
+        travel(monkeypatch, timedelta(minutes=2))
+        assert await session.get_items() == []
+        assert await store.purge_expired() == 5
+        assert (await counts(db_url))["branch_items"] == 0
+
+
+async def test_only_the_main_line_is_searched(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True, search=True) as store:
+        session = store.session("s")
+        await session.add_items([message("the deployment failed"), message("lunch plans")])
+        await session.create_branch_from_turn(1, "b")
+        await session.add_items([message("zebra migration on the branch")])
+        assert await session.search("zebra", mode="keyword") == []
+        assert await store.search("zebra", mode="keyword") == []
+        assert await store.reindex() == 0  # branch items are not waiting to be indexed
+        [hit] = await store.search("deployment", mode="keyword")
+        assert hit.session_id == "s"
+
+
+async def test_names_and_turns_are_checked(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("checks")
+        with pytest.raises(BranchError, match="Turn 1 does not contain a user message"):
+            await session.create_branch_from_turn(1)
+        await session.add_items(turn(1))
+        for bad in ("", "  ", "x" * 256):
+            with pytest.raises(BranchError):
+                await session.create_branch_from_turn(1, bad)
+        with pytest.raises(BranchError, match="No user turns found"):
+            await session.create_branch_from_content("absent")
+        assert await session.list_branches() == [
+            {
+                "branch_id": "main",
+                "message_count": 2,
+                "user_turns": 1,
+                "is_current": True,
+                "created_at": (await session.get_conversation_turns())[0]["timestamp"],
+            }
+        ]
+        name = await session.create_branch_from_turn(1)
+        assert name.startswith("branch_from_turn_1_")
+        assert await session.get_items() == []  # nothing before turn 1
+        with pytest.raises(BranchError, match="does not exist"):
+            await session.delete_branch(name, force=True)  # it holds nothing yet
+        assert session.current_branch_id == name
+
+
+async def test_custom_table_names_hold_the_branches(sqlite_url: str) -> None:
+    tables = TableNames(prefix="chat_", branch_items="chat_refs")
+    async with SessionStore(sqlite_url, tables=tables, create_tables=True) as store:
+        session = store.session("custom")
+        await session.add_items(turn(1) + turn(2))
+        await session.create_branch_from_turn(2, "b")
+    [(refs,)] = await raw_rows(sqlite_url, "SELECT COUNT(*) FROM chat_refs")
+    [(names,)] = await raw_rows(sqlite_url, "SELECT COUNT(*) FROM chat_branches")
+    assert (refs, names) == (6, 2)  # main's four and the branch's two; main and b
+
+
+async def test_processes_racing_for_one_name_and_writing_to_branches(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("race")
+        await session.add_items(turn(1) + turn(2))
+        await session.create_branch_from_turn(2, "ready")
+    racers = [spawn("branch", db_url, "race", "2", "wanted") for _ in range(4)]
+    outcomes = sorted(finish(process).strip() for process in racers)
+    assert outcomes == ["BranchError"] * 3 + ["wanted"]
+
+    writers = [spawn("write-branch", db_url, "race", "ready", str(w), "20") for w in range(3)]
+    writers += [spawn("write", db_url, "race", "9", "20")]
+    for process in writers:
+        finish(process)
+    async with SessionStore(db_url) as store:
+        session = store.session("race")
+        branch = (await session.get_items(branch_id="ready"))[2:]
+        main = (await session.get_items())[4:]
+    assert len(branch) == 180 and len(main) == 60
+    for items, writers_there in ((branch, {0, 1, 2}), (main, {9})):
+        tags = [json.loads(item["content"]) for item in items]
+        for start in range(0, len(tags), 3):
+            batch = tags[start : start + 3]
+            assert [i for _, _, i in batch] == [0, 1, 2], f"batch split at {start}"
+            assert len({(w, b) for w, b, _ in batch}) == 1, f"batch interleaved at {start}"
+        assert {w for w, _, _ in tags} == writers_there
+
+
+async def test_tasks_appending_to_a_branch_at_once(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("tasks")
+        await session.add_items(turn(1))
+        await session.create_branch_from_turn(1, "b")
+        batches = [[message(f"{w}-{i}") for i in range(4)] for w in range(10)]
+        await asyncio.gather(*(session.add_items(batch) for batch in batches))
+        items = await session.get_items()
+        assert len(items) == 40
+        for start in range(0, 40, 4):
+            assert len({item["content"].split("-")[0] for item in items[start : start + 4]}) == 1
+        assert [t["turn"] for t in await session.get_conversation_turns()] == list(range(1, 41))
