@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from agents_sqlalchemy import BranchError, SessionStore, TableNames
 
-from .items import message
+from .items import ALL, message
 from .test_concurrency import finish, spawn
 from .test_encryption import travel
 from .test_protocol import raw_rows
@@ -295,3 +296,31 @@ async def test_tasks_appending_to_a_branch_at_once(db_url: str) -> None:
         for start in range(0, 40, 4):
             assert len({item["content"].split("-")[0] for item in items[start : start + 4]}) == 1
         assert [t["turn"] for t in await session.get_conversation_turns()] == list(range(1, 41))
+
+
+async def test_turns_read_alike_from_json_and_sealed_items(db_url: str) -> None:
+    """The database derives the turns of JSON items; sealed ones are opened: same result."""
+    items = [
+        reply("before any question"),
+        *ALL,
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "message", "role": "system", "content": "not a turn"},
+        {"role": "user", "content": "last"},
+    ]
+    found = []
+    for tables, key in ((TableNames(prefix="plain_"), None), (TableNames(), os.urandom(32))):
+        async with SessionStore(db_url, tables=tables, create_tables=True, key=key) as store:
+            session = store.session("alike")
+            await session.add_items(items[:3])
+            await session.add_items(items[3:])
+            found.append(
+                (
+                    await session.get_conversation_by_turns(),
+                    [t["turn"] for t in await session.get_conversation_turns()],
+                )
+            )
+    assert found[0] == found[1]
+    by_turn, numbers = found[0]
+    assert numbers == [1, 2, 3, 4]  # USER, MULTIPART, "hi", "last"
+    assert [entry["type"] for entry in by_turn[0]] == ["assistant"]
+    assert sum(len(entries) for entries in by_turn.values()) == len(items)

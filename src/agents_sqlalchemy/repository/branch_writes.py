@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, exists, literal, select, update
+from sqlalchemy import bindparam, delete, exists, literal, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import BranchError
@@ -38,10 +39,23 @@ class BranchWriteOps(BranchOps):
     ) -> list[int]:
         """Insert items (and their keys) under `owner_pk` at `first`..., as an append does;
         their pks, in order."""
-        items, now = self._items, self._now()
+        now = self._now()
         self._insert_items(conn, owner_pk, first, new, now, now + ttl if ttl else None)
-        placed = (items.c.session_pk == owner_pk, items.c.seq.between(first, first + len(new) - 1))
-        return list(conn.execute(select(items.c.id).where(*placed).order_by(items.c.seq)).scalars())
+        placed = {"owner_pk": owner_pk, "first": first, "last": first + len(new) - 1}
+        return list(conn.execute(self._placed_query, placed).scalars())
+
+    @cached_property
+    def _placed_query(self) -> Any:
+        """The pks of an owner's items at places `first`..`last`, in order."""
+        items = self._items
+        return (
+            select(items.c.id)
+            .where(
+                items.c.session_pk == bindparam("owner_pk"),
+                items.c.seq.between(bindparam("first"), bindparam("last")),
+            )
+            .order_by(items.c.seq)
+        )
 
     def _append_branch(
         self,
@@ -62,8 +76,8 @@ class BranchWriteOps(BranchOps):
             return GONE
         first = claimed.next_seq - len(flags) + 1
         pks = self._insert_owned(conn, companion, first, build(first), ttl)
-        last = select(refs.c.turn).where(refs.c.branch_pk == branch_pk)
-        turn = conn.execute(last.order_by(refs.c.seq.desc()).limit(1)).scalar() or 0
+        last = conn.execute(self._last_ref_query, {"branch_pk": branch_pk}).one_or_none()
+        turn = last.turn if last else 0
         conn.execute(
             refs.insert(),
             [

@@ -24,7 +24,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, case, exists, func, select, update
+from sqlalchemy import JSON, Table, bindparam, case, cast, exists, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -77,26 +77,46 @@ class BranchOps(RepositoryBase):
 
     def _lock(self, conn: Connection, key: SessionKey) -> int | None:
         """Take the session's write lock without counting it as activity; its pk or None."""
+        pk: int | None = conn.execute(self._lock_statement, {"hash": key.hash}).scalar_one_or_none()
+        return pk
+
+    @cached_property
+    def _lock_statement(self) -> Any:
         sessions = self._sessions
-        result = conn.execute(
+        return (
             update(sessions)
-            .where(sessions.c.session_hash == key.hash)
+            .where(sessions.c.session_hash == bindparam("hash"))
             .values(next_seq=sessions.c.next_seq)
             .returning(sessions.c.id)
         )
-        pk: int | None = result.scalar_one_or_none()
-        return pk
 
     def _branch_pk(self, conn: Connection, session_pk: Any, name: str) -> int | None:
         """The live branch `name` of a session (main included, once it has a row)."""
+        found = conn.execute(self._branch_pk_query, {"session_pk": session_pk, "name": name})
+        pk: int | None = found.scalar_one_or_none()
+        return pk
+
+    # The statements of the paths a Runner takes on every append are built once: building
+    # one costs more than running it.
+    @cached_property
+    def _branch_pk_query(self) -> Any:
         branches = self._branches
-        query = select(branches.c.id).where(
-            branches.c.session_pk == session_pk,
-            branches.c.name == name,
+        return select(branches.c.id).where(
+            branches.c.session_pk == bindparam("session_pk"),
+            branches.c.name == bindparam("name"),
             branches.c.deleted_at.is_(None),
         )
-        pk: int | None = conn.execute(query).scalar_one_or_none()
-        return pk
+
+    @cached_property
+    def _last_ref_query(self) -> Any:
+        """A branch's last reference: its place and user turn."""
+        refs = self._branch_items
+        return (
+            select(refs.c.seq, refs.c.turn)
+            .where(refs.c.branch_pk == bindparam("branch_pk"))
+            .order_by(refs.c.seq.desc())
+            .limit(1)
+        )
 
     def _main_pk(self, conn: Connection, session_pk: int, now: datetime) -> int:
         """The main line's row, made on first need."""
@@ -134,41 +154,69 @@ class BranchOps(RepositoryBase):
 
     def _main_stale(self, conn: Connection, session_pk: int) -> bool:
         """Whether the main line has items its turn structure does not know yet."""
-        items, refs = self._items, self._branch_items
-        newest = select(func.max(items.c.seq)).where(items.c.session_pk == session_pk)
         main_pk = self._branch_pk(conn, session_pk, MAIN)
-        if main_pk is None:
-            return conn.execute(newest).scalar() is not None
-        known = select(func.max(refs.c.seq)).where(refs.c.branch_pk == main_pk)
-        row = conn.execute(select(newest.scalar_subquery(), known.scalar_subquery())).one()
-        return bool(row[0] != row[1])
+        row = conn.execute(self._ends_query, {"session_pk": session_pk, "branch_pk": main_pk})
+        newest, known = row.one()
+        return bool(newest != known)
+
+    @cached_property
+    def _ends_query(self) -> Any:
+        """The main line's newest place, and the newest its turn structure knows."""
+        items, refs = self._items, self._branch_items
+        newest = select(func.max(items.c.seq)).where(items.c.session_pk == bindparam("session_pk"))
+        known = select(func.max(refs.c.seq)).where(refs.c.branch_pk == bindparam("branch_pk"))
+        return select(newest.scalar_subquery(), known.scalar_subquery())
 
     def _sync_main(self, conn: Connection, session_pk: int, main_pk: int, opened: Opened) -> None:
-        """Add the main line's newer items to its turn structure (opening them to see which
-        are user messages). Items only ever join at the end, with higher numbers."""
+        """Add the main line's newer items to its turn structure. Items only ever join at
+        the end, with higher numbers, so the structure's last place says where to start.
+
+        JSON items are told apart by the database (`role` of the JSON text) in one
+        statement; sealed ones are opened here to see which are user messages.
+        """
         items, refs = self._items, self._branch_items
-        last = conn.execute(
-            select(refs.c.seq, refs.c.turn)
-            .where(refs.c.branch_pk == main_pk)
-            .order_by(refs.c.seq.desc())
-            .limit(1)
-        ).one_or_none()
+        last = conn.execute(self._last_ref_query, {"branch_pk": main_pk}).one_or_none()
         after, turn = (last.seq, last.turn) if last else (0, 0)
-        query = self._item_columns().where(items.c.session_pk == session_pk, items.c.seq > after)
-        rows = conn.execute(query.order_by(items.c.seq)).all()
-        if not rows:
+        if self._derive_statement is not None:
+            where = {"main_pk": main_pk, "session_pk": session_pk, "after": after, "turn": turn}
+            conn.execute(self._derive_statement, where)
             return
-        stored = [self._stored_of(row) for row in rows]
+        newer = self._item_columns().where(items.c.session_pk == session_pk, items.c.seq > after)
+        found = conn.execute(newer.order_by(items.c.seq)).all()
+        stored = [self._stored_of(row) for row in found]
         flags = [opened(item) for item in stored]
-        conn.execute(
-            refs.insert(),
-            [
-                {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
-                for row, item, f, n in zip(
-                    rows, stored, flags, turn_numbers(flags, turn), strict=True
-                )
-            ],
-        )
+        values = [
+            {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
+            for row, item, f, n in zip(found, stored, flags, turn_numbers(flags, turn), strict=True)
+        ]
+        if values:
+            conn.execute(refs.insert(), values)
+
+    @cached_property
+    def _derive_statement(self) -> Any:
+        """For JSON items, where the dialect reads JSON: the turns of the main line's items
+        after place `after`, derived in the database (a running count of user messages)."""
+        items, refs = self._items, self._branch_items
+        role = self._json_role(items.c.payload)
+        if role is None or self._sealed:
+            return None
+        user = case((role == "user", 1), else_=0)
+        newer = (items.c.session_pk == bindparam("session_pk"), items.c.seq > bindparam("after"))
+        rows = select(items.c.id, items.c.seq, user.label("u")).where(*newer).subquery()
+        running = func.sum(rows.c.u).over(order_by=rows.c.seq)
+        main_pk = bindparam("main_pk", type_=refs.c.branch_pk.type)
+        turn = bindparam("turn", type_=refs.c.turn.type)
+        derived = select(main_pk, rows.c.seq, rows.c.id, running + turn, rows.c.u == 1)
+        columns = ["branch_pk", "seq", "item_pk", "turn", "is_user"]
+        return refs.insert().from_select(columns, derived)
+
+    def _json_role(self, payload: Any) -> Any:
+        """SQL for the `role` of an item's JSON text, where the dialect has one."""
+        if self._db.dialect_name == "sqlite":
+            return func.json_extract(payload, "$.role")
+        if self._db.dialect_name == "postgresql":
+            return func.json_extract_path_text(cast(payload, JSON), "role")
+        return None
 
     def _fresh_main(self, conn: Connection, key: SessionKey, opened: Opened) -> tuple[Any, Any]:
         """Under the session's lock: (session pk, main pk) with the main line's turns known."""
@@ -235,15 +283,19 @@ class BranchOps(RepositoryBase):
         self, key: SessionKey, name: str, limit: int | None
     ) -> list[StoredItem] | Gone:
         """A branch's live items in order (the latest `limit`), or `GONE`; never main."""
-        refs = self._branch_items
+        refs, items = self._branch_items, self._items
 
         def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[StoredItem]:
-            query = self._line_items(branch_pk)
+            query = (
+                self._item_columns()
+                .join(refs, refs.c.item_pk == items.c.id)
+                .where(refs.c.branch_pk == branch_pk, self._live(self._now()))
+            )
             if limit is None:
                 rows = conn.execute(query.order_by(refs.c.seq)).all()
             else:
                 rows = conn.execute(query.order_by(refs.c.seq.desc()).limit(limit)).all()[::-1]
-            return [self._stored_of(row) for row in rows]
+            return [self._stored(row) for row in rows]
 
         return await self.on_line(key, name, work, None)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Date, cast, func, select
+from sqlalchemy import ColumnElement, Date, bindparam, cast, func, select
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
@@ -25,6 +26,8 @@ from .branch_writes import BranchWriteOps
 from .branches import GONE, Gone, Opened
 
 USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
+# What recording a turn's usage again replaces.
+REPLACED = (*USAGE_COLUMNS, "input_details", "output_details")
 
 
 class UsageOps(BranchWriteOps):
@@ -34,26 +37,27 @@ class UsageOps(BranchWriteOps):
         self, conn: Connection, session_pk: int, branch_pk: int, values: dict[str, Any]
     ) -> bool:
         """Put `values` on the branch's current (latest) turn; False if it has none."""
-        refs, usage, now = self._branch_items, self._turn_usage, self._now()
-        latest = select(refs.c.turn).where(refs.c.branch_pk == branch_pk)
-        turn = conn.execute(latest.order_by(refs.c.seq.desc()).limit(1)).scalar_one_or_none()
-        if turn is None:
+        last = conn.execute(self._last_ref_query, {"branch_pk": branch_pk}).one_or_none()
+        if last is None:
             return False
-        statement = self._upsert(usage).values(
-            session_pk=session_pk,
-            branch_pk=branch_pk,
-            turn=turn,
-            created_at=now,
-            updated_at=now,
-            **values,
-        )
-        replaced = {name: statement.excluded[name] for name in values} | {"updated_at": now}
-        conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=[usage.c.branch_pk, usage.c.turn], set_=replaced
-            )
-        )
+        now = self._now()
+        row = {"session_pk": session_pk, "branch_pk": branch_pk, "turn": last.turn}
+        row |= {"created_at": now, "updated_at": now} | dict.fromkeys(REPLACED)
+        conn.execute(self._usage_upsert, row | values)
         return True
+
+    @cached_property
+    def _usage_upsert(self) -> Any:
+        """Insert a turn's usage, or replace its figures (the first record's time stays)."""
+        usage = self._turn_usage
+        named = ("session_pk", "branch_pk", "turn", "created_at", "updated_at", *REPLACED)
+        statement = self._upsert(usage).values(
+            {name: bindparam(name, type_=usage.c[name].type) for name in named}
+        )
+        replaced = {name: statement.excluded[name] for name in (*REPLACED, "updated_at")}
+        return statement.on_conflict_do_update(
+            index_elements=[usage.c.branch_pk, usage.c.turn], set_=replaced
+        )
 
     async def append_with_usage(
         self,
