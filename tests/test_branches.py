@@ -50,6 +50,13 @@ async def test_a_session_that_never_branches_writes_nothing_else(db_url: str) ->
         assert contents(await session.get_items(limit=3)) == ["answer 1", "question 2", "answer 2"]
         assert await session.pop_item() == reply("answer 2")
         assert session.current_branch_id == "main"
+        # Reading its turns derives them in memory: nothing is written for that either.
+        assert [t["turn"] for t in await session.get_conversation_turns()] == [1, 2]
+        assert [t["turn"] for t in await session.find_turns_by_content("QUESTION 2")] == [2]
+        assert list(await session.get_conversation_by_turns()) == [1, 2]
+        assert [b["user_turns"] for b in await session.list_branches()] == [2]
+        assert await session.get_turn_usage() == []
+        assert await session.get_session_usage() is None
         assert await counts(db_url) == {
             "sessions": 1,
             "items": 3,

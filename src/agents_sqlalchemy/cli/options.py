@@ -19,6 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -337,3 +338,19 @@ async def opened(
                 "named by --key-env, with --key-format hex|base64 for a raw key), name a "
                 "provider with --key-provider MODULE:ATTR, or use --ask-key"
             ) from exc
+
+
+def iso_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """An ISO 8601 time option (`2026-11-29`, `2026-11-29T14:03`, `...Z`, `...+02:00`).
+
+    A time without an offset is UTC.
+    """
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO time such as 2026-11-29T14:03Z"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)

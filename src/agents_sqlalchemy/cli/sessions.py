@@ -24,33 +24,17 @@ from ..tables import TableNames
 from .layout import fit, minute, second, table
 from .options import (
     database_options,
+    iso_time,
     key_options,
     max_chars_option,
-    opened,
     run,
-    shown,
 )
 from .sessions_admin import commands as admin_commands
 from .transcript import clean, transcript
+from .usage import branches_line, read_session, turn_usage_lines, usage_command
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
 SESSION_WIDTH, USER_WIDTH, METADATA_WIDTH = 40, 24, 48
-
-
-def iso_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
-    """An ISO 8601 time option (`2026-11-29`, `2026-11-29T14:03`, `...Z`, `...+02:00`).
-
-    A time without an offset is UTC.
-    """
-    if value is None:
-        return None
-    try:
-        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not an ISO time such as 2026-11-29T14:03Z"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def meta_filters(
@@ -251,6 +235,8 @@ def _table(infos: list[SessionInfo]) -> None:
 
 @command.command()
 @click.argument("session_id")
+@click.option("--branch", metavar="NAME", help="A branch's transcript [default: main].")
+@click.option("--usage", "with_usage", is_flag=True, help="Then the token usage per turn.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the latest N items.")
 @max_chars_option(600)
 @click.option("--json", "as_json", is_flag=True, help="The session and its items as JSON.")
@@ -261,6 +247,8 @@ def show(
     tables: TableNames,
     key: Key | None,
     session_id: str,
+    branch: str | None,
+    with_usage: bool,
     limit: int | None,
     max_chars: int,
     as_json: bool,
@@ -273,14 +261,19 @@ def show(
     Example:
       AGENTS_SQLALCHEMY_KEY=... agents-sqlalchemy sessions show support-42 --url agent.db
       agents-sqlalchemy sessions show support-42 --url agent.db --limit 20 --max-chars 0
+      agents-sqlalchemy sessions show support-42 --url agent.db --branch retry --usage
     """
-    info, items = run(_show(url, tables, key, session_id, limit))
+    info, items, branches, usage = run(
+        read_session(url, tables, key, session_id, limit, branch, with_usage)
+    )
     if as_json:
-        click.echo(json.dumps({"session": info_json(info), "items": items}, ensure_ascii=False))
+        found = {"session": info_json(info), "branch": branch or "main", "items": items}
+        extra = {"branches": branches} | ({"usage": usage} if with_usage else {})
+        click.echo(json.dumps(found | extra, ensure_ascii=False, default=str))
         return
-    count = f"{info.item_count}"
-    if len(items) < info.item_count:
-        count += f" (showing the latest {len(items)})"
+    counts = {b["branch_id"]: b["message_count"] for b in branches} | {"main": info.item_count}
+    total = counts.get(branch or "main", len(items))
+    count = f"{total}" if len(items) >= total else f"{total} (showing the latest {len(items)})"
     header = [
         ("Session", clean(info.session_id)),
         ("Owner", clean(info.user_id) if info.user_id is not None else "-"),
@@ -291,26 +284,18 @@ def show(
     ]
     if info.archived_at is not None:
         header.append(("Archived", f"{second(info.archived_at)} UTC"))
+    if len(branches) > 1 or branch:
+        header.append(("Branches", branches_line(branches, branch or "main")))
     for name, value in header:
         click.echo(f"{click.style(f'{name:<10}', bold=True)}{value}")
     click.echo()
     if not items:
         click.echo("(no items)")
-    first = max(1, info.item_count - len(items) + 1)
-    for line in transcript(items, first=first, max_chars=max_chars):
+    first = max(1, total - len(items) + 1)
+    lines = transcript(items, first=first, max_chars=max_chars)
+    for line in [*lines, *(["", *turn_usage_lines(usage)] if with_usage else [])]:
         click.echo(line)
 
 
-async def _show(
-    url: str, tables: TableNames, key: Key | None, session_id: str, limit: int | None
-) -> tuple[SessionInfo, list[Any]]:
-    async with opened(url, tables, key) as store:
-        info = await store.session_info(session_id)
-        if info is None:
-            raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
-        items = list(await store.session(session_id).get_items(limit=limit))
-        return info, items
-
-
-for _command in admin_commands:
+for _command in [*admin_commands, usage_command]:
     command.add_command(_command)

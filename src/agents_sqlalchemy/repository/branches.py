@@ -153,8 +153,11 @@ class BranchOps(RepositoryBase):
     # -- the main line's turns --------------------------------------------------------------
 
     def _main_stale(self, conn: Connection, session_pk: int) -> bool:
-        """Whether the main line has items its turn structure does not know yet."""
+        """Whether the main line's turn structure lacks some of its items (a session that
+        has none is read without one: see `_derived_main`)."""
         main_pk = self._branch_pk(conn, session_pk, MAIN)
+        if main_pk is None:
+            return False
         row = conn.execute(self._ends_query, {"session_pk": session_pk, "branch_pk": main_pk})
         newest, known = row.one()
         return bool(newest != known)
@@ -232,9 +235,10 @@ class BranchOps(RepositoryBase):
     ) -> T:
         """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
 
-        With `opened`, the main line's turns are brought up to date first: read as they are
-        when nothing is new, else in a write under the session's lock. `work` gets None pks
-        for a session (or a main line) that holds nothing yet.
+        With `opened`, the main line's turn structure, if it has one, is brought up to date
+        first: read as it is when nothing is new, else in a write under the session's lock.
+        A session that never branched has none, and a read writes none: `work` gets a None
+        main pk (and a None session pk for a session that holds nothing yet).
         """
 
         def attempt(conn: Connection) -> Any:
@@ -266,6 +270,21 @@ class BranchOps(RepositoryBase):
             .where(refs.c.branch_pk == branch_pk, self._live(self._now()))
         )
         return query.where(refs.c.is_user) if users_only else query
+
+    def _derived_main(self, conn: Connection, session_pk: int, opened: Opened) -> list[BranchItem]:
+        """The main line's live items with their turns, derived in memory (numbered over
+        every item, expired ones too, as the stored structure numbers them)."""
+        items, now = self._items, self._now()
+        query = self._item_columns().add_columns(items.c.created_at, items.c.expires_at)
+        rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
+        found = [(row, self._stored_of(row)) for row in rows]
+        flags = [opened(stored) for _, stored in found]
+        width = self._width
+        return [
+            BranchItem(turn, flag, row[width], stored)
+            for (row, stored), flag, turn in zip(found, flags, turn_numbers(flags, 0), strict=True)
+            if row[width + 1] is None or row[width + 1] > now
+        ]
 
     def _branch_item(self, row: Any) -> BranchItem:
         width = self._width
@@ -306,7 +325,8 @@ class BranchOps(RepositoryBase):
 
         def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[BranchItem]:
             if branch_pk is None:
-                return []
+                found = self._derived_main(conn, session_pk, opened) if session_pk else []
+                return [row for row in found if row.is_user or not users_only]
             query = self._line_items(branch_pk, users_only=users_only)
             rows = conn.execute(query.order_by(self._branch_items.c.seq)).all()
             return [self._branch_item(row) for row in rows]
@@ -319,9 +339,14 @@ class BranchOps(RepositoryBase):
         def work(conn: Connection, session_pk: Any, main_pk: Any) -> list[BranchSummary]:
             if session_pk is None:
                 return []
+            if main_pk is None:  # never branched: main only, its turns read in memory
+                main = self._derived_main(conn, session_pk, opened)
+                if not main:
+                    return []
+                users = sum(row.is_user for row in main)
+                return [BranchSummary(MAIN, len(main), users, main[0].created_at)]
             found = self._summaries(conn, session_pk)
-            if main_pk is not None:
-                found.insert(0, self._main_summary(conn, session_pk, main_pk))
+            found.insert(0, self._main_summary(conn, session_pk, main_pk))
             return [summary for summary in found if summary.items]
 
         return await self.on_line(key, MAIN, work, opened)
