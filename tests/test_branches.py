@@ -331,3 +331,21 @@ async def test_turns_read_alike_from_json_and_sealed_items(db_url: str) -> None:
     assert numbers == [1, 2, 3, 4]  # USER, MULTIPART, "hi", "last"
     assert [entry["type"] for entry in by_turn[0]] == ["assistant"]
     assert sum(len(entries) for entries in by_turn.values()) == len(items)
+
+
+async def test_compaction_is_not_offered_while_branches_share_items(db_url: str) -> None:
+    """Compaction's hooks replace main-line items: with a branch holding some, they are not
+    offered (the SDK then falls back to clear_session and add_items, as for its own
+    AdvancedSQLiteSession); nor on a branch. Without branches they are."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("compact")
+        await session.add_items(turn(1) + turn(2))
+        assert await session._get_compaction_snapshot(10) is not None
+        await session.create_branch_from_turn(2, "b")
+        assert await session._get_compaction_snapshot(10) is None
+        assert await session._atomic_replace_items([message("all")]) is False
+        await session.switch_to_branch("main")
+        assert await session._get_compaction_snapshot(10) is None
+        await session.delete_branch("b")
+        assert await session._atomic_replace_items([message("all")]) is True
+        assert await session.get_items() == [message("all")]

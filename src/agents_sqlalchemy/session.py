@@ -116,7 +116,7 @@ class StoreSession(BranchMethods):
         `replace_suffix(start, output)` that swaps items from `start` on in one transaction
         (False, nothing changed, if the tail moved meanwhile). None: not offered."""
         snapshot = getattr(sdk_session, "_CompactionSnapshot", None)
-        if snapshot is None or not self._owns_storage():
+        if snapshot is None or not self._owns_storage() or not await self._one_line():
             return None
         conversation = self._live().conversation
         items, tail = await conversation.tail(self._key, limit)
@@ -128,7 +128,7 @@ class StoreSession(BranchMethods):
 
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
         """For `OpenAIResponsesCompactionSession`: replace the whole history in one transaction."""
-        if not self._owns_storage():
+        if not self._owns_storage() or not await self._one_line():
             return False
         await self._live().conversation.replace_all(self._key, items, self._ttl)
         return True

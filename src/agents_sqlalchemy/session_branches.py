@@ -123,6 +123,11 @@ class BranchMethods:
         await self._live().branches.clear(self._key)
         self._branch = MAIN
 
+    async def _one_line(self) -> bool:
+        """Whether the session is a single line, read and written here: compaction may then
+        replace its items (on a branched session it would take items other branches hold)."""
+        return self._branch == MAIN and not await self._services.branches.branched(self._key)
+
     # -- usage ------------------------------------------------------------------------------
 
     async def store_run_usage(self, result: Any) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import agents_sqlalchemy
 from agents_sqlalchemy.crypto import Key
+from agents_sqlalchemy.search import Embedder
 from agents_sqlalchemy.store import SessionStore, _shared_store
 from agents_sqlalchemy.tables import TableNames
 
@@ -28,7 +29,13 @@ class AdvancedSQLiteSession(agents_sqlalchemy.AdvancedSQLiteSession):
 
     @classmethod
     def _open_store(
-        cls, db_path: str | Path, *, tables: TableNames, create_tables: bool, key: Key | None
+        cls,
+        db_path: str | Path,
+        *,
+        tables: TableNames,
+        create_tables: bool,
+        key: Key | None,
+        embedder: Embedder | None,
     ) -> SessionStore:
         if str(db_path) == ":memory:":
             schema = f"m_{uuid.uuid4().hex[:16]}"
@@ -36,4 +43,4 @@ class AdvancedSQLiteSession(agents_sqlalchemy.AdvancedSQLiteSession):
             digest = hashlib.sha256(str(Path(db_path).resolve()).encode()).hexdigest()
             schema = f"f_{digest[:16]}"
         tables = dataclasses.replace(tables, schema=schema)
-        return _shared_store(os.environ[URL_ENV], tables, None, create_tables, key)
+        return _shared_store(os.environ[URL_ENV], tables, None, create_tables, key, embedder)

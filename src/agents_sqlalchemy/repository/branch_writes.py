@@ -249,6 +249,18 @@ class BranchWriteOps(BranchOps):
         made = branches.insert().values(session_pk=session_pk, name=chosen, created_at=now)
         return conn.execute(made.returning(branches.c.id)).scalar_one(), chosen
 
+    async def has_branches(self, key: SessionKey) -> bool:
+        """Whether the session has a live branch besides main (one that may share items)."""
+        branches = self._branches
+        query = select(
+            exists().where(
+                branches.c.session_pk == self._session_pk(key).scalar_subquery(),
+                branches.c.name != MAIN,
+                branches.c.deleted_at.is_(None),
+            )
+        )
+        return bool(await self._db.read(lambda conn: conn.execute(query).scalar()))
+
     async def delete_branch(self, key: SessionKey, name: str) -> bool:
         """Delete a branch (not main) that holds items; False if there is none such.
 

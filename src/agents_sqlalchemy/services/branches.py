@@ -136,6 +136,11 @@ class Branches:
         await self._keyring.ready()
         return not isinstance(await self._repository.branch_state(key, name), Gone)
 
+    async def branched(self, key: SessionKey) -> bool:
+        """Whether the session has a live branch besides main."""
+        await self._keyring.ready()
+        return await self._repository.has_branches(key)
+
     async def delete(self, key: SessionKey, name: str) -> bool:
         """Delete a branch that holds items (not main); False if there is none such."""
         await self._keyring.ready()
