@@ -99,24 +99,21 @@ class BranchWriteOps(BranchOps):
         no line holds it any more. Either way its key goes with it.
         """
         items, refs, now = self._items, self._branch_items, self._now()
-        if name == MAIN:
-            branch_pk = self._branch_pk(conn, session_pk, MAIN)
-            if branch_pk is not None:
-                self._sync_main(conn, session_pk, branch_pk, opened)
+        if name == MAIN:  # a main line with its turn structure (see `pop_line`)
+            branch_pk = self._main_pk(conn, session_pk, now)
+            self._sync_main(conn, session_pk, branch_pk, opened)
             query = self._item_columns().add_columns(items.c.session_pk)
             query = query.where(items.c.session_pk == session_pk, self._live(now))
             row = conn.execute(query.order_by(items.c.seq.desc()).limit(1)).one_or_none()
         else:
-            branch_pk = self._branch_pk(conn, session_pk, name)
-            if branch_pk is None:
+            found = self._branch_pk(conn, session_pk, name)
+            if found is None:
                 return GONE
+            branch_pk = found
             query = self._line_items(branch_pk).add_columns(items.c.session_pk)
             row = conn.execute(query.order_by(refs.c.seq.desc()).limit(1)).one_or_none()
         if row is None:
             return None
-        if branch_pk is None:  # a main line that never branched: as it always was
-            conn.execute(delete(items).where(items.c.id == row.id))
-            return row, 0, 0
         dropped = delete(refs).where(refs.c.branch_pk == branch_pk, refs.c.seq == row.seq)
         turn = conn.execute(dropped.returning(refs.c.turn)).scalar_one_or_none()
         held = conn.execute(select(exists().where(refs.c.item_pk == row.id))).scalar()
@@ -146,19 +143,37 @@ class BranchWriteOps(BranchOps):
         """Remove and return the latest live item of a line; `GONE` for a dead branch."""
 
         def work(conn: Connection) -> T | Gone | None:
-            session_pk = self._lock_existing(conn, key, self._now())
+            now = self._now()
+            session_pk = self._lock_existing(conn, key, now)
             if session_pk is None:
                 return None if name == MAIN else GONE
+            if name == MAIN and self._branch_pk(conn, session_pk, MAIN) is None:
+                return self._pop_unbranched(conn, session_pk, now, decode)
             taken = self._remove_tail(conn, key, session_pk, name, opened)
             if taken is None or isinstance(taken, Gone):
                 return taken
             row, branch_pk, turn = taken
-            if branch_pk:
-                self._drop_empty_turn_usage(conn, branch_pk, turn)
+            self._drop_empty_turn_usage(conn, branch_pk, turn)
             # Decoded inside the transaction: a corrupt row raises and the removal rolls back.
             return decode(self._stored_of(row))
 
         return await self._db.write(work)
+
+    def _pop_unbranched(
+        self, conn: Connection, session_pk: int, now: datetime, decode: Callable[[StoredItem], T]
+    ) -> T | None:
+        """A session that never branched pops as it always did (with the append path's
+        prepared statements): no line but main can hold its items."""
+        statements, params = self._statements, {"session_pk": session_pk, "now": now}
+        if not self._sealed:
+            taken = statements.delete_last_live.run(conn, params)
+            # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
+            return decode(StoredItem(*taken[0])) if taken else None
+        found = statements.last_live.run(conn, params)
+        if not found:
+            return None
+        statements.delete_item.run(conn, {"item_pk": found[0][0]})
+        return decode(self._stored(found[0]))
 
     async def clear_lines(self, key: SessionKey) -> int:
         """Delete every item of every line, and the usage; branch names stay reserved."""
