@@ -24,12 +24,13 @@ from sqlalchemy.engine import Connection
 from ..errors import BranchError
 from ..turns import MAIN, turn_numbers
 from ..types import NewItem, SessionKey, StoredItem
-from .branches import GONE, BranchOps, Gone, Opened
+from .branch_reads import BranchReadOps
+from .branches import GONE, Gone, Opened
 
 T = TypeVar("T")
 
 
-class BranchWriteOps(BranchOps):
+class BranchWriteOps(BranchReadOps):
     """Appends, removals and branch rows, each one transaction under the session's lock."""
 
     # -- writing ----------------------------------------------------------------------------

@@ -24,17 +24,17 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Table, bindparam, case, cast, exists, func, select, update
+from sqlalchemy import JSON, Table, bindparam, case, cast, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN, turn_numbers
-from ..types import BranchItem, BranchSummary, SessionKey, StoredItem
+from ..types import SessionKey, StoredItem
 from .base import RepositoryBase
 
 T = TypeVar("T")
-#: Decodes a stored item of a session and says whether it is a user message.
-Opened = Callable[[StoredItem], bool]
+#: Decodes stored items of a session and says which are user messages.
+Opened = Callable[[list[StoredItem]], list[bool]]
 #: Work on one line: (connection, session pk or None, branch pk or None) -> result.
 LineWork = Callable[[Connection, Any, Any], T]
 
@@ -187,7 +187,7 @@ class BranchOps(RepositoryBase):
         newer = self._item_columns().where(items.c.session_pk == session_pk, items.c.seq > after)
         found = conn.execute(newer.order_by(items.c.seq)).all()
         stored = [self._stored_of(row) for row in found]
-        flags = [opened(item) for item in stored]
+        flags = opened(stored)
         values = [
             {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
             for row, item, f, n in zip(found, stored, flags, turn_numbers(flags, turn), strict=True)
@@ -271,25 +271,6 @@ class BranchOps(RepositoryBase):
         )
         return query.where(refs.c.is_user) if users_only else query
 
-    def _derived_main(self, conn: Connection, session_pk: int, opened: Opened) -> list[BranchItem]:
-        """The main line's live items with their turns, derived in memory (numbered over
-        every item, expired ones too, as the stored structure numbers them)."""
-        items, now = self._items, self._now()
-        query = self._item_columns().add_columns(items.c.created_at, items.c.expires_at)
-        rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
-        found = [(row, self._stored_of(row)) for row in rows]
-        flags = [opened(stored) for _, stored in found]
-        width = self._width
-        return [
-            BranchItem(turn, flag, row[width], stored)
-            for (row, stored), flag, turn in zip(found, flags, turn_numbers(flags, 0), strict=True)
-            if row[width + 1] is None or row[width + 1] > now
-        ]
-
-    def _branch_item(self, row: Any) -> BranchItem:
-        width = self._width
-        return BranchItem(row[width], bool(row[width + 1]), row[width + 2], self._stored_of(row))
-
     @property
     def _width(self) -> int:
         """How many columns `_item_columns` selects (others may follow them)."""
@@ -297,104 +278,3 @@ class BranchOps(RepositoryBase):
 
     def _stored_of(self, row: Any) -> StoredItem:
         return self._stored(row[: self._width])
-
-    async def read_branch(
-        self, key: SessionKey, name: str, limit: int | None
-    ) -> list[StoredItem] | Gone:
-        """A branch's live items in order (the latest `limit`), or `GONE`; never main."""
-        refs, items = self._branch_items, self._items
-
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[StoredItem]:
-            query = (
-                self._item_columns()
-                .join(refs, refs.c.item_pk == items.c.id)
-                .where(refs.c.branch_pk == branch_pk, self._live(self._now()))
-            )
-            if limit is None:
-                rows = conn.execute(query.order_by(refs.c.seq)).all()
-            else:
-                rows = conn.execute(query.order_by(refs.c.seq.desc()).limit(limit)).all()[::-1]
-            return [self._stored(row) for row in rows]
-
-        return await self.on_line(key, name, work, None)
-
-    async def line_items(
-        self, key: SessionKey, name: str, opened: Opened, *, users_only: bool = False
-    ) -> list[BranchItem] | Gone:
-        """Every live item of a branch (main included) with its turn, or `GONE`."""
-
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[BranchItem]:
-            if branch_pk is None:
-                found = self._derived_main(conn, session_pk, opened) if session_pk else []
-                return [row for row in found if row.is_user or not users_only]
-            query = self._line_items(branch_pk, users_only=users_only)
-            rows = conn.execute(query.order_by(self._branch_items.c.seq)).all()
-            return [self._branch_item(row) for row in rows]
-
-        return await self.on_line(key, name, work, opened)
-
-    async def branch_summaries(self, key: SessionKey, opened: Opened) -> list[BranchSummary]:
-        """The branches that hold live items, main first if it does, then by creation."""
-
-        def work(conn: Connection, session_pk: Any, main_pk: Any) -> list[BranchSummary]:
-            if session_pk is None:
-                return []
-            if main_pk is None:  # never branched: main only, its turns read in memory
-                main = self._derived_main(conn, session_pk, opened)
-                if not main:
-                    return []
-                users = sum(row.is_user for row in main)
-                return [BranchSummary(MAIN, len(main), users, main[0].created_at)]
-            found = self._summaries(conn, session_pk)
-            found.insert(0, self._main_summary(conn, session_pk, main_pk))
-            return [summary for summary in found if summary.items]
-
-        return await self.on_line(key, MAIN, work, opened)
-
-    def _main_summary(self, conn: Connection, session_pk: int, main_pk: int) -> BranchSummary:
-        items, refs, live = self._items, self._branch_items, self._live(self._now())
-        count, first = conn.execute(
-            select(func.count(), func.min(items.c.created_at)).where(
-                items.c.session_pk == session_pk, live
-            )
-        ).one()
-        users = conn.execute(
-            select(func.count())
-            .select_from(refs.join(items, items.c.id == refs.c.item_pk))
-            .where(refs.c.branch_pk == main_pk, refs.c.is_user, live)
-        ).scalar_one()
-        return BranchSummary(MAIN, count, users, first)
-
-    def _summaries(self, conn: Connection, session_pk: int) -> list[BranchSummary]:
-        branches, refs, items = self._branches, self._branch_items, self._items
-        users = func.sum(case((refs.c.is_user, 1), else_=0))
-        query = (
-            select(branches.c.name, func.count(), users, branches.c.created_at)
-            .select_from(
-                branches.join(refs, refs.c.branch_pk == branches.c.id).join(
-                    items, items.c.id == refs.c.item_pk
-                )
-            )
-            .where(
-                branches.c.session_pk == session_pk,
-                branches.c.name != MAIN,
-                branches.c.deleted_at.is_(None),
-                self._live(self._now()),
-            )
-            .group_by(branches.c.id, branches.c.name, branches.c.created_at)
-            .order_by(branches.c.created_at, branches.c.id)
-        )
-        return [
-            BranchSummary(row[0], row[1], int(row[2] or 0), row[3]) for row in conn.execute(query)
-        ]
-
-    async def branch_state(self, key: SessionKey, name: str) -> bool | Gone:
-        """Whether live branch `name` (not main) holds an item; `GONE` if it is not live."""
-        refs = self._branch_items
-
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> bool:
-            return bool(
-                conn.execute(select(exists().where(refs.c.branch_pk == branch_pk))).scalar()
-            )
-
-        return await self.on_line(key, name, work, None)

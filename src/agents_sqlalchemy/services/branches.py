@@ -38,7 +38,7 @@ __all__ = ["GONE", "Branches", "Turn"]
 
 
 def _opener(codec: Codec, key: SessionKey) -> Opened:
-    return lambda stored: is_user(codec.item(key, stored))
+    return lambda stored: [is_user(item) for item in codec.items(key, stored)]
 
 
 class Branches:
@@ -72,7 +72,7 @@ class Branches:
         found = await self._repository.read_branch(key, branch, limit)
         if isinstance(found, Gone):
             return found
-        return [codec.item(key, stored) for stored in found]
+        return codec.items(key, found)
 
     async def append(
         self,
@@ -158,8 +158,9 @@ class Branches:
         found = await self._repository.line_items(key, branch, opened, users_only=users_only)
         if isinstance(found, Gone):
             return found
+        items = codec.items(key, [row.stored for row in found])
         return [
-            (row.turn, row.is_user, row.created_at, codec.item(key, row.stored)) for row in found
+            (r.turn, r.is_user, r.created_at, item) for r, item in zip(found, items, strict=True)
         ]
 
     async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
