@@ -115,8 +115,9 @@ class BranchWriteOps(BranchReadOps):
             row = conn.execute(query.order_by(refs.c.seq.desc()).limit(1)).one_or_none()
         if row is None:
             return None
-        dropped = delete(refs).where(refs.c.branch_pk == branch_pk, refs.c.seq == row.seq)
-        turn = conn.execute(dropped.returning(refs.c.turn)).scalar_one_or_none()
+        placed = (refs.c.branch_pk == branch_pk, refs.c.seq == row.seq)
+        turn = conn.execute(select(refs.c.turn).where(*placed)).scalar_one_or_none()
+        conn.execute(delete(refs).where(*placed))
         held = conn.execute(select(exists().where(refs.c.item_pk == row.id))).scalar()
         on_main = row.session_pk == session_pk
         if name == MAIN and held:
@@ -166,7 +167,7 @@ class BranchWriteOps(BranchReadOps):
         """A session that never branched pops as it always did (with the append path's
         prepared statements): no line but main can hold its items."""
         statements, params = self._statements, {"session_pk": session_pk, "now": now}
-        if not self._sealed:
+        if not self._sealed and not self._mysql:  # MySQL: no DELETE ... RETURNING
             taken = statements.delete_last_live.run(conn, params)
             # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
             return decode(StoredItem(*taken[0])) if taken else None
@@ -263,7 +264,7 @@ class BranchWriteOps(BranchReadOps):
             suffix += 1
             chosen = f"{base}_{suffix}"
         made = branches.insert().values(session_pk=session_pk, name=chosen, created_at=now)
-        return conn.execute(made.returning(branches.c.id)).scalar_one(), chosen
+        return self._inserted(conn, made), chosen
 
     async def has_branches(self, key: SessionKey) -> bool:
         """Whether the session has a live branch besides main (one that may share items)."""

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Table, bindparam, case, cast, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN, turn_numbers
@@ -68,15 +68,29 @@ class BranchOps(RepositoryBase):
     def _turn_usage(self) -> Table:
         return self._models.table(self._models.turn_usage)
 
-    @cached_property
-    def _upsert(self) -> Any:
-        """The dialect's INSERT that takes ON CONFLICT (SQLite, PostgreSQL)."""
-        return postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
+    def _upsert(
+        self, table: Table, values: dict[str, Any], key: list[Any], replaced: list[str]
+    ) -> Any:
+        """INSERT `values`, or on a duplicate `key` set the `replaced` columns to the new
+        row's: ON CONFLICT on SQLite and PostgreSQL, ON DUPLICATE KEY on MySQL/MariaDB."""
+        if self._mysql:
+            statement = mysql.insert(table).values(values)
+            return statement.on_duplicate_key_update(
+                {name: statement.inserted[name] for name in replaced}
+            )
+        insert = postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
+        upsert = insert(table).values(values)
+        return upsert.on_conflict_do_update(
+            index_elements=key, set_={name: upsert.excluded[name] for name in replaced}
+        )
 
     # -- locating ---------------------------------------------------------------------------
 
     def _lock(self, conn: Connection, key: SessionKey) -> int | None:
         """Take the session's write lock without counting it as activity; its pk or None."""
+        if self._mysql:  # no UPDATE ... RETURNING: SELECT ... FOR UPDATE locks the row
+            found = self._claimed_statement.run(conn, {"session_hash": key.hash})
+            return int(found[0][0]) if found else None
         pk: int | None = conn.execute(self._lock_statement, {"hash": key.hash}).scalar_one_or_none()
         return pk
 
@@ -124,8 +138,13 @@ class BranchOps(RepositoryBase):
         if found is not None:
             return found
         made = self._branches.insert().values(session_pk=session_pk, name=MAIN, created_at=now)
-        pk: int = conn.execute(made.returning(self._branches.c.id)).scalar_one()
-        return pk
+        return self._inserted(conn, made)
+
+    def _inserted(self, conn: Connection, statement: Any) -> int:
+        """Run an INSERT of one row; its primary key (RETURNING, or the driver's last id)."""
+        primary_key = conn.execute(statement).inserted_primary_key
+        assert primary_key is not None
+        return int(primary_key[0])
 
     def _companion(
         self, conn: Connection, key: SessionKey, session_pk: int, now: datetime | None = None
@@ -137,17 +156,17 @@ class BranchOps(RepositoryBase):
         found = select(sessions.c.id).where(sessions.c.session_hash == hashed)
         pk: int | None = conn.execute(found).scalar_one_or_none()
         if pk is None and now is not None:
-            owner = select(sessions.c.user_id).where(sessions.c.id == session_pk).scalar_subquery()
+            owner = conn.execute(select(sessions.c.user_id).where(sessions.c.id == session_pk))
             made = sessions.insert().values(
                 session_id=key.session_id,
                 session_hash=hashed,
-                user_id=owner,
+                user_id=owner.scalar(),
                 parent_pk=session_pk,
                 next_seq=0,
                 created_at=now,
                 updated_at=now,
             )
-            pk = conn.execute(made.returning(sessions.c.id)).scalar_one()
+            pk = self._inserted(conn, made)
         return pk
 
     # -- the main line's turns --------------------------------------------------------------
@@ -214,11 +233,13 @@ class BranchOps(RepositoryBase):
         return refs.insert().from_select(columns, derived)
 
     def _json_role(self, payload: Any) -> Any:
-        """SQL for the `role` of an item's JSON text, where the dialect has one."""
+        """SQL for the `role` of an item's JSON text (as text), where the dialect has one."""
         if self._db.dialect_name == "sqlite":
             return func.json_extract(payload, "$.role")
         if self._db.dialect_name == "postgresql":
             return func.json_extract_path_text(cast(payload, JSON), "role")
+        if self._mysql:
+            return func.json_unquote(func.json_extract(payload, "$.role"))
         return None
 
     def _fresh_main(self, conn: Connection, key: SessionKey, opened: Opened) -> tuple[Any, Any]:

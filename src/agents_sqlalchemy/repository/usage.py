@@ -51,13 +51,9 @@ class UsageOps(BranchWriteOps):
         """Insert a turn's usage, or replace its figures (the first record's time stays)."""
         usage = self._turn_usage
         named = ("session_pk", "branch_pk", "turn", "created_at", "updated_at", *REPLACED)
-        statement = self._upsert(usage).values(
-            {name: bindparam(name, type_=usage.c[name].type) for name in named}
-        )
-        replaced = {name: statement.excluded[name] for name in (*REPLACED, "updated_at")}
-        return statement.on_conflict_do_update(
-            index_elements=[usage.c.branch_pk, usage.c.turn], set_=replaced
-        )
+        values = {name: bindparam(name, type_=usage.c[name].type) for name in named}
+        key = [usage.c.branch_pk, usage.c.turn]
+        return self._upsert(usage, values, key, [*REPLACED, "updated_at"])
 
     async def append_with_usage(
         self,
@@ -148,7 +144,7 @@ class UsageOps(BranchWriteOps):
 
     def _day(self) -> ColumnElement[Any]:
         created = self._turn_usage.c.created_at
-        if self._db.dialect_name == "sqlite":  # naive UTC text
+        if self._db.dialect_name != "postgresql":  # naive UTC (text on SQLite, DATETIME)
             return func.date(created)
         return cast(func.timezone("UTC", created), Date)
 
