@@ -37,11 +37,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench import make_items  # the same realistic 4-item turns as bench.py
+if __package__ in (None, ""):  # run as a file: import the package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from agents_sqlalchemy import SessionStore
+from benchmarks.items import make_items  # the same realistic 4-item turns as bench.py
 
 ROUNDS = 9
 
@@ -84,6 +84,7 @@ async def _hot_round(lib: Any, path: Path) -> dict[str, float]:
     items = make_items(1200)
     async with lib.SessionStore(path, create_tables=True) as store:
         session = store.session("hot")
+        await store.session("warm-up").get_items()  # the tables are made on first use
         return {
             "append": await _append(session, items),
             "read_all": statistics.median([await _timed(session.get_items) for _ in range(10)]),
@@ -97,6 +98,7 @@ async def _usage_round(path: Path, first: bool) -> dict[str, float]:
     """Appends with and without a Runner context (usage recorded), taking turns."""
     items, wrapper = make_items(1200), _usage_wrapper()
     async with SessionStore(path, create_tables=True) as store:
+        await store.session("warm-up").get_items()  # the tables are made on first use
         plain = (store.session("plain"), None, "append_plain")
         used = (store.session("used"), wrapper, "append_usage")
         order = [plain, used] if first else [used, plain]
