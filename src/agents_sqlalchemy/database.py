@@ -190,18 +190,9 @@ class Database:
         committed or rolled back, never "maybe". A lock wait past `lock_timeout` is a
         `SessionBusyError` naming `session_id`.
         """
-        if self._sync is None:
-            return await settle(self.run(work, write=True, session_id=session_id))
-        self.check_open()
-        # The worker thread's future itself is settled: no task is made to wrap it.
-        done = asyncio.get_running_loop().run_in_executor(None, self._run_in_thread, work, True)
-        with database_errors(self.url, f"{self.dialect_name} error"):
-            try:
-                return await settle(done)
-            except DBAPIError as exc:
-                if failure_kind(self.dialect_name, exc) == "busy":
-                    raise self._busy(exc, session_id) from exc
-                raise
+        if self._sync is not None:  # `run` settles the worker thread's own future
+            return await self.run(work, write=True, session_id=session_id)
+        return await settle(self.run(work, write=True, session_id=session_id))
 
     async def run(self, work: Work[T], *, write: bool, session_id: str | None = None) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error).
@@ -215,7 +206,9 @@ class Database:
             try:
                 if self._sync is not None:
                     loop = asyncio.get_running_loop()
-                    return await loop.run_in_executor(None, self._run_in_thread, work, write)
+                    done = loop.run_in_executor(None, self._run_in_thread, work, write)
+                    # A write's future is settled as it is: no task is made to wrap it.
+                    return await (settle(done) if write else done)
                 return await asyncio.wait_for(
                     self._run_async(work, write, attempt), self.statement_timeout
                 )
