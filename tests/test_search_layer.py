@@ -142,6 +142,16 @@ def test_hashing_embedder_is_deterministic_unit_and_lexical() -> None:
         HashingEmbedder(dim=4)
 
 
+def test_hashing_embedder_from_term_counts_is_embed_exactly() -> None:
+    """The indexer hands the embedder the terms it counted: the vectors are bit for bit
+    those of `embed` (stored vectors and query vectors must agree)."""
+    embedder = HashingEmbedder()
+    texts = ["ERR-4411: disk full, disk full!", "lunch", "", "the of", "déjà vu 東京", "x x x"]
+    counts = [term_counts(text) for text in texts]
+    assert np.array_equal(embedder.embed_counts(counts), embedder.embed(texts))
+    assert embedder.embed_counts([]).shape == (0, 256)
+
+
 def test_hashing_embedder_is_the_same_in_every_process() -> None:
     code = (
         "from agents_sqlalchemy.search import HashingEmbedder;"

@@ -99,6 +99,29 @@ class Prepared:
         finally:
             cursor.close()
 
+    def run_rows(
+        self, conn: Connection, names: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """`run_many` with each parameter set a tuple of values in the order of `names`:
+        bulk inserts skip building a mapping per row, and converting types that need none."""
+        compiled = self._compiled(conn.dialect)
+        steps = [(names.index(name), compiled.processors.get(name)) for name in compiled.names]
+        if any(p is not None for _, p in steps) or [i for i, _ in steps] != [*range(len(names))]:
+            rows = [
+                tuple(
+                    p(row[i]) if p is not None and row[i] is not None else row[i] for i, p in steps
+                )
+                for row in rows
+            ]
+        cursor = conn.connection.cursor()
+        try:
+            cursor.executemany(compiled.sql, rows)
+        except Exception as exc:
+            _raise_wrapped(conn, exc, compiled.sql, rows, cursor)
+            raise
+        finally:
+            cursor.close()
+
 
 def _raise_wrapped(conn: Connection, exc: Exception, sql: str, values: Any, cursor: Any) -> None:
     """A driver's error as SQLAlchemy raises it from `execute`: a `DBAPIError`, with a lost

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Float,
+    Table,
     and_,
+    bindparam,
     cast,
     delete,
     exists,
@@ -24,11 +27,15 @@ from sqlalchemy.engine import Connection, Result
 
 from ..types import Candidates, NewItem, Postings, Scope, SessionKey, StoredItem, Unindexed
 from .base import RepositoryBase
+from .prepared import Prepared
 
 # Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
 IN_BATCH = 5000
 # Rows turned into columns at a time (see `_columns`).
 PARTITION = 200
+# The index rows' columns, in the order their values are given.
+TERM_COLUMNS = ("item_pk", "session_pk", "term", "frequency")
+VECTOR_COLUMNS = ("item_pk", "session_pk", "model_id", "vector")
 # Where epoch seconds count from, as MySQL's naive UTC DATETIME sees it.
 EPOCH = literal("1970-01-01 00:00:00")
 
@@ -44,6 +51,11 @@ def _columns(result: Result[Any], width: int) -> list[list[Any]]:
         for column, values in zip(columns, zip(*part, strict=True), strict=True):
             column.extend(values)
     return columns
+
+
+def _insert(table: Table, names: tuple[str, ...]) -> Prepared:
+    values = {name: bindparam(name, type_=table.c[name].type) for name in names}
+    return Prepared(table.insert().values(values))
 
 
 class SearchOps(RepositoryBase):
@@ -260,12 +272,28 @@ class SearchOps(RepositoryBase):
         )
         if not row_locks:
             kept &= {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
-        by_session: dict[int, list[tuple[int, NewItem]]] = {}
-        for item_pk, session_pk, _, item in entries:
-            if item_pk in kept:
-                by_session.setdefault(session_pk, []).append((item_pk, item))
-        for session_pk, indexed in by_session.items():
-            self._add_side_rows(conn, session_pk, indexed)
+        kept_entries = [entry for entry in entries if entry[0] in kept]
+        terms = [
+            (item_pk, session_pk, term, count)
+            for item_pk, session_pk, _, item in kept_entries
+            for term, count in (item.terms or {}).items()
+        ]
+        vectors = [
+            (item_pk, session_pk, item.model_id, item.vector)
+            for item_pk, session_pk, _, item in kept_entries
+            if item.model_id is not None
+        ]
+        for statement, names, rows in (
+            (self._index_inserts[0], TERM_COLUMNS, terms),
+            (self._index_inserts[1], VECTOR_COLUMNS, vectors),
+        ):
+            if rows:
+                statement.run_rows(conn, names, rows)
+
+    @cached_property
+    def _index_inserts(self) -> tuple[Prepared, Prepared]:
+        """The inserts of terms and vectors rows, compiled once per dialect (`Prepared`)."""
+        return _insert(self._terms, TERM_COLUMNS), _insert(self._embeddings, VECTOR_COLUMNS)
 
     async def latest_model_id(self) -> str | None:
         """The embedding model of the most recently indexed item, or None."""

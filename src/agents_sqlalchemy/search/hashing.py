@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -49,19 +49,40 @@ class HashingEmbedder:
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """One unit vector per text (all zeros for a text without terms)."""
-        indices: list[npt.NDArray[np.int64]] = []
-        weights: list[npt.NDArray[np.float64]] = []
-        for row, text in enumerate(texts):
-            for term, count in Counter(tokenize(text)).items():
-                idx, val = _features(term, self.dim, self.ngrams, self.ngram_weight)
-                indices.append(idx + row * self.dim)
-                weights.append(val * (1.0 + math.log(count)))
-        size = len(texts) * self.dim
-        flat = np.zeros(size)
-        if indices:
-            sums = np.bincount(np.concatenate(indices), np.concatenate(weights), minlength=size)
-            flat = np.asarray(sums, dtype=np.float64)
-        return normalize(flat.reshape(len(texts), self.dim))
+        return self.embed_counts([Counter(tokenize(text)) for text in texts])
+
+    def embed_counts(self, counts: Sequence[Mapping[str, int]]) -> npt.NDArray[np.float32]:
+        """`embed` from each text's `{term: count}` (`term_counts`), without tokenising again.
+
+        The batch's distinct terms are hashed once (and cached); every feature of every
+        term occurrence is then summed into its row in one `bincount`.
+        """
+        vocab: dict[str, int] = {}
+        rows: list[int] = []
+        columns: list[int] = []
+        scales: list[float] = []
+        for row, terms in enumerate(counts):
+            for term, count in terms.items():
+                columns.append(vocab.setdefault(term, len(vocab)))
+                rows.append(row)
+                scales.append(1.0 if count == 1 else 1.0 + math.log(count))
+        size = len(counts) * self.dim
+        if not rows:
+            return normalize(np.zeros((len(counts), self.dim)))
+        features = [_features(term, self.dim, self.ngrams, self.ngram_weight) for term in vocab]
+        lengths = np.fromiter((len(idx) for idx, _ in features), np.intp, len(features))
+        indices = np.concatenate([idx for idx, _ in features])
+        values = np.concatenate([val for _, val in features])
+        column = np.asarray(columns, dtype=np.intp)
+        spans = lengths[column]  # features per term occurrence
+        ends = np.cumsum(spans)
+        # Where each occurrence's features sit in `indices`: its term's start, counted on.
+        at = np.repeat((np.cumsum(lengths) - lengths)[column] - (ends - spans), spans)
+        at += np.arange(int(ends[-1]))
+        flat = np.repeat(np.asarray(rows, dtype=np.intp) * self.dim, spans) + indices[at]
+        weights = values[at] * np.repeat(np.asarray(scales), spans)
+        sums = np.bincount(flat, weights, minlength=size)
+        return normalize(sums.reshape(len(counts), self.dim))
 
     def embed_queries(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Queries are embedded like documents."""

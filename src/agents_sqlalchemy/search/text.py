@@ -183,8 +183,8 @@ def tokenize(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text).casefold()
     text = _APOSTROPHE.sub("", _APOSTROPHE_S.sub("", text))
     terms: list[str] = []
-    for match in _TOKEN.finditer(text):
-        terms.extend(_token_terms(match.group()))
+    for token in _TOKEN.findall(text):
+        terms.extend(_token_terms(token))
     return terms
 
 

@@ -26,6 +26,7 @@ from ..repository import Repository
 from ..search import (
     SEARCH_MODES,
     Embedder,
+    HashingEmbedder,
     SearchMode,
     bm25_postings,
     cosine_scores,
@@ -34,6 +35,7 @@ from ..search import (
     fuse,
     fusion_weight,
     item_text,
+    pack_vectors,
     recency_scores,
     term_counts,
 )
@@ -71,10 +73,16 @@ class Searcher:
         """Term counts and a vector per item (an item with no text: no terms, no vector)."""
         embedder = self.embedder
         texts = [item_text(item) for item in items]
-        vectors = iter(await embed_documents(embedder, [text for text in texts if text]))
+        counts = [term_counts(text) for text in texts]
+        if isinstance(embedder, HashingEmbedder):  # it hashes the terms counted just now
+            present = [c for text, c in zip(texts, counts, strict=True) if text]
+            blobs = pack_vectors(embedder.embed_counts(present))
+        else:
+            blobs = await embed_documents(embedder, [text for text in texts if text])
+        vectors = iter(blobs)
         return [
-            IndexEntry(term_counts(text), next(vectors) if text else None, embedder.model_id)
-            for text in texts
+            IndexEntry(c, next(vectors) if text else None, embedder.model_id)
+            for text, c in zip(texts, counts, strict=True)
         ]
 
     async def search(
