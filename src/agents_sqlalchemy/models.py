@@ -164,12 +164,13 @@ class TermColumns:
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
         # A session's postings of the query terms, read from the index alone (named by hand:
-        # the convention's name would pass PostgreSQL's 63 bytes); any session's by term;
-        # and the cascade from items.
+        # the convention's name would pass PostgreSQL's 63 bytes), also per session across
+        # sessions (no index by term alone: it cost most of an item's indexing, and a search
+        # across sessions reads every vector of its scope anyway); and the cascade from items.
         postings = Index(
             f"ix_{cls.__tablename__}_postings", "session_pk", "term", "item_pk", "frequency"
         )
-        return (postings, Index(None, "term"), Index(None, "item_pk"), TABLE_OPTIONS)
+        return (postings, Index(None, "item_pk"), TABLE_OPTIONS)
 
 
 class EmbeddingColumns:

@@ -168,10 +168,10 @@ class SearchOps(RepositoryBase):
             query = query.where(
                 table.c.session_pk == self._session_pk(scope.session).scalar_subquery()
             )
-        elif scope.user_id is not None:
-            query = query.join(sessions, sessions.c.id == table.c.session_pk).where(
-                sessions.c.user_id == scope.user_id
-            )
+        else:  # session by session, down the same index (there is none by term alone)
+            query = query.join(sessions, sessions.c.id == table.c.session_pk)
+            if scope.user_id is not None:
+                query = query.where(sessions.c.user_id == scope.user_id)
 
         def work(conn: Connection) -> Postings:
             return Postings(*_columns(conn.execute(query), 3))

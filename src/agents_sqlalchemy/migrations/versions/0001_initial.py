@@ -177,7 +177,6 @@ def upgrade() -> None:
     # convention's name would pass PostgreSQL's 63 bytes).
     columns = ["session_pk", "term", "item_pk", "frequency"]
     op.create_index(f"ix_{t}_postings", t, columns, schema=schema())
-    index(t, "term")
     index(t, "item_pk")
 
     t = name("embeddings")
