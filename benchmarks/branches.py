@@ -6,13 +6,14 @@ Two parts, each on fresh SQLite files (tmpfs if you pass ``--sqlite-dir /dev/shm
     python benchmarks/branches.py branch    # branching a 10,000-item session
     python benchmarks/branches.py hot --json   # one JSON line, for comparing two checkouts
 
-``hot`` times, for a plaintext store: ``add_items`` of 1,200 items in 4-item turns (items/s),
-``get_items()`` of those 1,200 items and ``get_items(limit=20)`` (ms, medians); with the
-turns API present it also times ``add_items`` carrying a Runner context whose usage is
-recorded on the way (what ``Runner.run`` does). ``--against MODULE`` runs a second copy of
-the library in the same process, alternating with this one round by round, so both see the
-same machine: make one from an older checkout with ``git archive <commit> src`` and its
-package directory and absolute imports renamed (``agents_sqlalchemy_base``), then
+``hot`` times, for a plaintext store: ``add_items`` of 1,200 items in 4-item turns (items/s
+on the wall clock, and per CPU second: ``_cpu``), ``get_items()`` of those 1,200 items and
+``get_items(limit=20)`` (ms, medians); then ``add_items`` carrying a Runner context whose
+usage is recorded on the way (what ``Runner.run`` does) against plain ones.
+``--against MODULE`` runs a second copy of the library in the same process, alternating
+with this one round by round, so both see the same machine: make one from an older
+checkout with ``git archive <commit> src`` and its package directory and absolute imports
+renamed (``agents_sqlalchemy_base``), then
 ``PYTHONPATH=<that dir> python benchmarks/branches.py hot --against agents_sqlalchemy_base``.
 
 ``branch`` builds a 10,000-item session (2,500 four-item turns) and times
@@ -70,13 +71,14 @@ def _usage_wrapper() -> Any:
     return RunContextWrapper(context=None, usage=usage)
 
 
-async def _append(session: Any, items: list[Any], wrapper: Any = None) -> float:
-    """Items per second appending `items` in 4-item turns (with `wrapper`, as Runner does)."""
+async def _append(session: Any, items: list[Any], wrapper: Any = None) -> tuple[float, float]:
+    """Items per second appending `items` in 4-item turns (with `wrapper`, as Runner does):
+    on the wall clock, and per second of CPU time (the process's, database thread included)."""
     extra = {} if wrapper is None else {"wrapper": wrapper}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(items), 4):
         await session.add_items(items[start : start + 4], **extra)
-    return len(items) / (time.perf_counter() - started)
+    return len(items) / (time.perf_counter() - started), len(items) / (time.process_time() - cpu)
 
 
 async def _hot_round(lib: Any, path: Path) -> dict[str, float]:
@@ -85,8 +87,10 @@ async def _hot_round(lib: Any, path: Path) -> dict[str, float]:
     async with lib.SessionStore(path, create_tables=True) as store:
         session = store.session("hot")
         await store.session("warm-up").get_items()  # the tables are made on first use
+        append, append_cpu = await _append(session, items)
         return {
-            "append": await _append(session, items),
+            "append": append,
+            "append_cpu": append_cpu,
             "read_all": statistics.median([await _timed(session.get_items) for _ in range(10)]),
             "limit20": statistics.median(
                 [await _timed(session.get_items, limit=20) for _ in range(30)]
@@ -94,15 +98,17 @@ async def _hot_round(lib: Any, path: Path) -> dict[str, float]:
         }
 
 
-async def _usage_round(path: Path, first: bool) -> dict[str, float]:
+async def _usage_round(lib: Any, path: Path, first: bool) -> dict[str, float]:
     """Appends with and without a Runner context (usage recorded), taking turns."""
     items, wrapper = make_items(1200), _usage_wrapper()
-    async with SessionStore(path, create_tables=True) as store:
+    async with lib.SessionStore(path, create_tables=True) as store:
         await store.session("warm-up").get_items()  # the tables are made on first use
         plain = (store.session("plain"), None, "append_plain")
         used = (store.session("used"), wrapper, "append_usage")
-        order = [plain, used] if first else [used, plain]
-        return {name: await _append(session, items, w) for session, w, name in order}
+        found = {}
+        for session, w, name in [plain, used] if first else [used, plain]:
+            found[name], found[f"{name}_cpu"] = await _append(session, items, w)
+        return found
 
 
 async def hot(
@@ -112,7 +118,7 @@ async def hot(
 
     With `against` (another copy of the library, importable under that name), each round
     runs both copies one after the other, taking turns to go first, in this process. The
-    appends that record usage run apart, after, against plain appends of this copy.
+    appends that record usage run apart, after, against plain appends of the same copy.
     """
     libs = {"": importlib.import_module("agents_sqlalchemy")}
     if against:
@@ -128,7 +134,10 @@ async def hot(
         for prefix, lib in order:
             add(await _hot_round(lib, directory / f"hot-{prefix}{round_}.db"), prefix)
     for round_ in range(rounds):
-        add(await _usage_round(directory / f"usage-{round_}.db", round_ % 2 == 0))
+        order = list(libs.items()) if round_ % 2 == 0 else list(libs.items())[::-1]
+        for prefix, lib in order:
+            path = directory / f"usage-{prefix}{round_}.db"
+            add(await _usage_round(lib, path, round_ % 2 == 0), prefix)
     return {name: statistics.median(values) for name, values in figures.items()}
 
 
