@@ -205,6 +205,10 @@ class BranchColumns:
     name: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Main's row, while the session never branched: its user messages through place
+    # `counted` (the current user turn, for usage), kept without per-item rows.
+    turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    counted: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
     @declared_attr
     def session_pk(cls) -> Mapped[int]:

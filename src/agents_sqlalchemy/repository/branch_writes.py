@@ -22,15 +22,15 @@ from sqlalchemy import bindparam, delete, exists, literal, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import BranchError
-from ..turns import MAIN, turn_numbers
+from ..turns import MAIN, is_user, turn_numbers
 from ..types import NewItem, SessionKey, StoredItem
-from .branch_reads import BranchReadOps
 from .branches import GONE, Gone, Opened
+from .main_turns import Lines, MainTurnOps
 
 T = TypeVar("T")
 
 
-class BranchWriteOps(BranchReadOps):
+class BranchWriteOps(MainTurnOps):
     """Appends, removals and branch rows, each one transaction under the session's lock."""
 
     # -- writing ----------------------------------------------------------------------------
@@ -145,12 +145,18 @@ class BranchWriteOps(BranchReadOps):
         """Remove and return the latest live item of a line; `GONE` for a dead branch."""
 
         def work(conn: Connection) -> T | Gone | None:
-            now = self._now()
-            session_pk = self._lock_existing(conn, key, now)
-            if session_pk is None:
-                return None if name == MAIN else GONE
-            if name == MAIN and self._branch_pk(conn, session_pk, MAIN) is None:
-                return self._pop_unbranched(conn, session_pk, now, decode)
+            if name == MAIN:  # one statement locks and says whether the session branched
+                lines = self._lock_lines(conn, key)
+                if lines is None:
+                    return None
+                session_pk = lines.session_pk
+                if not lines.branched:
+                    return self._pop_unbranched(conn, lines, decode)
+            else:
+                found = self._lock_existing(conn, key, self._now())
+                if found is None:
+                    return GONE
+                session_pk = found
             taken = self._remove_tail(conn, key, session_pk, name, opened)
             if taken is None or isinstance(taken, Gone):
                 return taken
@@ -162,20 +168,29 @@ class BranchWriteOps(BranchReadOps):
         return await self._db.write(work)
 
     def _pop_unbranched(
-        self, conn: Connection, session_pk: int, now: datetime, decode: Callable[[StoredItem], T]
+        self, conn: Connection, lines: Lines, decode: Callable[[StoredItem], T]
     ) -> T | None:
         """A session that never branched pops as it always did (with the append path's
-        prepared statements): no line but main can hold its items."""
-        statements, params = self._statements, {"session_pk": session_pk, "now": now}
+        prepared statements): no line but main can hold its items. With usage recorded, the
+        main line's count of user turns loses the item (`_popped`)."""
+        statements = self._statements
+        params = {"session_pk": lines.session_pk, "now": self._now()}
         if not self._sealed and not self._mysql:  # MySQL: no DELETE ... RETURNING
             taken = statements.delete_last_live.run(conn, params)
-            # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-            return decode(StoredItem(*taken[0])) if taken else None
-        found = statements.last_live.run(conn, params)
-        if not found:
-            return None
-        statements.delete_item.run(conn, {"item_pk": found[0][0]})
-        return decode(self._stored(found[0]))
+            if not taken:
+                return None
+            stored = StoredItem(*taken[0])
+        else:
+            found = statements.last_live.run(conn, params)
+            if not found:
+                return None
+            statements.delete_item.run(conn, {"item_pk": found[0][0]})
+            stored = self._stored(found[0])
+        # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
+        item = decode(stored)
+        if lines.main_pk is not None:
+            self._popped(conn, lines.session_pk, lines.main_pk, stored.seq, is_user(item))
+        return item
 
     async def clear_lines(self, key: SessionKey) -> int:
         """Delete every item of every line, and the usage; branch names stay reserved."""
@@ -187,12 +202,17 @@ class BranchWriteOps(BranchReadOps):
                 return 0
             items = self._items
             removed = conn.execute(delete(items).where(items.c.session_pk == session_pk))
-            if self._branch_pk(conn, session_pk, MAIN) is None:
+            main_pk = self._branch_pk(conn, session_pk, MAIN)
+            if main_pk is None:
                 return int(removed.rowcount)
+            branches = self._branches
+            conn.execute(
+                update(branches).where(branches.c.id == main_pk).values(turns=0, counted=0)
+            )
             companion = self._companion(conn, key, session_pk)
             if companion is not None:
                 conn.execute(delete(items).where(items.c.session_pk == companion))
-            usage, branches = self._turn_usage, self._branches
+            usage = self._turn_usage
             conn.execute(delete(usage).where(usage.c.session_pk == session_pk))
             conn.execute(
                 update(branches)

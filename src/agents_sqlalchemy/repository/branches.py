@@ -24,7 +24,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Table, bindparam, case, cast, func, select, update
+from sqlalchemy import JSON, Table, bindparam, case, cast, exists, func, select, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -171,12 +171,9 @@ class BranchOps(RepositoryBase):
 
     # -- the main line's turns --------------------------------------------------------------
 
-    def _main_stale(self, conn: Connection, session_pk: int) -> bool:
+    def _main_stale(self, conn: Connection, session_pk: int, main_pk: int) -> bool:
         """Whether the main line's turn structure lacks some of its items (a session that
         has none is read without one: see `_derived_main`)."""
-        main_pk = self._branch_pk(conn, session_pk, MAIN)
-        if main_pk is None:
-            return False
         row = conn.execute(self._ends_query, {"session_pk": session_pk, "branch_pk": main_pk})
         newest, known = row.one()
         return bool(newest != known)
@@ -232,6 +229,27 @@ class BranchOps(RepositoryBase):
         columns = ["branch_pk", "seq", "item_pk", "turn", "is_user"]
         return refs.insert().from_select(columns, derived)
 
+    def _branched(self, session_pk: Any) -> Any:
+        """SQL: whether the session ever had a branch besides main (then its main line has
+        a turn structure, kept even after its branches are deleted)."""
+        other = self._branches.alias("other")
+        return exists().where(other.c.session_pk == session_pk, other.c.name != MAIN)
+
+    def _main_line(self, conn: Connection, session_pk: int) -> int | None:
+        """The main row's pk if the main line has a turn structure (the session branched)."""
+        found = conn.execute(self._main_line_query, {"session_pk": session_pk})
+        pk: int | None = found.scalar_one_or_none()
+        return pk
+
+    @cached_property
+    def _main_line_query(self) -> Any:
+        branches = self._branches
+        return select(branches.c.id).where(
+            branches.c.session_pk == bindparam("session_pk"),
+            branches.c.name == MAIN,
+            self._branched(branches.c.session_pk),
+        )
+
     def _json_role(self, payload: Any) -> Any:
         """SQL for the `role` of an item's JSON text (as text), where the dialect has one."""
         if self._db.dialect_name == "sqlite":
@@ -256,20 +274,25 @@ class BranchOps(RepositoryBase):
     ) -> T:
         """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
 
-        With `opened`, the main line's turn structure, if it has one, is brought up to date
-        first: read as it is when nothing is new, else in a write under the session's lock.
-        A session that never branched has none, and a read writes none: `work` gets a None
-        main pk (and a None session pk for a session that holds nothing yet).
+        With `opened`, `work` gets main's turn structure: brought up to date first (read as
+        it is when nothing is new, else in a write under the session's lock). A session that
+        never branched has none, and a read writes none: `work` gets a None main pk (and a
+        None session pk for a session that holds nothing yet). Without `opened`, `work` gets
+        main's row whenever there is one (it holds the main line's usage).
         """
 
         def attempt(conn: Connection) -> Any:
             session_pk = conn.execute(self._session_pk(key)).scalar_one_or_none()
-            if name != MAIN:
+            if name != MAIN or not opened:
                 branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
-                return GONE if branch_pk is None else work(conn, session_pk, branch_pk)
-            if opened and session_pk is not None and self._main_stale(conn, session_pk):
+                if name == MAIN or branch_pk is not None:
+                    return work(conn, session_pk, branch_pk)
+                return GONE
+            if session_pk is None:
+                return work(conn, None, None)
+            main_pk = self._main_line(conn, session_pk)
+            if main_pk is not None and self._main_stale(conn, session_pk, main_pk):
                 return _STALE
-            main_pk = self._branch_pk(conn, session_pk, MAIN) if session_pk else None
             return work(conn, session_pk, main_pk)
 
         def refresh(conn: Connection) -> T:

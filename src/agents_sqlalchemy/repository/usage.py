@@ -24,6 +24,7 @@ from ..turns import MAIN
 from ..types import NewItem, SessionKey
 from .branch_writes import BranchWriteOps
 from .branches import GONE, Gone, Opened
+from .prepared import Prepared
 
 USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
 # What recording a turn's usage again replaces.
@@ -36,24 +37,51 @@ class UsageOps(BranchWriteOps):
     def _record(
         self, conn: Connection, session_pk: int, branch_pk: int, values: dict[str, Any]
     ) -> bool:
-        """Put `values` on the branch's current (latest) turn; False if it has none."""
+        """Put `values` on a branch's current (latest) turn, as its structure says; False if
+        it has none."""
         last = conn.execute(self._last_ref_query, {"branch_pk": branch_pk}).one_or_none()
         if last is None:
             return False
-        now = self._now()
-        row = {"session_pk": session_pk, "branch_pk": branch_pk, "turn": last.turn}
-        row |= {"created_at": now, "updated_at": now} | dict.fromkeys(REPLACED)
-        conn.execute(self._usage_upsert, row | values)
+        self._put_usage(conn, session_pk, branch_pk, last.turn, values)
         return True
 
+    def _put_usage(
+        self, conn: Connection, session_pk: int, branch_pk: int, turn: int, values: dict[str, Any]
+    ) -> None:
+        """One upsert of a turn's usage row."""
+        now = self._now()
+        row: dict[str, Any] = {"session_pk": session_pk, "branch_pk": branch_pk, "turn": turn}
+        row |= {"created_at": now, "updated_at": now} | dict.fromkeys(REPLACED)
+        self._usage_upsert.run(conn, row | values)
+
     @cached_property
-    def _usage_upsert(self) -> Any:
+    def _usage_upsert(self) -> Prepared:
         """Insert a turn's usage, or replace its figures (the first record's time stays)."""
         usage = self._turn_usage
         named = ("session_pk", "branch_pk", "turn", "created_at", "updated_at", *REPLACED)
         values = {name: bindparam(name, type_=usage.c[name].type) for name in named}
         key = [usage.c.branch_pk, usage.c.turn]
-        return self._upsert(usage, values, key, [*REPLACED, "updated_at"])
+        return Prepared(self._upsert(usage, values, key, [*REPLACED, "updated_at"]))
+
+    def _record_main(
+        self,
+        conn: Connection,
+        session_pk: int,
+        last: int,
+        flags: list[bool],
+        usage: dict[str, Any],
+        opened: Opened,
+    ) -> bool:
+        """Bring the main line's turns up to place `last` and put `usage` on its current
+        turn: counted on main's row while the session never branched (one row per turn, none
+        per item), else through its structure."""
+        placed = self._turn_now(conn, session_pk, last, flags, opened)
+        if placed is not None:
+            self._put_usage(conn, session_pk, *placed, usage)
+            return True
+        main_pk = self._main_pk(conn, session_pk, self._now())
+        self._sync_main(conn, session_pk, main_pk, opened)
+        return self._record(conn, session_pk, main_pk, usage)
 
     async def append_with_usage(
         self,
@@ -69,21 +97,20 @@ class UsageOps(BranchWriteOps):
         transaction; False (nothing written) when branch `name` is gone."""
 
         def work(conn: Connection) -> bool:
-            now = self._now()
-            if name == MAIN:
-                claimed = self._claim(conn, key, len(flags), now)
-                first = claimed.next_seq - len(flags) + 1
-                expires = now + ttl if ttl else None
-                self._insert_items(conn, claimed.id, first, build(first), now, expires)
-                session_pk, branch_pk = claimed.id, self._main_pk(conn, claimed.id, now)
-                self._sync_main(conn, session_pk, branch_pk, opened)
-            else:
+            if name != MAIN:
                 appended = self._append_branch(conn, key, name, build, flags, ttl)
                 if isinstance(appended, Gone):
                     return False
-                session_pk, branch_pk = appended
+                if usage is not None:
+                    self._record(conn, *appended, usage)
+                return True
+            now = self._now()
+            claimed = self._claim(conn, key, len(flags), now)
+            first = claimed.next_seq - len(flags) + 1
+            expires = now + ttl if ttl else None
+            self._insert_items(conn, claimed.id, first, build(first), now, expires)
             if usage is not None:
-                self._record(conn, session_pk, branch_pk, usage)
+                self._record_main(conn, claimed.id, claimed.next_seq, flags, usage, opened)
             return True
 
         return await self._db.write(work)
@@ -95,18 +122,29 @@ class UsageOps(BranchWriteOps):
         branch is."""
 
         def work(conn: Connection) -> bool | Gone:
-            if name == MAIN:
-                session_pk, branch_pk = self._fresh_main(conn, key, opened)
-            else:
-                session_pk = self._lock(conn, key)
+            session_pk = self._lock(conn, key)
+            if name != MAIN:
                 branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
-                if branch_pk is None:
+                if session_pk is None or branch_pk is None:
                     return GONE
-            if session_pk is None or branch_pk is None:
+                return self._record(conn, session_pk, branch_pk, values)
+            if session_pk is None:
                 return False
-            return self._record(conn, session_pk, branch_pk, values)
+            last = conn.execute(self._main_end_query, {"session_pk": session_pk}).one()
+            if last.seq is None:  # no item: no turn to put it on
+                return False
+            return self._record_main(conn, session_pk, last.next_seq, [], values, opened)
 
         return await self._db.write(work)
+
+    @cached_property
+    def _main_end_query(self) -> Any:
+        """The session's last place handed out, and its last item's (None: it has none)."""
+        sessions, items = self._sessions, self._items
+        latest = select(func.max(items.c.seq)).where(items.c.session_pk == sessions.c.id)
+        return select(sessions.c.next_seq, latest.scalar_subquery().label("seq")).where(
+            sessions.c.id == bindparam("session_pk")
+        )
 
     async def turn_usage(
         self, key: SessionKey, name: str, turn: int | None

@@ -207,6 +207,8 @@ def branches() -> None:
         sa.Column("name", sa.String(255), nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("deleted_at", TIMESTAMP, nullable=True),
+        sa.Column("turns", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("counted", sa.BigInteger(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "session_pk", "sessions"),
         sa.UniqueConstraint("session_pk", "name", name=uq(t, "session_pk", "name")),
