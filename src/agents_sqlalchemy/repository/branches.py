@@ -1,8 +1,10 @@
 """Branch SQL: a session's lines of history, sharing its stored items by reference.
 
 The main line is the session's own items, read as they always are: a session that never
-branches has no row in these tables. Its turn structure (which items open a user turn) is
-derived from the items on first need and kept up to date lazily, under the session's lock.
+branches has no row in these tables but main's, made when it first records usage, which
+counts its user turns (`main_turns.py`). Its turn structure (which items open a user turn)
+is derived from the items when it first branches and kept up to date lazily from then on,
+under the session's lock.
 Another branch is a list of references (`branch_items`): creating one copies the source's
 references before the chosen turn, never a payload. Items written on a branch live in the
 session's companion row (`sessions.parent_pk`), so the main line never sees them; they take

@@ -1,0 +1,95 @@
+"""Usage on a session that never branched: one row per turn and none per item, its user
+turns counted across appends with and without usage and across pops, and a first branch
+made afterwards agreeing with them (plaintext, counted by the database; encrypted, opened)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from agents.run_context import RunContextWrapper
+from agents.usage import Usage
+
+from agents_sqlalchemy import SessionStore
+
+from .items import message
+from .test_protocol import raw_rows
+
+P = "agents_sqlalchemy_"
+
+
+def reply(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def ran(tokens: int) -> RunContextWrapper[None]:
+    """A Runner context that has used `tokens` input tokens."""
+    used = Usage(requests=1, input_tokens=tokens, output_tokens=1, total_tokens=tokens + 1)
+    return RunContextWrapper(context=None, usage=used)
+
+
+async def count(url: str, table: str) -> int:
+    [(found,)] = await raw_rows(url, f"SELECT COUNT(*) FROM {P}{table}")
+    return int(str(found))
+
+
+async def usage_by_turn(session: Any, branch_id: str | None = None) -> list[tuple[int, int]]:
+    rows = await session.get_turn_usage(branch_id=branch_id)
+    return [(row["user_turn_number"], row["input_tokens"]) for row in rows]
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "encrypted"])
+async def test_usage_without_branches_is_one_row_per_turn(db_url: str, sealed: bool) -> None:
+    key = os.urandom(32) if sealed else None
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("counted")
+        await session.add_items([message("question 1")])  # the Runner's input: no usage yet
+        await session.add_items([reply("answer 1")], wrapper=ran(10))
+        await session.add_items([message("question 2"), reply("answer 2")], wrapper=ran(20))
+        await session.add_items([message("question 3")])
+        await session.add_items([reply("answer 3")], wrapper=ran(30))
+        await session.add_items([reply("answer 3, more")], wrapper=ran(31))  # replaces turn 3's
+        assert await usage_by_turn(session) == [(1, 10), (2, 20), (3, 31)]
+        assert (await count(db_url, "branch_items"), await count(db_url, "turn_usage")) == (0, 3)
+
+        # Turn 3 popped whole (its answers, then its question): its usage goes, and the next
+        # turn recorded is turn 3 again.
+        for _ in range(3):
+            await session.pop_item()
+        assert await usage_by_turn(session) == [(1, 10), (2, 20)]
+        await session.add_items([message("question 3b"), reply("answer 3b")], wrapper=ran(40))
+        assert await usage_by_turn(session) == [(1, 10), (2, 20), (3, 40)]
+        assert [t["turn"] for t in await session.get_conversation_turns()] == [1, 2, 3]
+        assert await session.get_session_usage() == {
+            "requests": 3,
+            "input_tokens": 70,
+            "output_tokens": 3,
+            "total_tokens": 73,
+            "total_turns": 3,
+        }
+        assert await count(db_url, "branch_items") == 0
+
+        # The first branch derives the main line's turns from its items: they agree.
+        await session.create_branch_from_turn(3, "retry")
+        await session.add_items([message("question 3c"), reply("answer 3c")], wrapper=ran(50))
+        assert await usage_by_turn(session) == [(3, 50)]
+        assert await usage_by_turn(session, "main") == [(1, 10), (2, 20), (3, 40)]
+        assert [t["turn"] for t in await session.get_conversation_turns("main")] == [1, 2, 3]
+        # From then on the main line records through its turn structure.
+        await session.switch_to_branch("main")
+        await session.add_items([message("question 4")])
+        await session.add_items([reply("answer 4")], wrapper=ran(60))
+        assert (await usage_by_turn(session))[-1] == (4, 60)
+
+
+async def test_a_cleared_session_counts_its_turns_again(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("again")
+        await session.add_items([message("one"), reply("a"), message("two")], wrapper=ran(5))
+        assert await usage_by_turn(session) == [(2, 5)]
+        await session.clear_session()
+        assert await usage_by_turn(session) == []
+        await session.add_items([message("one again"), reply("b")], wrapper=ran(7))
+        assert await usage_by_turn(session) == [(1, 7)]
+        assert await count(db_url, "branch_items") == 0
