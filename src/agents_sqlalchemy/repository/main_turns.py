@@ -48,10 +48,11 @@ class MainTurnOps(BranchReadOps):
         """Take the session's write lock (an activity) and learn, in the same statement,
         whether it ever branched and which main row holds its usage; None if it has no row."""
         now = self._now()
-        if self._mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
-            found = self._lines_select.run(conn, {"hash": key.hash})
-            if found:
-                self._statements.touch.run(conn, {"pk": found[0][0], "now": now})
+        if self._mysql:  # no UPDATE ... RETURNING: lock the row, touch it, then read
+            # After the lock: a plain read in the locking statement would fix the snapshot of
+            # a REPEATABLE READ transaction before the lock was granted.
+            session_pk = self._lock_existing(conn, key, now)
+            found = [] if session_pk is None else self._lines_select.run(conn, {"hash": key.hash})
         else:
             found = self._lines_lock.run(conn, {"hash": key.hash, "now": now})
         if not found:
@@ -85,7 +86,7 @@ class MainTurnOps(BranchReadOps):
     def _lines_select(self) -> Prepared:
         sessions = self._sessions
         found = select(*self._lines_columns()).where(sessions.c.session_hash == bindparam("hash"))
-        return Prepared(found.with_for_update())
+        return Prepared(found)
 
     # -- counting ---------------------------------------------------------------------------
 
