@@ -12,14 +12,13 @@ Example::
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
 from .crypto import (
@@ -50,18 +49,18 @@ def _index_columns(entry: IndexEntry) -> dict[str, Any]:
 def encode_item(item: Any, what: str = "item") -> str:
     """Serialise one item, a JSON object, to compact JSON text.
 
+    pydantic-core's serialiser, once `check_json` has made sure it reads back unchanged.
+
     >>> encode_item({"role": "user", "content": "héllo"})
     '{"role":"user","content":"héllo"}'
     """
     if not isinstance(item, Mapping):
         raise ItemError(f"{what} is a {type(item).__name__}, not a JSON object (a dict)")
-    check_json(item, what)  # string keys only, bounded nesting: it reads back unchanged
+    check_json(item, what)
     try:
-        text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        text.encode("utf-8")  # lone surrogates cannot be stored by any database
-    except (TypeError, ValueError) as exc:
+        return to_json(item).decode()
+    except ValueError as exc:  # lone surrogates: no database stores them
         raise ItemError(f"{what} is not JSON-serialisable: {exc}") from exc
-    return text
 
 
 def encode_items(items: Iterable[Any]) -> list[str]:

@@ -3,9 +3,10 @@
 A unit of work is a plain function of a synchronous SQLAlchemy `Connection`. How it runs
 depends on the database:
 
-- a SQLite file given by URL or path: a synchronous pysqlite engine, the whole unit in one
-  worker thread, so an operation costs one thread hop (through aiosqlite every cursor call
-  is a hop of its own, about 18 for an append);
+- a SQLite file given by URL or path: a synchronous pysqlite engine (`SQLiteFile`), the
+  whole unit in one worker thread, so an operation costs one thread hop (through aiosqlite
+  every cursor call is a hop of its own, about 18 for an append); a unit the caller marks
+  `small` runs on the caller's thread, unless the database is locked;
 - an async engine (asyncpg, asyncmy, aiomysql, or an app's own `AsyncEngine`):
   `AsyncConnection.run_sync` on the running loop's engine; a store made from a URL keeps one
   engine per event loop, as asyncpg connections belong to the loop that opened them.
@@ -23,20 +24,18 @@ import contextlib
 import hashlib
 import os
 import random
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import StaticPool
 
 from .aio import settle
-from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file, sqlite_pragmas
+from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
 from .errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
@@ -46,6 +45,7 @@ from .errors import (
     StoreClosedError,
 )
 from .failures import failure_kind
+from .sqlite_file import Locked, SQLiteFile
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
@@ -130,24 +130,14 @@ class Database:
         )
         self._source = EngineSource(url_or_engine, engine_kwargs, lock_timeout=self.lock_timeout)
         self.closed = False
-        self._sync: Engine | None = None
-        self._sync_lock: threading.Lock | None = None
+        self._sync: SQLiteFile | None = None
         if self._source.owns_engines and self._source.dialect_name == "sqlite":
-            self._sync = self._make_sync_engine(engine_kwargs, sqlite_synchronous.upper())
-
-    def _make_sync_engine(self, engine_kwargs: dict[str, Any] | None, synchronous: str) -> Engine:
-        url = self.url.set(drivername="sqlite+pysqlite")
-        options = dict(engine_kwargs or {})
-        if url.database in (None, "", ":memory:"):
-            # One in-memory database for every thread: one connection, used in turn.
-            options |= {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
-            self._sync_lock = threading.Lock()
-        try:
-            engine = create_engine(url, **options)
-        except (ArgumentError, TypeError) as exc:
-            raise ConfigurationError(f"cannot create an engine for {url!r}: {exc}") from exc
-        sqlite_pragmas(engine, synchronous=synchronous, lock_timeout=self.lock_timeout)
-        return engine
+            self._sync = SQLiteFile(
+                self.url.set(drivername="sqlite+pysqlite"),
+                engine_kwargs or {},
+                sqlite_synchronous.upper(),
+                lock_timeout=self.lock_timeout,
+            )
 
     @property
     def url(self) -> URL:
@@ -178,23 +168,30 @@ class Database:
                 "nothing was read or written; open a new one"
             )
 
-    async def read(self, work: Work[T]) -> T:
+    async def read(self, work: Work[T], *, small: bool = False) -> T:
         """Run `work(connection)`, which only reads: each statement sees a consistent
-        snapshot (on a server, not one transaction for all of them)."""
-        return await self.run(work, write=False)
+        snapshot (on a server, not one transaction for all of them).
 
-    async def write(self, work: Work[T], *, session_id: str | None = None) -> T:
+        `small`: a few rows, known in advance (a SQLite file may read them on this thread).
+        """
+        return await self.run(work, write=False, small=small)
+
+    async def write(
+        self, work: Work[T], *, session_id: str | None = None, small: bool = False
+    ) -> T:
         """Run `work(connection)` in one transaction, committed if it raises nothing.
 
         A caller cancelled meanwhile still waits for the outcome (`settle`): the write
         committed or rolled back, never "maybe". A lock wait past `lock_timeout` is a
-        `SessionBusyError` naming `session_id`.
+        `SessionBusyError` naming `session_id`. `small`: as for `read`.
         """
         if self._sync is not None:  # `run` settles the worker thread's own future
-            return await self.run(work, write=True, session_id=session_id)
+            return await self.run(work, write=True, session_id=session_id, small=small)
         return await settle(self.run(work, write=True, session_id=session_id))
 
-    async def run(self, work: Work[T], *, write: bool, session_id: str | None = None) -> T:
+    async def run(
+        self, work: Work[T], *, write: bool, session_id: str | None = None, small: bool = False
+    ) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error).
 
         Database failures become `DatabaseError`; the transaction is rolled back.
@@ -205,8 +202,13 @@ class Database:
             attempt = _Attempt()
             try:
                 if self._sync is not None:
+                    if small:  # on this thread, unless the database is locked
+                        if self._sync.checkpoint_due:
+                            await self._sync.checkpoint()
+                        with contextlib.suppress(Locked):
+                            return self._sync.run_here(work, write)
                     loop = asyncio.get_running_loop()
-                    done = loop.run_in_executor(None, self._run_in_thread, work, write)
+                    done = loop.run_in_executor(None, self._sync.run_in_thread, work, write)
                     # A write's future is settled as it is: no task is made to wrap it.
                     return await (settle(done) if write else done)
                 return await asyncio.wait_for(
@@ -279,19 +281,6 @@ class Database:
             problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"
         )
 
-    def _run_in_thread(self, work: Work[T], write: bool) -> T:
-        assert self._sync is not None
-        with self._one_at_a_time(), self._sync.begin() if write else self._sync.connect() as conn:
-            return work(conn)
-
-    @contextlib.contextmanager
-    def _one_at_a_time(self) -> Iterator[None]:
-        if self._sync_lock is None:
-            yield
-        else:
-            with self._sync_lock:
-                yield
-
     async def release_loop(self) -> None:
         """Close the running loop's engine, made here, before that loop stops."""
         if self._sync is None:
@@ -306,7 +295,7 @@ class Database:
             return
         self.closed = True
         if self._sync is not None:
-            await asyncio.to_thread(self._sync.dispose)
+            await self._sync.dispose()
         await self._source.close()
 
 

@@ -121,15 +121,18 @@ def sqlite_pragmas(
     *,
     synchronous: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    checkpoint: bool = True,
 ) -> None:
     """Set every new SQLite connection of `engine` up: lock waits, foreign keys, WAL.
 
-    `synchronous` ("NORMAL", "FULL", ...) is set only on engines the library made.
+    `synchronous` ("NORMAL", "FULL", ...) is set only on engines the library made;
+    `lock_timeout=0` makes a locked database fail at once, `checkpoint=False` leaves the
+    WAL's checkpoints to other connections.
     """
     if engine.dialect.name != "sqlite" or engine in _PREPARED:
         return
     _PREPARED.add(engine)
-    busy_ms = max(1, round(lock_timeout * 1000))
+    busy_ms = max(1, round(lock_timeout * 1000)) if lock_timeout > 0 else 0
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -141,6 +144,8 @@ def sqlite_pragmas(
             cursor.execute("PRAGMA journal_mode = WAL")
             if synchronous:
                 cursor.execute(f"PRAGMA synchronous = {synchronous}")
+            if not checkpoint:
+                cursor.execute("PRAGMA wal_autocheckpoint = 0")
         finally:
             cursor.close()
 

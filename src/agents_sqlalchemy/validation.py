@@ -77,17 +77,17 @@ def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:
 def check_json(value: Any, what: str, *, allow_nul: bool = True) -> None:
     """Raise `ItemError` unless `value` can be stored as JSON and read back unchanged.
 
-    Object keys must be strings (JSON would turn `1` into `"1"`), and containers may nest
-    at most `MAX_JSON_DEPTH` deep. With `allow_nul=False` (metadata, which PostgreSQL
-    filters as jsonb), no key or string may hold a NUL character. Leaf values are checked
-    when the value is serialised.
+    Object keys must be strings (JSON would turn `1` into `"1"`), leaves strings, integers,
+    finite floats, booleans or None, and containers (dicts, lists, tuples) may nest at most
+    `MAX_JSON_DEPTH` deep. With `allow_nul=False` (metadata, which PostgreSQL filters as
+    jsonb), no key or string may hold a NUL character.
     """
-    pending = [(value, 1)]
+    pending = [(value, 0)]
     while pending:
         node, depth = pending.pop()
         if isinstance(node, dict):
             for key in node:
-                if not isinstance(key, str):
+                if type(key) is not str and not isinstance(key, str):
                     raise ItemError(
                         f"{what} has a {type(key).__name__} among its keys ({key!r}): "
                         "JSON object keys are strings"
@@ -98,16 +98,32 @@ def check_json(value: Any, what: str, *, allow_nul: bool = True) -> None:
         elif isinstance(node, (list, tuple)):
             children = node
         else:
-            if not allow_nul and isinstance(node, str) and "\x00" in node:
-                raise ItemError(f"{what} has a string with a NUL character")
+            _check_leaf(node, what, allow_nul)
             continue
-        if depth > MAX_JSON_DEPTH:
+        if depth >= MAX_JSON_DEPTH:
             raise ItemError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
         for child in children:
-            if isinstance(child, (dict, list, tuple)):
+            kind = type(child)
+            if kind is str:  # the common leaves first, without a call
+                if not allow_nul and "\x00" in child:
+                    raise ItemError(f"{what} has a string with a NUL character")
+            elif child is None or kind is int or kind is bool:
+                continue
+            else:
                 pending.append((child, depth + 1))
-            elif not allow_nul and isinstance(child, str) and "\x00" in child:
-                raise ItemError(f"{what} has a string with a NUL character")
+
+
+def _check_leaf(value: Any, what: str, allow_nul: bool) -> None:
+    if isinstance(value, str):
+        if not allow_nul and "\x00" in value:
+            raise ItemError(f"{what} has a string with a NUL character")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ItemError(f"{what} holds {value!r}, which JSON cannot represent")
+    elif value is not None and not isinstance(value, int):
+        raise ItemError(
+            f"{what} is not JSON-serialisable: it holds a {type(value).__name__} ({value!r:.80})"
+        )
 
 
 def json_object(value: object, what: str = "metadata") -> dict[str, Any] | None:

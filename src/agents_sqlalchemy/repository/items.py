@@ -13,6 +13,9 @@ from ..types import NewItem, SessionKey, StoredItem
 from .base import RepositoryBase
 
 T = TypeVar("T")
+# A unit of work of at most this many items is small: on a SQLite file the store opened, it
+# runs on the caller's thread (see `Database.run`), where a thread hop would cost more.
+SMALL = 64
 
 
 class ItemOps(RepositoryBase):
@@ -31,7 +34,9 @@ class ItemOps(RepositoryBase):
         """
         if count:
             await self._db.write(
-                lambda conn: self._append(conn, key, count, build, ttl), session_id=key.session_id
+                lambda conn: self._append(conn, key, count, build, ttl),
+                session_id=key.session_id,
+                small=count <= SMALL,
             )
 
     def _append(
@@ -49,7 +54,8 @@ class ItemOps(RepositoryBase):
 
     async def read(self, key: SessionKey, limit: int | None) -> Sequence[Sequence[Any]]:
         """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest."""
-        return await self._db.read(lambda conn: self._read(conn, key, limit))
+        small = limit is not None and limit <= SMALL
+        return await self._db.read(lambda conn: self._read(conn, key, limit), small=small)
 
     def _read(self, conn: Connection, key: SessionKey, limit: int | None) -> Sequence[Any]:
         params = {"session_hash": key.hash, "now": self._now()}
@@ -61,7 +67,7 @@ class ItemOps(RepositoryBase):
     async def pop(self, key: SessionKey, decode: Callable[[StoredItem], T]) -> T | None:
         """Remove the latest live item and return it decoded; a decode error keeps it stored."""
         return await self._db.write(
-            lambda conn: self._pop(conn, key, decode), session_id=key.session_id
+            lambda conn: self._pop(conn, key, decode), session_id=key.session_id, small=True
         )
 
     def _pop(

@@ -24,12 +24,18 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 
 @dataclass(frozen=True)
+class _Bind:
+    name: str
+    default: Any
+    process: Callable[[Any], Any] | None
+    process_none: bool  # a type that stores None as something (JSON's null)
+
+
+@dataclass(frozen=True)
 class _Compiled:
     sql: str
-    names: tuple[str, ...]
-    defaults: dict[str, Any]
-    processors: dict[str, Callable[[Any], Any]]
-    none_processed: frozenset[str]  # types that store None as something (JSON's null)
+    binds: tuple[_Bind, ...]  # each name once
+    order: Callable[[dict[str, Any]], tuple[Any, ...]]  # the values in parameter order
 
 
 class Prepared:
@@ -46,31 +52,46 @@ class Prepared:
             assert isinstance(compiled, SQLCompiler)
             if not dialect.positional or compiled.positiontup is None:
                 raise NotImplementedError(f"{dialect.name}+{dialect.driver}: named parameters")
-            binds = compiled.binds
-            processors: dict[str, Callable[[Any], Any]] = {}
-            for name, bind in binds.items():
-                processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
-                if processor is not None:
-                    processors[name] = processor
-            found = _Compiled(
-                compiled.string,
-                tuple(compiled.positiontup),
-                {name: bind.effective_value for name, bind in binds.items()},
-                processors,
-                frozenset(name for name, bind in binds.items() if bind.type.should_evaluate_none),
+            binds = tuple(
+                _Bind(
+                    name,
+                    bind.effective_value,
+                    bind.type.dialect_impl(dialect).bind_processor(dialect),
+                    bind.type.should_evaluate_none,
+                )
+                for name, bind in compiled.binds.items()
             )
+            names = compiled.positiontup
+            found = _Compiled(compiled.string, binds, lambda values: tuple(map(values.get, names)))
             self._by_dialect[(dialect.name, dialect.driver)] = found
         return found
 
-    def _parameters(self, compiled: _Compiled, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        values = []
-        for name in compiled.names:
-            value = params[name] if name in params else compiled.defaults[name]
-            processor = compiled.processors.get(name)
-            if processor is not None and (value is not None or name in compiled.none_processed):
-                value = processor(value)
-            values.append(value)
-        return tuple(values)
+    def _parameters(
+        self,
+        compiled: _Compiled,
+        params: Mapping[str, Any],
+        last: dict[str, tuple[Any, Any]] | None = None,
+    ) -> tuple[Any, ...]:
+        """The DB-API parameters: each value bound through its type's processor, once.
+
+        `last` remembers each name's last value and its processed form, so the rows of one
+        `run_many` sharing a value (their timestamps) process it once.
+        """
+        values: dict[str, Any] = {}
+        for bind in compiled.binds:
+            name = bind.name
+            value = params.get(name, bind.default)
+            if bind.process is not None and (value is not None or bind.process_none):
+                seen = last.get(name) if last is not None else None
+                if seen is not None and seen[0] is value:
+                    value = seen[1]
+                else:
+                    processed = bind.process(value)
+                    if last is not None:
+                        last[name] = (value, processed)
+                    value = processed
+            values[name] = value
+        return compiled.order(values)
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
         """Execute with `params` (by bind name); the rows it returns, as tuples."""
@@ -89,7 +110,8 @@ class Prepared:
     def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (no rows returned)."""
         compiled = self._compiled(conn.dialect)
-        values = [self._parameters(compiled, row) for row in rows]
+        last: dict[str, tuple[Any, Any]] = {}
+        values = [self._parameters(compiled, row, last) for row in rows]
         cursor = conn.connection.cursor()
         try:
             cursor.executemany(compiled.sql, values)

@@ -1,0 +1,226 @@
+"""`SQLiteFile`: units of work on a SQLite database the store opened itself, with pysqlite.
+
+A unit of work runs whole in one worker thread: one thread hop per operation, where
+aiosqlite would hop for every cursor call. A *small* unit (a few rows: an append of one
+turn, a tail read, a pop) runs on the caller's thread instead, on a connection that thread
+keeps: the hop, and a pool checkout, would cost more than the work. Such a unit never
+waits there: its connection has no busy timeout, so when another writer holds the lock it
+fails at once and runs again in a worker thread, which waits up to `lock_timeout`. Those
+connections leave the WAL alone too (a checkpoint syncs the file): after
+`CHECKPOINT_EVERY` small writes, the next small unit first waits for a worker thread to
+checkpoint it.
+
+Example::
+
+    file = SQLiteFile(make_url("sqlite:///agent.db"), {}, "NORMAL", lock_timeout=30.0)
+    one = file.run_here(lambda conn: conn.exec_driver_sql("SELECT 1").scalar(), False)
+    count = await loop.run_in_executor(None, file.run_in_thread, work, True)
+    await file.dispose()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from sqlalchemy import create_engine
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import NullPool, StaticPool
+
+from .engines import sqlite_pragmas
+from .errors import ConfigurationError
+from .failures import failure_kind
+
+T = TypeVar("T")
+Work = Callable[[Connection], T]
+# Small writes between two checkpoints of the WAL (each writes a few pages; SQLite's own
+# automatic checkpoint comes every 1,000 pages).
+CHECKPOINT_EVERY = 200
+# How long a checkpoint waits for the write lock, and then for readers of the WAL.
+CHECKPOINT_WAIT = 0.05
+
+
+class Locked(Exception):
+    """A small unit met a locked database and changed nothing: run it in a worker thread."""
+
+
+class SQLiteFile:
+    """The synchronous engines of one SQLite database: for worker threads and for here."""
+
+    def __init__(
+        self, url: URL, engine_kwargs: dict[str, Any], synchronous: str, *, lock_timeout: float
+    ) -> None:
+        options = dict(engine_kwargs)
+        memory = url.database in (None, "", ":memory:")
+        if memory:  # one in-memory database for every thread: one connection, used in turn
+            options |= {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+        self.engine = _engine(url, options)
+        sqlite_pragmas(self.engine, synchronous=synchronous, lock_timeout=lock_timeout)
+        self._lock = threading.Lock() if memory else None
+        # Small units run here only where neither a lock wait nor a sync can stall the loop.
+        self._here: ThreadConnections | None = None
+        if not memory and synchronous in ("OFF", "NORMAL"):
+            connect_args = {**options.get("connect_args", {}), "check_same_thread": False}
+            engine = _engine(url, options | {"poolclass": NullPool, "connect_args": connect_args})
+            sqlite_pragmas(engine, synchronous=synchronous, lock_timeout=0, checkpoint=False)
+            self._here = ThreadConnections(engine)
+        self._writes_here = 0
+        self._checkpoint: Future[None] | None = None
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether enough small writes went to the WAL since its last checkpoint."""
+        return self._writes_here >= CHECKPOINT_EVERY
+
+    async def checkpoint(self) -> None:
+        """Checkpoint the WAL in a worker thread (or wait for the one under way).
+
+        Awaited before a small unit when due, so that no small write of this loop competes
+        with it for the lock: the next write then starts the WAL over.
+        """
+        if self._checkpoint is None or self._checkpoint.done():
+            self._writes_here = 0
+            self._checkpoint = _submitted(asyncio.get_running_loop(), self._checkpoint_wal)
+        await asyncio.wrap_future(self._checkpoint)
+
+    def run_here(self, work: Work[T], write: bool) -> T:
+        """Run a small unit on this thread; `Locked` when the database was locked and
+        nothing was done (run it in a thread then)."""
+        if self._here is None:
+            raise Locked("no connection for this thread's units")
+        try:
+            with self._here.own() as conn:
+                if not write:
+                    return work(conn)
+                with conn.begin():
+                    result = work(conn)
+        except DBAPIError as exc:
+            if failure_kind("sqlite", exc) == "busy":
+                raise Locked(str(exc.orig)) from exc
+            raise
+        self._writes_here += 1
+        return result
+
+    def run_in_thread(self, work: Work[T], write: bool) -> T:
+        """Run a unit of work (in a worker thread: it may wait for the lock)."""
+        with self._one_at_a_time(), self.engine.begin() if write else self.engine.connect() as conn:
+            return work(conn)
+
+    def _checkpoint_wal(self) -> None:
+        """Copy the WAL into the database, so that the next write starts it over.
+
+        RESTART mode, waiting at most `CHECKPOINT_WAIT` for the write lock and for readers
+        (small writes meanwhile go to a worker thread and wait there); a WAL still in use
+        is left to a later round.
+        """
+        assert self._here is not None
+        with contextlib.suppress(DBAPIError), self._here.engine.connect() as conn:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {round(CHECKPOINT_WAIT * 1000)}")
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(RESTART)").all()
+
+    async def dispose(self) -> None:
+        """Close every connection, once a checkpoint under way is over."""
+        if self._checkpoint is not None:
+            await asyncio.wrap_future(self._checkpoint)
+        await asyncio.to_thread(self.engine.dispose)
+        if self._here is not None:
+            self._here.close()
+
+    @contextlib.contextmanager
+    def _one_at_a_time(self) -> Iterator[None]:
+        if self._lock is None:
+            yield
+        else:
+            with self._lock:
+                yield
+
+
+class ThreadConnections:
+    """One connection of `engine` per thread, kept open until the thread ends or `close()`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._local = threading.local()
+        self._kept: dict[int, tuple[Connection, threading.Lock, weakref.finalize[Any, Any]]] = {}
+        self._kept_lock = threading.Lock()
+        self._closed = False
+
+    @contextlib.contextmanager
+    def own(self) -> Iterator[Connection]:
+        """This thread's connection, opened on first use (or after it was invalidated)."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.invalidated or conn.closed:
+            if conn is not None:
+                self._drop(id(conn))
+            conn = self._open()
+        lock: threading.Lock = self._local.lock
+        with lock:
+            if self._closed:
+                raise Locked("closed")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction():  # a read that went through SQLAlchemy's execute
+                    conn.rollback()
+
+    def _open(self) -> Connection:
+        conn = self.engine.connect()
+        lock = threading.Lock()
+        key = id(conn)
+        # When the thread ends, its connection is closed (without keeping this object).
+        finalizer = weakref.finalize(threading.current_thread(), _drop, weakref.ref(self), key)
+        with self._kept_lock:
+            self._kept[key] = (conn, lock, finalizer)
+        self._local.conn, self._local.lock = conn, lock
+        return conn
+
+    def _drop(self, key: int) -> None:
+        with self._kept_lock:
+            kept = self._kept.pop(key, None)
+        if kept is not None:
+            conn, lock, finalizer = kept
+            finalizer.detach()
+            with lock:
+                conn.close()
+
+    def close(self) -> None:
+        """Close every thread's connection (waiting for a unit that runs on one)."""
+        self._closed = True
+        with self._kept_lock:
+            keys = list(self._kept)
+        for key in keys:
+            self._drop(key)
+        self.engine.dispose()
+
+
+def _drop(connections: weakref.ref[ThreadConnections], key: int) -> None:
+    found = connections()
+    if found is not None:
+        found._drop(key)
+
+
+def _engine(url: URL, options: dict[str, Any]) -> Engine:
+    try:
+        return create_engine(url, **options)
+    except (ArgumentError, TypeError) as exc:
+        raise ConfigurationError(f"cannot create an engine for {url!r}: {exc}") from exc
+
+
+def _submitted(loop: asyncio.AbstractEventLoop, job: Callable[[], None]) -> Future[None]:
+    """`job` started in the loop's default executor, as a future any loop can await."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            job()
+        finally:
+            done.set_result(None)
+
+    loop.run_in_executor(None, run)
+    return done

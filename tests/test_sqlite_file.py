@@ -1,0 +1,84 @@
+"""A SQLite file the store opened: small units run on the caller's thread, yet never stall
+its event loop behind another writer, and the WAL is still checkpointed."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agents_sqlalchemy import SessionBusyError, SessionStore
+from agents_sqlalchemy.sqlite_file import CHECKPOINT_EVERY
+
+from .items import message
+
+
+async def ticking(ticks: list[float]) -> None:
+    while True:
+        await asyncio.sleep(0.01)
+        ticks.append(asyncio.get_running_loop().time())
+
+
+async def test_a_small_write_behind_another_writer_waits_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.db"
+    async with SessionStore(path, create_tables=True, search=False) as store:
+        session = store.session("s")
+        await session.add_items([message("first")])
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the database's write lock
+        ticks: list[float] = []
+        ticker = asyncio.create_task(ticking(ticks))
+        append = asyncio.create_task(session.add_items([message("second")]))
+        pop = asyncio.create_task(session.pop_item())
+        await asyncio.sleep(0.5)
+        assert not append.done() and not pop.done()  # they wait for the lock...
+        assert len(ticks) >= 20  # ...and the loop goes on meanwhile
+        other.execute("ROLLBACK")
+        other.close()
+        await append
+        popped = await pop
+        ticker.cancel()
+        assert popped in (message("first"), message("second"))
+        assert len(await session.get_items()) == 1
+
+
+async def test_a_small_write_still_gives_up_after_lock_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    async with SessionStore(path, create_tables=True, search=False, lock_timeout=0.3) as store:
+        session = store.session("s")
+        await session.add_items([message("kept")])
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(SessionBusyError, match="'s'"):
+                await session.add_items([message("lost")])
+            with pytest.raises(SessionBusyError):
+                await session.pop_item()
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert await session.get_items() == [message("kept")]
+
+
+def wal_restarts(wal: Path) -> int:
+    """How many times the WAL was started over: its header's checkpoint sequence number."""
+    return int.from_bytes(wal.read_bytes()[12:16], "big")
+
+
+async def test_small_writes_checkpoint_the_wal(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    async with SessionStore(path, create_tables=True, search=False) as store:
+        session = store.session("s")
+        await session.add_items([message("first")])
+        before = wal_restarts(tmp_path / "agent.db-wal")
+        for _ in range(6 * CHECKPOINT_EVERY):  # each adds a few pages to the WAL
+            await session.add_items([message("another turn")])
+        await asyncio.sleep(0.2)
+        await session.add_items([message("last")])  # the first write after a checkpoint
+        # Without checkpoints the WAL would grow all along; with them it starts over.
+        assert wal_restarts(tmp_path / "agent.db-wal") >= before + 2
+        assert len(await session.get_items()) == 6 * CHECKPOINT_EVERY + 2
