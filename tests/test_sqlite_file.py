@@ -54,10 +54,9 @@ async def test_a_small_write_still_gives_up_after_lock_timeout(tmp_path: Path) -
         other = sqlite3.connect(path, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         try:
-            with pytest.raises(SessionBusyError, match="'s'"):
-                await session.add_items([message("lost")])
-            with pytest.raises(SessionBusyError):
-                await session.pop_item()
+            for write in (session.add_items([message("lost")]), session.pop_item()):
+                with pytest.raises(SessionBusyError, match="'s'"):
+                    await write
         finally:
             other.execute("ROLLBACK")
             other.close()

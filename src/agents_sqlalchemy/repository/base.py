@@ -21,6 +21,9 @@ T = TypeVar("T")
 # The columns an append writes, in its parameter sets.
 ITEM_COLUMNS = ("session_pk", "seq", "created_at", "expires_at", "payload", "ciphertext")
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", *MYSQL)
+# A unit of work of at most this many items is small: on a SQLite file the store opened, it
+# runs on the caller's thread (see `Database.run`), where a thread hop would cost more.
+SMALL = 64
 
 
 def utcnow() -> datetime:

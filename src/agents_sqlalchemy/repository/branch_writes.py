@@ -165,7 +165,7 @@ class BranchWriteOps(MainTurnOps):
             # Decoded inside the transaction: a corrupt row raises and the removal rolls back.
             return decode(self._stored_of(row))
 
-        return await self._db.write(work)
+        return await self._db.write(work, session_id=key.session_id, small=True)
 
     def _pop_unbranched(
         self, conn: Connection, lines: Lines, decode: Callable[[StoredItem], T]

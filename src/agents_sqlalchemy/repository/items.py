@@ -10,12 +10,9 @@ from sqlalchemy import delete
 from sqlalchemy.engine import Connection
 
 from ..types import NewItem, SessionKey, StoredItem
-from .base import RepositoryBase
+from .base import SMALL, RepositoryBase
 
 T = TypeVar("T")
-# A unit of work of at most this many items is small: on a SQLite file the store opened, it
-# runs on the caller's thread (see `Database.run`), where a thread hop would cost more.
-SMALL = 64
 
 
 class ItemOps(RepositoryBase):

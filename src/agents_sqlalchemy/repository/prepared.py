@@ -35,7 +35,10 @@ class _Bind:
 class _Compiled:
     sql: str
     binds: tuple[_Bind, ...]  # each name once
-    order: Callable[[dict[str, Any]], tuple[Any, ...]]  # the values in parameter order
+    names: tuple[str, ...]  # the parameters' names, in order (a name may come again)
+
+    def order(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(map(values.__getitem__, self.names))
 
 
 class Prepared:
@@ -61,8 +64,7 @@ class Prepared:
                 )
                 for name, bind in compiled.binds.items()
             )
-            names = compiled.positiontup
-            found = _Compiled(compiled.string, binds, lambda values: tuple(map(values.get, names)))
+            found = _Compiled(compiled.string, binds, tuple(compiled.positiontup))
             self._by_dialect[(dialect.name, dialect.driver)] = found
         return found
 
@@ -111,15 +113,7 @@ class Prepared:
         """Execute once per parameter set (no rows returned)."""
         compiled = self._compiled(conn.dialect)
         last: dict[str, tuple[Any, Any]] = {}
-        values = [self._parameters(compiled, row, last) for row in rows]
-        cursor = conn.connection.cursor()
-        try:
-            cursor.executemany(compiled.sql, values)
-        except Exception as exc:
-            _raise_wrapped(conn, exc, compiled.sql, values, cursor)
-            raise
-        finally:
-            cursor.close()
+        _execute_many(conn, compiled.sql, [self._parameters(compiled, row, last) for row in rows])
 
     def run_rows(
         self, conn: Connection, names: Sequence[str], rows: Sequence[tuple[Any, ...]]
@@ -127,7 +121,8 @@ class Prepared:
         """`run_many` with each parameter set a tuple of values in the order of `names`:
         bulk inserts skip building a mapping per row, and converting types that need none."""
         compiled = self._compiled(conn.dialect)
-        steps = [(names.index(name), compiled.processors.get(name)) for name in compiled.names]
+        processors = {bind.name: bind.process for bind in compiled.binds}
+        steps = [(names.index(name), processors[name]) for name in compiled.names]
         if any(p is not None for _, p in steps) or [i for i, _ in steps] != [*range(len(names))]:
             rows = [
                 tuple(
@@ -135,14 +130,18 @@ class Prepared:
                 )
                 for row in rows
             ]
-        cursor = conn.connection.cursor()
-        try:
-            cursor.executemany(compiled.sql, rows)
-        except Exception as exc:
-            _raise_wrapped(conn, exc, compiled.sql, rows, cursor)
-            raise
-        finally:
-            cursor.close()
+        _execute_many(conn, compiled.sql, rows)
+
+
+def _execute_many(conn: Connection, sql: str, values: Sequence[tuple[Any, ...]]) -> None:
+    cursor = conn.connection.cursor()
+    try:
+        cursor.executemany(sql, values)
+    except Exception as exc:
+        _raise_wrapped(conn, exc, sql, values, cursor)
+        raise
+    finally:
+        cursor.close()
 
 
 def _raise_wrapped(conn: Connection, exc: Exception, sql: str, values: Any, cursor: Any) -> None:

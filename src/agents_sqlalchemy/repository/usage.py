@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import NewItem, SessionKey
+from .base import SMALL
 from .branch_writes import BranchWriteOps
 from .branches import GONE, Gone, Opened
 from .prepared import Prepared
@@ -113,7 +114,8 @@ class UsageOps(BranchWriteOps):
                 self._record_main(conn, claimed.id, claimed.next_seq, flags, usage, opened)
             return True
 
-        return await self._db.write(work)
+        small = len(flags) <= SMALL
+        return await self._db.write(work, session_id=key.session_id, small=small)
 
     async def record_usage(
         self, key: SessionKey, name: str, values: dict[str, Any], opened: Opened
