@@ -145,14 +145,7 @@ class RepositoryBase:
         session's row, on SQLite it takes the database's write lock. Returns the row's `id`
         and `next_seq`.
         """
-        values = {
-            "session_id": key.session_id,
-            "session_hash": key.hash,
-            "user_id": key.user_id,
-            "metadata": key.metadata,
-            "count": count,
-            "now": now,
-        }
+        values = self._claim_values(key, count, now)
         if self._mysql:  # the upsert locks the row; reading it back sees our own change
             self._claim_statement.run(conn, values)
             [(session_pk, next_seq)] = self._claimed_statement.run(conn, values)
@@ -160,9 +153,27 @@ class RepositoryBase:
             [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
         return Claimed(session_pk, next_seq)
 
+    @staticmethod
+    def _claim_values(key: SessionKey, count: int, now: datetime) -> dict[str, Any]:
+        """The parameters of `_claim_upsert`."""
+        return {
+            "session_id": key.session_id,
+            "session_hash": key.hash,
+            "user_id": key.user_id,
+            "metadata": key.metadata,
+            "count": count,
+            "now": now,
+        }
+
     @cached_property
     def _claim_statement(self) -> Prepared:
         """`_claim`'s upsert, built once: building it took longer than running it."""
+        return Prepared(self._claim_upsert)
+
+    @cached_property
+    def _claim_upsert(self) -> Any:
+        """The upsert that creates a session's row or bumps its `next_seq` by `count`
+        (returning `id` and `next_seq`, except on MySQL)."""
         sessions = self._sessions
         count = bindparam("count", type_=sessions.c.next_seq.type)
         now = bindparam("now", type_=sessions.c.updated_at.type)
@@ -177,9 +188,9 @@ class RepositoryBase:
         }
         bump = {"next_seq": sessions.c.next_seq + count, "updated_at": now}
         if self._mysql:
-            return Prepared(mysql.insert(sessions).values(**row).on_duplicate_key_update(**bump))
+            return mysql.insert(sessions).values(**row).on_duplicate_key_update(**bump)
         upsert = postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
-        return Prepared(
+        return (
             upsert(sessions)
             .values(**row)
             .on_conflict_do_update(index_elements=[sessions.c.session_hash], set_=bump)
