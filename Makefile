@@ -24,7 +24,7 @@ WITH_SERVERS = trap 'bash scripts/pgbouncer.sh stop; bash scripts/mariadb.sh sto
 	bash scripts/mariadb.sh start; \
 	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
 
-.PHONY: venv demo lint test bench clean
+.PHONY: venv demo lint test bench bench-scale clean
 
 venv: .venv/.installed
 
@@ -49,6 +49,11 @@ test: venv lint
 
 bench: venv
 	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
+
+# 1,000,000 sessions and 10,000,000 items on PostgreSQL (about 10 min and 6 GB of disk);
+# BENCH_ARGS="--sessions 10000 --items 100000" for a one-minute run. Not part of `make test`.
+bench-scale: venv
+	$(WITH_PG) $(PY) benchmarks/bench_scale.py $(BENCH_ARGS)
 
 clean:
 	-bash scripts/pgbouncer.sh stop
