@@ -14,7 +14,6 @@ from sqlalchemy import (
     exists,
     func,
     literal,
-    or_,
     select,
     tuple_,
     update,
@@ -247,11 +246,10 @@ class SessionOps(RepositoryBase):
         if not pks:
             return 0, 0
         companions = select(sessions.c.id).where(sessions.c.parent_pk.in_(pks))
-        removed = conn.execute(
-            delete(items).where(
-                or_(items.c.session_pk.in_(pks), items.c.session_pk.in_(companions))
-            )
-        )
+        # One list of keys: an OR of two (or of a subquery) kept PostgreSQL off the items'
+        # (session_pk, seq) index, a sequential scan of every item per batch.
+        owners = [*pks, *conn.execute(companions).scalars()]
+        removed = conn.execute(delete(items).where(items.c.session_pk.in_(owners)))
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
         return len(pks), int(removed.rowcount)
 
