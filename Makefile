@@ -50,7 +50,7 @@ test: venv lint
 bench: venv
 	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
-# 1,000,000 sessions and 10,000,000 items on PostgreSQL (about 4 min and 5 GB of disk);
+# 1,000,000 sessions and 10,000,000 items on PostgreSQL (2-4 min and 5 GB of disk);
 # BENCH_ARGS="--sessions 10000 --items 100000" for a one-minute run. Not part of `make test`.
 bench-scale: venv
 	$(WITH_PG) $(PY) benchmarks/bench_scale.py $(BENCH_ARGS)

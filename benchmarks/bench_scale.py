@@ -25,8 +25,8 @@ or with ``AGENTS_SQLALCHEMY_PG_URL`` set to a server whose role may create datab
     python benchmarks/bench_scale.py --sessions 10000 --items 100000      # about a minute
     python benchmarks/bench_scale.py --keep                               # keep the big database
 
-The full size takes 3 to 4 minutes on a 2-core machine (the load nearly 3 of them) and
-some 5 GB of disk.
+The full size takes 1.5 to 4 minutes on a 2-core machine, as busy as it is (the load most
+of it), and some 5 GB of disk.
 """
 
 from __future__ import annotations
