@@ -23,7 +23,7 @@ from agents_sqlalchemy.services import keyring as keyring_module
 from .items import message
 from .test_encryption import (
     ITEM_MARKER,
-    KEYS,
+    ITEMS,
     MARKERS,
     as_bytes,
     dump,
@@ -68,7 +68,9 @@ async def add_and_read(url: str, key: Key, session_id: str, item: Any) -> None:
 def test_rotate_key_with_keys_from_the_environment(db_url: str) -> None:
     expected = asyncio.run(seed(db_url, OLD))
     count = sum(len(items) for items in expected.values())
-    before = {bytes(w) for (w,) in asyncio.run(raw_rows(db_url, f"SELECT wrapped_key FROM {KEYS}"))}
+    before = {
+        bytes(w) for (w,) in asyncio.run(raw_rows(db_url, f"SELECT wrapped_key FROM {ITEMS}"))
+    }
 
     result = invoke(
         "rotate-key",
@@ -84,7 +86,7 @@ def test_rotate_key_with_keys_from_the_environment(db_url: str) -> None:
     assert "only the new key opens" in result.output
     assert OLD not in result.output and NEW not in result.output
 
-    after = {bytes(w) for (w,) in asyncio.run(raw_rows(db_url, f"SELECT wrapped_key FROM {KEYS}"))}
+    after = {bytes(w) for (w,) in asyncio.run(raw_rows(db_url, f"SELECT wrapped_key FROM {ITEMS}"))}
     assert len(after) == count and not before & after
     assert asyncio.run(read_back(db_url, NEW, list(expected))) == expected
     with pytest.raises(WrongKeyError):
@@ -220,10 +222,10 @@ def test_import_sdk_with_a_key_seals_every_item(db_url: str, tmp_path: Path) -> 
     for needle in (*MARKERS, *texts):
         assert not [cell for cell in cells if needle.encode() in cell], needle
     rows = asyncio.run(
-        raw_rows(db_url, "SELECT payload, ciphertext FROM agents_sqlalchemy_items ORDER BY id")
+        raw_rows(db_url, f"SELECT payload, ciphertext, wrapped_key, kek_id FROM {ITEMS}")
     )
-    assert rows and all(payload is None and isinstance(c, bytes) for payload, c in rows)
-    assert len(tables[KEYS]) == len(rows)
+    assert rows and all(payload is None and isinstance(c, bytes) for payload, c, _, _ in rows)
+    assert all(len(bytes(w)) == 40 and kek for _, _, w, kek in rows)  # each its own key
     if sqlite_path(db_url) is not None:
         assert ITEM_MARKER.encode() not in on_disk(db_url)
 

@@ -48,9 +48,7 @@ from .test_protocol import raw_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "agents_sqlalchemy_"
-ITEMS, KEYS, SESSIONS, KEYRING = (
-    f"{PREFIX}{name}" for name in ("items", "item_keys", "sessions", "keyring")
-)
+ITEMS, SESSIONS, KEYRING = (f"{PREFIX}{name}" for name in ("items", "sessions", "keyring"))
 
 # Distinctive plaintext: none of it may appear in any column or on disk in encrypted mode.
 ITEM_MARKER = "plaintext-marker-item-Mochi-4f1c"
@@ -105,7 +103,7 @@ async def our_tables(url: str) -> dict[str, list[dict[str, Any]]]:
 async def dump(url: str) -> dict[str, list[tuple[object, ...]]]:
     """Every row of every table of the library, in a stable order."""
     tables = await our_tables(url)
-    assert {ITEMS, KEYS, SESSIONS, KEYRING} <= set(tables)
+    assert {ITEMS, SESSIONS, KEYRING} <= set(tables)
     engine = create_async_engine(url)
     try:
         async with engine.connect() as conn:
@@ -163,8 +161,8 @@ async def sealed_rows(url: str, session_id: str) -> list[tuple[int, bytes, bytes
     """(seq, ciphertext, wrapped key, kek_id) of every item of one session, in order."""
     rows = await raw_rows(
         url,
-        f"SELECT i.seq, i.ciphertext, k.wrapped_key, k.kek_id FROM {ITEMS} i "
-        f"JOIN {SESSIONS} s ON s.id = i.session_pk LEFT JOIN {KEYS} k ON k.item_pk = i.id "
+        f"SELECT i.seq, i.ciphertext, i.wrapped_key, i.kek_id FROM {ITEMS} i "
+        f"JOIN {SESSIONS} s ON s.id = i.session_pk "
         f"WHERE s.session_id = '{session_id}' ORDER BY i.seq",
     )
     return [(int(str(r[0])), blob(r[1]), blob(r[2]), str(r[3])) for r in rows]
@@ -199,7 +197,7 @@ async def test_nothing_of_the_content_is_stored_in_plaintext(db_url: str, key: b
     tables = await our_tables(db_url)
     for table, column in (
         (ITEMS, "ciphertext"),
-        (KEYS, "wrapped_key"),
+        (ITEMS, "wrapped_key"),
         (SESSIONS, "sealed_state"),
         (KEYRING, "verifier"),
     ):
@@ -218,6 +216,9 @@ async def test_nothing_of_the_content_is_stored_in_plaintext(db_url: str, key: b
     ciphertexts = await raw_rows(db_url, f"SELECT ciphertext FROM {ITEMS}")
     assert len(ciphertexts) == 2 * len(secret_items("1"))
     assert all(isinstance(c, bytes) for (c,) in ciphertexts)
+    keys = await raw_rows(db_url, f"SELECT wrapped_key, kek_id FROM {ITEMS}")
+    assert len(keys) == len(ciphertexts)  # each row carries its own wrapped data key
+    assert all(len(blob(w)) == 40 and k for w, k in keys)
 
     if sqlite_path(db_url) is not None:
         disk = on_disk(db_url)
@@ -429,7 +430,7 @@ async def test_an_item_moved_to_another_session_fails_loudly(db_url: str, key: b
         await a.add_items([message("a1"), message("a2")])
         await b.add_items([message("b1"), message("b2"), message("b3")])
         moved = (await _item_ids(db_url, "a"))[0]
-        # The row keeps its ciphertext and its wrapped key (item_keys follows item_pk).
+        # The row keeps its ciphertext and its wrapped key (both in the row).
         await execute(
             db_url,
             f"UPDATE {ITEMS} SET session_pk = :b, seq = 4 WHERE id = :id",
@@ -473,7 +474,7 @@ async def test_a_ciphertext_and_key_copied_over_another_item_fail(db_url: str, k
         )
         await execute(
             db_url,
-            f"UPDATE {KEYS} SET wrapped_key = :w WHERE item_pk = :id",
+            f"UPDATE {ITEMS} SET wrapped_key = :w WHERE id = :id",
             {"w": wrapped, "id": target},
         )
         with pytest.raises(TamperedItemError):
@@ -491,7 +492,7 @@ async def test_a_flipped_byte_fails_loudly(db_url: str, key: bytes, column: str)
         (_, ciphertext, wrapped, _), _ = await sealed_rows(db_url, "a")
         first = (await _item_ids(db_url, "a"))[0]
         blob, table, pk = (
-            (ciphertext, ITEMS, "id") if column == "ciphertext" else (wrapped, KEYS, "item_pk")
+            (ciphertext, ITEMS, "id") if column == "ciphertext" else (wrapped, ITEMS, "id")
         )
         change = f"UPDATE {table} SET {column} = :v WHERE {pk} = :id"
         for position in (0, 1, len(blob) // 2, len(blob) - 1):
@@ -511,7 +512,9 @@ async def test_a_missing_key_row_or_a_plaintext_row_is_loud(db_url: str, key: by
         a = store.session("a")
         await a.add_items([message("1"), message("2")])
         first, second = await _item_ids(db_url, "a")
-        await execute(db_url, f"DELETE FROM {KEYS} WHERE item_pk = :id", {"id": first})
+        await execute(
+            db_url, f"UPDATE {ITEMS} SET wrapped_key = NULL WHERE id = :id", {"id": first}
+        )
         with pytest.raises(CorruptItemError, match="#1"):
             await a.get_items()
         await execute(
@@ -598,7 +601,7 @@ async def test_removals_destroy_keys_and_leave_no_bytes_behind(
             assert found_on_disk(db_url, kept) == kept
         stored = {
             bytes(c) for (c,) in await raw_rows(db_url, f"SELECT ciphertext FROM {ITEMS}")
-        } | {bytes(w) for (w,) in await raw_rows(db_url, f"SELECT wrapped_key FROM {KEYS}")}
+        } | {bytes(w) for (w,) in await raw_rows(db_url, f"SELECT wrapped_key FROM {ITEMS}")}
         assert not stored & set(removed)
         assert set(kept) <= stored
         for session_id in sessions:
@@ -643,7 +646,9 @@ async def test_removals_destroy_keys_and_leave_no_bytes_behind(
         assert await store.purge_expired() == 2
         await check_gone(short, keep, "keep")
         assert await store.session("keep").get_state("k") == "v"
-    assert await raw_rows(db_url, f"SELECT COUNT(*) FROM {KEYS}") == [(41,)]
+    assert await raw_rows(
+        db_url, f"SELECT COUNT(*) FROM {ITEMS} WHERE wrapped_key IS NOT NULL"
+    ) == [(41,)]
 
 
 # -- rotation ----------------------------------------------------------------------------------
@@ -658,7 +663,7 @@ def _keys_by_item(rows: list[tuple[object, ...]]) -> dict[int, tuple[str, bytes]
 
 
 async def _key_rows(url: str) -> dict[int, tuple[str, bytes]]:
-    return _keys_by_item(await raw_rows(url, f"SELECT item_pk, kek_id, wrapped_key FROM {KEYS}"))
+    return _keys_by_item(await raw_rows(url, f"SELECT id, kek_id, wrapped_key FROM {ITEMS}"))
 
 
 async def test_rotation_rewraps_resumes_and_retires_the_old_key(

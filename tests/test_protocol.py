@@ -63,6 +63,9 @@ async def test_payload_is_json_plain_sql_can_query(db_url: str) -> None:
     payloads = await raw_rows(db_url, "SELECT payload FROM agents_sqlalchemy_items ORDER BY seq")
     assert [json.loads(str(p)) for (p,) in payloads] == ALL
     assert "Zürich" in str(payloads[0][0])  # stored readable, not \\u-escaped
+    sealed = "SELECT COUNT(*) FROM agents_sqlalchemy_items WHERE ciphertext IS NOT NULL"
+    sealed += " OR wrapped_key IS NOT NULL OR kek_id IS NOT NULL"
+    assert await raw_rows(db_url, sealed) == [(0,)]  # no key: the key columns stay NULL
 
 
 async def test_order_is_the_sequence_not_the_clock(

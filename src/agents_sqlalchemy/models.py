@@ -91,6 +91,10 @@ class ItemColumns:
     seq: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # With a key: the item's data key, wrapped by the key-encryption key `kek_id`; it goes
+    # with the row. No index on `kek_id`: only a rotation looks for it, walking the ids.
+    kek_id: Mapped[str | None] = mapped_column(String(64))
+    wrapped_key: Mapped[bytes | None] = mapped_column(LargeBinary)
     # The item as compact JSON text, or (with a key) sealed under its own data key.
     payload: Mapped[str | None] = mapped_column(LongText)
     ciphertext: Mapped[bytes | None] = mapped_column(LongBinary)
@@ -112,23 +116,6 @@ class ItemColumns:
                 f"ix_{cls.__tablename__}_search", "session_pk", "seq", "expires_at", "created_at"
             ),
             TABLE_OPTIONS,
-        )
-
-
-class ItemKeyColumns:
-    """The wrapped data key of one encrypted item; deleting the item deletes it."""
-
-    items_fullname: ClassVar[str]
-
-    __table_args__ = TABLE_OPTIONS
-
-    kek_id: Mapped[str] = mapped_column(String(64), index=True)
-    wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
-
-    @declared_attr
-    def item_pk(cls) -> Mapped[int]:
-        return mapped_column(
-            ForeignKey(f"{cls.items_fullname}.id", ondelete="CASCADE"), primary_key=True
         )
 
 
@@ -288,7 +275,6 @@ class Models:
     metadata: MetaData
     session: type[SessionColumns]
     item: type[ItemColumns]
-    item_key: type[ItemKeyColumns]
     keyring: type[KeyringColumns]
     term: type[TermColumns]
     embedding: type[EmbeddingColumns]
@@ -327,10 +313,6 @@ def build_models(names: TableNames) -> Models:
         __tablename__ = names.name("items")
         sessions_fullname = fullname("sessions")
 
-    class ItemKeyRow(ItemKeyColumns, Base):
-        __tablename__ = names.name("item_keys")
-        items_fullname = fullname("items")
-
     class KeyringRow(KeyringColumns, Base):
         __tablename__ = names.name("keyring")
 
@@ -361,7 +343,6 @@ def build_models(names: TableNames) -> Models:
         metadata=Base.metadata,
         session=SessionRow,
         item=ItemRow,
-        item_key=ItemKeyRow,
         keyring=KeyringRow,
         term=TermRow,
         embedding=EmbeddingRow,

@@ -14,7 +14,6 @@ MAX_NAME_LENGTH = 36
 ROLES = (
     "sessions",
     "items",
-    "item_keys",
     "keyring",
     "terms",
     "embeddings",
@@ -53,7 +52,6 @@ class TableNames:
     schema: str | None = None
     sessions: str | None = None
     items: str | None = None
-    item_keys: str | None = None
     keyring: str | None = None
     terms: str | None = None
     embeddings: str | None = None

@@ -17,11 +17,11 @@ How a store uses it::
     # add: after claiming the sequence numbers, in the write transaction
     sealed = seal_item(kek, payload.encode(), Place(key.hash, seq))
     #   items.ciphertext = sealed.ciphertext
-    #   item_keys (kek_id, wrapped_key) = sealed.kek_id, sealed.wrapped_key
+    #   items (kek_id, wrapped_key) = sealed.kek_id, sealed.wrapped_key (the same row)
     # read / pop: every row either opens or raises TamperedItemError, never skipped
     payload = open_item(kek, ciphertext, wrapped_key, Place(key.hash, seq),
                         kek_id=row_kek_id, where=f"#{seq} of session {session_id!r}").decode()
-    # clear / pop: deleting the item-keys row destroys the item; nothing to call here
+    # clear / pop: deleting the item's row destroys its key; nothing to call here
     # state
     blob = seal_state(kek, state_json.encode(), key.hash)
     state_json = open_state(kek, blob, key.hash).decode()

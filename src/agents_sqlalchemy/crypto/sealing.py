@@ -3,13 +3,13 @@
 Layouts (all binary)::
 
     items.ciphertext        0x01 | nonce (12) | AES-GCM ciphertext | tag (16)   = len + 29
-    item_keys.wrapped_key   AES key wrap (RFC 3394) of the 32-byte data key   = 40 bytes
+    items.wrapped_key       AES key wrap (RFC 3394) of the 32-byte data key   = 40 bytes
     sessions.sealed_state   0x01 | len | kek_id | wrapped key (40) | nonce | ciphertext | tag
 
 The AAD is the format byte and the `Place`: purpose, session hash and sequence number,
 each length-prefixed. Bytes moved to another session, position or purpose fail to open,
 and the failure raises (`TamperedItemError` for an item, `DecryptionError` otherwise):
-nothing is ever skipped. Deleting the wrapped key (the item-keys row) destroys the item.
+nothing is ever skipped. Deleting the wrapped key (in the item's row) destroys the item.
 
 Example::
 
@@ -169,7 +169,7 @@ class DataKey:
 
 @dataclass(frozen=True, slots=True)
 class SealedItem:
-    """What to store for one item: `ciphertext` in items; `kek_id`, `wrapped_key` in item keys.
+    """What to store for one item: `ciphertext`, `kek_id`, `wrapped_key`: one items row.
 
     `data_key` stays in memory to seal the item's companions (embeddings) in the same write.
     """
@@ -196,7 +196,7 @@ def unwrap_data_key(
     kek_id: str | None = None,
     where: str | None = None,
 ) -> DataKey:
-    """An item's data key, to open its companions; `kek_id` is the item-keys row's, if known."""
+    """An item's data key, to open its companions; `kek_id` is the item row's, if known."""
     return _unwrap(kek, wrapped_key, place, kek_id, where, _error_for(place))
 
 
@@ -271,7 +271,7 @@ def rewrap(
 def rewrap_many(
     wrapped: Iterable[bytes], old: KeyEncryptionKey, new: KeyEncryptionKey
 ) -> list[bytes]:
-    """Re-wrap a batch (a page of item-keys rows), in order; ~3 us per key."""
+    """Re-wrap a batch (the keys of a window of items rows), in order; ~3 us per key."""
     return [
         rewrap(one, old, new, where=f"data key {index} of the batch")
         for index, one in enumerate(wrapped)

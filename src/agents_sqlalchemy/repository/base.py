@@ -18,8 +18,9 @@ from ..types import NewItem, SessionKey, StoredItem
 from .prepared import Prepared
 
 T = TypeVar("T")
-# The columns an append writes, in its parameter sets.
+# The columns an append writes, in its parameter sets (sealed: and the item's wrapped key).
 ITEM_COLUMNS = ("session_pk", "seq", "created_at", "expires_at", "payload", "ciphertext")
+KEY_COLUMNS = ("kek_id", "wrapped_key")
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", *MYSQL)
 # A unit of work of at most this many items is small: on a SQLite file the store opened, it
 # runs on the caller's thread (see `Database.run`), where a thread hop would cost more.
@@ -67,15 +68,16 @@ class Statements:
         )
         self.last_live = Prepared(last_live)
         self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
-        # A plaintext item is taken in one statement; a sealed one is read with its key first.
+        # An item taken in one statement, its wrapped key with it (where RETURNING exists).
         self.delete_last_live = Prepared(
             delete(items)
             .where(items.c.id == last_live.with_only_columns(items.c.id).scalar_subquery())
-            .returning(items.c.seq, items.c.payload)
+            .returning(*stored.selected_columns)
         )
+        written = ITEM_COLUMNS + KEY_COLUMNS if repository._sealed else ITEM_COLUMNS
         self.insert_items = Prepared(
             items.insert().values(
-                {name: bindparam(name, type_=items.c[name].type) for name in ITEM_COLUMNS}
+                {name: bindparam(name, type_=items.c[name].type) for name in written}
             )
         )
         touched_at = bindparam("now", type_=sessions.c.updated_at.type)
@@ -105,7 +107,6 @@ class RepositoryBase:
         self._sealed = sealed
         self._sessions: Table = models.sessions
         self._items: Table = models.items
-        self._item_keys: Table = models.table(models.item_key)
         self._terms: Table = models.table(models.term)
         self._embeddings: Table = models.table(models.embedding)
         # MySQL and MariaDB: no ON CONFLICT, no UPDATE ... RETURNING, no RETURNING at all on
@@ -217,6 +218,22 @@ class RepositoryBase:
         found = self._statements.lock.run(conn, {"hash": key.hash, "now": now})
         return int(found[0][0]) if found else None
 
+    def _take_last_live(
+        self, conn: Connection, session_pk: int, now: datetime
+    ) -> StoredItem | None:
+        """Delete the session's latest live item and return it, its wrapped key with it: one
+        `DELETE ... RETURNING` where the database has it (not MySQL), else two statements.
+        Decode it in the same transaction: a corrupt row raises and the delete rolls back."""
+        statements, params = self._statements, {"session_pk": session_pk, "now": now}
+        if conn.dialect.delete_returning:
+            taken = statements.delete_last_live.run(conn, params)
+            return StoredItem(*taken[0]) if taken else None
+        found = statements.last_live.run(conn, params)
+        if not found:
+            return None
+        statements.delete_item.run(conn, {"item_pk": found[0][0]})
+        return self._stored(found[0])
+
     @cached_property
     def _statements(self) -> Statements:
         """The hot path's statements, built once: building one costs more than running it."""
@@ -225,12 +242,7 @@ class RepositoryBase:
     def _add_side_rows(
         self, conn: Connection, session_pk: int, items: list[tuple[int, NewItem]]
     ) -> None:
-        """The rows that live and die with an item: its wrapped key and its search index."""
-        keys = [
-            {"item_pk": pk, "kek_id": item.kek_id, "wrapped_key": item.wrapped_key}
-            for pk, item in items
-            if item.wrapped_key is not None
-        ]
+        """The rows that live and die with an item: its search index."""
         terms = [
             {"item_pk": pk, "session_pk": session_pk, "term": term, "frequency": count}
             for pk, item in items
@@ -247,7 +259,6 @@ class RepositoryBase:
             if item.model_id is not None
         ]
         for table, values in (
-            (self._item_keys, keys),
             (self._terms, terms),
             (self._embeddings, vectors),
         ):
@@ -263,7 +274,7 @@ class RepositoryBase:
         created_at: datetime,
         expires_at: datetime | None,
     ) -> None:
-        """Insert items numbered from `first_seq` (and, sealed, their keys)."""
+        """Insert items numbered from `first_seq`, sealed ones with their wrapped keys."""
         rows = [
             {
                 "session_pk": session_pk,
@@ -272,40 +283,12 @@ class RepositoryBase:
                 "expires_at": expires_at,
                 "payload": item.payload,
                 "ciphertext": item.ciphertext,
+                "kek_id": item.kek_id,
+                "wrapped_key": item.wrapped_key,
             }
             for seq, item in enumerate(new, first_seq)
         ]
         self._statements.insert_items.run_many(conn, rows)
-        if new and new[0].wrapped_key is not None:  # sealed: the keys, found by their place
-            self._add_keys_by_seq(conn, session_pk, first_seq, new)
-
-    def _add_keys_by_seq(
-        self, conn: Connection, session_pk: int, first_seq: int, items: Sequence[NewItem]
-    ) -> None:
-        """The wrapped keys of items just inserted at `first_seq`..., found by their place.
-
-        Needs no item ids, so the items go in with one plain multi-row insert.
-        """
-        values = [
-            {
-                "session_pk": session_pk,
-                "seq": seq,
-                "kek_id": item.kek_id,
-                "wrapped": item.wrapped_key,
-            }
-            for seq, item in enumerate(items, first_seq)
-        ]
-        self._keys_by_seq_statement.run_many(conn, values)
-
-    @cached_property
-    def _keys_by_seq_statement(self) -> Prepared:
-        items, keys = self._items, self._item_keys
-        found = select(
-            items.c.id,
-            bindparam("kek_id", type_=keys.c.kek_id.type),
-            bindparam("wrapped", type_=keys.c.wrapped_key.type),
-        ).where(items.c.session_pk == bindparam("session_pk"), items.c.seq == bindparam("seq"))
-        return Prepared(keys.insert().from_select(["item_pk", "kek_id", "wrapped_key"], found))
 
     def _item_columns(self, *, with_id: bool = True) -> Any:
         """A select of an item's columns, laid out as `StoredItem` (after its id)."""
@@ -313,15 +296,14 @@ class RepositoryBase:
         first = [items.c.id] if with_id else []
         if not self._sealed:
             return select(*first, items.c.seq, items.c.payload)
-        keys = self._item_keys
         return select(
             *first,
             items.c.seq,
             items.c.payload,
             items.c.ciphertext,
-            keys.c.wrapped_key,
-            keys.c.kek_id,
-        ).outerjoin(keys, keys.c.item_pk == items.c.id)
+            items.c.wrapped_key,
+            items.c.kek_id,
+        )
 
     def _stored(self, row: Any) -> StoredItem:
         if not self._sealed:

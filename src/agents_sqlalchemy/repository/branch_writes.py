@@ -173,19 +173,9 @@ class BranchWriteOps(MainTurnOps):
         """A session that never branched pops as it always did (with the append path's
         prepared statements): no line but main can hold its items. With usage recorded, the
         main line's count of user turns loses the item (`_popped`)."""
-        statements = self._statements
-        params = {"session_pk": lines.session_pk, "now": self._now()}
-        if not self._sealed and not self._mysql:  # MySQL: no DELETE ... RETURNING
-            taken = statements.delete_last_live.run(conn, params)
-            if not taken:
-                return None
-            stored = StoredItem(*taken[0])
-        else:
-            found = statements.last_live.run(conn, params)
-            if not found:
-                return None
-            statements.delete_item.run(conn, {"item_pk": found[0][0]})
-            stored = self._stored(found[0])
+        stored = self._take_last_live(conn, lines.session_pk, self._now())
+        if stored is None:
+            return None
         # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
         item = decode(stored)
         if lines.main_pk is not None:

@@ -199,13 +199,12 @@ class ImportOps(RepositoryBase):
                 "expires_at": None,
                 "payload": item.payload,
                 "ciphertext": item.ciphertext,
+                "kek_id": item.kek_id,
+                "wrapped_key": item.wrapped_key,
             }
             for seq, (when, item) in enumerate(items, 1)
         ]
         for start in range(0, len(rows), CHUNK):
-            chunk = [item for _, item in items[start : start + CHUNK]]
             conn.execute(self._items.insert(), rows[start : start + CHUNK])
-            if any(item.wrapped_key for item in chunk):
-                self._add_keys_by_seq(conn, session_pk, start + 1, chunk)
         conn.execute(update(sessions).where(sessions.c.id == session_pk).values(next_seq=len(rows)))
         return True

@@ -108,16 +108,9 @@ class ItemOps(RepositoryBase):
         session_pk = self._lock_existing(conn, key, now)
         if session_pk is None:
             return None
-        statements, params = self._statements, {"session_pk": session_pk, "now": now}
-        if not self._sealed and not self._mysql:  # MySQL: no DELETE ... RETURNING
-            taken = statements.delete_last_live.run(conn, params)
-            # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-            return decode(StoredItem(*taken[0])) if taken else None
-        found = statements.last_live.run(conn, params)
-        if not found:
-            return None
-        statements.delete_item.run(conn, {"item_pk": found[0][0]})
-        return decode(self._stored(found[0]))
+        stored = self._take_last_live(conn, session_pk, now)
+        # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
+        return None if stored is None else decode(stored)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""

@@ -63,9 +63,9 @@ class KeyringOps(RepositoryBase):
             conn.execute(update(self._keyring).values(kind=self._keyring.c.kind))
 
     async def count_keys(self, kek_id: str) -> int:
-        """How many item keys are wrapped by `kek_id`."""
-        keys = self._item_keys
-        query = select(func.count()).select_from(keys).where(keys.c.kek_id == kek_id)
+        """How many item keys are wrapped by `kek_id` (a scan: rotations are rare)."""
+        items = self._items
+        query = select(func.count()).select_from(items).where(items.c.kek_id == kek_id)
         return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def has_plaintext_items(self) -> bool:
@@ -75,10 +75,22 @@ class KeyringOps(RepositoryBase):
         return await self._db.read(lambda conn: conn.execute(query).first() is not None)
 
     async def rewrap_keys(
-        self, old: str, new: str, rewrap: Callable[[list[bytes]], list[bytes]], batch: int
-    ) -> int:
-        """Re-wrap up to `batch` item keys from kek `old` to `new`, in one transaction."""
-        return await self._db.write(lambda conn: self._rewrap_keys(conn, old, new, rewrap, batch))
+        self,
+        old: str,
+        new: str,
+        rewrap: Callable[[list[bytes]], list[bytes]],
+        after: int,
+        batch: int,
+    ) -> tuple[int, int | None]:
+        """Re-wrap the keys of kek `old` to `new` among the `batch` items after id `after`,
+        in one transaction; return how many, and the last id seen (None: no item is left).
+
+        A walk over the primary key, a window at a time: `kek_id` has no index (it would
+        cost every append), and a window bounds the time each transaction holds the lock.
+        """
+        return await self._db.write(
+            lambda conn: self._rewrap_keys(conn, old, new, rewrap, after, batch)
+        )
 
     def _rewrap_keys(
         self,
@@ -86,26 +98,29 @@ class KeyringOps(RepositoryBase):
         old: str,
         new: str,
         rewrap: Callable[[list[bytes]], list[bytes]],
+        after: int,
         batch: int,
-    ) -> int:
-        keys = self._item_keys
+    ) -> tuple[int, int | None]:
+        items = self._items
         self._lock_keyring(conn)
-        rows = conn.execute(
-            select(keys.c.item_pk, keys.c.wrapped_key)
-            .where(keys.c.kek_id == old)
-            .order_by(keys.c.item_pk)
+        window = conn.execute(
+            select(items.c.id, items.c.kek_id, items.c.wrapped_key)
+            .where(items.c.id > after)
+            .order_by(items.c.id)
             .limit(batch)
         ).all()
-        if not rows:
-            return 0
-        wrapped = rewrap([bytes(row.wrapped_key) for row in rows])
-        conn.execute(
-            update(keys)
-            .where(keys.c.item_pk == bindparam("pk"))
-            .values(kek_id=new, wrapped_key=bindparam("w")),
-            [{"pk": row.item_pk, "w": value} for row, value in zip(rows, wrapped, strict=True)],
-        )
-        return len(rows)
+        if not window:
+            return 0, None
+        rows = [row for row in window if row.kek_id == old and row.wrapped_key is not None]
+        if rows:
+            wrapped = rewrap([bytes(row.wrapped_key) for row in rows])
+            conn.execute(
+                update(items)
+                .where(items.c.id == bindparam("pk"))
+                .values(kek_id=new, wrapped_key=bindparam("w")),
+                [{"pk": row.id, "w": value} for row, value in zip(rows, wrapped, strict=True)],
+            )
+        return len(rows), window[-1].id
 
     async def rewrap_states(
         self, rewrap: Callable[[bytes], bytes], after: int, batch: int
@@ -138,8 +153,8 @@ class KeyringOps(RepositoryBase):
 
     def _finish(self, conn: Connection, old: str) -> bool:
         self._lock_keyring(conn)
-        keys = self._item_keys
-        if conn.execute(select(keys.c.item_pk).where(keys.c.kek_id == old).limit(1)).first():
+        items = self._items
+        if conn.execute(select(items.c.id).where(items.c.kek_id == old).limit(1)).first():
             return False
         conn.execute(delete(self._keyring).where(self._keyring.c.kek_id == old))
         return True

@@ -97,7 +97,7 @@ class SearchOps(RepositoryBase):
                 items.c.seq,
                 position,
                 embeddings.c.vector if vectors else null(),
-                self._item_keys.c.wrapped_key if self._sealed else null(),
+                items.c.wrapped_key if self._sealed else null(),
             )
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
@@ -107,8 +107,8 @@ class SearchOps(RepositoryBase):
             )
             .where(self._in_scope(scope), self._live(self._now()), embeddings.c.vector.is_not(None))
         )
-        if self._sealed:
-            query = query.join(self._item_keys, self._item_keys.c.item_pk == items.c.id)
+        if self._sealed:  # only items with a data key to open their vector with
+            query = query.where(items.c.wrapped_key.is_not(None))
 
         def work(conn: Connection) -> Candidates:
             return Candidates.of(_columns(conn.execute(query), 6))

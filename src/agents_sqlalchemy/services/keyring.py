@@ -196,11 +196,17 @@ class Keyring:
             progress(done, total)
         finished = False
         while not finished:  # until no key (from a writer racing the rotation) is left behind
-            while count := await repository.rewrap_keys(
-                old.kek_id, new.kek_id, lambda wrapped: rewrap_many(wrapped, old, new), batch_size
-            ):
+            last: int | None = 0
+            while last is not None:
+                count, last = await repository.rewrap_keys(
+                    old.kek_id,
+                    new.kek_id,
+                    lambda wrapped: rewrap_many(wrapped, old, new),
+                    last,
+                    batch_size,
+                )
                 done += count
-                if progress is not None:
+                if count and progress is not None:
                     progress(done, max(total, done))
             after: int | None = 0
             while after is not None:

@@ -1,4 +1,4 @@
-"""Initial schema: sessions, items, item keys, keyring, search terms, embeddings, branches.
+"""Initial schema: sessions, items (and their keys), keyring, search terms, embeddings, branches.
 
 Revision ID: 0001
 Revises:
@@ -117,6 +117,8 @@ def upgrade() -> None:
         sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("expires_at", TIMESTAMP, nullable=True),
+        sa.Column("kek_id", sa.String(64), nullable=True),
+        sa.Column("wrapped_key", sa.LargeBinary(), nullable=True),
         sa.Column("payload", LONG_TEXT, nullable=True),
         sa.Column("ciphertext", LONG_BINARY, nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
@@ -131,19 +133,6 @@ def upgrade() -> None:
     # What search reads of each live item of a session, from the index alone.
     columns = ["session_pk", "seq", "expires_at", "created_at"]
     op.create_index(f"ix_{t}_search", t, columns, schema=schema())
-
-    t = name("item_keys")
-    op.create_table(
-        t,
-        sa.Column("item_pk", ID, nullable=False),
-        sa.Column("kek_id", sa.String(64), nullable=False),
-        sa.Column("wrapped_key", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("item_pk", name=pk(t)),
-        cascade(t, "item_pk", "items"),
-        schema=schema(),
-        **OPTIONS,
-    )
-    index(t, "kek_id")
 
     t = name("keyring")
     op.create_table(
@@ -260,5 +249,5 @@ def branches() -> None:
 
 def downgrade() -> None:
     roles = ("turn_usage", "branch_items", "branches", "embeddings", "terms", "keyring")
-    for role in (*roles, "item_keys", "items", "sessions"):
+    for role in (*roles, "items", "sessions"):
         op.drop_table(name(role), schema=schema())
