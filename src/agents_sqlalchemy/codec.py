@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
+from itertools import islice
 from typing import Any, Protocol
 
 from pydantic_core import from_json, to_json
@@ -38,8 +38,10 @@ from .validation import check_json
 
 # Opened vectors a sealed store keeps in memory (about 1 KB each for the default embedder).
 VECTOR_CACHE = 100_000
-# Unwrapped data keys a sealed store keeps in memory (a few hundred bytes each).
-DATA_KEY_CACHE = 20_000
+# Plaintexts of opened items a sealed store keeps in memory (an item's size each).
+PLAINTEXT_CACHE = 20_000
+# Items parsed in one call, as one JSON array (bounds the joined text a big read holds).
+PARSE_CHUNK = 1000
 
 
 def _index_columns(entry: IndexEntry) -> dict[str, Any]:
@@ -80,6 +82,26 @@ def decode_item(text: str | bytes, key: SessionKey, seq: int | None) -> Any:
     if not isinstance(item, dict):
         raise CorruptItemError(f"stored {where(key, seq)} is not a JSON object")
     return item
+
+
+def parse_objects(texts: Sequence[bytes]) -> list[Any]:
+    """Parse JSON objects a chunk at a time, each chunk as one array: one parser call per
+    chunk, not per item. Anything but one JSON object per text raises (`ValueError` or
+    `CorruptItemError`); the caller then parses them one by one to name the bad one.
+
+    Only for texts this library wrote and authenticated (sealed items): each is one
+    compact JSON object, so joining them with commas cannot change where one ends.
+    """
+    items: list[Any] = []
+    for start in range(0, len(texts), PARSE_CHUNK):
+        chunk = texts[start : start + PARSE_CHUNK]
+        parsed = from_json(b"[" + b",".join(chunk) + b"]")
+        if len(parsed) != len(chunk):
+            raise CorruptItemError("a stored item is not one JSON object")
+        items += parsed
+    if not all(type(item) is dict for item in items):
+        raise CorruptItemError("a stored item is not a JSON object")
+    return items
 
 
 def where(key: SessionKey, seq: int | None) -> str:
@@ -172,35 +194,40 @@ class SealedCodec:
         # key is random, so it names one item (a reused row id never hits a stale entry).
         self._opened: OrderedDict[tuple[bytes, str], bytes] = OrderedDict()
         self._opened_lock = threading.Lock()
-        # Unwrapped data keys of the items read, by wrapped key (random: one per item). An
-        # agent reads its whole history every turn; `forget_keys` drops them all.
-        self._data_keys = lru_cache(maxsize=DATA_KEY_CACHE)(self._unwrap)
         # Plaintexts of the items read, by wrapped key (random: one per item), kept with
         # what authenticated them: only the same ciphertext at the same place is a hit
-        # (anything moved or altered is opened again, and fails, as if never seen).
+        # (anything moved or altered is opened again, and fails, as if never seen). An
+        # agent reads its whole history every turn; `forget_keys` drops them all.
         self._plaintexts: dict[bytes, tuple[bytes, str, int, bytes]] = {}
         self._kek_id = kek.kek_id
 
-    def _unwrap(self, wrapped_key: bytes) -> DataKey:
-        return DataKey(self.kek.unwrap(wrapped_key))
+    def _open(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
+        """Unwrap the item's data key and open its ciphertext: the crypto, nothing else."""
+        return DataKey(self.kek.unwrap(wrapped)).open_item(ciphertext, session_hash, seq)
+
+    def _remember(self, opened: dict[bytes, tuple[bytes, str, int, bytes]]) -> None:
+        """Keep these plaintexts; past the cache's size, drop the oldest in one pass (one
+        `next(iter(...))` per eviction would rescan the dict's freed slots each time)."""
+        with self._opened_lock:
+            cache = self._plaintexts
+            cache.update(opened)
+            excess = len(cache) - PLAINTEXT_CACHE
+            if excess > 0:
+                for oldest in list(islice(cache, excess)):
+                    del cache[oldest]
 
     def _plaintext(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
         """An item's plaintext: from memory if these very bytes were opened here before."""
         seen = self._plaintexts.get(wrapped)
         if seen and seen[0] == ciphertext and seen[1] == session_hash and seen[2] == seq:
             return seen[3]
-        plaintext = self._data_keys(wrapped).open_item(ciphertext, session_hash, seq)
-        with self._opened_lock:
-            cache = self._plaintexts
-            if len(cache) >= DATA_KEY_CACHE:
-                del cache[next(iter(cache))]  # the oldest
-            cache[wrapped] = (ciphertext, session_hash, seq, plaintext)
+        plaintext = self._open(ciphertext, wrapped, session_hash, seq)
+        self._remember({wrapped: (ciphertext, session_hash, seq, plaintext)})
         return plaintext
 
     def forget_keys(self) -> None:
-        """Drop the cached data keys, plaintexts and opened vectors (after a removal: no
-        copy of a destroyed key, nor of a removed item, is kept)."""
-        self._data_keys.cache_clear()
+        """Drop the cached plaintexts and opened vectors (after a removal: no copy of a
+        removed item, nor of anything its destroyed key opened, is kept)."""
         with self._opened_lock:
             self._plaintexts.clear()
             self._opened.clear()
@@ -267,16 +294,30 @@ class SealedCodec:
         return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
     def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        kek_id, session_hash, plaintext = self._kek_id, key.hash, self._plaintext
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            if all(row[4] in (None, kek_id) for row in rows):
-                opened = [plaintext(bytes(c), bytes(w), session_hash, s) for s, _, c, w, _ in rows]
-                items = [from_json(text) for text in opened]
-                if all(type(item) is dict for item in items):
-                    return items
+            return parse_objects(self._plaintexts_of(key.hash, rows))
         except (AgentsSQLAlchemyError, TypeError, ValueError):
             pass
         return [self.item(key, StoredItem(*row)) for row in rows]
+
+    def _plaintexts_of(self, session_hash: str, rows: Sequence[Sequence[Any]]) -> list[bytes]:
+        """The rows' plaintexts, in order: from memory where the very same ciphertext at the
+        same place was opened before, else unwrapped and opened (any failure raises)."""
+        kek_id, seen_before, opened = self._kek_id, self._plaintexts.get, {}
+        texts: list[bytes] = []
+        for seq, _, ciphertext, wrapped, row_kek_id in rows:
+            seen = seen_before(wrapped)
+            if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:
+                texts.append(seen[3])
+                continue
+            if row_kek_id is not None and row_kek_id != kek_id:
+                raise KeyringError("wrapped by another key-encryption key")
+            text = self._open(ciphertext, wrapped, session_hash, seq)
+            opened[wrapped] = (ciphertext, session_hash, seq, text)
+            texts.append(text)
+        if opened:
+            self._remember(opened)
+        return texts
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
         if stored.ciphertext is None or stored.wrapped_key is None:
