@@ -233,9 +233,10 @@ class SealedCodec:
             self._opened.clear()
 
     def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
-        rows = []
+        rows, sealed_here = [], {}
         for seq, payload in enumerate(payloads, first_seq):
-            sealed = seal_item(self.kek, payload.encode(), Place(key.hash, seq))
+            plaintext = payload.encode()
+            sealed = seal_item(self.kek, plaintext, Place(key.hash, seq))
             rows.append(
                 NewItem(
                     ciphertext=sealed.ciphertext,
@@ -243,6 +244,10 @@ class SealedCodec:
                     kek_id=sealed.kek_id,
                 )
             )
+            sealed_here[sealed.wrapped_key] = (sealed.ciphertext, key.hash, seq, plaintext)
+        # What was just sealed reads back from memory (the indexer reads it right away),
+        # under the same rule as what was opened: only these very bytes at this place.
+        self._remember(sealed_here)
         return rows
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem:
