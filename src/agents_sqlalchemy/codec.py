@@ -26,6 +26,7 @@ from .crypto import (
     DataKey,
     KeyEncryptionKey,
     Place,
+    item_opener,
     open_item,
     open_state,
     seal_item,
@@ -315,6 +316,7 @@ class SealedCodec:
         """The rows' plaintexts, in order: from memory where the very same ciphertext at the
         same place was opened before, else unwrapped and opened (any failure raises)."""
         kek_id, seen_before, opened = self._kek_id, self._plaintexts.get, {}
+        open_one = item_opener(self.kek, session_hash)
         texts: list[bytes] = []
         for seq, _, ciphertext, wrapped, row_kek_id in rows:
             seen = seen_before(wrapped)
@@ -323,7 +325,7 @@ class SealedCodec:
                 continue
             if row_kek_id is not None and row_kek_id != kek_id:
                 raise KeyringError("wrapped by another key-encryption key")
-            text = self._open(ciphertext, wrapped, session_hash, seq)
+            text = open_one(ciphertext, wrapped, seq)
             opened[wrapped] = (ciphertext, session_hash, seq, text)
             texts.append(text)
         if opened:
