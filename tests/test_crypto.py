@@ -23,6 +23,7 @@ from agents_sqlalchemy.crypto import (
     Place,
     ScryptParams,
     create_kek,
+    item_opener,
     open_item,
     open_kek,
     open_state,
@@ -292,6 +293,25 @@ def test_moved_item_fails_loudly(kek: KeyEncryptionKey, moved_to: Place) -> None
         open_item(
             kek, sealed.ciphertext, sealed.wrapped_key, moved_to, where="#9 of session 'chat-9'"
         )
+
+
+def test_the_read_paths_opener_opens_only_the_same_bytes_at_the_same_place(
+    kek: KeyEncryptionKey,
+) -> None:
+    sealed = seal_item(kek, ITEM, Place(SESSION, 3))
+    other = seal_item(kek, ITEM, Place(SESSION, 4))
+    assert item_opener(kek, SESSION)(sealed.ciphertext, sealed.wrapped_key, 3) == ITEM
+    altered = bytearray(sealed.ciphertext)
+    altered[len(altered) // 2] ^= 1
+    for opener, ciphertext, wrapped, seq in (
+        (item_opener(kek, SESSION), sealed.ciphertext, sealed.wrapped_key, 4),  # moved
+        (item_opener(kek, OTHER_SESSION), sealed.ciphertext, sealed.wrapped_key, 3),
+        (item_opener(kek, SESSION), bytes(altered), sealed.wrapped_key, 3),
+        (item_opener(kek, SESSION), sealed.ciphertext, other.wrapped_key, 3),  # swapped key
+        (item_opener(kek, SESSION), b"\x02" + sealed.ciphertext[1:], sealed.wrapped_key, 3),
+    ):
+        with pytest.raises(TamperedItemError):
+            opener(ciphertext, wrapped, seq)
 
 
 def test_swapped_wrapped_keys_fail(kek: KeyEncryptionKey) -> None:
