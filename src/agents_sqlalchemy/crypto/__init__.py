@@ -28,7 +28,7 @@ How a store uses it::
     # search terms and embeddings
     hasher = term_hasher(kek)                         # cache per store
     vector = sealed.data_key.seal(raw_vector, Place(key.hash, seq, f"embedding:{model}"))
-    # rotate: insert new.record and retire the old row, then page through item keys
+    # rotate: insert new.record and retire the old row, then walk the items, re-wrapping their keys
     new = await create_kek(new_key, previous=kek)     # keeps the term-hash secret
     rewrapped = rewrap_many([r.wrapped_key for r in page], kek, new)   # where kek_id = old
     blob = rewrap_state(blob, kek, new)               # idempotent, so resumable
