@@ -242,6 +242,28 @@ async def test_every_item_has_its_own_data_key(db_url: str, key: bytes) -> None:
     assert len({kek for _, _, _, kek in rows}) == 1  # one key-encryption key wraps them all
 
 
+async def test_appends_of_two_stores_to_one_session_land_at_their_own_places(
+    db_url: str, key: bytes
+) -> None:
+    # A store seals an append at the place it last saw free (PostgreSQL appends in one
+    # statement); another store's append in between takes that place, so the first store's
+    # next append must be sealed again at the place it actually claims.
+    async with (
+        SessionStore(db_url, create_tables=True, key=key) as one,
+        SessionStore(db_url, key=key) as other,
+    ):
+        written = []
+        for turn in range(4):
+            for store in (one, one, other):
+                batch = [message(f"turn {turn} by {id(store)}"), message(f"reply {turn}")]
+                await store.session("shared").add_items(batch)
+                written += batch
+        for store in (one, other):
+            assert await store.session("shared").get_items() == written
+    seqs = [seq for seq, _, _, _ in await sealed_rows(db_url, "shared")]
+    assert sorted(seqs) == list(range(1, len(written) + 1))
+
+
 async def test_passphrase_kdf_meets_owasp_and_runs_once_per_store(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
