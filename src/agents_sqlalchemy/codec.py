@@ -121,6 +121,11 @@ class Codec(Protocol):
     #: Whether `vectors` answers from memory, so search reads candidates without vectors.
     caches_vectors: bool
 
+    @property
+    def kek_id(self) -> str | None:
+        """The id of the key-encryption key that wraps new items' keys (None: plaintext)."""
+        ...
+
     def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
         """New rows for these items, numbered from `first_seq` (sealing binds them there)."""
         ...
@@ -149,6 +154,7 @@ class PlainCodec:
 
     state_columns: tuple[str, ...] = ("state",)
     caches_vectors = False
+    kek_id = None
 
     def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
         return [NewItem(payload=payload) for payload in payloads]
@@ -205,7 +211,7 @@ class SealedCodec:
         # (anything moved or altered is opened again, and fails, as if never seen). An
         # agent reads its whole history every turn; `forget_keys` drops them all.
         self._plaintexts: dict[bytes, tuple[bytes, str, int, bytes]] = {}
-        self._kek_id = kek.kek_id
+        self.kek_id = kek.kek_id
 
     def _open(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
         """Unwrap the item's data key and open its ciphertext: the crypto, nothing else."""
@@ -315,7 +321,7 @@ class SealedCodec:
     def _plaintexts_of(self, session_hash: str, rows: Sequence[Sequence[Any]]) -> list[bytes]:
         """The rows' plaintexts, in order: from memory where the very same ciphertext at the
         same place was opened before, else unwrapped and opened (any failure raises)."""
-        kek_id, seen_before, opened = self._kek_id, self._plaintexts.get, {}
+        kek_id, seen_before, opened = self.kek_id, self._plaintexts.get, {}
         open_one = item_opener(self.kek, session_hash)
         texts: list[bytes] = []
         for seq, _, ciphertext, wrapped, row_kek_id in rows:
@@ -336,7 +342,7 @@ class SealedCodec:
         if stored.ciphertext is None or stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} is not sealed")
         try:
-            if stored.kek_id not in (None, self._kek_id):
+            if stored.kek_id not in (None, self.kek_id):
                 raise KeyringError("wrapped by another key-encryption key")
             plaintext = self._plaintext(
                 bytes(stored.ciphertext), bytes(stored.wrapped_key), key.hash, stored.seq

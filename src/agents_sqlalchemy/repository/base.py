@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Table, bindparam, delete, or_, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, case, delete, null, or_, select, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -57,7 +57,7 @@ class Statements:
         )
         columns = repository._item_columns()
         # Reads select exactly the columns of a `StoredItem`, so rows are used as they come.
-        stored = repository._item_columns(with_id=False)
+        stored = repository._item_columns(with_id=False, other_kek=True)
         in_session = stored.where(items.c.session_pk == session_pk, live)
         self.read_all = Prepared(in_session.order_by(items.c.seq))
         self.read_tail = Prepared(in_session.order_by(items.c.seq.desc()).limit(bindparam("limit")))
@@ -290,19 +290,22 @@ class RepositoryBase:
         ]
         self._statements.insert_items.run_many(conn, rows)
 
-    def _item_columns(self, *, with_id: bool = True) -> Any:
-        """A select of an item's columns, laid out as `StoredItem` (after its id)."""
+    def _item_columns(self, *, with_id: bool = True, other_kek: bool = False) -> Any:
+        """A select of an item's columns, laid out as `StoredItem` (after its id).
+
+        `other_kek`: the kek_id only where it is not the reader's (the `current_kek`
+        parameter), else NULL: a full read then makes no 64-character string per row.
+        """
         items = self._items
         first = [items.c.id] if with_id else []
         if not self._sealed:
             return select(*first, items.c.seq, items.c.payload)
+        kek_id: Any = items.c.kek_id
+        if other_kek:
+            current = bindparam("current_kek", None, type_=kek_id.type)
+            kek_id = case((kek_id == current, null()), else_=kek_id).label("kek_id")
         return select(
-            *first,
-            items.c.seq,
-            items.c.payload,
-            items.c.ciphertext,
-            items.c.wrapped_key,
-            items.c.kek_id,
+            *first, items.c.seq, items.c.payload, items.c.ciphertext, items.c.wrapped_key, kek_id
         )
 
     def _stored(self, row: Any) -> StoredItem:

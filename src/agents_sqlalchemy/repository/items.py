@@ -134,13 +134,21 @@ class ItemOps(RepositoryBase):
         went_in = select(func.count()).select_from(inserted).scalar_subquery()
         return Prepared(select(claimed.c.id, claimed.c.next_seq, went_in))
 
-    async def read(self, key: SessionKey, limit: int | None) -> Sequence[Sequence[Any]]:
-        """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest."""
-        small = limit is not None and limit <= SMALL
-        return await self._db.read(lambda conn: self._read(conn, key, limit), small=small)
+    async def read(
+        self, key: SessionKey, limit: int | None, current_kek: str | None = None
+    ) -> Sequence[Sequence[Any]]:
+        """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest.
 
-    def _read(self, conn: Connection, key: SessionKey, limit: int | None) -> Sequence[Any]:
-        params = {"session_hash": key.hash, "now": self._now()}
+        Sealed rows carry their kek_id only where it is not `current_kek`."""
+        small = limit is not None and limit <= SMALL
+        return await self._db.read(
+            lambda conn: self._read(conn, key, limit, current_kek), small=small
+        )
+
+    def _read(
+        self, conn: Connection, key: SessionKey, limit: int | None, current_kek: str | None
+    ) -> Sequence[Any]:
+        params = {"session_hash": key.hash, "now": self._now(), "current_kek": current_kek}
         if limit is None:
             return self._statements.read_all.run(conn, params)
         params["limit"] = limit

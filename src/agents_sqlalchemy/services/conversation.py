@@ -50,7 +50,7 @@ class Conversation:
             if limit == 0:
                 return []
         codec = await self._keyring.ready()
-        return codec.items(key, await self._repository.read(key, limit))
+        return codec.items(key, await self._repository.read(key, limit, codec.kek_id))
 
     async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
         """Append a batch, all or nothing; items expire after `ttl` (else the store's).
