@@ -227,10 +227,12 @@ class SearchOps(RepositoryBase):
             self._item_columns()
             .add_columns(items.c.session_pk, sessions.c.session_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(items.c.id > after, self._unindexed_where(model_id, scope))
+            .where(self._unindexed_where(model_id, scope))
             .order_by(items.c.id)
             .limit(batch)
         )
+        if after:  # not on the first page: PostgreSQL would AND a scan of the whole pk index
+            query = query.where(items.c.id > after)
 
         def work(conn: Connection) -> list[Unindexed]:
             return [
