@@ -116,8 +116,8 @@ class SQLiteFile:
         """Copy the WAL into the database, so that the next write starts it over.
 
         RESTART mode, waiting at most `CHECKPOINT_WAIT` for the write lock and for readers
-        (small writes meanwhile go to a worker thread and wait there); a WAL still in use
-        is left to a later round.
+        (this loop's small units wait for it in `checkpoint`; another thread's meet the
+        lock and go to a worker thread); a WAL still in use is left to a later round.
         """
         assert self._here is not None
         with contextlib.suppress(DBAPIError), self._here.engine.connect() as conn:
