@@ -118,7 +118,7 @@ def test_reindex_moves_the_database_to_the_bundled_model(db_url: str) -> None:
     assert "Indexing items" in result.output  # the progress bar's label
     assert f"Indexed 4 items for {model_id}" in result.output
     models = asyncio.run(
-        raw_rows(db_url, "SELECT DISTINCT model_id FROM agents_sqlalchemy_embeddings")
+        raw_rows(db_url, "SELECT DISTINCT model_id FROM agents_sqlalchemy_search_index")
     )
     assert models == [(model_id,)]
     after = cli("search", RELEASE, "--url", db_url, "--limit", "1")  # now model2vec's

@@ -221,12 +221,12 @@ def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
     asyncio.run(agents_sqlalchemy.upgrade(db_url, tables=api))
     from_ini = alembic_cli(ini, "-n", "agents_sqlalchemy", "upgrade", "head")
     assert from_ini.returncode == 0, from_ini.stderr
-    x_args = ["-x", "prefix=x_", "-x", "terms_table=x_words", "-x", "items_table=x_log"]
+    x_args = ["-x", "prefix=x_", "-x", "search_index_table=x_words", "-x", "items_table=x_log"]
     from_x = alembic_cli(ini, "-n", "agents_sqlalchemy", *x_args, "upgrade", "head")
     assert from_x.returncode == 0, from_x.stderr
 
     ini_names = TableNames(prefix="ini_", items="ini_log", schema=schema or None)
-    x_names = TableNames(prefix="x_", items="x_log", terms="x_words", schema=schema or None)
+    x_names = TableNames(prefix="x_", items="x_log", search_index="x_words", schema=schema or None)
     for tables in (api, ini_names, x_names):
         assert asyncio.run(migrate.current(db_url, tables=tables)) == HEAD
         assert asyncio.run(drift(db_url, tables)) == []

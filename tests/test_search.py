@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
@@ -25,7 +26,9 @@ from agents_sqlalchemy.search import (
     embed_documents,
     item_text,
     term_counts,
+    term_id,
 )
+from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.types import Scope, SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
@@ -40,11 +43,7 @@ try:  # the openai package's HTTP client: httpx, or its successor httpx2
 except ImportError:  # pragma: no cover - depends on the installed openai
     import httpx  # type: ignore[no-redef,import-not-found,unused-ignore]
 
-ITEMS, TERMS, EMBEDDINGS = (
-    "agents_sqlalchemy_items",
-    "agents_sqlalchemy_terms",
-    ("agents_sqlalchemy_embeddings"),
-)
+ITEMS, INDEX = "agents_sqlalchemy_items", "agents_sqlalchemy_search_index"
 DEPLOY = message("the deployment failed because the disk was full")
 LUNCH = message("lunch plans for friday")
 
@@ -62,10 +61,10 @@ def key(request: pytest.FixtureRequest) -> bytes | None:
 
 
 async def index_rows(url: str) -> dict[str, set[int]]:
-    """Item primary keys in the items table and in each index table."""
+    """Item primary keys in the items table and in the search index."""
     return {
         table: {int(row[0]) for row in await raw_rows(url, f"SELECT {column} FROM {table}")}
-        for table, column in ((ITEMS, "id"), (TERMS, "item_pk"), (EMBEDDINGS, "item_pk"))
+        for table, column in ((ITEMS, "id"), (INDEX, "item_pk"))
     }
 
 
@@ -82,17 +81,17 @@ async def pk_of(url: str, session_id: str, seq: int) -> int:
 
 async def assert_index_is(store: SessionStore, url: str, live: dict[tuple[str, int], Any]) -> None:
     """Once the store has indexed what it wrote, the index holds exactly the rows of these
-    live items ((session, seq) -> item): one embeddings row per item (its vector NULL when
-    the item has no text), one terms row per distinct term; nothing of removed items
-    (SQLite may give a removed item's id to a new one: rows are counted, not just ids)."""
+    live items ((session, seq) -> item): one index row per item (its vector NULL when the
+    item has no text) packing each distinct term once; nothing of removed items (SQLite
+    may give a removed item's id to a new one: rows are counted, not just ids)."""
     await store.flush()
     expected = {await pk_of(url, *place): item_text(item) for place, item in live.items()}
-    rows = await raw_rows(url, f"SELECT item_pk, vector FROM {EMBEDDINGS}")
-    assert sorted(int(pk) for pk, _ in rows) == sorted(expected)
-    with_text = {int(pk) for pk, vector in rows if vector is not None}
+    rows = await raw_rows(url, f"SELECT item_pk, vector, terms FROM {INDEX}")
+    assert sorted(int(pk) for pk, _, _ in rows) == sorted(expected)
+    with_text = {int(pk) for pk, vector, _ in rows if vector is not None}
     assert with_text == {pk for pk, text in expected.items() if text}
-    terms = [int(r[0]) for r in await raw_rows(url, f"SELECT item_pk FROM {TERMS}")]
-    assert sorted(terms) == sorted(pk for pk, text in expected.items() for _ in term_counts(text))
+    packed = {int(pk): len(terms or b"") // TERM_DTYPE.itemsize for pk, _, terms in rows}
+    assert packed == {pk: len(term_counts(text)) for pk, text in expected.items()}
     assert len(await raw_rows(url, f"SELECT id FROM {ITEMS}")) == len(live)
 
 
@@ -146,10 +145,12 @@ async def test_only_a_text_projection_is_indexed_items_stay_verbatim(
         hidden_words = ("fc_1", "msg_1", "gAAAAABo", "opaque", "blob", "iVBORw0KGgo", "auto")
         for hidden in (*hidden_words, "completed", "summary_text", "output_text"):
             assert await session.search_hits(hidden, mode="keyword") == [], hidden
-    if key is None:  # the terms table holds the projection's terms, nothing else
-        stored = {row[0] for row in await raw_rows(db_url, f"SELECT term FROM {TERMS}")}
+    if key is None:  # the index holds the projection's terms, nothing else
+        blobs = [bytes(row[0]) for row in await raw_rows(db_url, f"SELECT terms FROM {INDEX}")]
+        stored = set(np.frombuffer(b"".join(blobs), dtype=TERM_DTYPE)["id"].tolist())
         expected = set().union(*(term_counts(item_text(item)) for item in ALL))
-        assert stored == expected and "opaque" not in stored
+        assert stored == {term_id(term) for term in expected}
+        assert term_id("opaque") not in stored
 
 
 # -- the index follows the items -------------------------------------------------------------
@@ -204,7 +205,7 @@ async def test_expired_items_are_never_found_and_purge_removes_their_index(
             assert [h.item for h in await session.search_hits("old walrus", mode=mode)] == [new]
             hits = await store.search("old walrus", user_id="alice", mode=mode)
             assert [h.item for h in hits] == [new]
-        assert len(await raw_rows(db_url, f"SELECT id FROM {EMBEDDINGS}")) == 2  # hidden only
+        assert len(await raw_rows(db_url, f"SELECT id FROM {INDEX}")) == 2  # hidden only
         assert await store.purge_expired() == 1
         await assert_index_is(store, db_url, {("s", 2): new})
         assert [h.item for h in await session.search_hits("walrus")] == [new]
@@ -288,10 +289,10 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert {hit.item["content"] for hit in hits} == {DEPLOY["content"], new["content"]}
         [hit] = await session.search_hits("what are we doing for lunch?", mode="vector", limit=1)
         assert hit.item == LUNCH
-        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
+        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
         assert models == {old.model_id, model2vec.model_id}
         assert await store.reindex() == 0  # nothing left to index ...
-        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
+        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
         assert models == {model2vec.model_id}  # ... and the old model's vectors are deleted
 
     third = HashingEmbedder(dim=64)
@@ -302,10 +303,10 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert done == total
         assert reports[0] == (0, total) and reports[-1] == (total, total)
         assert [r[0] for r in reports] == sorted(r[0] for r in reports) and len(reports) > 2
-        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {EMBEDDINGS}")}
+        models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
         assert models == {third.model_id}
         indexed = await index_rows(db_url)
-        assert indexed[EMBEDDINGS] == indexed[ITEMS]  # every item, with text or not
+        assert indexed[INDEX] == indexed[ITEMS]  # every item, with text or not
         assert await store.reindex() == 0
 
 
@@ -336,7 +337,7 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
             ]
         )
         indexed = await index_rows(db_url)
-        assert len(indexed[ITEMS]) == 2 and indexed[EMBEDDINGS] == indexed[ITEMS]
+        assert len(indexed[ITEMS]) == 2 and indexed[INDEX] == indexed[ITEMS]
         session = store.session("s")
         assert texts(await session.search_hits("note", mode="keyword")) == ["first note"]
         assert texts(await session.search_hits("second", mode="keyword")) == []
@@ -501,8 +502,10 @@ async def _plaintext_vectors() -> list[bytes]:
 
 
 def _found(blob: bytes, words: list[str], vectors: list[bytes]) -> list[str]:
+    """The words whose text or plain term id, and the vectors, that `blob` holds."""
     low = blob.lower()
     hits = [word for word in words if word.encode() in low]
+    hits += [f"id {word}" for word in words if term_id(word).to_bytes(8, "little") in blob]
     for i, vector in enumerate(vectors):
         middle = vector[len(vector) // 2 : len(vector) // 2 + 64]
         if vector in blob or middle in blob:
@@ -511,9 +514,9 @@ def _found(blob: bytes, words: list[str], vectors: list[bytes]) -> list[str]:
 
 
 async def _index_columns(url: str, tables: TableNames) -> bytes:
-    """Every column of every row of the terms and embeddings tables, as bytes."""
+    """Every column of every row of the search index, as bytes."""
     out = bytearray()
-    for role in ("terms", "embeddings"):
+    for role in ("search_index",):
         for row in await raw_rows(url, f"SELECT * FROM {tables.name(role)}"):
             for value in row:
                 out += value if isinstance(value, (bytes, memoryview)) else str(value).encode()
@@ -553,7 +556,8 @@ async def test_encrypted_mode_leaves_no_plaintext_terms_or_vectors_on_disk(db_ur
             files = _database_files(url) if sqlite else b""
         if key is None:  # the scan finds plaintext where it is: it could fail
             in_columns = set(_found(columns, words, vectors))
-            assert _plaintext_terms() | {"vector 0", "vector 1", "vector 2"} <= in_columns
+            plain_ids = {f"id {term}" for term in _plaintext_terms()}
+            assert plain_ids | {"vector 0", "vector 1", "vector 2"} <= in_columns
             assert not sqlite or set(SECRET_WORDS) | {"vector 1"} <= set(
                 _found(files, words, vectors)
             )

@@ -35,6 +35,7 @@ from .crypto import (
     unwrap_data_key,
 )
 from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
+from .search.postings import pack_terms, term_id
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 from .validation import check_json
 
@@ -48,8 +49,8 @@ TERM_CACHE = 50_000
 PARSE_CHUNK = 1000
 
 
-def _index_columns(entry: IndexEntry) -> dict[str, Any]:
-    return {"terms": entry.terms, "vector": entry.vector, "model_id": entry.model_id}
+def _index_row(entry: IndexEntry, term_ids: Mapping[int, int], vector: bytes | None) -> NewItem:
+    return NewItem(terms=pack_terms(term_ids), vector=vector, model_id=entry.model_id)
 
 
 def encode_item(item: Any, what: str = "item") -> str:
@@ -138,7 +139,9 @@ class Codec(Protocol):
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem: ...
 
-    def terms(self, counts: Mapping[str, int]) -> dict[str, int]: ...
+    def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
+        """`{term: count}` as the index packs it: `{64-bit term id: count}`."""
+        ...
 
     def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
         """Each candidate's plain vector; None where it is neither read nor cached."""
@@ -160,10 +163,10 @@ class PlainCodec:
         return [NewItem(payload=payload) for payload in payloads]
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem:
-        return NewItem(**_index_columns(entry))
+        return _index_row(entry, self.term_ids(entry.terms), entry.vector)
 
-    def terms(self, counts: Mapping[str, int]) -> dict[str, int]:
-        return dict(counts)
+    def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
+        return {term_id(term): count for term, count in counts.items()}
 
     def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
         return list(candidates.vectors)
@@ -270,17 +273,14 @@ class SealedCodec:
         data_key = unwrap_data_key(
             self.kek, stored.wrapped_key, place, kek_id=stored.kek_id, where=where(key, stored.seq)
         )
-        return NewItem(**_index_columns(self._sealed_entry(entry, data_key, place)))
-
-    def _sealed_entry(self, entry: IndexEntry, data_key: DataKey, place: Place) -> IndexEntry:
-        """Terms as keyed hashes, the vector sealed with the item's own data key."""
+        # Terms as keyed hashes, the vector sealed with the item's own data key.
         vector = entry.vector
         if vector is not None:
             vector = data_key.seal(vector, place.for_purpose(f"embedding:{entry.model_id}"))
-        return IndexEntry(self.terms(entry.terms), vector, entry.model_id)
+        return _index_row(entry, self.term_ids(entry.terms), vector)
 
-    def terms(self, counts: Mapping[str, int]) -> dict[str, int]:
-        hashed: dict[str, int] = {}
+    def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
+        hashed: dict[int, int] = {}
         for term, count in counts.items():
             digest = self._hash_term(term)
             hashed[digest] = hashed.get(digest, 0) + count
@@ -291,6 +291,9 @@ class SealedCodec:
         with self._opened_lock:
             cache = self._opened
             for i, wrapped_key in enumerate(candidates.wrapped_keys):
+                if not candidates.has_vector[i]:
+                    out.append(None)
+                    continue
                 if wrapped_key is None:
                     raise CorruptItemError(f"vector of item #{candidates.seqs[i]} has no data key")
                 cache_key = (wrapped_key, model_id)

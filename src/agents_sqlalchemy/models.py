@@ -133,42 +133,20 @@ class KeyringColumns:
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class TermColumns:
-    """Keyword index: one row per distinct term of an item (a keyed hash with a key)."""
+class SearchIndexColumns:
+    """What search keeps of an item, per embedding model: its terms and its vector.
 
-    __tablename__: str
-    items_fullname: ClassVar[str]
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    session_pk: Mapped[int] = mapped_column(BigInteger)
-    term: Mapped[str] = mapped_column(String(64))
-    frequency: Mapped[int] = mapped_column(Integer)
-
-    @declared_attr
-    def item_pk(cls) -> Mapped[int]:
-        return _cascade(cls.items_fullname)
-
-    @declared_attr.directive
-    def __table_args__(cls) -> tuple[Any, ...]:
-        # A session's postings of the query terms, read from the index alone (named by hand:
-        # the convention's name would pass PostgreSQL's 63 bytes), also per session across
-        # sessions (no index by term alone: it cost most of an item's indexing, and a search
-        # across sessions reads every vector of its scope anyway); and the cascade from items.
-        postings = Index(
-            f"ix_{cls.__tablename__}_postings", "session_pk", "term", "item_pk", "frequency"
-        )
-        return (postings, Index(None, "item_pk"), TABLE_OPTIONS)
-
-
-class EmbeddingColumns:
-    """One vector per item and embedding model (sealed with the item's key when encrypted)."""
+    `terms` packs the item's distinct terms as 64-bit ids with their counts (keyed hashes
+    in an encrypted store; `search.postings`); `vector` is sealed with the item's key
+    when encrypted. Both NULL: the item has no text (it is indexed all the same).
+    """
 
     items_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     session_pk: Mapped[int] = mapped_column(BigInteger, index=True)
     model_id: Mapped[str] = mapped_column(String(200))
-    # NULL: the item has no text to embed (it is indexed all the same, with no vector).
+    terms: Mapped[bytes | None] = mapped_column(LongBinary)
     vector: Mapped[bytes | None] = mapped_column(LongBinary)
 
     @declared_attr
@@ -276,8 +254,7 @@ class Models:
     session: type[SessionColumns]
     item: type[ItemColumns]
     keyring: type[KeyringColumns]
-    term: type[TermColumns]
-    embedding: type[EmbeddingColumns]
+    search_index: type[SearchIndexColumns]
     branch: type[BranchColumns]
     branch_item: type[BranchItemColumns]
     turn_usage: type[TurnUsageColumns]
@@ -316,12 +293,8 @@ def build_models(names: TableNames) -> Models:
     class KeyringRow(KeyringColumns, Base):
         __tablename__ = names.name("keyring")
 
-    class TermRow(TermColumns, Base):
-        __tablename__ = names.name("terms")
-        items_fullname = fullname("items")
-
-    class EmbeddingRow(EmbeddingColumns, Base):
-        __tablename__ = names.name("embeddings")
+    class SearchIndexRow(SearchIndexColumns, Base):
+        __tablename__ = names.name("search_index")
         items_fullname = fullname("items")
 
     class BranchRow(BranchColumns, Base):
@@ -344,8 +317,7 @@ def build_models(names: TableNames) -> Models:
         session=SessionRow,
         item=ItemRow,
         keyring=KeyringRow,
-        term=TermRow,
-        embedding=EmbeddingRow,
+        search_index=SearchIndexRow,
         branch=BranchRow,
         branch_item=BranchItemRow,
         turn_usage=TurnUsageRow,

@@ -15,8 +15,7 @@ ROLES = (
     "sessions",
     "items",
     "keyring",
-    "terms",
-    "embeddings",
+    "search_index",
     "branches",
     "branch_items",
     "turn_usage",
@@ -53,8 +52,7 @@ class TableNames:
     sessions: str | None = None
     items: str | None = None
     keyring: str | None = None
-    terms: str | None = None
-    embeddings: str | None = None
+    search_index: str | None = None
     branches: str | None = None
     branch_items: str | None = None
     turn_usage: str | None = None

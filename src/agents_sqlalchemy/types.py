@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class NewItem:
     ciphertext: bytes | None = None
     wrapped_key: bytes | None = None
     kek_id: str | None = None
-    # What search needs, deleted with the item: term -> count, and one embedding.
-    terms: Mapping[str, int] | None = None
+    # What search needs, deleted with the item: its packed terms and one embedding.
+    terms: bytes | None = None
     vector: bytes | None = None
     model_id: str | None = None
 
@@ -91,24 +91,40 @@ class Scope:
 
 @dataclass
 class Candidates:
-    """Items that search may rank, column by column: where each is, and its (sealed) vector.
+    """Items that search may rank, column by column: where each is, its packed terms, and
+    whether it has a vector of the model searched with (that vector, sealed or not, if read).
 
     `positions` order them by age: the `seq` within a session, `created_at` in epoch seconds
-    across sessions. A vector is None where it was not read, a wrapped key None in a
-    plaintext store.
+    across sessions. Terms are None where the item has none (or they were not read), a
+    vector None where it was not read, a wrapped key None in a plaintext store.
     """
 
     item_pks: list[int]
     session_hashes: list[str]
     seqs: list[int]
     positions: list[float]
+    terms: list[bytes | None]
+    has_vector: list[bool]
     vectors: list[bytes | None]
     wrapped_keys: list[bytes | None]
 
+    WIDTH: ClassVar[int] = 8
+
     @classmethod
     def of(cls, columns: list[list[Any]]) -> Candidates:
-        """From columns item_pk, session_hash, seq, position, vector, wrapped_key."""
-        return cls(*columns)
+        """From columns item_pk, session_hash, seq, position, terms, has_vector, vector,
+        wrapped_key: one row per item, that of the model searched with where there are two
+        (an item indexed for another model too, until `reindex` drops the other)."""
+        found = cls(*columns)
+        found.has_vector = [bool(flag) for flag in found.has_vector]
+        if len(set(found.item_pks)) == len(found.item_pks):
+            return found
+        row: dict[int, int] = {}
+        for i, (pk, flag) in enumerate(zip(found.item_pks, found.has_vector, strict=True)):
+            if pk not in row or flag:
+                row[pk] = i
+        keep = sorted(row.values())
+        return found.take(keep, [found.vectors[i] for i in keep])
 
     def __len__(self) -> int:
         return len(self.item_pks)
@@ -121,27 +137,11 @@ class Candidates:
             [self.session_hashes[i] for i in at],
             [self.seqs[i] for i in at],
             [self.positions[i] for i in at],
+            [self.terms[i] for i in at],
+            [self.has_vector[i] for i in at],
             list(vectors),
             [self.wrapped_keys[i] for i in at],
         )
-
-    def extend(self, other: Candidates) -> None:
-        """Add `other`'s candidates after these."""
-        self.item_pks += other.item_pks
-        self.session_hashes += other.session_hashes
-        self.seqs += other.seqs
-        self.positions += other.positions
-        self.vectors += other.vectors
-        self.wrapped_keys += other.wrapped_keys
-
-
-@dataclass(frozen=True)
-class Postings:
-    """Term postings, column by column: item `item_pks[i]` holds `terms[i]` `counts[i]` times."""
-
-    item_pks: list[int]
-    terms: list[str]
-    counts: list[int]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Example::
 
     hasher = term_hasher(kek)
     hasher("Mochi") == hasher("mochi")        # True: terms are NFKC-normalised, case-folded
-    len(hasher("mochi"))                      # 32 hex characters, fits terms.term (64)
+    hasher("mochi") < 2**64                   # a 64-bit term id, as the index packs it
 """
 
 from __future__ import annotations
@@ -17,11 +17,7 @@ from __future__ import annotations
 import hmac
 import unicodedata
 
-from ..errors import ConfigurationError
 from .keys import KeyEncryptionKey
-
-DEFAULT_HEX_CHARS = 32  # 128 bits: collisions are negligible, the index stays small
-MAX_HEX_CHARS = 64
 
 
 def normalise_term(term: str) -> str:
@@ -30,33 +26,27 @@ def normalise_term(term: str) -> str:
 
 
 class TermHasher:
-    """HMAC-SHA256 of a normalised term under a dedicated key, as truncated hex.
+    """HMAC-SHA256 of a normalised term under a dedicated key, cut to a 64-bit term id.
 
     Example::
 
         hasher = term_hasher(kek)
-        rows = [{"term": hasher(token), "frequency": n} for token, n in counts.items()]
-        query = [hasher(token) for token in tokens]
+        counts = {hasher(term): n for term, n in term_counts(text).items()}
     """
 
-    __slots__ = ("_key", "hex_chars")
+    __slots__ = ("_key",)
 
-    def __init__(self, key: bytes, *, hex_chars: int = DEFAULT_HEX_CHARS) -> None:
-        if not 16 <= hex_chars <= MAX_HEX_CHARS:
-            raise ConfigurationError(
-                f"hex_chars must be from 16 to {MAX_HEX_CHARS}, got {hex_chars}"
-            )
+    def __init__(self, key: bytes) -> None:
         self._key = key
-        self.hex_chars = hex_chars
 
-    def __call__(self, term: str) -> str:
+    def __call__(self, term: str) -> int:
         digest = hmac.digest(self._key, normalise_term(term).encode("utf-8"), "sha256")
-        return digest.hex()[: self.hex_chars]
+        return int.from_bytes(digest[:8], "little")
 
     def __repr__(self) -> str:
-        return f"TermHasher(hex_chars={self.hex_chars})"
+        return "TermHasher()"
 
 
-def term_hasher(kek: KeyEncryptionKey, *, hex_chars: int = DEFAULT_HEX_CHARS) -> TermHasher:
+def term_hasher(kek: KeyEncryptionKey) -> TermHasher:
     """The term hasher of a database, from its keyring's rotation-stable index secret."""
-    return TermHasher(kek.index_key("terms"), hex_chars=hex_chars)
+    return TermHasher(kek.index_key("terms"))

@@ -107,8 +107,7 @@ class RepositoryBase:
         self._sealed = sealed
         self._sessions: Table = models.sessions
         self._items: Table = models.items
-        self._terms: Table = models.table(models.term)
-        self._embeddings: Table = models.table(models.embedding)
+        self._index: Table = models.table(models.search_index)
         # MySQL and MariaDB: no ON CONFLICT, no UPDATE ... RETURNING, no RETURNING at all on
         # MySQL; their branches are named `mysql`.
         self._mysql = db.dialect_name in MYSQL
@@ -238,32 +237,6 @@ class RepositoryBase:
     def _statements(self) -> Statements:
         """The hot path's statements, built once: building one costs more than running it."""
         return Statements(self)
-
-    def _add_side_rows(
-        self, conn: Connection, session_pk: int, items: list[tuple[int, NewItem]]
-    ) -> None:
-        """The rows that live and die with an item: its search index."""
-        terms = [
-            {"item_pk": pk, "session_pk": session_pk, "term": term, "frequency": count}
-            for pk, item in items
-            for term, count in (item.terms or {}).items()
-        ]
-        vectors = [
-            {
-                "item_pk": pk,
-                "session_pk": session_pk,
-                "model_id": item.model_id,
-                "vector": item.vector,
-            }
-            for pk, item in items
-            if item.model_id is not None
-        ]
-        for table, values in (
-            (self._terms, terms),
-            (self._embeddings, vectors),
-        ):
-            if values:
-                conn.execute(table.insert(), values)
 
     def _insert_items(
         self,

@@ -128,8 +128,7 @@ class BranchWriteOps(MainTurnOps):
 
     def _to_companion(self, conn: Connection, key: SessionKey, session_pk: int, pk: int) -> None:
         companion = self._companion(conn, key, session_pk, self._now())
-        for table in (self._terms, self._embeddings):
-            conn.execute(delete(table).where(table.c.item_pk == pk))
+        conn.execute(delete(self._index).where(self._index.c.item_pk == pk))
         conn.execute(update(self._items).where(self._items.c.id == pk).values(session_pk=companion))
 
     def _drop_empty_turn_usage(self, conn: Connection, branch_pk: int, turn: int) -> None:

@@ -1,17 +1,16 @@
-"""Search SQL: candidates with their vectors, term postings, hit rows, and reindexing."""
+"""Search SQL: candidates with their packed terms and vectors, hit rows, and reindexing."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from functools import cached_property
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Float,
-    Table,
     and_,
     bindparam,
+    case,
     cast,
     delete,
     exists,
@@ -19,13 +18,14 @@ from sqlalchemy import (
     func,
     literal,
     null,
+    or_,
     select,
     text,
     type_coerce,
 )
 from sqlalchemy.engine import Connection, Result
 
-from ..types import Candidates, NewItem, Postings, Scope, SessionKey, StoredItem, Unindexed
+from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from .base import RepositoryBase
 from .prepared import Prepared
 
@@ -33,9 +33,8 @@ from .prepared import Prepared
 IN_BATCH = 5000
 # Rows turned into columns at a time (see `_columns`).
 PARTITION = 200
-# The index rows' columns, in the order their values are given.
-TERM_COLUMNS = ("item_pk", "session_pk", "term", "frequency")
-VECTOR_COLUMNS = ("item_pk", "session_pk", "model_id", "vector")
+# An index row's columns, in the order their values are given.
+INDEX_COLUMNS = ("item_pk", "session_pk", "model_id", "terms", "vector")
 # Where epoch seconds count from, as MySQL's naive UTC DATETIME sees it.
 EPOCH = literal("1970-01-01 00:00:00")
 
@@ -53,13 +52,8 @@ def _columns(result: Result[Any], width: int) -> list[list[Any]]:
     return columns
 
 
-def _insert(table: Table, names: tuple[str, ...]) -> Prepared:
-    values = {name: bindparam(name, type_=table.c[name].type) for name in names}
-    return Prepared(table.insert().values(values))
-
-
 class SearchOps(RepositoryBase):
-    """The search index tables (terms, embeddings), read and rebuilt beside the items."""
+    """The search index (one row per item and model), read and rebuilt beside the items."""
 
     def _in_scope(self, scope: Scope) -> ColumnElement[bool]:
         sessions = self._sessions
@@ -82,99 +76,60 @@ class SearchOps(RepositoryBase):
             return type_coerce(micros / 1e6, Float)
         return cast(extract("epoch", items.c.created_at), Float)
 
-    async def candidates(self, scope: Scope, model_id: str, *, vectors: bool = True) -> Candidates:
-        """Live items in scope with a vector of `model_id` (never another model's).
+    async def candidates(
+        self, scope: Scope, model_id: str, *, vectors: bool = True, terms: bool = True
+    ) -> Candidates:
+        """Live items in scope with an index row: their packed terms, and whether they have
+        a vector of `model_id` (never another model's vector).
 
         With `vectors=False` the vectors are not read (a sealed store opens them from its
-        cache, and reads the missing ones with `vectors`).
+        cache, and reads the missing ones with `vectors`); with `terms=False` neither are
+        the terms, and only items with a vector are candidates. An item indexed for another
+        model only (the embedder changed, `reindex` has not run) is found by its terms.
         """
-        items, sessions, embeddings = self._items, self._sessions, self._embeddings
-        position = self._position(scope)
+        items, sessions, index = self._items, self._sessions, self._index
+        has_vector = and_(index.c.model_id == model_id, index.c.vector.is_not(None))
         query = (
             select(
                 items.c.id,
                 sessions.c.session_hash,
                 items.c.seq,
-                position,
-                embeddings.c.vector if vectors else null(),
+                self._position(scope),
+                index.c.terms if terms else null(),
+                has_vector,
+                case((index.c.model_id == model_id, index.c.vector)) if vectors else null(),
                 items.c.wrapped_key if self._sealed else null(),
             )
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .join(
-                embeddings,
-                (embeddings.c.item_pk == items.c.id) & (embeddings.c.model_id == model_id),
+            .join(index, index.c.item_pk == items.c.id)
+            .where(
+                self._in_scope(scope),
+                self._live(self._now()),
+                or_(has_vector, index.c.terms.is_not(None)) if terms else has_vector,
             )
-            .where(self._in_scope(scope), self._live(self._now()), embeddings.c.vector.is_not(None))
         )
         if self._sealed:  # only items with a data key to open their vector with
             query = query.where(items.c.wrapped_key.is_not(None))
 
         def work(conn: Connection) -> Candidates:
-            return Candidates.of(_columns(conn.execute(query), 6))
+            return Candidates.of(_columns(conn.execute(query), Candidates.WIDTH))
 
         return await self._db.read(work)
 
     async def vectors(self, item_pks: list[int], model_id: str) -> dict[int, bytes]:
         """The stored vectors of `model_id` of these items (those still there)."""
-        embeddings = self._embeddings
+        index = self._index
 
         def work(conn: Connection) -> dict[int, bytes]:
             found: dict[int, bytes] = {}
             for start in range(0, len(item_pks), IN_BATCH):
-                query = select(embeddings.c.item_pk, embeddings.c.vector).where(
-                    embeddings.c.model_id == model_id,
-                    embeddings.c.item_pk.in_(item_pks[start : start + IN_BATCH]),
+                query = select(index.c.item_pk, index.c.vector).where(
+                    index.c.model_id == model_id,
+                    index.c.item_pk.in_(item_pks[start : start + IN_BATCH]),
                 )
                 found.update((pk, vector) for pk, vector in conn.execute(query).all())
             return found
-
-        return await self._db.read(work)
-
-    async def positions(self, scope: Scope, item_pks: list[int]) -> Candidates:
-        """These items, if still live, as candidates without a vector (keyword matches only)."""
-        items, sessions = self._items, self._sessions
-        position = self._position(scope)
-        columns = [items.c.id, sessions.c.session_hash, items.c.seq, position, null(), null()]
-
-        def work(conn: Connection) -> Candidates:
-            found = Candidates.of([[] for _ in range(6)])
-            for start in range(0, len(item_pks), IN_BATCH):
-                query = (
-                    select(*columns)
-                    .join(sessions, sessions.c.id == items.c.session_pk)
-                    .where(
-                        items.c.id.in_(item_pks[start : start + IN_BATCH]),
-                        self._live(self._now()),
-                    )
-                )
-                found.extend(Candidates.of(_columns(conn.execute(query), 6)))
-            return found
-
-        return await self._db.read(work)
-
-    async def postings(self, scope: Scope, terms: Collection[str]) -> Postings:
-        """Every item in scope holding one of `terms`: which, which term, how often.
-
-        Expired items are not left out here: only candidates (live) are ranked.
-        """
-        if not terms:
-            return Postings([], [], [])
-        table, sessions = self._terms, self._sessions
-        query = select(table.c.item_pk, table.c.term, table.c.frequency).where(
-            table.c.term.in_(list(terms))
-        )
-        if scope.session is not None:  # straight down the (session_pk, term) index
-            query = query.where(
-                table.c.session_pk == self._session_pk(scope.session).scalar_subquery()
-            )
-        else:  # session by session, down the same index (there is none by term alone)
-            query = query.join(sessions, sessions.c.id == table.c.session_pk)
-            if scope.user_id is not None:
-                query = query.where(sessions.c.user_id == scope.user_id)
-
-        def work(conn: Connection) -> Postings:
-            return Postings(*_columns(conn.execute(query), 3))
 
         return await self._db.read(work)
 
@@ -200,10 +155,8 @@ class SearchOps(RepositoryBase):
         """Live items in scope without a vector (or marker) of `model_id`; never the items a
         session wrote on its other branches (its companion row's): only main lines are
         searched."""
-        items, embeddings = self._items, self._embeddings
-        indexed = exists().where(
-            embeddings.c.item_pk == items.c.id, embeddings.c.model_id == model_id
-        )
+        items, index = self._items, self._index
+        indexed = exists().where(index.c.item_pk == items.c.id, index.c.model_id == model_id)
         main_line = self._sessions.c.parent_pk.is_(None)
         return and_(~indexed, self._live(self._now()), self._in_scope(scope), main_line)
 
@@ -243,14 +196,13 @@ class SearchOps(RepositoryBase):
         return await self._db.read(work)
 
     async def replace_index(self, entries: list[tuple[int, int, int, NewItem]]) -> None:
-        """Index `(item_pk, session_pk, seq, NewItem)` entries anew: their terms and their
-        vectors of the entries' model are replaced (other models' vectors stay, until
-        `drop_other_models`)."""
+        """Index `(item_pk, session_pk, seq, NewItem)` entries anew: their index rows of the
+        entries' model are replaced (other models' rows stay, until `drop_other_models`)."""
         if entries:
             await self._db.write(lambda conn: self._replace(conn, entries))
 
     def _replace(self, conn: Connection, entries: list[tuple[int, int, int, NewItem]]) -> None:
-        items = self._items
+        items, index = self._items, self._index
         pks = [item_pk for item_pk, _, _, _ in entries]
         # An item is known by its row id and its number: SQLite gives a deleted row's id to
         # a new one, never a session's number. Items removed (or replaced) since they were
@@ -263,48 +215,33 @@ class SearchOps(RepositoryBase):
         if row_locks:  # FOR NO KEY UPDATE on PostgreSQL, FOR UPDATE on MySQL
             still = still.with_for_update(key_share=True)
         kept = {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
-        # Terms are the same whatever the model; vectors of other models stay.
         models = {item.model_id for _, _, _, item in entries}
-        embeddings = self._embeddings
-        conn.execute(delete(self._terms).where(self._terms.c.item_pk.in_(kept)))
-        conn.execute(
-            delete(embeddings).where(
-                embeddings.c.item_pk.in_(kept), embeddings.c.model_id.in_(models)
-            )
-        )
+        conn.execute(delete(index).where(index.c.item_pk.in_(kept), index.c.model_id.in_(models)))
         if not row_locks:
             kept &= {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
-        kept_entries = [entry for entry in entries if entry[0] in kept]
-        terms = [
-            (item_pk, session_pk, term, count)
-            for item_pk, session_pk, _, item in kept_entries
-            for term, count in (item.terms or {}).items()
+        rows = [
+            (item_pk, session_pk, item.model_id, item.terms, item.vector)
+            for item_pk, session_pk, _, item in entries
+            if item_pk in kept and item.model_id is not None
         ]
-        vectors = [
-            (item_pk, session_pk, item.model_id, item.vector)
-            for item_pk, session_pk, _, item in kept_entries
-            if item.model_id is not None
-        ]
-        for statement, names, rows in (
-            (self._index_inserts[0], TERM_COLUMNS, terms),
-            (self._index_inserts[1], VECTOR_COLUMNS, vectors),
-        ):
-            if rows:
-                statement.run_rows(conn, names, rows)
+        if rows:
+            self._index_insert.run_rows(conn, INDEX_COLUMNS, rows)
 
     @cached_property
-    def _index_inserts(self) -> tuple[Prepared, Prepared]:
-        """The inserts of terms and vectors rows, compiled once per dialect (`Prepared`)."""
-        return _insert(self._terms, TERM_COLUMNS), _insert(self._embeddings, VECTOR_COLUMNS)
+    def _index_insert(self) -> Prepared:
+        """The insert of index rows, compiled once per dialect (`Prepared`)."""
+        index = self._index
+        values = {name: bindparam(name, type_=index.c[name].type) for name in INDEX_COLUMNS}
+        return Prepared(index.insert().values(values))
 
     async def latest_model_id(self) -> str | None:
         """The embedding model of the most recently indexed item, or None."""
-        embeddings = self._embeddings
-        query = select(embeddings.c.model_id).order_by(embeddings.c.id.desc()).limit(1)
+        index = self._index
+        query = select(index.c.model_id).order_by(index.c.id.desc()).limit(1)
         return await self._db.read(lambda conn: conn.execute(query).scalar_one_or_none())
 
     async def drop_other_models(self, model_id: str) -> int:
         """Delete vectors of every other embedding model; return how many."""
-        vectors = self._embeddings
-        statement = delete(vectors).where(vectors.c.model_id != model_id)
+        index = self._index
+        statement = delete(index).where(index.c.model_id != model_id)
         return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))

@@ -5,11 +5,13 @@ This layer knows nothing of SQL or keys. A repository uses it in two places:
 On write, per item::
 
     text = item_text(item)                      # "" -> index nothing for this item
-    terms = term_counts(text)                   # {term: count} -> terms rows (or keyed hashes)
-    [vector] = await embed_documents(embedder, [text])   # bytes -> embeddings row (model_id)
+    terms = term_counts(text)                   # {term: count}
+    blob = pack_terms({term_id(t): n for t, n in terms.items()})  # (or keyed hashes)
+    [vector] = await embed_documents(embedder, [text])   # bytes: the same index row
 
-On search, over the candidates (items with a vector of the model, plus keyword matches)::
+On search, over the candidates (the items in scope with an index row)::
 
+    rows, term_ids, counts = postings(blobs, query_term_ids)
     keyword = bm25_postings(rows, term_ids, counts, size=n, doc_count=n)   # coverage
     vector = cosine_scores(await embed_query(embedder, query), blobs)      # NaN: no vector
     hits = fuse(keys, vector=vector, keyword=keyword, recency=recency_scores(positions),
@@ -47,6 +49,7 @@ from .hashing import HashingEmbedder
 from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
+from .postings import pack_terms, postings, term_id
 from .ranking import bm25_postings, cosine_scores, recency_scores
 from .sentence_transformers_embedder import SentenceTransformerEmbedder
 from .text import (
@@ -92,10 +95,13 @@ __all__ = [
     "fusion_weight",
     "item_text",
     "normalize",
+    "pack_terms",
     "pack_vectors",
+    "postings",
     "recency_scores",
     "stem",
     "term_counts",
+    "term_id",
     "tokenize",
     "unpack_vectors",
 ]

@@ -6,15 +6,15 @@ same as terms.
 
 What the caller supplies for one query over one scope (a session, or a user's sessions):
 
-- the candidates: every item with a vector of this model in the scope (for vector and
-  hybrid modes) plus every item holding at least one query term;
-- postings: which candidate holds which query term how often (one SQL query:
-  `SELECT item_pk, term, frequency FROM terms WHERE session_pk = ? AND term IN (...)`);
+- the candidates: the items in the scope with an index row (every item indexed);
+- postings: which candidate holds which query term how often (`postings`, from the packed
+  terms of the candidates' index rows);
 - per candidate its stored vector bytes (or None), and its position (larger is newer: the
   per-session `seq` in a session, `created_at` as epoch seconds across sessions).
 
 Example::
 
+    rows, term_ids, counts = postings(packed_terms, query_term_ids)
     keyword = bm25_postings(rows, term_ids, counts, size=len(keys), doc_count=len(keys))
     vector = cosine_scores(await embed_query(embedder, query), blobs)
     hits = fuse(keys, vector=vector, keyword=keyword, recency=recency_scores(positions),

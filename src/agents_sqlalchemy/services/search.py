@@ -1,6 +1,6 @@
 """Search over stored items: gather candidates, score each signal, fuse; and reindexing.
 
-The repository supplies the numbers (candidates with their vectors, term postings), the
+The repository supplies the numbers (candidates with their packed terms and vectors), the
 codec opens what is sealed, and `agents_sqlalchemy.search` scores and fuses them.
 
 Example::
@@ -15,8 +15,6 @@ import logging
 import threading
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from ..aio import holding
 from ..codec import Codec
@@ -36,10 +34,11 @@ from ..search import (
     fusion_weight,
     item_text,
     pack_vectors,
+    postings,
     recency_scores,
     term_counts,
 )
-from ..types import Candidates, IndexEntry, Postings, Scope, SessionKey
+from ..types import Candidates, IndexEntry, Scope, SessionKey
 from ..validation import check_range
 from .background import Background
 from .keyring import Keyring
@@ -90,8 +89,9 @@ class Searcher:
     ) -> list[SearchHit]:
         """The items in scope that best answer `query`, best first.
 
-        Candidates are the live items in scope with a vector of the embedder's model, plus
-        those holding a query term (items not reindexed yet are found by keyword only).
+        Candidates are the live items in scope with an index row: ranked by their vector of
+        the embedder's model and their packed terms (items not reindexed for this model yet
+        are found by keyword only).
         """
         if mode not in SEARCH_MODES:
             raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
@@ -101,30 +101,28 @@ class Searcher:
             return []
         await self._background.flush()  # what this process wrote is indexed ...
         await self.catch_up(scope, limit=SEARCH_CATCH_UP)  # ... and so is what others wrote
-        model_id = self.embedder.model_id
         candidates = await self._repository.candidates(
-            scope, model_id, vectors=mode != "keyword" and not codec.caches_vectors
+            scope,
+            self.embedder.model_id,
+            vectors=mode != "keyword" and not codec.caches_vectors,
+            terms=mode != "vector",
         )
-        with_vector = len(candidates)
-        query_terms = list(codec.terms(term_counts(query))) if mode != "vector" else []
-        postings = await self._repository.postings(scope, query_terms)
-        index = dict(zip(candidates.item_pks, range(with_vector), strict=True))
-        keyword_only = sorted(set(postings.item_pks).difference(index))
-        if keyword_only:
-            candidates.extend(await self._repository.positions(scope, keyword_only))
-            added = range(with_vector, len(candidates))
-            index.update(zip(candidates.item_pks[with_vector:], added, strict=True))
         if not len(candidates):
             return []
-        vector_scores = None
+        keyword = None
+        if mode != "vector":
+            query_ids = list(codec.term_ids(term_counts(query)))
+            size = len(candidates)
+            found = postings(candidates.terms, query_ids)
+            keyword = bm25_postings(*found, size=size, doc_count=size)
+        vector = None
         if mode != "keyword":
-            vectors = await self._vectors(codec, candidates, with_vector)
-            vectors += [None] * (len(candidates) - with_vector)
-            vector_scores = cosine_scores(await embed_query(self.embedder, query), vectors)
+            query_vector = await embed_query(self.embedder, query)
+            vector = cosine_scores(query_vector, await self._vectors(codec, candidates))
         hits = fuse(
             candidates.item_pks,
-            vector=vector_scores,
-            keyword=_keyword_scores(postings, query_terms, index, len(candidates)),
+            vector=vector,
+            keyword=keyword,
             recency=recency_scores(candidates.positions),
             mode=mode,
             limit=limit,
@@ -144,16 +142,12 @@ class Searcher:
             if hit.key in rows  # an item removed since the candidates were read is not found
         ]
 
-    async def _vectors(
-        self, codec: Codec, candidates: Candidates, with_vector: int
-    ) -> list[bytes | None]:
-        """Plain vectors of the first `with_vector` candidates: opened from memory, or read
-        and opened where missing (None: the item is gone)."""
+    async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
+        """The candidates' plain vectors of the embedder's model (None: it has none): opened
+        from memory, or read and opened where missing (None also: the item is gone)."""
         model_id = self.embedder.model_id
-        if with_vector < len(candidates):  # keyword matches come last, without a vector
-            candidates = candidates.take(range(with_vector), candidates.vectors[:with_vector])
         vectors = codec.vectors(candidates, model_id)
-        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._repository.vectors(pks, model_id)
@@ -217,19 +211,3 @@ class Searcher:
                     )
                     break
         return done
-
-
-def _keyword_scores(
-    postings: Postings, query_terms: list[str], index: dict[int, int], size: int
-) -> Any:
-    """BM25 coverage of each candidate (by its place in `index`), or None when no term
-    matched."""
-    if not postings.item_pks:
-        return None
-    term_index = {term: i for i, term in enumerate(query_terms)}
-    at = np.fromiter((index.get(pk, -1) for pk in postings.item_pks), np.intp)
-    terms = np.fromiter((term_index[term] for term in postings.terms), np.intp)
-    live = at >= 0  # postings of expired items are left out
-    return bm25_postings(
-        at[live], terms[live], np.asarray(postings.counts)[live], size=size, doc_count=size
-    )

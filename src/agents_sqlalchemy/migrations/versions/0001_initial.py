@@ -1,4 +1,4 @@
-"""Initial schema: sessions, items (and their keys), keyring, search terms, embeddings, branches.
+"""Initial schema: sessions, items (and their keys), keyring, search index, branches.
 
 Revision ID: 0001
 Revises:
@@ -149,32 +149,14 @@ def upgrade() -> None:
         **OPTIONS,
     )
 
-    t = name("terms")
-    op.create_table(
-        t,
-        sa.Column("id", ID, nullable=False),
-        sa.Column("item_pk", ID, nullable=False),
-        sa.Column("session_pk", sa.BigInteger(), nullable=False),
-        sa.Column("term", sa.String(64), nullable=False),
-        sa.Column("frequency", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=pk(t)),
-        cascade(t, "item_pk", "items"),
-        schema=schema(),
-        **OPTIONS,
-    )
-    # A session's postings of the query terms, from the index alone (named by hand: the
-    # convention's name would pass PostgreSQL's 63 bytes).
-    columns = ["session_pk", "term", "item_pk", "frequency"]
-    op.create_index(f"ix_{t}_postings", t, columns, schema=schema())
-    index(t, "item_pk")
-
-    t = name("embeddings")
+    t = name("search_index")
     op.create_table(
         t,
         sa.Column("id", ID, nullable=False),
         sa.Column("item_pk", ID, nullable=False),
         sa.Column("session_pk", sa.BigInteger(), nullable=False),
         sa.Column("model_id", sa.String(200), nullable=False),
+        sa.Column("terms", LONG_BINARY, nullable=True),
         sa.Column("vector", LONG_BINARY, nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "item_pk", "items"),
@@ -248,6 +230,6 @@ def branches() -> None:
 
 
 def downgrade() -> None:
-    roles = ("turn_usage", "branch_items", "branches", "embeddings", "terms", "keyring")
+    roles = ("turn_usage", "branch_items", "branches", "search_index", "keyring")
     for role in (*roles, "items", "sessions"):
         op.drop_table(name(role), schema=schema())
