@@ -31,6 +31,7 @@ from agents_sqlalchemy.crypto import (
     rewrap_many,
     rewrap_state,
     seal_item,
+    seal_items,
     seal_state,
     term_hasher,
     unwrap_data_key,
@@ -223,6 +224,23 @@ async def test_raw_key_round_trip_through_a_stored_row() -> None:
     reopened = await open_kek(raw, KeyringRecord.from_row(stored))
     sealed = seal_item(kek, ITEM, Place(SESSION, 1))
     assert open_item(reopened, sealed.ciphertext, sealed.wrapped_key, Place(SESSION, 1)) == ITEM
+
+
+def test_a_sealed_batch_opens_item_by_item_each_under_its_own_key(
+    kek: KeyEncryptionKey,
+) -> None:
+    plaintexts = [b"first", b"second", b"first"]
+    sealed = seal_items(kek, plaintexts, SESSION, 7)
+    for seq, ((ciphertext, wrapped), plaintext) in enumerate(
+        zip(sealed, plaintexts, strict=True), 7
+    ):
+        assert open_item(kek, ciphertext, wrapped, Place(SESSION, seq)) == plaintext
+        with pytest.raises(TamperedItemError):  # bound to its place
+            open_item(kek, ciphertext, wrapped, Place(SESSION, seq + 1))
+    keys = {kek.unwrap(wrapped) for _, wrapped in sealed}
+    nonces = {ciphertext[1:13] for ciphertext, _ in sealed}
+    assert len(keys) == len(nonces) == 3  # no key or nonce shared
+    assert sealed[0][0] != sealed[2][0]  # equal plaintexts, unrelated ciphertexts
 
 
 async def test_wrong_raw_key_fails_verification(kek: KeyEncryptionKey) -> None:

@@ -29,7 +29,7 @@ from .crypto import (
     item_opener,
     open_item,
     open_state,
-    seal_item,
+    seal_items,
     seal_state,
     term_hasher,
     unwrap_data_key,
@@ -249,18 +249,16 @@ class SealedCodec:
         self._hash_term.cache_clear()  # the terms of removed items too
 
     def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
-        rows, sealed_here = [], {}
-        for seq, payload in enumerate(payloads, first_seq):
-            plaintext = payload.encode()
-            sealed = seal_item(self.kek, plaintext, Place(key.hash, seq))
-            rows.append(
-                NewItem(
-                    ciphertext=sealed.ciphertext,
-                    wrapped_key=sealed.wrapped_key,
-                    kek_id=sealed.kek_id,
-                )
+        plaintexts = [payload.encode() for payload in payloads]
+        sealed = seal_items(self.kek, plaintexts, key.hash, first_seq)
+        kek_id = self.kek.kek_id
+        rows = [NewItem(ciphertext=c, wrapped_key=w, kek_id=kek_id) for c, w in sealed]
+        sealed_here = {
+            wrapped: (ciphertext, key.hash, seq, plaintext)
+            for seq, ((ciphertext, wrapped), plaintext) in enumerate(
+                zip(sealed, plaintexts, strict=True), first_seq
             )
-            sealed_here[sealed.wrapped_key] = (sealed.ciphertext, key.hash, seq, plaintext)
+        }
         # What was just sealed reads back from memory (the indexer reads it right away),
         # under the same rule as what was opened: only these very bytes at this place.
         self._remember(sealed_here)

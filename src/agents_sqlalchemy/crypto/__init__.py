@@ -16,6 +16,7 @@ How a store uses it::
 
     # add: after claiming the sequence numbers, in the write transaction
     sealed = seal_item(kek, payload.encode(), Place(key.hash, seq))
+    # a batch: [(ciphertext, wrapped_key), ...] = seal_items(kek, plaintexts, key.hash, seq)
     #   items.ciphertext = sealed.ciphertext
     #   items (kek_id, wrapped_key) = sealed.kek_id, sealed.wrapped_key (the same row)
     # read / pop: every row either opens or raises TamperedItemError, never skipped
@@ -61,6 +62,7 @@ from .sealing import (
     rewrap_many,
     rewrap_state,
     seal_item,
+    seal_items,
     seal_state,
     unwrap_data_key,
 )
@@ -89,6 +91,7 @@ __all__ = [
     "rewrap_state",
     "same_key",
     "seal_item",
+    "seal_items",
     "seal_state",
     "term_hasher",
     "unwrap_data_key",

@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -132,8 +132,7 @@ class DataKey:
 
     def seal(self, plaintext: bytes, place: Place) -> bytes:
         """`VERSION | nonce | ciphertext | tag`, bound to `place`."""
-        nonce = os.urandom(NONCE_BYTES)
-        return VERSION + nonce + self._aead.encrypt(nonce, plaintext, place.aad())
+        return _sealed(self._aead, os.urandom(NONCE_BYTES), plaintext, place.aad())
 
     def open(self, sealed: bytes, place: Place, *, where: str | None = None) -> bytes:
         """The plaintext of `seal(..., place)`; anything else raises, naming `where`.
@@ -187,6 +186,28 @@ def seal_item(kek: KeyEncryptionKey, plaintext: bytes, place: Place) -> SealedIt
     return SealedItem(
         data_key.seal(plaintext, place), kek.wrap(data_key.material), kek.kek_id, data_key
     )
+
+
+def seal_items(
+    kek: KeyEncryptionKey, plaintexts: Sequence[bytes], session_hash: str, first_seq: int
+) -> list[tuple[bytes, bytes]]:
+    """`seal_item` for consecutive items of one session, numbered from `first_seq`: each
+    item's `(ciphertext, wrapped_key)`, with one draw from the OS random source for all
+    their keys and nonces (an append seals a batch; a draw costs as much as a seal)."""
+    step = KEY_BYTES + NONCE_BYTES
+    random = os.urandom(len(plaintexts) * step)
+    head = _aad_head("item", session_hash) + _SEQ
+    out = []
+    for i, plaintext in enumerate(plaintexts):
+        material = random[i * step : i * step + KEY_BYTES]
+        nonce = random[i * step + KEY_BYTES : (i + 1) * step]
+        aad = head + (first_seq + i).to_bytes(8, "big", signed=True)
+        out.append((_sealed(AESGCM(material), nonce, plaintext, aad), kek.wrap(material)))
+    return out
+
+
+def _sealed(aead: AESGCM, nonce: bytes, plaintext: bytes, aad: bytes) -> bytes:
+    return VERSION + nonce + aead.encrypt(nonce, plaintext, aad)
 
 
 def unwrap_data_key(
