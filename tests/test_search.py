@@ -29,6 +29,7 @@ from agents_sqlalchemy.search import (
     term_id,
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
+from agents_sqlalchemy.services import search as search_service
 from agents_sqlalchemy.types import Scope, SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
@@ -291,6 +292,12 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert hit.item == LUNCH
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
         assert models == {old.model_id, model2vec.model_id}
+        # An item with a row of each model is ranked once, by the new model's row.
+        assert texts(await session.search_hits("lunch friday", mode="keyword")) == [
+            "lunch plans for friday"
+        ]
+        hits = await session.search_hits("disk full release", limit=20)
+        assert len({hit.seq for hit in hits}) == len(hits) == len(ALL) + 3
         assert await store.reindex() == 0  # nothing left to index ...
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
         assert models == {model2vec.model_id}  # ... and the old model's vectors are deleted
@@ -308,6 +315,23 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         indexed = await index_rows(db_url)
         assert indexed[INDEX] == indexed[ITEMS]  # every item, with text or not
         assert await store.reindex() == 0
+
+
+async def test_items_not_indexed_for_the_new_model_yet_are_found_by_their_terms(
+    db_url: str, key: bytes | None, model2vec: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s").add_items([DEPLOY, LUNCH])
+    # A search indexes at most one item for the new model (one batch of one).
+    monkeypatch.setattr(search_service, "CATCH_UP_BATCH", 1)
+    monkeypatch.setattr(search_service, "SEARCH_CATCH_UP", 1)
+    async with SessionStore(db_url, key=key, embedder=model2vec) as store:
+        session = store.session("s")
+        hits = await session.search_hits("lunch friday", limit=5)
+        assert hits[0].item == LUNCH and hits[0].vector is None  # by the old model's row
+        assert [hit.item for hit in hits] == [LUNCH, DEPLOY]  # DEPLOY: by the new model's
+        models = [row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")]
+        assert sorted(models).count(model2vec.model_id) == 1 and len(models) == 3
 
 
 async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes | None) -> None:

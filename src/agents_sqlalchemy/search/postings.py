@@ -56,20 +56,21 @@ def pack_terms(counts: Mapping[int, int]) -> bytes | None:
 def postings(
     blobs: Sequence[bytes | None], query: Sequence[int]
 ) -> tuple[Indexes, Indexes, npt.NDArray[np.float64]]:
-    """Which blob holds which query term how often: `(rows, terms, counts)`, as indexes
-    into `blobs` and `query`; `bm25_postings` takes them as they are.
+    """Which blob holds which query term (`query`: distinct ids) how often, as
+    `(rows, terms, counts)`: indexes into `blobs` and `query`, for `bm25_postings`.
 
     >>> blob = pack_terms({7: 2, 9: 1})
     >>> [a.tolist() for a in postings([None, blob, blob], [9, 8, 7])]
     [[1, 1, 2, 2], [2, 0, 2, 0], [2.0, 1.0, 2.0, 1.0]]
     """
-    lengths = np.fromiter((len(b) if b else 0 for b in blobs), np.intp, count=len(blobs))
+    lengths = np.fromiter(map(len, [b or b"" for b in blobs]), np.intp, count=len(blobs))
     if (lengths % TERM_DTYPE.itemsize).any():
         raise CorruptItemError("a search index row holds terms of a bad length: it was altered")
-    packed = np.frombuffer(b"".join(b for b in blobs if b), dtype=TERM_DTYPE)
-    wanted = np.asarray(query, dtype=np.uint64)
-    order = np.argsort(wanted)
-    at = np.searchsorted(wanted[order], packed["id"]).clip(max=max(len(wanted) - 1, 0))
-    found = wanted[order][at] == packed["id"] if len(wanted) else np.zeros(len(packed), bool)
+    packed = np.frombuffer(b"".join([b for b in blobs if b]), dtype=TERM_DTYPE)
+    ids = np.ascontiguousarray(packed["id"])
+    wanted = np.asarray(query, dtype=np.uint64)  # distinct ids
+    found = np.isin(ids, wanted)
     rows = np.repeat(np.arange(len(blobs)), lengths // TERM_DTYPE.itemsize)[found]
-    return rows, order[at[found]], packed["count"][found].astype(np.float64)
+    order = np.argsort(wanted)
+    terms = order[np.searchsorted(wanted[order], ids[found])]
+    return rows, terms, packed["count"][found].astype(np.float64)

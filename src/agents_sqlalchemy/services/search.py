@@ -100,7 +100,9 @@ class Searcher:
         if not query.strip():
             return []
         await self._background.flush()  # what this process wrote is indexed ...
-        await self.catch_up(scope, limit=SEARCH_CATCH_UP)  # ... and so is what others wrote
+        # ... and so is what others wrote (at most SEARCH_CATCH_UP items by one search)
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+        await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
         candidates = await self._repository.candidates(
             scope,
             self.embedder.model_id,
