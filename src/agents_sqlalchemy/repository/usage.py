@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import NewItem, SessionKey
+from .appends import AppendOps
 from .base import SMALL
 from .branch_writes import BranchWriteOps
 from .branches import GONE, Gone, Opened
@@ -32,7 +33,7 @@ USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
 REPLACED = (*USAGE_COLUMNS, "input_details", "output_details")
 
 
-class UsageOps(BranchWriteOps):
+class UsageOps(BranchWriteOps, AppendOps):
     """Token usage per turn of a branch, written with the items or on its own."""
 
     def _record(
@@ -105,13 +106,9 @@ class UsageOps(BranchWriteOps):
                 if usage is not None:
                     self._record(conn, *appended, usage)
                 return True
-            now = self._now()
-            claimed = self._claim(conn, key, len(flags), now)
-            first = claimed.next_seq - len(flags) + 1
-            expires = now + ttl if ttl else None
-            self._insert_items(conn, claimed.id, first, build(first), now, expires)
+            session_pk, next_seq = self._append(conn, key, len(flags), build, ttl)
             if usage is not None:
-                self._record_main(conn, claimed.id, claimed.next_seq, flags, usage, opened)
+                self._record_main(conn, session_pk, next_seq, flags, usage, opened)
             return True
 
         small = len(flags) <= SMALL
