@@ -376,6 +376,26 @@ async def test_a_version_table_of_other_tables_is_reported(db_url: str) -> None:
     assert "is at revision 0001 (expected 0001) but tables s2, m2 are missing" in error
 
 
+async def test_a_dropped_table_is_reported_and_nothing_recreates_it_unasked(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items([{"role": "user", "content": "kept"}])
+    engine = create_async_engine(db_url)
+    async with engine.begin() as conn:
+        await conn.execute(text("DROP TABLE agents_sqlalchemy_search_index"))
+    await engine.dispose()
+    error = await schema_error(db_url, TableNames(), create=True)
+    assert "but tables agents_sqlalchemy_search_index are missing" in error
+    assert "restore them from a backup" in error
+    engine = create_async_engine(db_url)
+    async with engine.connect() as conn:  # create_tables=True recreated nothing, lost nothing
+        assert not await conn.run_sync(
+            lambda sync: inspect(sync).has_table("agents_sqlalchemy_search_index")
+        )
+        count = await conn.execute(text("SELECT count(*) FROM agents_sqlalchemy_items"))
+        assert count.scalar_one() == 1
+    await engine.dispose()
+
+
 async def _set_version(url: str, tables: TableNames, revision: str | None) -> None:
     table = f"{tables.schema}.{tables.version_table}" if tables.schema else tables.version_table
     engine = create_async_engine(url)

@@ -40,8 +40,8 @@ class SchemaStatus:
     `state` is one of: `current` (at head), `missing` (nothing of ours), `behind` (an older
     revision), `ahead` (a newer library's revision), `unknown` (a revision that is not ours),
     `untracked` (our tables without a version row), `incomplete` (at head, but tables are
-    missing: the version table belongs to another set of tables), `foreign` (tables with
-    our names that are not ours, such as the Agents SDK's own).
+    missing: the version table belongs to another set of tables, or tables were dropped),
+    `foreign` (tables with our names that are not ours, such as the Agents SDK's own).
 
     Example::
 
@@ -154,8 +154,9 @@ class SchemaStatus:
             return (
                 f"the version table {self.tables.version_table} in {where} is at revision "
                 f"{found} (expected {expected}) but tables {', '.join(self.tables_seen)} are "
-                "missing: that version table belongs to another set of tables; give these "
-                f"tables their own prefix or version table ({fix})"
+                "missing: either that version table belongs to another set of tables (give "
+                f"these tables their own prefix or version table: {fix}), or tables of this "
+                "set were dropped (restore them from a backup)"
             )
         if self.state == "foreign":
             return self._foreign(where)
