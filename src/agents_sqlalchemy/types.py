@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
@@ -108,7 +108,8 @@ class Candidates:
     vectors: list[bytes | None]
     wrapped_keys: list[bytes | None]
 
-    WIDTH: ClassVar[int] = 8
+    #: How many columns `of` takes (one per field).
+    WIDTH: ClassVar[int]
 
     @classmethod
     def of(cls, columns: list[list[Any]]) -> Candidates:
@@ -142,6 +143,9 @@ class Candidates:
             list(vectors),
             [self.wrapped_keys[i] for i in at],
         )
+
+
+Candidates.WIDTH = len(fields(Candidates))
 
 
 @dataclass(frozen=True)
