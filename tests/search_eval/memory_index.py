@@ -37,7 +37,7 @@ K = TypeVar("K", bound=Hashable)
 
 @dataclass(frozen=True)
 class IndexedItem:
-    """What the store keeps of one item: its terms rows and its embeddings row."""
+    """What the store keeps of one item: its index row: term counts and one vector."""
 
     position: float
     terms: Mapping[str, int]

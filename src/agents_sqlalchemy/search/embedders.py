@@ -115,9 +115,9 @@ def normalize(matrix: npt.NDArray[Any]) -> Matrix:
 
 
 async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
-    """One stored vector (`dim * 4` bytes) per text, ready for the embeddings table.
+    """One stored vector (`dim * 4` bytes) per text, ready for an index row.
 
-    Texts must not be empty: an item whose `item_text` is `""` gets no embedding row.
+    Texts must not be empty: an item whose `item_text` is `""` gets an index row without a vector.
     """
     return pack_vectors(await embed_texts(embedder, texts))
 
