@@ -7,8 +7,10 @@ import copy
 import doctest
 import json
 import math
+import random
 import subprocess
 import sys
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -239,6 +241,24 @@ def test_tokeniser_is_unicode_aware_with_stems_and_stopwords() -> None:
     counts = term_counts("disk disk full")
     assert counts == {"disk": 2, "full": 1}
     assert all(type(t) is str and len(t) <= MAX_TERM_CHARS for t in counts)
+
+
+def test_tokenising_in_pieces_gives_the_terms_of_the_whole_text() -> None:
+    # `tokenize` splits at characters no term holds and caches each piece's terms; the
+    # reference here runs the token pattern over the whole text at once.
+    def whole(text: str) -> list[str]:
+        text = unicodedata.normalize("NFKC", text).casefold()
+        text = text_module._APOSTROPHE.sub("", text_module._APOSTROPHE_S.sub("", text))
+        return [t for token in text_module._TOKEN.findall(text) for t in _token_terms(token)]
+
+    _token_terms = text_module._token_terms
+    alphabet = [*"aZ09 _-.+/:@#'\u2019\t\n,;!?()\"<>=*`|", "é", "ß", "ﬁ", "日本", "İ", "Σ"]
+    alphabet += ["\u00a0", "\u2028", "\x1c", "\x85", "①", "Ⅻ", "٣", "—", "«", "🙂", "\u0301", "'s"]
+    rng = random.Random(7)
+    texts = ["".join(rng.choices(alphabet, k=rng.randint(0, 25))) for _ in range(20_000)]
+    texts += [item_text(item) for item in sdk.ALL]
+    for text in texts:
+        assert tokenize(text) == whole(text), text
 
 
 def test_content_words_drop_stopwords_and_punctuation() -> None:

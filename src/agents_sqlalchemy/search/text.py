@@ -28,6 +28,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 #: Bump when tokenising changes: stored terms made by another version no longer match.
@@ -152,6 +153,10 @@ _APOSTROPHE_S = re.compile(r"['\u2019]s\b")
 _APOSTROPHE = re.compile(r"['\u2019]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _VOWELS = frozenset("aeiouy")
+# ASCII characters no term holds (all but letters, digits, `_`, connectors, apostrophes).
+_SPLIT = {
+    code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) in "_-.+/:@#'")
+}
 
 
 _WORD = re.compile(r"\w(?:[\w'\u2019.@/+-]*\w)?")
@@ -181,11 +186,10 @@ def tokenize(text: str) -> list[str]:
     ['deploy', 'fail', 'v2.3.1', 'v2']
     """
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = _APOSTROPHE.sub("", _APOSTROPHE_S.sub("", text))
-    terms: list[str] = []
-    for token in _TOKEN.findall(text):
-        terms.extend(_token_terms(token))
-    return terms
+    # Split where no term can reach (spaces, ASCII punctuation but connectors and
+    # apostrophes): the same terms as tokenising the whole text, and the pieces repeat
+    # ("paris,", "the") so that each is tokenised once (`_chunk_terms` is cached).
+    return list(chain.from_iterable(map(_chunk_terms, text.translate(_SPLIT).split())))
 
 
 def term_counts(text: str) -> dict[str, int]:
@@ -198,6 +202,11 @@ def term_counts(text: str) -> dict[str, int]:
 
 
 @lru_cache(maxsize=65536)
+def _chunk_terms(chunk: str) -> tuple[str, ...]:
+    chunk = _APOSTROPHE.sub("", _APOSTROPHE_S.sub("", chunk))
+    return tuple(chain.from_iterable(map(_token_terms, _TOKEN.findall(chunk))))
+
+
 def _token_terms(token: str) -> tuple[str, ...]:
     if not _PART_SEP.search(token):
         return _word_terms(token)
