@@ -35,6 +35,8 @@ IN_BATCH = 5000
 PARTITION = 200
 # An index row's columns, in the order their values are given.
 INDEX_COLUMNS = ("item_pk", "session_pk", "model_id", "terms", "vector")
+# The values `_replace` gives per row: the columns, and the item's number (its check).
+INDEX_ROW = (*INDEX_COLUMNS, "seq")
 # Where epoch seconds count from, as MySQL's naive UTC DATETIME sees it.
 EPOCH = literal("1970-01-01 00:00:00")
 
@@ -188,10 +190,12 @@ class SearchOps(RepositoryBase):
             query = query.where(items.c.id > after)
 
         def work(conn: Connection) -> list[Unindexed]:
-            return [
-                Unindexed(row[0], row[-2], SessionKey.of(row[-1]), self._stored(row[:-2]))
-                for row in conn.execute(query)
-            ]
+            keys: dict[str, SessionKey] = {}  # a batch is mostly of one session: hashed once
+            found = []
+            for row in conn.execute(query):
+                key = keys.get(row[-1]) or keys.setdefault(row[-1], SessionKey.of(row[-1]))
+                found.append(Unindexed(row[0], row[-2], key, self._stored(row[:-2])))
+            return found
 
         return await self._db.read(work)
 
@@ -202,37 +206,50 @@ class SearchOps(RepositoryBase):
             await self._db.write(lambda conn: self._replace(conn, entries))
 
     def _replace(self, conn: Connection, entries: list[tuple[int, int, int, NewItem]]) -> None:
-        items, index = self._items, self._index
-        pks = [item_pk for item_pk, _, _, _ in entries]
-        # An item is known by its row id and its number: SQLite gives a deleted row's id to
-        # a new one, never a session's number. Items removed (or replaced) since they were
-        # read are skipped, and the others cannot be removed until this commits: PostgreSQL
-        # and MySQL lock them first (before the index rows, in the order a delete's cascade
-        # takes); SQLite holds its write lock from the first delete on, and looks again.
-        expected = {item_pk: seq for item_pk, _, seq, _ in entries}
-        still = select(items.c.id, items.c.seq).where(items.c.id.in_(pks))
-        row_locks = self._db.dialect_name == "postgresql" or self._mysql
-        if row_locks:  # FOR NO KEY UPDATE on PostgreSQL, FOR UPDATE on MySQL
-            still = still.with_for_update(key_share=True)
-        kept = {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
-        models = {item.model_id for _, _, _, item in entries}
-        conn.execute(delete(index).where(index.c.item_pk.in_(kept), index.c.model_id.in_(models)))
-        if not row_locks:
-            kept &= {pk for pk, seq in conn.execute(still) if expected[pk] == seq}
         rows = [
-            (item_pk, session_pk, item.model_id, item.terms, item.vector)
-            for item_pk, session_pk, _, item in entries
-            if item_pk in kept and item.model_id is not None
+            (item_pk, session_pk, item.model_id, item.terms, item.vector, seq)
+            for item_pk, session_pk, seq, item in entries
+            if item.model_id is not None
         ]
+        if self._db.dialect_name == "sqlite":
+            # One statement per row, which takes the write lock before it looks: a row goes in
+            # (in place of the item's row of its model) only if its item is still there.
+            self._index_upsert.run_rows(conn, INDEX_ROW, rows)
+            return
+        # An item is known by its row id and its number. Items removed (or replaced) since
+        # they were read are skipped, and the others cannot be removed until this commits:
+        # they are locked first (before the index rows, in the order a delete's cascade
+        # takes), FOR NO KEY UPDATE on PostgreSQL and FOR UPDATE on MySQL.
+        expected = {item_pk: seq for item_pk, _, _, _, _, seq in rows}
+        items, index = self._items, self._index
+        still = select(items.c.id, items.c.seq).where(items.c.id.in_(expected))
+        locked = conn.execute(still.with_for_update(key_share=True))
+        kept = {pk for pk, seq in locked if expected[pk] == seq}
+        models = {model_id for _, _, model_id, _, _, _ in rows}
+        conn.execute(delete(index).where(index.c.item_pk.in_(kept), index.c.model_id.in_(models)))
+        rows = [row for row in rows if row[0] in kept]
         if rows:
-            self._index_insert.run_rows(conn, INDEX_COLUMNS, rows)
+            self._index_insert.run_rows(conn, INDEX_ROW, rows)
 
     @cached_property
     def _index_insert(self) -> Prepared:
         """The insert of index rows, compiled once per dialect (`Prepared`)."""
+        return Prepared(self._index.insert().values(self._index_values))
+
+    @cached_property
+    def _index_upsert(self) -> Prepared:
+        """SQLite: an index row in place of its item's row of the same model, if the item
+        is still there with its number (a deleted row's id may be given to a new item)."""
+        items = self._items
+        there = exists().where(items.c.id == bindparam("item_pk"), items.c.seq == bindparam("seq"))
+        row = select(*self._index_values.values()).where(there)
+        insert = self._index.insert().prefix_with("OR REPLACE")
+        return Prepared(insert.from_select(INDEX_COLUMNS, row))
+
+    @cached_property
+    def _index_values(self) -> dict[str, Any]:
         index = self._index
-        values = {name: bindparam(name, type_=index.c[name].type) for name in INDEX_COLUMNS}
-        return Prepared(index.insert().values(values))
+        return {name: bindparam(name, type_=index.c[name].type) for name in INDEX_COLUMNS}
 
     async def latest_model_id(self) -> str | None:
         """The embedding model of the most recently indexed item, or None."""

@@ -154,9 +154,7 @@ _APOSTROPHE = re.compile(r"['\u2019]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _VOWELS = frozenset("aeiouy")
 # ASCII characters no term holds (all but letters, digits, `_`, connectors, apostrophes).
-_SPLIT = {
-    code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) in "_-.+/:@#'")
-}
+_SPLIT = {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) in "_-.+/:@#'")}
 
 
 _WORD = re.compile(r"\w(?:[\w'\u2019.@/+-]*\w)?")
