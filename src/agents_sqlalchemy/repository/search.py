@@ -23,6 +23,7 @@ from sqlalchemy import (
     text,
     type_coerce,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
 
 from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
@@ -216,10 +217,14 @@ class SearchOps(RepositoryBase):
             # (in place of the item's row of its model) only if its item is still there.
             self._index_upsert.run_rows(conn, INDEX_ROW, rows)
             return
+        if self._db.dialect_name == "postgresql":
+            arrays = {f"{name}s": [row[i] for row in rows] for i, name in enumerate(INDEX_ROW)}
+            self._index_upsert_at_once.run(conn, arrays)
+            return
         # An item is known by its row id and its number. Items removed (or replaced) since
         # they were read are skipped, and the others cannot be removed until this commits:
         # they are locked first (before the index rows, in the order a delete's cascade
-        # takes), FOR NO KEY UPDATE on PostgreSQL and FOR UPDATE on MySQL.
+        # takes), FOR UPDATE.
         expected = {item_pk: seq for item_pk, _, _, _, _, seq in rows}
         items, index = self._items, self._index
         still = select(items.c.id, items.c.seq).where(items.c.id.in_(expected))
@@ -245,6 +250,30 @@ class SearchOps(RepositoryBase):
         row = select(*self._index_values.values()).where(there)
         insert = self._index.insert().prefix_with("OR REPLACE")
         return Prepared(insert.from_select(INDEX_COLUMNS, row))
+
+    @cached_property
+    def _index_upsert_at_once(self) -> Prepared:
+        """PostgreSQL: a batch's index rows in one statement, from arrays (`item_pks`,
+        `seqs`, ...), each in place of its item's row of the same model. The items still
+        there with their numbers are locked FOR KEY SHARE first: a removal waits for the
+        commit, and an item removed meanwhile is skipped."""
+        items, index = self._items, self._index
+        types = {name: index.c[name].type for name in INDEX_COLUMNS} | {"seq": items.c.seq.type}
+        arrays = [bindparam(f"{n}s", type_=postgresql.ARRAY(types[n])) for n in INDEX_ROW]
+        given = func.unnest(*arrays).table_valued(*INDEX_ROW).render_derived()
+        found = and_(items.c.id == given.c.item_pk, items.c.seq == given.c.seq)
+        rows = (
+            select(*(given.c[name] for name in INDEX_COLUMNS))
+            .join_from(given, items, found)
+            .with_for_update(read=True, key_share=True, of=items)
+        )
+        upsert = postgresql.insert(index).from_select(INDEX_COLUMNS, rows)
+        replaced = {name: upsert.excluded[name] for name in ("terms", "vector")}
+        return Prepared(
+            upsert.on_conflict_do_update(
+                index_elements=[index.c.item_pk, index.c.model_id], set_=replaced
+            )
+        )
 
     @cached_property
     def _index_values(self) -> dict[str, Any]:
