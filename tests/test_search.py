@@ -8,6 +8,7 @@ plain text on disk in encrypted mode, and a clear error when search is off.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from datetime import timedelta
@@ -29,6 +30,7 @@ from agents_sqlalchemy.search import (
     term_id,
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
+from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.services import search as search_service
 from agents_sqlalchemy.types import Scope, SessionKey
 
@@ -453,6 +455,28 @@ async def test_search_off_says_how_to_turn_it_on(sqlite_url: str) -> None:
     async with SessionStore(sqlite_url) as store:  # items added without search are found
         assert texts(await store.session("s").search_hits("disk")) == [DEPLOY["content"]]
         assert await store.reindex() == 0  # nothing left to index
+
+
+async def test_the_pass_after_a_write_indexes_that_write_and_a_flush_cuts_its_pause(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an append the worker looks only from the batch's first number on (its cost is
+    the batch's, not the session's): an older item written without search is left to the
+    next search. A flush just after a write does not sit out the worker's gathering pause."""
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        await store.session("s").add_items([message("an old note about kayaks")])
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", 60.0)
+    async with SessionStore(db_url) as store:
+        session = store.session("s")
+        for n in range(5):
+            await session.add_items([message(f"new note {n}")])
+            await asyncio.wait_for(store.flush(), 10)
+        assert [len(pks) for pks in (await index_rows(db_url)).values()] == [6, 5]
+        assert texts(await session.search_hits("kayaks", mode="keyword")) == [
+            "an old note about kayaks"
+        ]
+        indexed = await index_rows(db_url)
+        assert indexed[INDEX] == indexed[ITEMS]
 
 
 async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes | None) -> None:

@@ -25,17 +25,18 @@ class ItemOps(AppendOps):
         count: int,
         build: Callable[[int], Sequence[NewItem]],
         ttl: timedelta | None,
-    ) -> None:
-        """Append `count` items in one transaction, creating the session row on first write.
+    ) -> int:
+        """Append `count` (> 0) items in one transaction, creating the session row on first
+        write; return the number of the first.
 
         `build(first_seq)` makes the rows once their numbers are known (sealing binds them).
         """
-        if count:
-            await self._db.write(
-                lambda conn: self._append(conn, key, count, build, ttl),
-                session_id=key.session_id,
-                small=count <= SMALL,
-            )
+        _, next_seq = await self._db.write(
+            lambda conn: self._append(conn, key, count, build, ttl),
+            session_id=key.session_id,
+            small=count <= SMALL,
+        )
+        return next_seq - count + 1
 
     async def read(
         self, key: SessionKey, limit: int | None, current_kek: str | None = None

@@ -60,8 +60,9 @@ class SearchOps(RepositoryBase):
 
     def _in_scope(self, scope: Scope) -> ColumnElement[bool]:
         sessions = self._sessions
-        if scope.session is not None:
-            return sessions.c.session_hash == scope.session.hash
+        if scope.session is not None:  # by its pk too: PostgreSQL then reads its items' index
+            by_pk = self._items.c.session_pk == self._session_pk(scope.session).scalar_subquery()
+            return and_(sessions.c.session_hash == scope.session.hash, by_pk)
         if scope.user_id is not None:
             return sessions.c.user_id == scope.user_id
         return sessions.c.id.is_not(None)
@@ -177,18 +178,21 @@ class SearchOps(RepositoryBase):
     async def unindexed(
         self, model_id: str, batch: int, after: int, scope: Scope
     ) -> list[Unindexed]:
-        """Up to `batch` live items in scope after pk `after` without a vector of `model_id`."""
+        """Up to `batch` live items in scope without a vector of `model_id`, in order from
+        just after `after`: in a session, by number (its index reads on from there); in a
+        wider scope, by pk."""
         items, sessions = self._items, self._sessions
+        cursor = items.c.seq if scope.session is not None else items.c.id
         query = (
             self._item_columns()
             .add_columns(items.c.session_pk, sessions.c.session_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(self._unindexed_where(model_id, scope))
-            .order_by(items.c.id)
+            .order_by(cursor)
             .limit(batch)
         )
         if after:  # not on the first page: PostgreSQL would AND a scan of the whole pk index
-            query = query.where(items.c.id > after)
+            query = query.where(cursor > after)
 
         def work(conn: Connection) -> list[Unindexed]:
             keys: dict[str, SessionKey] = {}  # a batch is mostly of one session: hashed once

@@ -49,6 +49,7 @@ class Background:
         self._idle = threading.Event()
         self._idle.set()
         self._hurry: asyncio.Event | None = None  # of the running drain, set on its loop
+        self._hurried = False  # a flush came before the drain made its event
         self._loop: asyncio.AbstractEventLoop | None = None  # the worker thread's
         self._thread: threading.Thread | None = None
         self._running: Future[None] | asyncio.Task[None] | None = None
@@ -75,6 +76,7 @@ class Background:
             return
         with self._lock:
             running, loop, hurry = self._running, self._running_loop, self._hurry
+            self._hurried = True
         if loop is not None and hurry is not None and not loop.is_closed():
             loop.call_soon_threadsafe(hurry.set)
         if isinstance(running, asyncio.Task) and loop is asyncio.get_running_loop():
@@ -103,7 +105,11 @@ class Background:
         return self._loop
 
     async def _drain(self) -> None:
-        hurry = self._hurry = asyncio.Event()
+        hurry = asyncio.Event()
+        with self._lock:
+            self._hurry = hurry
+            if self._hurried:
+                hurry.set()
         finished = False
         try:
             # Let writes gather for a moment: one pass over many items costs far less than
@@ -116,6 +122,7 @@ class Background:
                     self._pending.clear()
                     if not jobs:  # a submit from now on starts a new drain
                         finished, self._running, self._hurry = True, None, None
+                        self._hurried = False
                         self._idle.set()
                 for key, job in jobs:
                     try:
@@ -126,7 +133,7 @@ class Background:
             if not finished:  # cancelled with its loop: what is left is caught up later
                 with self._lock:
                     self._pending.clear()
-                    self._running, self._hurry = None, None
+                    self._running, self._hurry, self._hurried = None, None, False
                     self._idle.set()
 
 

@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,10 +25,9 @@ from ..repository.branches import Gone, Opened
 from ..turns import MAIN, is_user
 from ..types import BranchSummary, SessionKey
 from ..validation import check_range
+from .conversation import Written
 from .keyring import Keyring
 
-#: Told after a write to the main line which session got new items (search indexes them).
-Written = Callable[[SessionKey], None]
 #: (user turn, opens the turn, written at, item) of one item of a branch.
 Turn = tuple[int, bool, datetime, Any]
 MAX_NAME = 255
@@ -98,7 +96,7 @@ class Branches:
             opened,
         )
         if done and branch == MAIN and self._written is not None:
-            self._written(key)
+            self._written(key, 0)
         return done
 
     async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:

@@ -23,8 +23,9 @@ from ..types import NewItem, SessionKey, StoredItem, Tail
 from ..validation import check_range, check_user_id, item_list, json_object
 from .keyring import Keyring
 
-#: Told after each write which session got new items (search indexes them), if set.
-Written = Callable[[SessionKey], None]
+#: Told after each write which session got new items, and the number of the first (0: not
+#: known), if set: search indexes them.
+Written = Callable[[SessionKey, int], None]
 
 
 class Conversation:
@@ -61,14 +62,14 @@ class Conversation:
         if not payloads:
             return
         codec = await self._keyring.ready()
-        await self._repository.append(
+        first_seq = await self._repository.append(
             key,
             len(payloads),
             lambda first_seq: codec.rows(key, payloads, first_seq),
             ttl or self.ttl,
         )
         if self._written is not None:
-            self._written(key)
+            self._written(key, first_seq)
 
     async def pop(self, key: SessionKey) -> Any | None:
         """Remove and return the latest live item, or None; its key is destroyed."""
@@ -185,7 +186,7 @@ class Conversation:
                 key, expected, len(output), build, prunable if prune else None
             )
         if replaced and self._written is not None:
-            self._written(key)
+            self._written(key, 0)
         return replaced
 
     async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
@@ -194,7 +195,7 @@ class Conversation:
         async with self._keyring.scrubbing():
             await self._repository.replace_all(key, len(items), build, ttl or self.ttl)
         if self._written is not None:
-            self._written(key)
+            self._written(key, 0)
 
     async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
         """Rows for `items` once their first number is known (search indexes them after)."""

@@ -61,12 +61,23 @@ class Searcher:
         self._repository = repository
         self._keyring = keyring
         self._catching_up = threading.Lock()
+        self._since: dict[str, int] = {}  # by session hash: see `written`
+        self._since_lock = threading.Lock()
         self._background = background
 
-    def written(self, key: SessionKey) -> None:
-        """Items were added to this session: index them soon, off the caller's path."""
-        scope = Scope(session=key)
-        self._background.submit(("index", key.hash), lambda: self.catch_up(scope))
+    def written(self, key: SessionKey, first_seq: int = 0) -> None:
+        """Items were added to this session, numbered from `first_seq` on (0: not known):
+        index them soon, off the caller's path. Only those are looked for, so that the
+        pass costs what they do, not what the session holds; anything else a search
+        catches up."""
+        with self._since_lock:  # where the session's pass starts: the first item not done
+            self._since[key.hash] = min(self._since.get(key.hash, first_seq), first_seq)
+        self._background.submit(("index", key.hash), lambda: self._index_written(key))
+
+    async def _index_written(self, key: SessionKey) -> None:
+        with self._since_lock:
+            since = self._since.pop(key.hash, 0)
+        await self.catch_up(Scope(session=key), since_seq=since)
 
     async def index(self, items: list[Any]) -> list[IndexEntry]:
         """Term counts and a vector per item (an item with no text: no terms, no vector)."""
@@ -172,8 +183,10 @@ class Searcher:
         batch_size: int = CATCH_UP_BATCH,
         limit: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        since_seq: int = 0,
     ) -> int:
-        """Index the live items in scope that have no vector of the embedder yet.
+        """Index the live items in scope that have no vector of the embedder yet (in a
+        session scope, those numbered `since_seq` or later).
 
         One transaction per batch; an item removed meanwhile is skipped. With `limit`,
         stops after about that many (a search does not turn into a reindex). Returns how
@@ -182,12 +195,12 @@ class Searcher:
         codec = await self._keyring.ready()
         repository, model_id = self._repository, self.embedder.model_id
         async with holding(self._catching_up):  # one indexer per store at a time
-            done, after = 0, 0
+            done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk
             total = await repository.count_unindexed(model_id, scope) if progress else 0
             if progress is not None:
                 progress(done, total)
             while batch := await repository.unindexed(model_id, batch_size, after, scope):
-                after = batch[-1].item_pk
+                after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
                 entries = await self.index([codec.item(row.key, row.stored) for row in batch])
                 await repository.replace_index(
                     [
@@ -211,5 +224,7 @@ class Searcher:
                         done,
                         model_id,
                     )
+                    break
+                if len(batch) < batch_size:  # the last: no need to look again
                     break
         return done
