@@ -11,6 +11,8 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -111,15 +113,23 @@ class Searcher:
         if not query.strip():
             return []
         await self._background.flush()  # what this process wrote is indexed ...
-        # ... and so is what others wrote (at most SEARCH_CATCH_UP items by one search)
-        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-        await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
-        candidates = await self._repository.candidates(
+        read = functools.partial(
+            self._repository.candidates,
             scope,
             self.embedder.model_id,
             vectors=mode != "keyword" and not codec.caches_vectors,
             terms=mode != "vector",
         )
+        # ... and so is what others wrote (at most SEARCH_CATCH_UP items by one search):
+        # looked for beside the read of the candidates, which is read again if there was any.
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+        model_id = self.embedder.model_id
+        unindexed, candidates = await asyncio.gather(
+            self._repository.unindexed(model_id, 1, 0, scope), read()
+        )
+        if unindexed:
+            await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
+            candidates = await read()
         if not len(candidates):
             return []
         keyword = None
