@@ -5,7 +5,7 @@ codec opens what is sealed, and `agents_sqlalchemy.search` scores and fuses them
 
 Example::
 
-    searcher = Searcher(repository, keyring, HashingEmbedder())
+    searcher = Searcher(repository, keyring, HashingEmbedder(), background)
     hits = await searcher.search(Scope(user_id="alice"), "disk full", limit=5, mode="hybrid")
 """
 
