@@ -125,7 +125,7 @@ class Searcher:
         batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
         model_id = self.embedder.model_id
         unindexed, candidates = await asyncio.gather(
-            self._repository.unindexed(model_id, 1, 0, scope), read()
+            self._repository.unindexed(model_id, batch, 0, scope), read()
         )
         if unindexed:
             await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
