@@ -34,6 +34,7 @@ from agents_sqlalchemy.search import (
     embed_documents,
     embed_query,
     item_text,
+    normalize,
     pack_vectors,
     term_counts,
     tokenize,
@@ -83,10 +84,10 @@ def test_any_object_with_the_attributes_is_an_embedder() -> None:
     assert not isinstance(object(), Embedder)
 
 
-async def test_sync_and_async_embedders_give_unit_float32_bytes() -> None:
+async def test_sync_and_async_embedders_give_a_byte_per_dimension_and_unit_vectors() -> None:
     for embedder in (SyncEmbedder(), AsyncEmbedder()):
         blobs = await embed_documents(embedder, ["ab", "abcd"])
-        assert [len(b) for b in blobs] == [embedder.dim * 4] * 2
+        assert [len(b) for b in blobs] == [embedder.dim] * 2
         matrix = unpack_vectors(blobs, embedder.dim)
         assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0)
     query = await embed_query(AsyncEmbedder(), "q")
@@ -119,12 +120,16 @@ async def test_bad_embedder_output_and_input_raise_embedder_error() -> None:
 
 
 def test_vectors_round_trip_and_a_foreign_length_is_refused() -> None:
-    matrix = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
+    matrix = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 0.0]], dtype=np.float32)
     blobs = pack_vectors(matrix)
-    assert blobs[1] == np.array([0.6, 0.8], dtype="<f4").tobytes()
-    assert np.array_equal(unpack_vectors(blobs, 2), matrix)
+    assert blobs == [bytes([127, 0]), bytes([95, 127]), bytes([0, 0])]  # 0.6/0.8*127 = 95.25
+    assert np.allclose(unpack_vectors(blobs, 2), matrix, atol=0.002)
+    rng = np.random.default_rng(3)
+    vectors = normalize(rng.normal(size=(200, 256)))
+    angles = unpack_vectors(pack_vectors(vectors), 256) @ vectors[0]
+    assert np.abs(angles - vectors @ vectors[0]).max() < 0.005  # cosines move by ~0.001
     with pytest.raises(EmbedderError, match="another model"):
-        unpack_vectors([blobs[0], b"\x00" * 12], 2)
+        unpack_vectors([blobs[0], b"\x00" * 8], 2)
 
 
 # --- The default embedder ----------------------------------------------------------------

@@ -24,6 +24,7 @@ from agents_sqlalchemy.search import (
     embed_documents,
     embed_query,
     embedder_by_name,
+    unpack_vectors,
 )
 from agents_sqlalchemy.search import minilm as minilm_module
 
@@ -63,9 +64,9 @@ def test_a_text_embeds_the_same_alone_and_in_a_padded_batch(minilm: MiniLMEmbedd
 
 async def test_it_goes_through_the_library_helpers(minilm: MiniLMEmbedder) -> None:
     blobs = await embed_documents(minilm, ["lunch plans for friday"])
-    assert len(blobs[0]) == 384 * 4
+    assert len(blobs[0]) == 384
     query = await embed_query(minilm, "where are we eating on friday?")
-    stored = np.frombuffer(blobs[0], dtype="<f4")
+    stored = unpack_vectors(blobs, 384)[0]
     assert float(query @ stored) > 0.3
 
 

@@ -39,7 +39,7 @@ from .search.postings import pack_terms, term_id
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 from .validation import check_json
 
-# Opened vectors a sealed store keeps in memory (about 1 KB each for the default embedder).
+# Opened vectors a sealed store keeps in memory (256 bytes each for the default embedder).
 VECTOR_CACHE = 100_000
 # Plaintexts of opened items a sealed store keeps in memory (an item's size each).
 PLAINTEXT_CACHE = 20_000

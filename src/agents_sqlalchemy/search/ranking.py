@@ -85,7 +85,7 @@ def cosine_scores(
     Vectors are the stored bytes (or a matrix of unit rows); the query is a unit vector.
     """
     q = (
-        np.frombuffer(query, dtype=VECTOR_DTYPE)
+        unpack_vectors([query], len(query) // VECTOR_DTYPE.itemsize)[0]
         if isinstance(query, bytes)
         else np.asarray(query, dtype=np.float32)
     )
