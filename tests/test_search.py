@@ -353,12 +353,7 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
         await store.flush()
         await repository.replace_index(
             [
-                (
-                    row.item_pk,
-                    row.session_pk,
-                    row.stored.seq,
-                    codec.reindexed(row.key, row.stored, entry),
-                )
+                (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
                 for row, entry in zip(batch, entries, strict=True)
             ]
         )

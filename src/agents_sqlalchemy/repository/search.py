@@ -21,6 +21,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     type_coerce,
 )
 from sqlalchemy.dialects import postgresql
@@ -36,8 +37,8 @@ IN_BATCH = 5000
 PARTITION = 200
 # An index row's columns, in the order their values are given.
 INDEX_COLUMNS = ("item_pk", "session_pk", "model_id", "terms", "vector")
-# The values `_replace` gives per row: the columns, and the item's number (its check).
-INDEX_ROW = (*INDEX_COLUMNS, "seq")
+# What `_replace` is given per row: the item's place (its session and number), the rest.
+INDEX_ROW = ("session_pk", "seq", "model_id", "terms", "vector")
 # Where epoch seconds count from, as MySQL's naive UTC DATETIME sees it.
 EPOCH = literal("1970-01-01 00:00:00")
 
@@ -204,41 +205,46 @@ class SearchOps(RepositoryBase):
 
         return await self._db.read(work)
 
-    async def replace_index(self, entries: list[tuple[int, int, int, NewItem]]) -> None:
-        """Index `(item_pk, session_pk, seq, NewItem)` entries anew: their index rows of the
-        entries' model are replaced (other models' rows stay, until `drop_other_models`)."""
+    async def replace_index(self, entries: list[tuple[int, int, NewItem]]) -> None:
+        """Index `(session_pk, seq, NewItem)` entries anew: their items' index rows of the
+        entries' model are replaced (other models' rows stay, until `drop_other_models`).
+
+        An item is known by its place: SQLite gives a deleted row's id to a new one, never a
+        session's number. An item removed (or replaced) meanwhile is skipped.
+        """
         if entries:
             await self._db.write(lambda conn: self._replace(conn, entries))
 
-    def _replace(self, conn: Connection, entries: list[tuple[int, int, int, NewItem]]) -> None:
+    def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         rows = [
-            (item_pk, session_pk, item.model_id, item.terms, item.vector, seq)
-            for item_pk, session_pk, seq, item in entries
+            (session_pk, seq, item.model_id, item.terms, item.vector)
+            for session_pk, seq, item in entries
             if item.model_id is not None
         ]
         if self._db.dialect_name == "sqlite":
-            # One statement per row, which takes the write lock before it looks: a row goes in
-            # (in place of the item's row of its model) only if its item is still there.
+            # One statement per row, which takes the write lock before it looks.
             self._index_upsert.run_rows(conn, INDEX_ROW, rows)
             return
         if self._db.dialect_name == "postgresql":
             arrays = {f"{name}s": [row[i] for row in rows] for i, name in enumerate(INDEX_ROW)}
             self._index_upsert_at_once.run(conn, arrays)
             return
-        # An item is known by its row id and its number. Items removed (or replaced) since
-        # they were read are skipped, and the others cannot be removed until this commits:
-        # they are locked first (before the index rows, in the order a delete's cascade
-        # takes), FOR UPDATE.
-        expected = {item_pk: seq for item_pk, _, _, _, _, seq in rows}
+        # MySQL: the items still there are locked first (before the index rows, in the order
+        # a delete's cascade takes), so that none is removed until this commits.
         items, index = self._items, self._index
-        still = select(items.c.id, items.c.seq).where(items.c.id.in_(expected))
-        locked = conn.execute(still.with_for_update(key_share=True))
-        kept = {pk for pk, seq in locked if expected[pk] == seq}
-        models = {model_id for _, _, model_id, _, _, _ in rows}
+        places = tuple_(items.c.session_pk, items.c.seq).in_([row[:2] for row in rows])
+        still = select(items.c.session_pk, items.c.seq, items.c.id).where(places)
+        found = {(s, seq): pk for s, seq, pk in conn.execute(still.with_for_update())}
+        models = {row[2] for row in rows}
+        kept = list(found.values())
         conn.execute(delete(index).where(index.c.item_pk.in_(kept), index.c.model_id.in_(models)))
-        rows = [row for row in rows if row[0] in kept]
-        if rows:
-            self._index_insert.run_rows(conn, INDEX_ROW, rows)
+        values = [
+            (found[(session_pk, seq)], session_pk, model_id, terms, vector)
+            for session_pk, seq, model_id, terms, vector in rows
+            if (session_pk, seq) in found
+        ]
+        if values:
+            self._index_insert.run_rows(conn, INDEX_COLUMNS, values)
 
     @cached_property
     def _index_insert(self) -> Prepared:
@@ -248,27 +254,29 @@ class SearchOps(RepositoryBase):
     @cached_property
     def _index_upsert(self) -> Prepared:
         """SQLite: an index row in place of its item's row of the same model, if the item
-        is still there with its number (a deleted row's id may be given to a new item)."""
-        items = self._items
-        there = exists().where(items.c.id == bindparam("item_pk"), items.c.seq == bindparam("seq"))
-        row = select(*self._index_values.values()).where(there)
+        is still at its place (`session_pk`, `seq`)."""
+        items, values = self._items, self._index_values
+        row = select(items.c.id, items.c.session_pk, values["model_id"], values["terms"])
+        row = row.add_columns(values["vector"]).where(
+            items.c.session_pk == values["session_pk"], items.c.seq == bindparam("seq")
+        )
         insert = self._index.insert().prefix_with("OR REPLACE")
         return Prepared(insert.from_select(INDEX_COLUMNS, row))
 
     @cached_property
     def _index_upsert_at_once(self) -> Prepared:
-        """PostgreSQL: a batch's index rows in one statement, from arrays (`item_pks`,
-        `seqs`, ...), each in place of its item's row of the same model. The items still
-        there with their numbers are locked FOR KEY SHARE first: a removal waits for the
-        commit, and an item removed meanwhile is skipped."""
+        """PostgreSQL: a batch's index rows in one statement, from arrays (`session_pks`,
+        `seqs`, ...), each in place of its item's row of the same model. The items still at
+        those places are locked FOR KEY SHARE first: a removal waits for the commit, and an
+        item removed meanwhile is skipped."""
         items, index = self._items, self._index
         types = {name: index.c[name].type for name in INDEX_COLUMNS} | {"seq": items.c.seq.type}
         arrays = [bindparam(f"{n}s", type_=postgresql.ARRAY(types[n])) for n in INDEX_ROW]
         given = func.unnest(*arrays).table_valued(*INDEX_ROW).render_derived()
-        found = and_(items.c.id == given.c.item_pk, items.c.seq == given.c.seq)
+        at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
         rows = (
-            select(*(given.c[name] for name in INDEX_COLUMNS))
-            .join_from(given, items, found)
+            select(items.c.id, items.c.session_pk, given.c.model_id, given.c.terms, given.c.vector)
+            .join_from(given, items, at)
             .with_for_update(read=True, key_share=True, of=items)
         )
         upsert = postgresql.insert(index).from_select(INDEX_COLUMNS, rows)

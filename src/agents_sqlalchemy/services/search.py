@@ -214,13 +214,8 @@ class Searcher:
                 entries = await self.index([codec.item(row.key, row.stored) for row in batch])
                 await repository.replace_index(
                     [
-                        (
-                            row.item_pk,
-                            row.session_pk,
-                            row.stored.seq,
-                            codec.reindexed(row.key, row.stored, entry),
-                        )
-                        for row, entry in zip(batch, entries, strict=True)
+                        (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, e))
+                        for row, e in zip(batch, entries, strict=True)
                     ]
                 )
                 done += len(batch)
