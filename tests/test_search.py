@@ -474,6 +474,35 @@ async def test_the_pass_after_a_write_indexes_that_write_and_a_flush_cuts_its_pa
         assert indexed[INDEX] == indexed[ITEMS]
 
 
+async def test_items_handed_to_the_worker_and_gone_before_it_runs_are_skipped(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plaintext store's appends hand their items to the worker, which indexes them at
+    their places: an item popped, or a session deleted and written again, before the worker
+    runs leaves no index row behind and takes no other item's place."""
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", 60.0)  # the worker waits
+    async with SessionStore(db_url, create_tables=True) as store:
+        session, other = store.session("s"), store.session("t")
+        await session.add_items([message("first note"), message("second note")])
+        assert await session.pop_item() == message("second note")
+        await session.add_items([message("third note")])
+        await other.add_items([message("an old plan")])
+        await store.delete_session("t")
+        await other.add_items([message("a new plan"), message("another plan")])
+        await store.flush()
+        indexed = await index_rows(db_url)
+        assert indexed[INDEX] == indexed[ITEMS] and len(indexed[ITEMS]) == 4
+        assert texts(await session.search_hits("note", mode="keyword")) == [
+            "third note",
+            "first note",
+        ]
+        assert texts(await other.search_hits("old", mode="keyword")) == []
+        assert sorted(texts(await other.search_hits("plan", mode="keyword"))) == [
+            "a new plan",
+            "another plan",
+        ]
+
+
 async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes | None) -> None:
     """SQLite reuses the id of a deleted last row; the sealed vector cache must not (and
     forgets the vectors it opened after a removal)."""

@@ -149,6 +149,18 @@ Candidates.WIDTH = len(fields(Candidates))
 
 
 @dataclass(frozen=True)
+class Appended:
+    """Items just written to a session's main line, for search to index: from `first_seq`
+    on (0: where is not known), and, from a plaintext store's append, the session's row and
+    the items' JSON, so that they are indexed without being read back."""
+
+    key: SessionKey
+    first_seq: int = 0
+    session_pk: int | None = None
+    payloads: list[str] | None = None
+
+
+@dataclass(frozen=True)
 class Unindexed:
     """A live item that has no vector of the current embedding model yet."""
 

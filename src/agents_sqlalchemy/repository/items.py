@@ -25,18 +25,18 @@ class ItemOps(AppendOps):
         count: int,
         build: Callable[[int], Sequence[NewItem]],
         ttl: timedelta | None,
-    ) -> int:
+    ) -> tuple[int, int]:
         """Append `count` (> 0) items in one transaction, creating the session row on first
-        write; return the number of the first.
+        write; return the session row's id and the number of the first item.
 
         `build(first_seq)` makes the rows once their numbers are known (sealing binds them).
         """
-        _, next_seq = await self._db.write(
+        session_pk, next_seq = await self._db.write(
             lambda conn: self._append(conn, key, count, build, ttl),
             session_id=key.session_id,
             small=count <= SMALL,
         )
-        return next_seq - count + 1
+        return session_pk, next_seq - count + 1
 
     async def read(
         self, key: SessionKey, limit: int | None, current_kek: str | None = None

@@ -23,7 +23,7 @@ from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Repository
 from ..repository.branches import Gone, Opened
 from ..turns import MAIN, is_user
-from ..types import BranchSummary, SessionKey
+from ..types import Appended, BranchSummary, SessionKey
 from ..validation import check_range
 from .conversation import Written
 from .keyring import Keyring
@@ -96,7 +96,7 @@ class Branches:
             opened,
         )
         if done and branch == MAIN and self._written is not None:
-            self._written(key, 0)
+            self._written(Appended(key))
         return done
 
     async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:

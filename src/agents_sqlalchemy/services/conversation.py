@@ -19,13 +19,12 @@ from typing import Any
 from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError
 from ..repository import Repository
-from ..types import NewItem, SessionKey, StoredItem, Tail
+from ..types import Appended, NewItem, SessionKey, StoredItem, Tail
 from ..validation import check_range, check_user_id, item_list, json_object
 from .keyring import Keyring
 
-#: Told after each write which session got new items, and the number of the first (0: not
-#: known), if set: search indexes them.
-Written = Callable[[SessionKey, int], None]
+#: Told after each write what went into the main line, if set: search indexes it.
+Written = Callable[[Appended], None]
 
 
 class Conversation:
@@ -62,14 +61,15 @@ class Conversation:
         if not payloads:
             return
         codec = await self._keyring.ready()
-        first_seq = await self._repository.append(
+        session_pk, first_seq = await self._repository.append(
             key,
             len(payloads),
             lambda first_seq: codec.rows(key, payloads, first_seq),
             ttl or self.ttl,
         )
-        if self._written is not None:
-            self._written(key, first_seq)
+        if self._written is not None:  # a sealed store keeps no plaintext past the call
+            handed = codec.kek_id is None
+            self._written(Appended(key, first_seq, session_pk, payloads if handed else None))
 
     async def pop(self, key: SessionKey) -> Any | None:
         """Remove and return the latest live item, or None; its key is destroyed."""
@@ -186,7 +186,7 @@ class Conversation:
                 key, expected, len(output), build, prunable if prune else None
             )
         if replaced and self._written is not None:
-            self._written(key, 0)
+            self._written(Appended(key))
         return replaced
 
     async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
@@ -195,7 +195,7 @@ class Conversation:
         async with self._keyring.scrubbing():
             await self._repository.replace_all(key, len(items), build, ttl or self.ttl)
         if self._written is not None:
-            self._written(key, 0)
+            self._written(Appended(key))
 
     async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
         """Rows for `items` once their first number is known (search indexes them after)."""

@@ -40,7 +40,7 @@ from ..search import (
     recency_scores,
     term_counts,
 )
-from ..types import Candidates, IndexEntry, Scope, SessionKey
+from ..types import Appended, Candidates, IndexEntry, Scope, SessionKey, StoredItem
 from ..validation import check_range
 from .background import Background
 from .keyring import Keyring
@@ -63,23 +63,60 @@ class Searcher:
         self._repository = repository
         self._keyring = keyring
         self._catching_up = threading.Lock()
-        self._since: dict[str, int] = {}  # by session hash: see `written`
-        self._since_lock = threading.Lock()
+        # What the worker is to index next, by session hash (see `written`).
+        self._handed: dict[str, list[Appended]] = {}
+        self._since: dict[str, int] = {}
+        self._pending_lock = threading.Lock()
         self._background = background
 
-    def written(self, key: SessionKey, first_seq: int = 0) -> None:
-        """Items were added to this session, numbered from `first_seq` on (0: not known):
-        index them soon, off the caller's path. Only those are looked for, so that the
-        pass costs what they do, not what the session holds; anything else a search
-        catches up."""
-        with self._since_lock:  # where the session's pass starts: the first item not done
-            self._since[key.hash] = min(self._since.get(key.hash, first_seq), first_seq)
+    def written(self, appended: Appended) -> None:
+        """Items were added to a session: index them soon, off the caller's path.
+
+        Items handed over with their JSON are indexed as they are, without reading them
+        back; otherwise the session is read from the first new number on (from its start
+        if that is not known), so that the pass costs what the new items do, not what the
+        session holds. Anything else a search catches up.
+        """
+        key = appended.key
+        with self._pending_lock:
+            if appended.payloads is not None:
+                self._handed.setdefault(key.hash, []).append(appended)
+            else:
+                since = self._since.get(key.hash, appended.first_seq)
+                self._since[key.hash] = min(since, appended.first_seq)
         self._background.submit(("index", key.hash), lambda: self._index_written(key))
 
     async def _index_written(self, key: SessionKey) -> None:
-        with self._since_lock:
-            since = self._since.pop(key.hash, 0)
-        await self.catch_up(Scope(session=key), since_seq=since)
+        with self._pending_lock:
+            handed = self._handed.pop(key.hash, [])
+            since = self._since.pop(key.hash, None)
+        if handed:
+            await self._index_handed(key, handed)
+        if since is not None:
+            await self.catch_up(Scope(session=key), since_seq=since)
+
+    async def _index_handed(self, key: SessionKey, handed: list[Appended]) -> None:
+        """Index items handed over by a plaintext store's appends, a batch at a time."""
+        codec = await self._keyring.ready()
+        places = [
+            (batch.session_pk, batch.first_seq + i, payload)
+            for batch in handed
+            if batch.session_pk is not None and batch.payloads is not None
+            for i, payload in enumerate(batch.payloads)
+        ]
+        async with holding(self._catching_up):
+            for start in range(0, len(places), CATCH_UP_BATCH):
+                chunk = places[start : start + CATCH_UP_BATCH]
+                stored = [StoredItem(seq, payload) for _, seq, payload in chunk]
+                entries = await self.index(codec.items(key, stored))
+                await self._repository.replace_index(
+                    [
+                        (session_pk, item.seq, codec.reindexed(key, item, entry))
+                        for (session_pk, _, _), item, entry in zip(
+                            chunk, stored, entries, strict=True
+                        )
+                    ]
+                )
 
     async def index(self, items: list[Any]) -> list[IndexEntry]:
         """Term counts and a vector per item (an item with no text: no terms, no vector)."""
