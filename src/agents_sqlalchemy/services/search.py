@@ -99,7 +99,7 @@ class Searcher:
         """Index items handed over by a plaintext store's appends, a batch at a time."""
         codec = await self._keyring.ready()
         places = [
-            (batch.session_pk, batch.first_seq + i, payload)
+            (batch.session_pk, StoredItem(batch.first_seq + i, payload))
             for batch in handed
             if batch.session_pk is not None and batch.payloads is not None
             for i, payload in enumerate(batch.payloads)
@@ -107,14 +107,11 @@ class Searcher:
         async with holding(self._catching_up):
             for start in range(0, len(places), CATCH_UP_BATCH):
                 chunk = places[start : start + CATCH_UP_BATCH]
-                stored = [StoredItem(seq, payload) for _, seq, payload in chunk]
-                entries = await self.index(codec.items(key, stored))
+                entries = await self.index(codec.items(key, [item for _, item in chunk]))
                 await self._repository.replace_index(
                     [
                         (session_pk, item.seq, codec.reindexed(key, item, entry))
-                        for (session_pk, _, _), item, entry in zip(
-                            chunk, stored, entries, strict=True
-                        )
+                        for (session_pk, item), entry in zip(chunk, entries, strict=True)
                     ]
                 )
 
@@ -149,24 +146,8 @@ class Searcher:
         codec = await self._keyring.ready()
         if not query.strip():
             return []
-        await self._background.flush()  # what this process wrote is indexed ...
-        read = functools.partial(
-            self._repository.candidates,
-            scope,
-            self.embedder.model_id,
-            vectors=mode != "keyword" and not codec.caches_vectors,
-            terms=mode != "vector",
-        )
-        # ... and so is what others wrote (at most SEARCH_CATCH_UP items by one search):
-        # looked for beside the read of the candidates, which is read again if there was any.
-        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-        model_id = self.embedder.model_id
-        unindexed, candidates = await asyncio.gather(
-            self._repository.unindexed(model_id, batch, 0, scope), read()
-        )
-        if unindexed:
-            await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
-            candidates = await read()
+        await self._background.flush()  # what this process wrote is indexed
+        candidates = await self._candidates(scope, mode, codec)
         if not len(candidates):
             return []
         keyword = None
@@ -201,6 +182,26 @@ class Searcher:
             for hit in hits
             if hit.key in rows  # an item removed since the candidates were read is not found
         ]
+
+    async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
+        """The scope's candidates, once what others left unindexed is indexed (at most
+        SEARCH_CATCH_UP items by one search): looked for beside the read, which is done
+        again if there was any."""
+        read = functools.partial(
+            self._repository.candidates,
+            scope,
+            self.embedder.model_id,
+            vectors=mode != "keyword" and not codec.caches_vectors,
+            terms=mode != "vector",
+        )
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+        unindexed, candidates = await asyncio.gather(
+            self._repository.unindexed(self.embedder.model_id, batch, 0, scope), read()
+        )
+        if not unindexed:
+            return candidates
+        await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
+        return await read()
 
     async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
         """The candidates' plain vectors of the embedder's model (None: it has none): opened
