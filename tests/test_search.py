@@ -453,15 +453,16 @@ async def test_search_off_says_how_to_turn_it_on(sqlite_url: str) -> None:
 
 
 async def test_the_pass_after_a_write_indexes_that_write_and_a_flush_cuts_its_pause(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After an append the worker looks only from the batch's first number on (its cost is
-    the batch's, not the session's): an older item written without search is left to the
-    next search. A flush just after a write does not sit out the worker's gathering pause."""
-    async with SessionStore(db_url, create_tables=True, search=False) as store:
+    """After an append the worker indexes that batch only (handed over in plaintext, read
+    back from its first number when sealed): its cost is the batch's, not the session's, and
+    an older item written without search is left to the next search. A flush just after a
+    write does not sit out the worker's gathering pause."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         await store.session("s").add_items([message("an old note about kayaks")])
     monkeypatch.setattr(background_module, "GATHER_SECONDS", 60.0)
-    async with SessionStore(db_url) as store:
+    async with SessionStore(db_url, key=key) as store:
         session = store.session("s")
         for n in range(5):
             await session.add_items([message(f"new note {n}")])

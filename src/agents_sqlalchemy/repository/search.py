@@ -177,18 +177,28 @@ class SearchOps(RepositoryBase):
         return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def unindexed(
-        self, model_id: str, batch: int, after: int, scope: Scope
+        self, model_id: str, batch: int, after: int, scope: Scope, *, new: bool = False
     ) -> list[Unindexed]:
         """Up to `batch` live items in scope without a vector of `model_id`, in order from
         just after `after`: in a session, by number (its index reads on from there); in a
-        wider scope, by pk."""
+        wider scope, by pk.
+
+        `new`: the session's items after `after` were just written, so none is looked for
+        in the index (one indexed meanwhile is indexed again, in place). On fresh tables
+        PostgreSQL plans that look-up as a scan of the whole index per item.
+        """
         items, sessions = self._items, self._sessions
         cursor = items.c.seq if scope.session is not None else items.c.id
+        where = (
+            and_(self._in_scope(scope), sessions.c.parent_pk.is_(None))
+            if new and scope.session is not None
+            else self._unindexed_where(model_id, scope)
+        )
         query = (
             self._item_columns()
             .add_columns(items.c.session_pk, sessions.c.session_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(self._unindexed_where(model_id, scope))
+            .where(where)
             .order_by(cursor)
             .limit(batch)
         )

@@ -234,7 +234,7 @@ class Searcher:
         since_seq: int = 0,
     ) -> int:
         """Index the live items in scope that have no vector of the embedder yet (in a
-        session scope, those numbered `since_seq` or later).
+        session scope, from `since_seq` on: items this store just wrote, read as they are).
 
         One transaction per batch; an item removed meanwhile is skipped. With `limit`,
         stops after about that many (a search does not turn into a reindex). Returns how
@@ -247,7 +247,8 @@ class Searcher:
             total = await repository.count_unindexed(model_id, scope) if progress else 0
             if progress is not None:
                 progress(done, total)
-            while batch := await repository.unindexed(model_id, batch_size, after, scope):
+            new = scope.session is not None and since_seq > 0  # what this store just wrote
+            while batch := await repository.unindexed(model_id, batch_size, after, scope, new=new):
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
                 entries = await self.index([codec.item(row.key, row.stored) for row in batch])
                 await repository.replace_index(
