@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -65,7 +66,10 @@ async def serve(url: str, queue: Any, locks: list[Any], ready: Any) -> int:
 
 def worker(url: str, queue: Any, locks: list[Any], ready: Any) -> None:
     handled = asyncio.run(serve(url, queue, locks, ready))
-    print(f"worker {os.getpid()}: {handled} turns", flush=True)
+    # One write of the whole line: unbuffered, print() writes the newline apart, and two
+    # workers' lines could run together.
+    sys.stdout.write(f"worker {os.getpid()}: {handled} turns\n")
+    sys.stdout.flush()
 
 
 def check_turns(transcript: list[Any]) -> list[str]:
