@@ -108,11 +108,12 @@ def _check(matrix: Matrix, count: int, embedder: Embedder) -> Matrix:
 
 
 def normalize(matrix: npt.NDArray[Any]) -> Matrix:
-    """Rows scaled to unit length (zero rows stay zero), as float32."""
-    out = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(out, axis=-1, keepdims=True)
-    unit = np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
-    return np.asarray(unit, dtype=np.float32)
+    """Rows scaled to unit length (zero rows stay zero), as a new float32 matrix."""
+    out = np.array(matrix, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    norms[norms == 0] = 1.0
+    out /= norms[:, None]
+    return out
 
 
 async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
@@ -151,9 +152,4 @@ def unpack_vectors(blobs: Sequence[bytes], dim: int) -> Matrix:
     """
     if set(map(len, blobs)) - {dim * VECTOR_DTYPE.itemsize}:
         raise EmbedderError(f"a stored vector is not {dim} bytes: it belongs to another model")
-    rows = np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE).reshape(len(blobs), dim)
-    matrix = rows.astype(np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))  # `normalize`, in place: 3x faster
-    norms[norms == 0] = 1.0
-    matrix /= norms[:, None]
-    return matrix
+    return normalize(np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE).reshape(len(blobs), dim))
