@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import pytest
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.search import item_text, term_counts
+from agents_sqlalchemy.search.postings import pack_terms, term_id
 
 from .items import message
+from .test_protocol import raw_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,3 +130,73 @@ def test_one_store_from_run_sync_in_three_threads(db_url: str) -> None:
     items = asyncio.run(store.session("threads").get_items())
     assert len(items) == 6
     asyncio.run(store.close())
+
+
+WORDS = ["disk", "full", "deploy", "rollback", "paris", "lunch", "error", "cat", "dog", "beta"]
+
+
+async def _churn(store: SessionStore, seed: int, session_ids: list[str]) -> None:
+    """Random appends, pops, clears, deletes and searches of a few shared sessions."""
+    rnd = random.Random(seed)
+    for n in range(120):
+        session_id = rnd.choice(session_ids)
+        session, op = store.session(session_id), rnd.random()
+        if op < 0.5:
+            words = [" ".join(rnd.choices(WORDS, k=3)) for _ in range(rnd.randint(1, 3))]
+            await session.add_items([message(f"{text} {seed}-{n}") for text in words])
+        elif op < 0.65:
+            await session.pop_item()
+        elif op < 0.7:
+            await session.clear_session()
+        elif op < 0.8:
+            await store.delete_session(session_id)
+        else:
+            await session.search(rnd.choice(WORDS), limit=3)
+        if rnd.random() < 0.3:
+            await asyncio.sleep(rnd.random() * 0.01)
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
+def test_stores_on_three_threads_churning_sessions_leave_every_item_indexed_as_itself(
+    db_url: str, encrypted: bool
+) -> None:
+    """Stores on three threads (each with three tasks) append to, pop, clear, delete and
+    search the same sessions at once, each indexing on its own worker. Afterwards every
+    live item has one index row, holding its own terms, and every sealed vector opens: an
+    index row written for an item that was removed meanwhile never lands on another."""
+    key = os.urandom(32) if encrypted else None
+    session_ids = ["a", "b", "c"]
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        async def run() -> None:
+            async with SessionStore(db_url, create_tables=True, key=key) as store:
+                tasks = (_churn(store, index * 10 + t, session_ids) for t in range(3))
+                await asyncio.gather(*tasks)
+
+        try:
+            asyncio.run(run())
+        except BaseException as exc:  # collected and re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert not errors, errors
+
+    async def check() -> None:
+        async with SessionStore(db_url, key=key) as store:
+            for session_id in session_ids:  # opens every vector of the session's items
+                await store.session(session_id).search_hits("disk", mode="vector", limit=1000)
+        items = await raw_rows(db_url, "SELECT id, payload FROM agents_sqlalchemy_items")
+        index = await raw_rows(db_url, "SELECT item_pk, terms FROM agents_sqlalchemy_search_index")
+        assert sorted(pk for pk, _ in index) == sorted(pk for pk, _ in items)
+        if not encrypted:
+            terms = {pk: bytes(blob) if blob is not None else None for pk, blob in index}
+            for pk, payload in items:
+                own = term_counts(item_text(json.loads(str(payload))))
+                assert terms[pk] == pack_terms({term_id(t): c for t, c in own.items()}), payload
+
+    asyncio.run(check())

@@ -504,6 +504,30 @@ async def test_items_handed_to_the_worker_and_gone_before_it_runs_are_skipped(
         ]
 
 
+async def test_a_session_written_anew_elsewhere_before_the_worker_runs_keeps_its_own_terms(
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another store (another process) deletes a session and writes it anew before this
+    store's worker indexes what it wrote there: the new items get their own index rows, not
+    the old ones', because a deleted session's id is never given to a new one (SQLite gives
+    a deleted last row's id again unless the table says AUTOINCREMENT)."""
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", 60.0)  # the worker waits
+    async with (
+        SessionStore(db_url, create_tables=True, key=key) as store,
+        SessionStore(db_url, key=key, search=False) as elsewhere,
+    ):
+        await store.session("s").add_items([message("the disk was full")])
+        [[old_pk]] = await raw_rows(db_url, "SELECT id FROM agents_sqlalchemy_sessions")
+        await elsewhere.delete_session("s")
+        await elsewhere.session("s").add_items([message("lunch in paris")])
+        [[new_pk]] = await raw_rows(db_url, "SELECT id FROM agents_sqlalchemy_sessions")
+        assert new_pk != old_pk
+        await store.flush()
+        session = store.session("s")
+        assert texts(await session.search_hits("disk", mode="keyword")) == []
+        assert texts(await session.search_hits("paris", mode="keyword")) == ["lunch in paris"]
+
+
 async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes | None) -> None:
     """SQLite reuses the id of a deleted last row; the sealed vector cache must not (and
     forgets the vectors it opened after a removal)."""

@@ -67,13 +67,15 @@ class SessionColumns:
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
         # Keyset pages of sessions, most recently active first, overall and per user; and
-        # the few companion rows (the others are left out of that index).
+        # the few companion rows (the others are left out of that index). A deleted
+        # session's id is never given to a new one (SQLite would give the last one's again):
+        # an item's place, its session's id and its number, then names it for good.
         companion = text("parent_pk IS NOT NULL")
         return (
             Index(None, "updated_at", "id"),
             Index(None, "user_id", "updated_at", "id"),
             Index(None, "parent_pk", sqlite_where=companion, postgresql_where=companion),
-            TABLE_OPTIONS,
+            TABLE_OPTIONS | {"sqlite_autoincrement": True},
         )
 
 

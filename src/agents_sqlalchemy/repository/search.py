@@ -219,8 +219,9 @@ class SearchOps(RepositoryBase):
         """Index `(session_pk, seq, NewItem)` entries anew: their items' index rows of the
         entries' model are replaced (other models' rows stay, until `drop_other_models`).
 
-        An item is known by its place: SQLite gives a deleted row's id to a new one, never a
-        session's number. An item removed (or replaced) meanwhile is skipped.
+        An item is known by its place: SQLite gives a deleted item's id to a new one, but
+        never a session's id (the table says AUTOINCREMENT) nor a number within a session.
+        An item removed (or replaced) meanwhile is skipped.
         """
         if entries:
             await self._db.write(lambda conn: self._replace(conn, entries))

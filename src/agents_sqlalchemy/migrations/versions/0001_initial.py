@@ -101,6 +101,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("session_hash", name=uq(t, "session_hash")),
         cascade(t, "parent_pk", "sessions"),
         schema=schema(),
+        sqlite_autoincrement=True,  # a deleted session's id is never given again
         **OPTIONS,
     )
     index(t, "updated_at", "id")
