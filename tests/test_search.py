@@ -21,6 +21,7 @@ from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
+from agents_sqlalchemy.repository import Repository
 from agents_sqlalchemy.search import (
     Embedder,
     Model2VecEmbedder,
@@ -526,6 +527,56 @@ async def test_a_session_written_anew_elsewhere_before_the_worker_runs_keeps_its
         session = store.session("s")
         assert texts(await session.search_hits("disk", mode="keyword")) == []
         assert texts(await session.search_hits("paris", mode="keyword")) == ["lunch in paris"]
+
+
+async def test_a_hit_removed_during_the_search_never_returns_the_item_that_took_its_id(
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alice's best hit is popped while her search runs, and Bob's next item takes its row
+    id (SQLite gives a deleted last row's id again): her results leave the hit out; they
+    never hold Bob's item."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        alice, bob = store.session("a", user_id="alice"), store.session("b", user_id="bob")
+        await bob.add_items([message("bob's first note")])
+        await alice.add_items([message("an older note on kayaks")])
+        read_hits = Repository.hit_rows
+
+        async def meanwhile(self: Repository, item_pks: list[int]) -> Any:
+            await alice.pop_item()
+            await bob.add_items([message("bob's secret diary")])
+            return await read_hits(self, item_pks)
+
+        for search in (
+            lambda: alice.search_hits("kayaks for sale", mode="keyword"),
+            lambda: store.search("kayaks for sale", user_id="alice", mode="keyword"),
+        ):
+            await alice.add_items([message("kayaks for sale")])
+            await store.flush()
+            with monkeypatch.context() as patch:
+                patch.setattr(Repository, "hit_rows", meanwhile)
+                assert texts(await search()) == ["an older note on kayaks"]
+
+
+async def test_a_sealed_vector_read_after_its_item_went_is_not_taken_for_tampering(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An encrypted store reads the vectors it has not opened yet after the candidates: if
+    an item was popped in between and a new item took its row id, the new item's vector is
+    not opened with the old item's key (that would fail as tampering); the item is gone."""
+    async with SessionStore(db_url, create_tables=True, key=os.urandom(32)) as store:
+        alice, bob = store.session("a"), store.session("b")
+        await alice.add_items([message("an older note on kayaks"), message("kayaks for sale")])
+        read_vectors = Repository.vectors
+
+        async def meanwhile(self: Repository, item_pks: list[int], model_id: str) -> Any:
+            await alice.pop_item()
+            await bob.add_items([message("kayaks for bob")])
+            await store.flush()
+            return await read_vectors(self, item_pks, model_id)
+
+        monkeypatch.setattr(Repository, "vectors", meanwhile)
+        hits = await alice.search_hits("kayaks for sale", mode="vector")
+        assert texts(hits) == ["an older note on kayaks"]
 
 
 async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes | None) -> None:

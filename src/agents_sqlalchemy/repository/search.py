@@ -122,18 +122,25 @@ class SearchOps(RepositoryBase):
 
         return await self._db.read(work)
 
-    async def vectors(self, item_pks: list[int], model_id: str) -> dict[int, bytes]:
-        """The stored vectors of `model_id` of these items (those still there)."""
-        index = self._index
+    async def vectors(
+        self, item_pks: list[int], model_id: str
+    ) -> dict[tuple[int, bytes | None], bytes]:
+        """The stored vectors of `model_id` of these items (those still there), by item id
+        and wrapped key: an id may name a newer item than the one asked about."""
+        index, items = self._index, self._items
 
-        def work(conn: Connection) -> dict[int, bytes]:
-            found: dict[int, bytes] = {}
+        def work(conn: Connection) -> dict[tuple[int, bytes | None], bytes]:
+            found: dict[tuple[int, bytes | None], bytes] = {}
             for start in range(0, len(item_pks), IN_BATCH):
-                query = select(index.c.item_pk, index.c.vector).where(
-                    index.c.model_id == model_id,
-                    index.c.item_pk.in_(item_pks[start : start + IN_BATCH]),
+                query = (
+                    select(index.c.item_pk, items.c.wrapped_key, index.c.vector)
+                    .join(items, items.c.id == index.c.item_pk)
+                    .where(
+                        index.c.model_id == model_id,
+                        index.c.item_pk.in_(item_pks[start : start + IN_BATCH]),
+                    )
                 )
-                found.update((pk, vector) for pk, vector in conn.execute(query).all())
+                found.update(((pk, wrapped), vector) for pk, wrapped, vector in conn.execute(query))
             return found
 
         return await self._db.read(work)

@@ -161,7 +161,7 @@ class Searcher:
             query_vector = await embed_query(self.embedder, query)
             vector = cosine_scores(query_vector, await self._vectors(codec, candidates))
         hits = fuse(
-            candidates.item_pks,
+            range(len(candidates)),
             vector=vector,
             keyword=keyword,
             recency=recency_scores(candidates.positions),
@@ -169,19 +169,29 @@ class Searcher:
             limit=limit,
             vector_weight=fusion_weight(self.embedder),
         )
-        rows = await self._repository.hit_rows([hit.key for hit in hits])
-        return [
-            SearchHit(
-                session_id=rows[hit.key][0].session_id,
-                seq=rows[hit.key][1].seq,
-                item=codec.item(*rows[hit.key]),
-                score=hit.score,
-                vector=hit.vector,
-                keyword=hit.keyword,
+        rows = await self._repository.hit_rows([candidates.item_pks[hit.key] for hit in hits])
+        results: list[SearchHit] = []
+        for hit in hits:
+            # An item removed since the candidates were read is not found, and its id may
+            # name another item by now (SQLite gives a deleted last row's id again): a row
+            # counts only at the place it was ranked for.
+            i = hit.key
+            row = rows.get(candidates.item_pks[i])
+            ranked_at = (candidates.session_hashes[i], candidates.seqs[i])
+            if row is None or (row[0].hash, row[1].seq) != ranked_at:
+                continue
+            key, stored = row
+            results.append(
+                SearchHit(
+                    session_id=key.session_id,
+                    seq=stored.seq,
+                    item=codec.item(key, stored),
+                    score=hit.score,
+                    vector=hit.vector,
+                    keyword=hit.keyword,
+                )
             )
-            for hit in hits
-            if hit.key in rows  # an item removed since the candidates were read is not found
-        ]
+        return results
 
     async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
         """The scope's candidates, once what others left unindexed is indexed (at most
@@ -205,14 +215,18 @@ class Searcher:
 
     async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
         """The candidates' plain vectors of the embedder's model (None: it has none): opened
-        from memory, or read and opened where missing (None also: the item is gone)."""
+        from memory, or read and opened where missing (None also: the item is gone, even if
+        its id names another item by now)."""
         model_id = self.embedder.model_id
         vectors = codec.vectors(candidates, model_id)
         missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._repository.vectors(pks, model_id)
-            read = candidates.take(missing, [stored.get(pk) for pk in pks])
+            same = [
+                stored.get((candidates.item_pks[i], candidates.wrapped_keys[i])) for i in missing
+            ]
+            read = candidates.take(missing, same)
             for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
                 vectors[i] = vector
         return vectors
