@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,25 @@ def spawn(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def on_threads(work: Callable[[int], object], count: int) -> None:
+    """Run `work(0)` ... `work(count - 1)` at once, each on a thread of its own; what
+    failed there is raised here."""
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            work(index)
+        except BaseException as exc:  # collected and re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert not errors, errors
 
 
 def finish(process: subprocess.Popen[str]) -> str:
@@ -109,23 +129,14 @@ def test_one_store_from_asyncio_run_three_times(db_url: str) -> None:
 def test_one_store_from_run_sync_in_three_threads(db_url: str) -> None:
     store = SessionStore(db_url, create_tables=True)
     asyncio.run(store.session("warm-up").get_items())  # the store has already served a loop
-    errors: list[BaseException] = []
     outputs: list[str] = []
 
     def worker(index: int) -> None:
-        try:
-            agent = Agent(name="a", model=ScriptedModel([[assistant_message(f"reply {index}")]]))
-            result = Runner.run_sync(agent, f"hi {index}", session=store.session("threads"))
-            outputs.append(result.final_output)
-        except BaseException as exc:  # collected and re-raised in the test thread
-            errors.append(exc)
+        agent = Agent(name="a", model=ScriptedModel([[assistant_message(f"reply {index}")]]))
+        result = Runner.run_sync(agent, f"hi {index}", session=store.session("threads"))
+        outputs.append(result.final_output)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
+    on_threads(worker, 3)
     assert sorted(outputs) == ["reply 0", "reply 1", "reply 2"]
     items = asyncio.run(store.session("threads").get_items())
     assert len(items) == 6
@@ -166,25 +177,13 @@ def test_stores_on_three_threads_churning_sessions_leave_every_item_indexed_as_i
     index row written for an item that was removed meanwhile never lands on another."""
     key = os.urandom(32) if encrypted else None
     session_ids = ["a", "b", "c"]
-    errors: list[BaseException] = []
 
-    def worker(index: int) -> None:
-        async def run() -> None:
-            async with SessionStore(db_url, create_tables=True, key=key) as store:
-                tasks = (_churn(store, index * 10 + t, session_ids) for t in range(3))
-                await asyncio.gather(*tasks)
+    async def churn(index: int) -> None:
+        async with SessionStore(db_url, create_tables=True, key=key) as store:
+            tasks = (_churn(store, index * 10 + t, session_ids) for t in range(3))
+            await asyncio.gather(*tasks)
 
-        try:
-            asyncio.run(run())
-        except BaseException as exc:  # collected and re-raised in the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=240)
-    assert not errors, errors
+    on_threads(lambda index: asyncio.run(churn(index)), 3)
 
     async def check() -> None:
         async with SessionStore(db_url, key=key) as store:
