@@ -223,10 +223,8 @@ class Searcher:
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._repository.vectors(pks, model_id)
-            same = [
-                stored.get((candidates.item_pks[i], candidates.wrapped_keys[i])) for i in missing
-            ]
-            read = candidates.take(missing, same)
+            keys = [(pk, candidates.wrapped_keys[i]) for i, pk in zip(missing, pks, strict=True)]
+            read = candidates.take(missing, [stored.get(key) for key in keys])
             for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
                 vectors[i] = vector
         return vectors
