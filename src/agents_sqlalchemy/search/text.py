@@ -26,10 +26,12 @@ import json
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from itertools import chain
 from typing import Any
+
+from pydantic_core import from_json
 
 #: Bump when tokenising changes: stored terms made by another version no longer match.
 TOKENIZER_VERSION = 1
@@ -83,49 +85,72 @@ def item_text(item: Mapping[str, Any], *, max_chars: int = MAX_TEXT_CHARS) -> st
     if item.get("type") in _SKIP_TYPES:
         return ""
     pieces: list[str] = []
-    size = 0
-    for piece in _walk(item):
-        piece = piece.strip()
-        if not piece:
-            continue
-        pieces.append(piece)
-        size += len(piece) + 1
-        if size >= max_chars:
-            break
+    try:  # noqa: SIM105 - contextlib.suppress costs as much as a short item's walk
+        _walk(item, None, pieces, [max_chars])
+    except _Full:
+        pass
     return "\n".join(pieces)[:max_chars]
 
 
-def _walk(value: Any, key: str | None = None) -> Iterator[str]:
+class _Full(Exception):
+    """`max_chars` collected: the walk stops."""
+
+
+def _add(piece: str, pieces: list[str], room: list[int]) -> None:
+    piece = piece.strip()
+    if piece:
+        pieces.append(piece)
+        room[0] -= len(piece) + 1
+        if room[0] <= 0:
+            raise _Full
+
+
+def _walk(value: Any, key: str | None, pieces: list[str], room: list[int]) -> None:
+    """Append the searchable strings under `value` (one pass, no generator per level;
+    the exact `dict` and `list` types, what `from_json` gives, are checked first)."""
     if isinstance(value, str):
         if key in _JSON_KEYS and value[:1] in ("{", "["):
             try:
-                yield from _flatten_json(json.loads(value))
-                return
+                parsed = _parse_json(value)
             except ValueError:
                 pass
+            else:
+                _flatten_json(parsed, None, pieces, room)
+                return
         if not _is_blob(value):
-            yield value
-    elif isinstance(value, Mapping):
+            _add(value, pieces, room)
+        return
+    kind = type(value)
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         for k, v in value.items():
             if k in _TEXT_KEYS:
-                yield from _walk(v, k)
-    elif isinstance(value, (list, tuple)):
+                _walk(v, k, pieces, room)
+    elif kind is list or isinstance(value, tuple):
         for v in value:
-            yield from _walk(v, key)
+            _walk(v, key, pieces, room)
 
 
-def _flatten_json(value: Any, key: str | None = None) -> Iterator[str]:
+def _parse_json(text: str) -> Any:
+    """pydantic-core's parser, and the standard library's where it refuses (lone surrogates)."""
+    try:
+        return from_json(text)
+    except ValueError:
+        return json.loads(text)
+
+
+def _flatten_json(value: Any, key: str | None, pieces: list[str], room: list[int]) -> None:
     """Tool data as `key: value` lines: keys are often the only words around a number."""
-    if isinstance(value, Mapping):
+    if isinstance(value, str):
+        if not _is_blob(value):
+            _add(f"{key}: {value}" if key else value, pieces, room)
+    elif type(value) is dict:
         for k, v in value.items():
-            yield from _flatten_json(v, str(k))
-    elif isinstance(value, list):
+            _flatten_json(v, k, pieces, room)
+    elif type(value) is list:
         for v in value:
-            yield from _flatten_json(v, key)
-    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        if isinstance(value, str) and _is_blob(value):
-            return
-        yield f"{key}: {value}" if key else str(value)
+            _flatten_json(v, key, pieces, room)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _add(f"{key}: {value}" if key else str(value), pieces, room)
 
 
 def _is_blob(text: str) -> bool:
