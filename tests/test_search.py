@@ -348,7 +348,7 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
         repository, searcher = services.repository, services.search()
         batch = await repository.unindexed(searcher.embedder.model_id, 10, 0, Scope())
         codec = await services.keyring.ready()
-        entries = await searcher.index([codec.item(r.key, r.stored) for r in batch])
+        entries = await searcher.index([codec.item(r.key, r.stored) for r in batch], codec)
         assert await store.session("s").pop_item() == message("second note")
         await store.session("s").add_items([message("third entry")])
         await store.flush()

@@ -35,7 +35,7 @@ from .crypto import (
     unwrap_data_key,
 )
 from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
-from .search.postings import pack_terms, term_id
+from .search.postings import term_id
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 from .validation import check_json
 
@@ -49,8 +49,8 @@ TERM_CACHE = 50_000
 PARSE_CHUNK = 1000
 
 
-def _index_row(entry: IndexEntry, term_ids: Mapping[int, int], vector: bytes | None) -> NewItem:
-    return NewItem(terms=pack_terms(term_ids), vector=vector, model_id=entry.model_id)
+def _index_row(entry: IndexEntry, vector: bytes | None) -> NewItem:
+    return NewItem(terms=entry.terms, vector=vector, model_id=entry.model_id)
 
 
 def encode_item(item: Any, what: str = "item") -> str:
@@ -139,6 +139,10 @@ class Codec(Protocol):
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem: ...
 
+    def term_id(self, term: str) -> int:
+        """The 64-bit id the index packs for a term."""
+        ...
+
     def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
         """`{term: count}` as the index packs it: `{64-bit term id: count}`."""
         ...
@@ -163,7 +167,10 @@ class PlainCodec:
         return [NewItem(payload=payload) for payload in payloads]
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem:
-        return _index_row(entry, self.term_ids(entry.terms), entry.vector)
+        return _index_row(entry, entry.vector)
+
+    def term_id(self, term: str) -> int:
+        return term_id(term)
 
     def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
         return {term_id(term): count for term, count in counts.items()}
@@ -275,7 +282,10 @@ class SealedCodec:
         vector = entry.vector
         if vector is not None:
             vector = data_key.seal(vector, place.for_purpose(f"embedding:{entry.model_id}"))
-        return _index_row(entry, self.term_ids(entry.terms), vector)
+        return _index_row(entry, vector)
+
+    def term_id(self, term: str) -> int:
+        return self._hash_term(term)
 
     def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
         hashed: dict[int, int] = {}

@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
@@ -35,10 +35,10 @@ class SessionKey:
 
 @dataclass(frozen=True)
 class IndexEntry:
-    """What search keeps of one item: its term counts and its vector under one model
-    (None: the item has no text to embed)."""
+    """What search keeps of one item: its packed terms (`pack_terms`, with the codec's term
+    ids) and its plain vector under one model (None: the item has no terms, no text)."""
 
-    terms: Mapping[str, int]
+    terms: bytes | None
     vector: bytes | None
     model_id: str
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
+from sqlalchemy import LargeBinary
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.types import TypeEngine
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Prepared:
                 _Bind(
                     name,
                     bind.effective_value,
-                    bind.type.dialect_impl(dialect).bind_processor(dialect),
+                    _processor(bind.type.dialect_impl(dialect), dialect),
                     bind.type.should_evaluate_none,
                 )
                 for name, bind in compiled.binds.items()
@@ -123,14 +126,27 @@ class Prepared:
         compiled = self._compiled(conn.dialect)
         processors = {bind.name: bind.process for bind in compiled.binds}
         steps = [(names.index(name), processors[name]) for name in compiled.names]
-        if any(p is not None for _, p in steps) or [i for i, _ in steps] != [*range(len(names))]:
+        if any(p is not None for _, p in steps):
             rows = [
                 tuple(
                     p(row[i]) if p is not None and row[i] is not None else row[i] for i, p in steps
                 )
                 for row in rows
             ]
+        elif [i for i, _ in steps] != [*range(len(names))]:  # only reordered: in C
+            order = itemgetter(*(i for i, _ in steps))
+            rows = (
+                [(value,) for value in map(order, rows)] if len(steps) == 1 else [*map(order, rows)]
+            )
         _execute_many(conn, compiled.sql, rows)
+
+
+def _processor(impl: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
+    """The type's bind processor; none for binary values on pysqlite, which binds `bytes`
+    as they are (the processor would only wrap each in a `memoryview`)."""
+    if dialect.driver == "pysqlite" and isinstance(impl, LargeBinary):
+        return None
+    return impl.bind_processor(dialect)
 
 
 def _execute_many(conn: Connection, sql: str, values: Sequence[tuple[Any, ...]]) -> None:

@@ -2,12 +2,12 @@
 
 This layer knows nothing of SQL or keys. A repository uses it in two places:
 
-On write, per item::
+On write, per batch of items::
 
-    text = item_text(item)                      # "" -> index nothing for this item
-    terms = term_counts(text)                   # {term: count}
-    blob = pack_terms({term_id(t): n for t, n in terms.items()})  # (or keyed hashes)
-    [vector] = await embed_documents(embedder, [text])   # bytes: the same index row
+    texts = [item_text(item) for item in items]  # "" -> index nothing for that item
+    table = vocabulary.table(texts)              # term_counts of each, as one TermTable
+    blobs = table.packed(term_id)                # pack_terms of each (or keyed hashes)
+    vectors = await embed_documents(embedder, [t for t in texts if t])  # the same rows
 
 On search, over the candidates (the items in scope with an index row)::
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from ..errors import ConfigurationError
 from .embedders import normalize
 from .text import tokenize
+from .vocabulary import TermTable, spans
 
 
 class HashingEmbedder:
@@ -52,37 +53,29 @@ class HashingEmbedder:
         return self.embed_counts([Counter(tokenize(text)) for text in texts])
 
     def embed_counts(self, counts: Sequence[Mapping[str, int]]) -> npt.NDArray[np.float32]:
-        """`embed` from each text's `{term: count}` (`term_counts`), without tokenising again.
+        """`embed` from each text's `{term: count}` (`term_counts`), without tokenising again."""
+        return self.embed_table(TermTable.of_counts(counts))
 
-        The batch's distinct terms are hashed once (and cached); every feature of every
-        term occurrence is then summed into its row in one `bincount`.
+    def embed_table(self, table: TermTable) -> npt.NDArray[np.float32]:
+        """`embed` of the texts of a `TermTable` (`Vocabulary.table`).
+
+        Each distinct term's features are hashed once (and cached); every feature of every
+        term of every text is then summed into its row in one `bincount`.
         """
-        vocab: dict[str, int] = {}
-        rows: list[int] = []
-        columns: list[int] = []
-        scales: list[float] = []
-        for row, terms in enumerate(counts):
-            for term, count in terms.items():
-                columns.append(vocab.setdefault(term, len(vocab)))
-                rows.append(row)
-                scales.append(1.0 if count == 1 else 1.0 + math.log(count))
-        size = len(counts) * self.dim
-        if not rows:
-            return normalize(np.zeros((len(counts), self.dim)))
-        features = [_features(term, self.dim, self.ngrams, self.ngram_weight) for term in vocab]
+        features = [_features(t, self.dim, self.ngrams, self.ngram_weight) for t in table.terms]
+        if not features:
+            return normalize(np.zeros((table.size, self.dim)))
         lengths = np.fromiter((len(idx) for idx, _ in features), np.intp, len(features))
         indices = np.concatenate([idx for idx, _ in features])
         values = np.concatenate([val for _, val in features])
-        column = np.asarray(columns, dtype=np.intp)
-        spans = lengths[column]  # features per term occurrence
-        ends = np.cumsum(spans)
-        # Where each occurrence's features sit in `indices`: its term's start, counted on.
-        at = np.repeat((np.cumsum(lengths) - lengths)[column] - (ends - spans), spans)
-        at += np.arange(int(ends[-1]))
-        flat = np.repeat(np.asarray(rows, dtype=np.intp) * self.dim, spans) + indices[at]
-        weights = values[at] * np.repeat(np.asarray(scales), spans)
-        sums = np.bincount(flat, weights, minlength=size)
-        return normalize(sums.reshape(len(counts), self.dim))
+        spans_of_entries = lengths[table.term]  # features per (text, term)
+        at = spans(np.cumsum(lengths)[table.term] - spans_of_entries, spans_of_entries)
+        counts = table.counts
+        scales = np.where(counts == 1, 1.0, 1.0 + np.log(np.maximum(counts, 1)))
+        flat = np.repeat(table.rows * self.dim, spans_of_entries) + indices[at]
+        weights = values[at] * np.repeat(scales, spans_of_entries)
+        sums = np.bincount(flat, weights, minlength=table.size * self.dim)
+        return normalize(sums.reshape(table.size, self.dim))
 
     def embed_queries(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Queries are embedded like documents."""

@@ -40,6 +40,7 @@ from ..search import (
     recency_scores,
     term_counts,
 )
+from ..search.vocabulary import Vocabulary
 from ..types import Appended, Candidates, IndexEntry, Scope, SessionKey, StoredItem
 from ..validation import check_range
 from .background import Background
@@ -63,6 +64,7 @@ class Searcher:
         self._repository = repository
         self._keyring = keyring
         self._catching_up = threading.Lock()
+        self._vocabulary = Vocabulary()  # what indexing has tokenised
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
         self._since: dict[str, int] = {}
@@ -107,7 +109,7 @@ class Searcher:
         async with holding(self._catching_up):
             for start in range(0, len(places), CATCH_UP_BATCH):
                 chunk = places[start : start + CATCH_UP_BATCH]
-                entries = await self.index(codec.items(key, [item for _, item in chunk]))
+                entries = await self.index(codec.items(key, [item for _, item in chunk]), codec)
                 await self._repository.replace_index(
                     [
                         (session_pk, item.seq, codec.reindexed(key, item, entry))
@@ -115,20 +117,27 @@ class Searcher:
                     ]
                 )
 
-    async def index(self, items: list[Any]) -> list[IndexEntry]:
-        """Term counts and a vector per item (an item with no text: no terms, no vector)."""
+    async def index(self, items: list[Any], codec: Codec) -> list[IndexEntry]:
+        """Packed terms and a vector per item (an item with no text: no terms, no vector).
+
+        The batch's terms come from the store's `Vocabulary` at once, with the codec's term
+        ids; the hashing embedder hashes those very terms.
+        """
         embedder = self.embedder
         texts = [item_text(item) for item in items]
-        counts = [term_counts(text) for text in texts]
-        if isinstance(embedder, HashingEmbedder):  # it hashes the terms counted just now
-            present = [c for text, c in zip(texts, counts, strict=True) if text]
-            blobs = pack_vectors(embedder.embed_counts(present))
+        table = self._vocabulary.table(texts)
+        present = [i for i, text in enumerate(texts) if text]
+        if isinstance(embedder, HashingEmbedder):
+            blobs = pack_vectors(embedder.embed_table(table)[present])
         else:
-            blobs = await embed_documents(embedder, [text for text in texts if text])
-        vectors = iter(blobs)
+            blobs = await embed_documents(embedder, [texts[i] for i in present])
+        vectors: list[bytes | None] = [None] * len(texts)
+        for i, blob in zip(present, blobs, strict=True):
+            vectors[i] = blob
+        model_id = embedder.model_id
         return [
-            IndexEntry(c, next(vectors) if text else None, embedder.model_id)
-            for text, c in zip(texts, counts, strict=True)
+            IndexEntry(terms, vector, model_id)
+            for terms, vector in zip(table.packed(codec.term_id), vectors, strict=True)
         ]
 
     async def search(
@@ -262,7 +271,9 @@ class Searcher:
             new = scope.session is not None and since_seq > 0  # what this store just wrote
             while batch := await repository.unindexed(model_id, batch_size, after, scope, new=new):
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
-                entries = await self.index([codec.item(row.key, row.stored) for row in batch])
+                entries = await self.index(
+                    [codec.item(row.key, row.stored) for row in batch], codec
+                )
                 await repository.replace_index(
                     [
                         (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, e))
