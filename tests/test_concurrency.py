@@ -18,7 +18,7 @@ from agents.testing import ScriptedModel, assistant_message
 
 from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.search import item_text, term_counts
-from agents_sqlalchemy.search.postings import pack_terms, term_id
+from agents_sqlalchemy.search.postings import term_id, unpack_terms
 
 from .items import message
 from .test_protocol import raw_rows
@@ -193,9 +193,9 @@ def test_stores_on_three_threads_churning_sessions_leave_every_item_indexed_as_i
         index = await raw_rows(db_url, "SELECT item_pk, terms FROM agents_sqlalchemy_search_index")
         assert sorted(pk for pk, _ in index) == sorted(pk for pk, _ in items)
         if not encrypted:
-            terms = {pk: bytes(blob) if blob is not None else None for pk, blob in index}
+            terms = {pk: unpack_terms(blob) for pk, blob in index}
             for pk, payload in items:
                 own = term_counts(item_text(json.loads(str(payload))))
-                assert terms[pk] == pack_terms({term_id(t): c for t, c in own.items()}), payload
+                assert terms[pk] == {term_id(t): c for t, c in own.items()}, payload
 
     asyncio.run(check())

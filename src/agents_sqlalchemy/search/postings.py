@@ -53,6 +53,19 @@ def pack_terms(counts: Mapping[int, int]) -> bytes | None:
     return b"".join([_TERM.pack(term, count) for term, count in counts.items()])
 
 
+def unpack_terms(blob: bytes | None) -> dict[int, int]:
+    """A packed blob back into `{term id: count}` (the order of packing is not kept).
+
+    >>> unpack_terms(pack_terms({3: 4, 1: 2})) == {1: 2, 3: 4}
+    True
+    """
+    if not blob:
+        return {}
+    if len(blob) % TERM_DTYPE.itemsize:
+        raise CorruptItemError("a search index row holds terms of a bad length: it was altered")
+    return dict(_TERM.iter_unpack(blob))
+
+
 def postings(
     blobs: Sequence[bytes | None], query: Sequence[int]
 ) -> tuple[Indexes, Indexes, npt.NDArray[np.float64]]:
