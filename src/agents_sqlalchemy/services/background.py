@@ -3,8 +3,9 @@
 After `add_items` commits, its session's new items are indexed for search; after a removal
 in encrypted mode, the SQLite WAL is checkpointed so that no copy of a destroyed key stays
 in it. Both run on one worker thread per store (started on first use, with an event loop
-of its own), coalesced by what they are for: ten writes to one session in a moment are
-indexed in one pass, ten removals scrubbed by one checkpoint. `flush()` waits for all of
+of its own), coalesced by what they are for and gathered until the writes pause: ten
+writes to one session in a burst are indexed in one pass, after it, and ten removals
+scrubbed by one checkpoint. `flush()` waits for all of
 it; a search flushes first, and `close()` finishes the work before it stops the thread.
 
 Example::
@@ -21,14 +22,17 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine, Hashable
 from concurrent.futures import Future
 from typing import Any
 
 logger = logging.getLogger("agents_sqlalchemy")
 
-# How long the worker lets writes gather before it does what they call for.
+# How long the writes must pause before the worker does what they call for ...
 GATHER_SECONDS = 0.2
+# ... waiting at most this many such pauses in all while writes keep coming.
+GATHER_LIMIT = 10
 
 Job = Callable[[], Coroutine[Any, Any, Any]]
 
@@ -46,6 +50,7 @@ class Background:
         self._threaded = thread
         self._lock = threading.Lock()
         self._pending: dict[Hashable, Job] = {}
+        self._last_submit = 0.0  # time.monotonic() of the latest submit
         self._idle = threading.Event()
         self._idle.set()
         self._hurry: asyncio.Event | None = None  # of the running drain, set on its loop
@@ -59,6 +64,7 @@ class Background:
         """Run `job` soon; a job already waiting under the same key is replaced."""
         with self._lock:
             self._pending[key] = job
+            self._last_submit = time.monotonic()
             self._idle.clear()
             if self._running is not None and not self._running.done():
                 return
@@ -112,10 +118,7 @@ class Background:
                 hurry.set()
         finished = False
         try:
-            # Let writes gather for a moment: one pass over many items costs far less than
-            # many passes over a few (a caller waiting in `flush` cuts the pause short).
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(hurry.wait(), GATHER_SECONDS)
+            await self._gather(hurry)
             while not finished:
                 with self._lock:
                     jobs = list(self._pending.items())
@@ -135,6 +138,25 @@ class Background:
                     self._pending.clear()
                     self._running, self._hurry, self._hurried = None, None, False
                     self._idle.set()
+
+    async def _gather(self, hurry: asyncio.Event) -> None:
+        """Let writes gather until they pause for `GATHER_SECONDS` (at most `GATHER_LIMIT`
+        times that in all), or a caller waits in `flush`.
+
+        One pass over many items costs far less than many passes over a few, and a pass
+        while the app is still writing holds the GIL the app's own work is waiting for: on
+        PostgreSQL, a burst of 300 appends then took 1.5 ms each instead of 1.0.
+        """
+        started = time.monotonic()
+        while not hurry.is_set():
+            with self._lock:
+                quiet_from = self._last_submit
+            until = min(quiet_from + GATHER_SECONDS, started + GATHER_SECONDS * GATHER_LIMIT)
+            wait = until - time.monotonic()
+            if wait <= 0:
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(hurry.wait(), wait)
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

@@ -1,0 +1,79 @@
+"""The worker lets writes gather until they pause, though not forever, and a flush cuts the
+wait short."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from agents_sqlalchemy.services import background as background_module
+from agents_sqlalchemy.services.background import Background
+
+PAUSE = 0.5  # GATHER_SECONDS in these tests
+WRITE_EVERY = 0.05
+
+
+async def _nothing() -> None:
+    pass
+
+
+class Job:
+    """A job that notes when it ran (on the worker thread)."""
+
+    def __init__(self) -> None:
+        self.ran: list[float] = []
+        self.done = threading.Event()
+
+    async def __call__(self) -> None:
+        self.ran.append(time.monotonic())
+        self.done.set()
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.to_thread(self.done.wait, seconds)
+
+
+async def test_the_worker_waits_for_the_writes_to_pause_then_runs_by_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
+    monkeypatch.setattr(background_module, "GATHER_LIMIT", 100)
+    job = Job()
+    background = Background(release=_nothing)
+    started = time.monotonic()
+    while time.monotonic() - started < 3 * PAUSE:  # writes keep coming within the pause
+        background.submit("index", job)
+        await asyncio.sleep(WRITE_EVERY)
+    assert job.ran == []  # a fixed pause from the first write would have run it by now
+    stopped = time.monotonic()
+    await job.wait(10 * PAUSE)
+    assert len(job.ran) == 1 and job.ran[0] >= stopped  # one pass, once the writes stopped
+    await background.close()
+
+
+async def test_under_a_steady_stream_of_writes_the_worker_waits_at_most_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
+    monkeypatch.setattr(background_module, "GATHER_LIMIT", 3)
+    job = Job()
+    background = Background(release=_nothing)
+    started = time.monotonic()
+    while not job.ran and time.monotonic() - started < 20 * PAUSE:
+        background.submit("index", job)
+        await asyncio.sleep(WRITE_EVERY)
+    assert job.ran, "the worker never ran while writes kept coming"
+    assert 3 * PAUSE <= job.ran[0] - started < 3 * PAUSE + 2.0
+    await background.close()
+
+
+async def test_a_flush_cuts_the_gathering_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", 60.0)
+    job = Job()
+    background = Background(release=_nothing)
+    background.submit("index", job)
+    await asyncio.wait_for(background.flush(), 10)
+    assert len(job.ran) == 1
+    await background.close()
