@@ -34,18 +34,23 @@ class Job:
     async def wait(self, seconds: float) -> None:
         await asyncio.to_thread(self.done.wait, seconds)
 
+    async def submit_every(self, background: Background, seconds: float, *, stop: bool) -> float:
+        """Submit this job every `WRITE_EVERY` seconds for `seconds` (or until it ran, with
+        `stop`); returns when the writes started."""
+        started = time.monotonic()
+        while time.monotonic() - started < seconds and not (stop and self.ran):
+            background.submit("index", self)
+            await asyncio.sleep(WRITE_EVERY)
+        return started
+
 
 async def test_the_worker_waits_for_the_writes_to_pause_then_runs_by_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
     monkeypatch.setattr(background_module, "GATHER_LIMIT", 100)
-    job = Job()
-    background = Background(release=_nothing)
-    started = time.monotonic()
-    while time.monotonic() - started < 3 * PAUSE:  # writes keep coming within the pause
-        background.submit("index", job)
-        await asyncio.sleep(WRITE_EVERY)
+    job, background = Job(), Background(release=_nothing)
+    await job.submit_every(background, 3 * PAUSE, stop=False)  # always within the pause
     assert job.ran == []  # a fixed pause from the first write would have run it by now
     stopped = time.monotonic()
     await job.wait(10 * PAUSE)
@@ -58,12 +63,8 @@ async def test_under_a_steady_stream_of_writes_the_worker_waits_at_most_its_limi
 ) -> None:
     monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
     monkeypatch.setattr(background_module, "GATHER_LIMIT", 3)
-    job = Job()
-    background = Background(release=_nothing)
-    started = time.monotonic()
-    while not job.ran and time.monotonic() - started < 20 * PAUSE:
-        background.submit("index", job)
-        await asyncio.sleep(WRITE_EVERY)
+    job, background = Job(), Background(release=_nothing)
+    started = await job.submit_every(background, 20 * PAUSE, stop=True)
     assert job.ran, "the worker never ran while writes kept coming"
     assert 3 * PAUSE <= job.ran[0] - started < 3 * PAUSE + 2.0
     await background.close()
