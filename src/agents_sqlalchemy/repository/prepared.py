@@ -133,11 +133,8 @@ class Prepared:
                 )
                 for row in rows
             ]
-        elif [i for i, _ in steps] != [*range(len(names))]:  # only reordered: in C
-            order = itemgetter(*(i for i, _ in steps))
-            rows = (
-                [(value,) for value in map(order, rows)] if len(steps) == 1 else [*map(order, rows)]
-            )
+        elif [i for i, _ in steps] != [*range(len(names))]:  # only reordered: done in C
+            rows = list(zip(*(map(itemgetter(i), rows) for i, _ in steps), strict=True))
         _execute_many(conn, compiled.sql, rows)
 
 

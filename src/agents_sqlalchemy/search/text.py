@@ -153,13 +153,14 @@ def _flatten_json(value: Any, key: str | None, pieces: list[str], room: list[int
         _add(f"{key}: {value}" if key else str(value), pieces, room)
 
 
+# A space of any kind (what `str.isspace` says of a character).
+_SPACE = re.compile(r"\s")
+
+
 def _is_blob(text: str) -> bool:
     """Data URLs and long unbroken runs (base64, hashes) are not worth indexing."""
     return text.startswith("data:") or (len(text) > 200 and _SPACE.search(text) is None)
 
-
-# A space of any kind (what `str.isspace` says of a character).
-_SPACE = re.compile(r"\s")
 
 # English words too common to search for; kept small on purpose.
 STOPWORDS = frozenset(

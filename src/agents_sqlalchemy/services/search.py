@@ -64,7 +64,7 @@ class Searcher:
         self._repository = repository
         self._keyring = keyring
         self._catching_up = threading.Lock()
-        self._vocabulary = Vocabulary()  # what indexing has tokenised
+        self._vocabulary = Vocabulary()  # what a plaintext store's indexing has tokenised
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
         self._since: dict[str, int] = {}
@@ -120,24 +120,23 @@ class Searcher:
     async def index(self, items: list[Any], codec: Codec) -> list[IndexEntry]:
         """Packed terms and a vector per item (an item with no text: no terms, no vector).
 
-        The batch's terms come from the store's `Vocabulary` at once, with the codec's term
-        ids; the hashing embedder hashes those very terms.
+        The batch's terms come from a `Vocabulary` at once, with the codec's term ids; the
+        hashing embedder hashes those very terms. A plaintext store keeps its vocabulary;
+        an encrypted one keeps none past the batch (nor any other plaintext).
         """
         embedder = self.embedder
         texts = [item_text(item) for item in items]
-        table = self._vocabulary.table(texts)
-        present = [i for i, text in enumerate(texts) if text]
+        vocabulary = self._vocabulary if codec.kek_id is None else Vocabulary()
+        table = vocabulary.table(texts)
         if isinstance(embedder, HashingEmbedder):
+            present = [i for i, text in enumerate(texts) if text]
             blobs = pack_vectors(embedder.embed_table(table)[present])
         else:
-            blobs = await embed_documents(embedder, [texts[i] for i in present])
-        vectors: list[bytes | None] = [None] * len(texts)
-        for i, blob in zip(present, blobs, strict=True):
-            vectors[i] = blob
-        model_id = embedder.model_id
+            blobs = await embed_documents(embedder, [text for text in texts if text])
+        vectors = iter(blobs)
         return [
-            IndexEntry(terms, vector, model_id)
-            for terms, vector in zip(table.packed(codec.term_id), vectors, strict=True)
+            IndexEntry(terms, next(vectors) if text else None, embedder.model_id)
+            for text, terms in zip(texts, table.packed(codec.term_id), strict=True)
         ]
 
     async def search(
