@@ -71,7 +71,7 @@ class HashingEmbedder:
         spans_of_entries = lengths[table.term]  # features per (text, term)
         at = spans(np.cumsum(lengths)[table.term] - spans_of_entries, spans_of_entries)
         counts = table.counts
-        scales = np.where(counts == 1, 1.0, 1.0 + np.log(np.maximum(counts, 1)))
+        scales = np.where(counts == 1, 1.0, 1.0 + np.log(counts))  # counts are >= 1
         flat = np.repeat(table.rows * self.dim, spans_of_entries) + indices[at]
         weights = values[at] * np.repeat(scales, spans_of_entries)
         sums = np.bincount(flat, weights, minlength=table.size * self.dim)

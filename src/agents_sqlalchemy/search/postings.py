@@ -61,8 +61,7 @@ def unpack_terms(blob: bytes | None) -> dict[int, int]:
     """
     if not blob:
         return {}
-    if len(blob) % TERM_DTYPE.itemsize:
-        raise CorruptItemError("a search index row holds terms of a bad length: it was altered")
+    _check_lengths(np.array([len(blob)]))
     return dict(_TERM.iter_unpack(blob))
 
 
@@ -77,8 +76,7 @@ def postings(
     [[1, 1, 2, 2], [2, 0, 2, 0], [2.0, 1.0, 2.0, 1.0]]
     """
     lengths = np.fromiter(map(len, [b or b"" for b in blobs]), np.intp, count=len(blobs))
-    if (lengths % TERM_DTYPE.itemsize).any():
-        raise CorruptItemError("a search index row holds terms of a bad length: it was altered")
+    _check_lengths(lengths)
     packed = np.frombuffer(b"".join([b for b in blobs if b]), dtype=TERM_DTYPE)
     ids = np.ascontiguousarray(packed["id"])
     wanted = np.asarray(query, dtype=np.uint64)  # distinct ids
@@ -87,3 +85,9 @@ def postings(
     order = np.argsort(wanted)
     terms = order[np.searchsorted(wanted[order], ids[found])]
     return rows, terms, packed["count"][found].astype(np.float64)
+
+
+def _check_lengths(lengths: npt.NDArray[np.intp]) -> None:
+    """Packed blobs hold whole terms; any other length was altered."""
+    if (lengths % TERM_DTYPE.itemsize).any():
+        raise CorruptItemError("a search index row holds terms of a bad length: it was altered")

@@ -5,8 +5,8 @@ in encrypted mode, the SQLite WAL is checkpointed so that no copy of a destroyed
 in it. Both run on one worker thread per store (started on first use, with an event loop
 of its own), coalesced by what they are for and gathered until the writes pause: ten
 writes to one session in a burst are indexed in one pass, after it, and ten removals
-scrubbed by one checkpoint. `flush()` waits for all of
-it; a search flushes first, and `close()` finishes the work before it stops the thread.
+scrubbed by one checkpoint. `flush()` waits for all of it; a search flushes first, and
+`close()` finishes the work before it stops the thread.
 
 Example::
 
