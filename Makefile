@@ -6,7 +6,9 @@ SHELL := bash
 PY := .venv/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 PATHS := src tests examples benchmarks
-PYTEST_ARGS ?=
+# Two pytest workers share the suite (much of it waits on child processes and servers);
+# PYTEST_ARGS="tests/test_x.py" replaces them, e.g. to run one file in one process.
+PYTEST_ARGS ?= -n 2 --dist worksteal
 BENCH_ARGS ?=
 
 # Start PostgreSQL, always stop it on exit (the recipe keeps the failing command's status).
