@@ -673,6 +673,45 @@ async def test_removals_destroy_keys_and_leave_no_bytes_behind(
     ) == [(41,)]
 
 
+def reachable_text(word: str, roots: list[object]) -> list[str]:
+    """Every string or byte string holding `word` that the library can still reach: from
+    `roots` and the library's modules (caches included), not through other modules."""
+    ours = [m for name, m in sys.modules.items() if name.split(".")[0] == "agents_sqlalchemy"]
+    needle, seen, found = word.encode(), {id(word)}, []
+    stack: list[object] = [*roots, *ours]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str):
+            found += [obj] if word in obj else []
+        elif isinstance(obj, (bytes, bytearray)):
+            found += [repr(obj)] if needle in obj else []
+        elif not isinstance(obj, ModuleType) or obj in ours:
+            if isinstance(obj, dict):
+                stack.extend(obj)  # a dict of string keys does not report its keys
+            stack.extend(gc.get_referents(obj))
+    return found
+
+
+async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
+    sqlite_url: str, key: bytes
+) -> None:
+    word = f"zorblax{os.urandom(4).hex()}"  # made here: no constant of the test holds it
+    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+        session = store.session("secret")
+        await session.add_items([message(f"the {word} note, {word}.")] * 3)
+        await session.add_items([message("kept, and nothing of it secret")])
+        assert (await session.search(word, limit=1))[0]["content"].startswith("the")
+        assert reachable_text(word, [store]), "the scan finds what is there"
+        await session.clear_session()
+        assert reachable_text(word, [store]) == []
+        # Another session's text is indexed and found again after the forgetting.
+        await store.session("other").add_items([message(f"the {word} other")])
+        assert len(await store.session("other").search(word)) == 1
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 

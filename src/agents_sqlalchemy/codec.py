@@ -35,7 +35,9 @@ from .crypto import (
     unwrap_data_key,
 )
 from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
+from .search import forget_terms
 from .search.postings import term_id
+from .search.vocabulary import Vocabulary
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 from .validation import check_json
 
@@ -121,6 +123,8 @@ class Codec(Protocol):
     state_columns: tuple[str, ...]
     #: Whether `vectors` answers from memory, so search reads candidates without vectors.
     caches_vectors: bool
+    #: What indexing has tokenised (a sealed codec forgets it with its keys).
+    vocabulary: Vocabulary
 
     @property
     def kek_id(self) -> str | None:
@@ -162,6 +166,9 @@ class PlainCodec:
     state_columns: tuple[str, ...] = ("state",)
     caches_vectors = False
     kek_id = None
+
+    def __init__(self) -> None:
+        self.vocabulary = Vocabulary()
 
     def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
         return [NewItem(payload=payload) for payload in payloads]
@@ -221,6 +228,7 @@ class SealedCodec:
         # (anything moved or altered is opened again, and fails, as if never seen). An
         # agent reads its whole history every turn; `forget_keys` drops them all.
         self._plaintexts: dict[bytes, tuple[bytes, str, int, bytes]] = {}
+        self.vocabulary = Vocabulary()
         self.kek_id = kek.kek_id
 
     def _open(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
@@ -248,12 +256,15 @@ class SealedCodec:
         return plaintext
 
     def forget_keys(self) -> None:
-        """Drop the cached plaintexts, opened vectors and hashed terms (after a removal: no
-        copy of a removed item, nor of anything its destroyed key opened, is kept)."""
+        """Drop the cached plaintexts, opened vectors, hashed terms, the vocabulary and the
+        search layer's process-wide term caches (after a removal: no copy of a removed item,
+        nor of anything its destroyed key opened, is kept)."""
         with self._opened_lock:
             self._plaintexts.clear()
             self._opened.clear()
         self._hash_term.cache_clear()  # the terms of removed items too
+        self.vocabulary = Vocabulary()
+        forget_terms()
 
     def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
         plaintexts = [payload.encode() for payload in payloads]

@@ -45,7 +45,7 @@ from .fusion import (
     fuse,
     fusion_weight,
 )
-from .hashing import HashingEmbedder
+from .hashing import HashingEmbedder, _features
 from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
@@ -57,6 +57,7 @@ from .text import (
     MAX_TEXT_CHARS,
     STOPWORDS,
     TOKENIZER_VERSION,
+    _chunk_terms,
     content_words,
     item_text,
     stem,
@@ -91,6 +92,7 @@ __all__ = [
     "embed_query",
     "embed_texts",
     "embedder_by_name",
+    "forget_terms",
     "fuse",
     "fusion_weight",
     "item_text",
@@ -105,3 +107,13 @@ __all__ = [
     "tokenize",
     "unpack_vectors",
 ]
+
+
+def forget_terms() -> None:
+    """Drop what this layer caches process-wide of any text: tokenised pieces, term ids and
+    the hashing embedder's term features (an encrypted store calls it after a removal).
+
+    >>> forget_terms()
+    """
+    for cache in (_chunk_terms, term_id, _features):
+        cache.cache_clear()

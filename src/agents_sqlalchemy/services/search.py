@@ -40,7 +40,6 @@ from ..search import (
     recency_scores,
     term_counts,
 )
-from ..search.vocabulary import Vocabulary
 from ..types import Appended, Candidates, IndexEntry, Scope, SessionKey, StoredItem
 from ..validation import check_range
 from .background import Background
@@ -64,7 +63,6 @@ class Searcher:
         self._repository = repository
         self._keyring = keyring
         self._catching_up = threading.Lock()
-        self._vocabulary = Vocabulary()  # what a plaintext store's indexing has tokenised
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
         self._since: dict[str, int] = {}
@@ -120,14 +118,13 @@ class Searcher:
     async def index(self, items: list[Any], codec: Codec) -> list[IndexEntry]:
         """Packed terms and a vector per item (an item with no text: no terms, no vector).
 
-        The batch's terms come from a `Vocabulary` at once, with the codec's term ids; the
-        hashing embedder hashes those very terms. A plaintext store keeps its vocabulary;
-        an encrypted one keeps none past the batch (nor any other plaintext).
+        The batch's terms come from the codec's `Vocabulary` at once, with its term ids;
+        the hashing embedder hashes those very terms. A sealed codec forgets its vocabulary
+        with its keys, after a removal.
         """
         embedder = self.embedder
         texts = [item_text(item) for item in items]
-        vocabulary = self._vocabulary if codec.kek_id is None else Vocabulary()
-        table = vocabulary.table(texts)
+        table = codec.vocabulary.table(texts)
         if isinstance(embedder, HashingEmbedder):
             present = [i for i, text in enumerate(texts) if text]
             blobs = pack_vectors(embedder.embed_table(table)[present])
