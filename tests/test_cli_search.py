@@ -78,6 +78,7 @@ def test_search_scopes_modes_and_json(db_url: str) -> None:
         (2, "ops", 1),
     ]
     assert found[1]["item"] == DEPLOY and found[1]["vector"] is None and found[1]["keyword"] > 0
+    assert all(0.0 <= h["recency"] <= 1.0 for h in found)
     alice = hits(cli("search", "disk", "--url", db_url, "--user", "alice", "--json"))
     assert {h["session_id"] for h in alice} == {"ops", "tools"}
     assert alice[0]["item"] == DEPLOY

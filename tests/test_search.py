@@ -416,6 +416,8 @@ async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
         assert [h.vector for h in vector] == sorted((h.vector for h in vector), reverse=True)
         hybrid = await session.search_hits("checkout ERR-4411", mode="hybrid", limit=2)
         assert hybrid[0].seq == 1 and hybrid[0].keyword > 0 and hybrid[0].vector is not None
+        every = await session.search_hits("checkout weather", mode="vector", limit=3)
+        assert {h.seq: h.recency for h in every} == {1: 0.0, 2: 0.5, 3: 1.0}
         assert await session.search_hits("   ") == []
         with pytest.raises(ConfigurationError, match="mode"):
             await session.search_hits("x", mode="fuzzy")  # type: ignore[arg-type]

@@ -172,7 +172,7 @@ def hit_lines(rank: int, hit: SearchHit, max_chars: int) -> list[str]:
     """A hit as a person reads it: rank, session and item number, scores, then the item.
 
     >>> from agents_sqlalchemy.records import SearchHit
-    >>> hit = SearchHit("ops", 3, {"role": "user", "content": "disk full"}, 0.05, 0.61, 2.3)
+    >>> hit = SearchHit("ops", 3, {"role": "user", "content": "disk full"}, 0.05, 0.61, 2.3, 1.0)
     >>> hit_lines(1, hit, 300)
     ['1. ops [3]  score 0.0500  (vector 0.610, keyword 2.30)', '   user: disk full']
     """
@@ -192,6 +192,7 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
         "score": hit.score,
         "vector": hit.vector,
         "keyword": hit.keyword,
+        "recency": hit.recency,
         "item": hit.item,
     }
 

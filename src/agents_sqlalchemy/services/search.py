@@ -194,6 +194,7 @@ class Searcher:
                     score=hit.score,
                     vector=hit.vector,
                     keyword=hit.keyword,
+                    recency=hit.recency,
                 )
             )
         return results
