@@ -76,8 +76,8 @@ class SearchHit:
 
     `score` is the fused rank score; `vector` the cosine similarity (None in keyword mode),
     `keyword` the BM25 score as coverage of the query (1: holds every matched query term
-    once; 0 when no query term matched), `recency` the item's age among the candidates
-    (1: the newest, 0: the oldest), which breaks exact ties.
+    once; 0 when no query term matched), `recency` how new the item is among the items
+    ranked (1: the newest, 0: the oldest), which breaks exact ties.
     """
 
     session_id: str
