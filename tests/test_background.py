@@ -44,12 +44,17 @@ class Job:
         return started
 
 
+def gathering(monkeypatch: pytest.MonkeyPatch, limit: int) -> tuple[Job, Background]:
+    """A job and a worker that waits for writes to pause for `PAUSE`, at most `limit` times."""
+    monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
+    monkeypatch.setattr(background_module, "GATHER_LIMIT", limit)
+    return Job(), Background(release=_nothing)
+
+
 async def test_the_worker_waits_for_the_writes_to_pause_then_runs_by_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
-    monkeypatch.setattr(background_module, "GATHER_LIMIT", 100)
-    job, background = Job(), Background(release=_nothing)
+    job, background = gathering(monkeypatch, limit=100)
     await job.submit_every(background, 3 * PAUSE, stop=False)  # always within the pause
     assert job.ran == []  # a fixed pause from the first write would have run it by now
     stopped = time.monotonic()
@@ -61,9 +66,7 @@ async def test_the_worker_waits_for_the_writes_to_pause_then_runs_by_itself(
 async def test_under_a_steady_stream_of_writes_the_worker_waits_at_most_its_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(background_module, "GATHER_SECONDS", PAUSE)
-    monkeypatch.setattr(background_module, "GATHER_LIMIT", 3)
-    job, background = Job(), Background(release=_nothing)
+    job, background = gathering(monkeypatch, limit=3)
     started = await job.submit_every(background, 20 * PAUSE, stop=True)
     assert job.ran, "the worker never ran while writes kept coming"
     assert 3 * PAUSE <= job.ran[0] - started < 3 * PAUSE + 2.0
