@@ -57,6 +57,44 @@ def test_every_command_has_help() -> None:
         assert "Usage: " in result.output and "Show this message and exit." in result.output
 
 
+def test_commands_that_make_no_session_start_without_the_sdk(tmp_path: Path) -> None:
+    """Importing the Agents SDK takes seconds: listing, searching, reindexing and the db
+    commands never need it (reading a transcript makes a session, which does)."""
+    path = tmp_path / "a.db"
+
+    async def fill() -> None:
+        async with SessionStore(path, create_tables=True) as store:
+            await store.session("s1", user_id="alice").add_items([message("the disk was full")])
+
+    asyncio.run(fill())
+    script = """
+import sys
+from agents_sqlalchemy.cli import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+finally:
+    print("SDK imported" if "agents" in sys.modules else "SDK not imported")
+"""
+    for command in (
+        ["--help"],
+        ["db", "current", "--url", str(path)],
+        ["sessions", "list", "--url", str(path)],
+        ["search", "disk", "--url", str(path)],
+        ["reindex", "--url", str(path)],
+        ["sessions", "show", "s1", "--url", str(path)],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", script, *command], capture_output=True, text=True, check=True
+        )
+        lines = done.stdout.splitlines()
+        expected = "SDK imported" if "show" in command else "SDK not imported"
+        assert lines[-1] == expected, (command, done.stdout, done.stderr)
+        if command[:2] in (["search", "disk"], ["sessions", "show"]):
+            assert "user: the disk was full" in done.stdout, done.stdout
+        if command[:2] == ["sessions", "list"]:
+            assert "s1       alice" in done.stdout, done.stdout
+
+
 def test_db_commands_with_table_options(db_url: str) -> None:
     schema = ["--schema", "agents"] if db_url.startswith("postgresql") else []
     options = ["--url", db_url, "--prefix", "ops_", "--items-table", "ops_log", *schema]

@@ -13,9 +13,7 @@ import asyncio
 import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
-
-from agents.memory import SessionSettings
+from typing import TYPE_CHECKING, Any
 
 from .aio import run_blocking
 from .crypto import Key
@@ -26,6 +24,9 @@ from .session import StoreSession
 from .store import SessionStore, _shared_store
 from .store_options import drop_in_tables, embedder_option
 from .tables import TableNames
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
 
 logger = logging.getLogger(__name__)
 

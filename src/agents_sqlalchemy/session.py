@@ -16,10 +16,6 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import agents.memory.session as sdk_session
-from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
-from agents.memory.session_settings import resolve_session_limit
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
@@ -28,11 +24,15 @@ from .records import SearchHit
 from .search import SearchMode
 from .services import Services
 from .session_branches import BranchMethods
+from .store_options import session_limit
 from .turns import MAIN
 from .types import Scope
 from .validation import session_key, ttl_delta
 
 if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+
     from .store import SessionStore
 
 _PROTOCOL = ("get_items", "add_items", "pop_item", "clear_session")
@@ -84,7 +84,7 @@ class StoreSession(BranchMethods):
         They are the current branch's, or `branch_id`'s ("main" for the session's own).
         """
         if branch_id is None and self._branch == MAIN:
-            limit = resolve_session_limit(limit, self.session_settings)
+            limit = session_limit(limit, self.session_settings)
             return await self._live().conversation.read(self._key, limit)
         return await self._read_line(limit, branch_id)
 
@@ -115,6 +115,8 @@ class StoreSession(BranchMethods):
         """For `OpenAIResponsesCompactionSession`: the latest `limit` items, and a
         `replace_suffix(start, output)` that swaps items from `start` on in one transaction
         (False, nothing changed, if the tail moved meanwhile). None: not offered."""
+        import agents.memory.session as sdk_session  # loaded by the SDK's caller already
+
         snapshot = getattr(sdk_session, "_CompactionSnapshot", None)
         if snapshot is None or not self._owns_storage() or not await self._one_line():
             return None

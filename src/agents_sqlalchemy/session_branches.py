@@ -19,18 +19,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
-
-from agents.memory import SessionSettings
-from agents.memory.session_settings import resolve_session_limit
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import BranchError
 from .records import TokenUsage
 from .repository import GONE
 from .services import Services
 from .services.branches import Turn
+from .store_options import session_limit
 from .turns import MAIN, kind, matcher, preview, texts, tool_name, tool_usage, usage_values, used
 from .types import SessionKey
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class BranchMethods:
     # -- the protocol on any branch (StoreSession's methods come here off the hot path) ------
 
     async def _read_line(self, limit: int | None, branch_id: str | None) -> list[Any]:
-        limit = resolve_session_limit(limit, self.session_settings)
+        limit = session_limit(limit, self.session_settings)
         conversation, branches = self._live().conversation, self._live().branches
 
         async def read(name: str) -> Any:

@@ -14,9 +14,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents.memory import SessionSettings
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -29,10 +28,19 @@ from .search import Embedder, SearchMode
 from .services import ROTATE_BATCH, Services
 from .session import StoreSession
 from .store_management import ManagementMethods
-from .store_options import drop_in_tables, embedder_option, model_id, settings_option
+from .store_options import (
+    default_settings,
+    drop_in_tables,
+    embedder_option,
+    model_id,
+    settings_option,
+)
 from .tables import TableNames
 from .types import Scope
 from .validation import check_user_id, session_key, ttl_delta
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
 
 Target = str | Path | URL | AsyncEngine
 
@@ -84,7 +92,7 @@ class SessionStore(ManagementMethods):
     ) -> None:
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
-        self.session_settings = settings_option(session_settings) or SessionSettings()
+        self._session_settings = settings_option(session_settings)  # None: made when asked
         self.embedder = embedder_option(search, embedder)
         self._services = Services.build(
             url_or_engine,
@@ -101,6 +109,14 @@ class SessionStore(ManagementMethods):
         # Drop-in sessions sharing this store (see `SQLAlchemySession.close`).
         self._shares = 0
         self._shared_as: tuple[Any, ...] | None = None
+
+    @property
+    def session_settings(self) -> SessionSettings:
+        """The settings every session of this store starts from (the SDK's default: no
+        limit). Made on first use: the SDK is imported only then."""
+        if self._session_settings is None:
+            self._session_settings = default_settings()
+        return self._session_settings
 
     @property
     def key(self) -> Key | None:

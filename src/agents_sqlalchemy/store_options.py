@@ -1,22 +1,26 @@
 """How `SessionStore` and `SQLAlchemySession` options become values: search and embedder,
 session settings, and the tables the SDK's `sessions_table`/`messages_table` name.
 
+The SDK's `SessionSettings` is imported only when settings are made: importing the SDK
+loads all of `agents` (seconds), and the command line often makes no session at all.
+
 Example::
 
     embedder_option(True, "hashing")              # a HashingEmbedder
     drop_in_tables("chat_sessions", "chat_items")  # chat_sessions, chat_items, chat_sessions_*
+    session_limit(None, settings_option({"limit": 20}))   # 20
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from agents.memory import SessionSettings
-from agents.memory.session_settings import coerce_session_settings
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
 from .search import Embedder, HashingEmbedder, embedder_by_name
 from .tables import TableNames
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
 
 
 def drop_in_tables(sessions_table: str | None, messages_table: str | None) -> TableNames:
@@ -46,5 +50,28 @@ def model_id(embedder: Embedder | None) -> str | None:
 
 
 def settings_option(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
-    """Session settings as the SDK coerces them (a dict is fine)."""
-    return None if value is None else coerce_session_settings(value)
+    """Session settings as the SDK coerces them (a dict is fine); None stays None."""
+    if value is None:
+        return None
+    from agents.memory.session_settings import coerce_session_settings
+
+    return coerce_session_settings(value)
+
+
+def default_settings() -> SessionSettings:
+    """The SDK's default session settings (no limit)."""
+    from agents.memory import SessionSettings
+
+    return SessionSettings()
+
+
+def session_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
+    """The SDK's `resolve_session_limit` for settings already coerced: `limit` if given,
+    else the settings' own.
+
+    >>> session_limit(5, None), session_limit(None, None)
+    (5, None)
+    """
+    if limit is not None or settings is None:
+        return limit
+    return settings.limit
