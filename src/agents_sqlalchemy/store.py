@@ -112,8 +112,7 @@ class SessionStore(ManagementMethods):
 
     @property
     def session_settings(self) -> SessionSettings:
-        """The settings every session of this store starts from (the SDK's default: no
-        limit). Made on first use: the SDK is imported only then."""
+        """What every session of this store starts from (made, with the SDK, on first use)."""
         if self._session_settings is None:
             self._session_settings = default_settings()
         return self._session_settings
@@ -203,12 +202,7 @@ class SessionStore(ManagementMethods):
         await self.close()
 
     async def search(
-        self,
-        query: str,
-        *,
-        user_id: str | None = None,
-        limit: int = 5,
-        mode: SearchMode = "hybrid",
+        self, query: str, *, user_id: str | None = None, limit: int = 5, mode: SearchMode = "hybrid"
     ) -> list[SearchHit]:
         """The stored items that best answer `query`, across sessions (one user's, or all).
 
@@ -323,15 +317,8 @@ class SQLAlchemySession(StoreSession):
                 key,
                 embedder_option(search, embedder),
             )
-        elif (
-            tables
-            or sessions_table
-            or messages_table
-            or create_tables
-            or engine_kwargs
-            or key
-            or embedder
-            or not search
+        elif not search or any(
+            (tables, sessions_table, messages_table, create_tables, engine_kwargs, key, embedder)
         ):
             raise ConfigurationError(
                 "table, key, search and engine options belong to the store= given"
