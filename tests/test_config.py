@@ -119,6 +119,20 @@ def test_unsupported_database_is_a_clear_error() -> None:
         SessionStore("oracle+oracledb://u@localhost/db")
 
 
+async def test_session_settings_of_a_store_and_a_session_can_be_set(sqlite_url: str) -> None:
+    store = SessionStore(sqlite_url, create_tables=True)
+    assert store.session_settings == SessionSettings()  # the SDK's default, made when asked
+    store.session_settings = {"limit": 2}  # coerced, as the SDK does
+    assert store.session_settings == SessionSettings(limit=2)
+    session = store.session("s")
+    await session.add_items([message(str(n)) for n in range(4)])
+    assert await session.get_items() == [message("2"), message("3")]
+    session.session_settings = {"limit": 1}  # type: ignore[assignment]  # the SDK takes a dict
+    assert await session.get_items() == [message("3")]
+    assert await session.get_items(limit=3) == [message(str(n)) for n in (1, 2, 3)]
+    await store.close()
+
+
 async def test_sdk_style_constructors_share_one_store(sqlite_url: str) -> None:
     a = SQLAlchemySession("a", sqlite_url, create_tables=True)
     b = SQLAlchemySession.from_url("b", url=sqlite_url, create_tables=True)

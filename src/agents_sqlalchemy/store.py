@@ -13,7 +13,6 @@ import weakref
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import URL
@@ -117,6 +116,10 @@ class SessionStore(ManagementMethods):
             self._session_settings = default_settings()
         return self._session_settings
 
+    @session_settings.setter
+    def session_settings(self, value: SessionSettings | dict[str, Any] | None) -> None:
+        self._session_settings = settings_option(value)
+
     @property
     def key(self) -> Key | None:
         """The key the store was opened with (after `rotate_key`, the new one)."""
@@ -182,23 +185,13 @@ class SessionStore(ManagementMethods):
     def __enter__(self) -> SessionStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         run_blocking(self.close)
 
     async def __aenter__(self) -> SessionStore:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def search(

@@ -65,13 +65,17 @@ def default_settings() -> SessionSettings:
     return SessionSettings()
 
 
-def session_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
-    """The SDK's `resolve_session_limit` for settings already coerced: `limit` if given,
-    else the settings' own.
+def session_limit(
+    limit: int | None, settings: SessionSettings | dict[str, Any] | None
+) -> int | None:
+    """What the SDK's `resolve_session_limit` gives: `limit` if given, else the settings'
+    own (a dict is coerced first; typed settings are read as they are).
 
-    >>> session_limit(5, None), session_limit(None, None)
-    (5, None)
+    >>> session_limit(5, None), session_limit(None, None), session_limit(None, {"limit": 3})
+    (5, None, 3)
     """
     if limit is not None or settings is None:
         return limit
-    return settings.limit
+    if isinstance(settings, dict):
+        settings = settings_option(settings)
+    return None if settings is None else settings.limit
