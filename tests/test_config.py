@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from agents.memory import SessionSettings
 from sqlalchemy import inspect, text
@@ -205,3 +209,34 @@ async def test_a_database_that_went_away(db_url: str) -> None:
     await gone.close()
     async with SessionStore(db_url) as store:
         assert await store.session("s").get_items() == [message("kept")]
+
+
+def test_a_session_that_only_writes_never_loads_the_sdk(tmp_path: Path) -> None:
+    """The SDK (about 2.5 s to import) is loaded when a session's settings are first read,
+    not when it is made: a worker that only writes, pops or branches starts without it."""
+    script = f"""
+import asyncio, sys
+from agents_sqlalchemy import SessionStore
+
+async def main():
+    async with SessionStore({str(tmp_path / "w.db")!r}, create_tables=True) as store:
+        session = store.session("s", session_settings={{"limit": 1}})
+        await session.add_items([{{"role": "user", "content": "a"}}])
+        await session.add_items([{{"role": "user", "content": "b"}}])
+        await session.create_branch_from_turn(2, "retry")
+        await session.switch_to_branch("main")
+        assert (await session.pop_item())["content"] == "b"
+        assert "agents" not in sys.modules
+        store.session_settings = {{"limit": 5}}  # later sessions only
+        assert session.session_settings.limit == 1
+        assert [i["content"] for i in await session.get_items()] == ["a"]
+        assert store.session("t").session_settings.limit == 5
+    print("ok")
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

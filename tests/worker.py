@@ -5,6 +5,9 @@
 - `pop URL SESSION COUNT`: pop COUNT times, print the popped items as JSON lines.
 - `branch URL SESSION TURN NAME`: create branch NAME from TURN; print it, or the error's name.
 - `write-branch URL SESSION BRANCH WRITER BATCHES`: `write`, on branch BRANCH.
+
+Only `run` loads the Agents SDK (about 2.5 s a process): the library does not need it to
+write, pop or branch, and the races start many of these processes.
 """
 
 from __future__ import annotations
@@ -12,21 +15,26 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-
-from agents import Agent, Runner
-from agents.testing import ModelStep, ScriptedModel, assistant_message
+from typing import TYPE_CHECKING
 
 from agents_sqlalchemy import BranchError, SessionStore
+
+if TYPE_CHECKING:
+    from agents.testing import ScriptedModel
 
 
 def counting_model() -> ScriptedModel:
     """Replies with how many input items it was given, so a caller can see the history."""
+    from agents.testing import ModelStep, ScriptedModel, assistant_message
+
     return ScriptedModel(
         [ModelStep.respond(lambda call: [assistant_message(f"seen {len(call.input)}")])]
     )
 
 
 async def run(url: str, session_id: str, text: str) -> None:
+    from agents import Agent, Runner
+
     async with SessionStore(url) as store:
         agent = Agent(name="worker", model=counting_model())
         result = await Runner.run(agent, text, session=store.session(session_id))

@@ -24,7 +24,7 @@ from .records import SearchHit
 from .search import SearchMode
 from .services import Services
 from .session_branches import BranchMethods
-from .store_options import session_limit
+from .store_options import default_settings, session_limit
 from .turns import MAIN
 from .types import Scope
 from .validation import session_key, ttl_delta
@@ -41,8 +41,6 @@ S = TypeVar("S", bound="StoreSession")
 
 class StoreSession(BranchMethods):
     """One conversation of a `SessionStore`, as the SDK's `Session` protocol sees it."""
-
-    session_settings: SessionSettings | None
 
     def __init__(
         self,
@@ -61,10 +59,29 @@ class StoreSession(BranchMethods):
         self._store = store
         self._services = services
         self._ttl = ttl_delta(ttl)
-        self.session_settings = store.session_settings.resolve(session_settings)
+        # The store's settings as they are now (None: the SDK's defaults) and this
+        # session's own, resolved on first use: that needs the SDK.
+        self._settings_base = store._session_settings
+        self._settings_given = session_settings
+        self._settings: SessionSettings | None = None
+        self._settings_made = False
         # A session built the SDK's way holds a share of its (shared) store; see `close`.
         self._owns_store = owns_store
         self._closed = False
+
+    @property
+    def session_settings(self) -> SessionSettings | None:
+        """The store's settings with this session's own over them (made on first use: a
+        session that only writes never loads the SDK)."""
+        if not self._settings_made:
+            base = self._settings_base or default_settings()
+            self._settings = base.resolve(self._settings_given)
+            self._settings_made = True
+        return self._settings
+
+    @session_settings.setter
+    def session_settings(self, value: SessionSettings | None) -> None:
+        self._settings, self._settings_made = value, True
 
     @property
     def store(self) -> SessionStore:
