@@ -227,8 +227,10 @@ async def main():
         await session.switch_to_branch("main")
         assert (await session.pop_item())["content"] == "b"
         assert "agents" not in sys.modules
-        store.session_settings = {{"limit": 5}}  # later sessions only
+        plain = store.session("u")
+        store.session_settings = {{"limit": 5}}  # for the sessions made from now on
         assert session.session_settings.limit == 1
+        assert plain.session_settings.limit is None
         assert [i["content"] for i in await session.get_items()] == ["a"]
         assert store.session("t").session_settings.limit == 5
     print("ok")
