@@ -2,19 +2,21 @@
 
 The method, for one query over its candidates:
 
-1. Keyword evidence is *coverage*: `bm25_postings` scales BM25 so that an item holding each
-   matched query term once scores 1 (0.5: it holds half the query's term weight). It is
-   discounted by the best coverage of the query: `K = coverage * min(1, best coverage)`.
-   An item that holds the whole query (an error code, a name, every word asked about) is
-   strong evidence; words shared here and there ("which *drink* gives me headaches?" against
-   "*Drink* more water") are weak, and weaker still when no item holds the whole query.
+1. Keyword evidence is *coverage*, capped at 1: `bm25_postings` scales BM25 so that an item
+   holding each matched query term once scores 1 (0.5: it holds half the query's term
+   weight), and `K = min(coverage, 1)`. An item that holds the whole query (an error code,
+   a name, every word asked about) is strong evidence, and repeating the words adds
+   nothing; words shared here and there ("which *drink* gives me headaches?" against
+   "*Drink* more water") are weak evidence.
 2. Vector evidence is how far an item stands out in this query's own cosine distribution: a
-   robust z-score (median, MAD) turned into the Gaussian tail's surprisal in nats,
-   `-ln P(Z >= z)`. No absolute cosine threshold, so it works for any model's scale, and a
-   clear outlier counts far more than a slightly better than average item.
-3. Items that tie exactly on keyword evidence (they hold the same query terms as often: all
-   the items naming an error code, say) share their mean vector evidence: the vector moves
-   such a group as a whole, and inside it the newest item comes first.
+   robust z-score (median, MAD) turned into the log-likelihood ratio, in nats, of "this
+   cosine is shifted above the query's typical cosines" against "it is typical":
+   `z**2 / 2` for z > 0, else 0. No absolute cosine threshold, so it works for any model's
+   scale; an average or below-average item counts nothing, a clear outlier counts far
+   more than a slightly better than average one.
+3. Items that tie exactly on keyword evidence (they hold the same query terms as often, or
+   all of them: all the items naming an error code, say) share their mean vector evidence:
+   the vector moves such a group as a whole, and inside it the newest item comes first.
 4. `score = K + w * V`, where `w` is the embedder's measured weight (`fusion_weight`): how
    much its vectors add to keywords. Recency only breaks exact ties; it never outvotes.
 
@@ -62,7 +64,7 @@ Scores = npt.NDArray[np.float64]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "vector", "keyword")
 
 #: The weight of an embedder that declares none: the static model's (see `fusion_weight`).
-DEFAULT_VECTOR_WEIGHT = 0.03
+DEFAULT_VECTOR_WEIGHT = 0.064
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def fusion_weight(embedder: Embedder | None) -> float:
     `DEFAULT_VECTOR_WEIGHT`.
 
     >>> fusion_weight(None)
-    0.03
+    0.064
     """
     declared = getattr(embedder, "fusion_weight", None)
     if isinstance(declared, (int, float)) and not isinstance(declared, bool):
@@ -160,8 +162,8 @@ def _evidence(
     evidence = vector_evidence(vec, has_vec)
     keyword_part = np.zeros(kw.shape[0])
     if has_kw.any():
-        keyword_part = kw * min(float(kw.max()), 1.0)
-        _, group = np.unique(kw[has_kw], return_inverse=True)
+        keyword_part = np.minimum(kw, 1.0)  # holding the whole query twice is holding it
+        _, group = np.unique(keyword_part[has_kw], return_inverse=True)
         sums = np.bincount(group, weights=evidence[has_kw])
         evidence[has_kw] = (sums / np.bincount(group))[group]
     return np.asarray(keyword_part + weight * evidence, dtype=np.float64)
@@ -171,10 +173,11 @@ def vector_evidence(cosines: Scores, present: npt.NDArray[np.bool_]) -> Scores:
     """How far each candidate stands out among the query's cosines, in nats (0: none).
 
     A robust z-score (median, 1.4826 * MAD; the standard deviation if the MAD is 0) turned
-    into `-ln P(Z >= z)` of a standard normal.
+    into the log-likelihood ratio of a normal shifted to the item's cosine against the
+    query's own: `z**2 / 2` above the median, 0 at or below it.
 
     >>> vector_evidence(np.array([0.1, 0.2, 0.3, 0.9]), np.ones(4, bool)).round(2).tolist()
-    [0.17, 0.46, 1.0, 12.05]
+    [0.0, 0.0, 0.06, 9.61]
     """
     out = np.zeros(cosines.shape[0])
     if int(present.sum()) < 2:
@@ -183,26 +186,6 @@ def vector_evidence(cosines: Scores, present: npt.NDArray[np.bool_]) -> Scores:
     median = float(np.median(values))
     spread = 1.4826 * float(np.median(np.abs(values - median))) or float(values.std())
     if spread > 1e-9:  # equal cosines (up to rounding) say nothing
-        out[present] = tail_nats((values - median) / spread)
-    return out
-
-
-_erfc = np.frompyfunc(math.erfc, 1, 1)
-
-
-def tail_nats(z: npt.NDArray[np.float64]) -> Scores:
-    """`-ln P(Z >= z)` for a standard normal Z, accurate far into the tail.
-
-    >>> tail_nats(np.array([-1.0, 0.0, 2.0, 10.0])).round(3).tolist()
-    [0.173, 0.693, 3.783, 53.231]
-    """
-    z = np.asarray(z, dtype=np.float64)
-    out = np.empty_like(z)
-    near = z < 5.0
-    tails = np.asarray(_erfc(z[near] / math.sqrt(2.0)), dtype=np.float64)
-    out[near] = -np.log(0.5 * tails)
-    far = z[~near]  # Mills ratio: P(Z >= z) ~ phi(z) / z * (1 - 1/z^2 + 3/z^4)
-    out[~near] = (
-        far**2 / 2 + np.log(far * math.sqrt(2 * math.pi)) - np.log1p(-1 / far**2 + 3 / far**4)
-    )
+        z = np.maximum((values - median) / spread, 0.0)
+        out[present] = z * z / 2
     return out

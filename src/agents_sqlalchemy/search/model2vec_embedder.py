@@ -37,7 +37,7 @@ class Model2VecEmbedder:
 
     metric = "cosine"
     #: Measured on tests/search_eval with the bundled 64-dimension model (see `fuse`).
-    fusion_weight = 0.03
+    fusion_weight = 0.064
 
     def __init__(self, model: Any, *, model_id: str, drop_stopwords: bool = True) -> None:
         self.model = model

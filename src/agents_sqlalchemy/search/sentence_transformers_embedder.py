@@ -27,7 +27,7 @@ class SentenceTransformerEmbedder:
 
     metric = "cosine"
     #: MiniLM's measured weight (see `fuse`); set your own after measuring your model.
-    fusion_weight = 0.2
+    fusion_weight = 0.25
 
     def __init__(
         self,
