@@ -141,6 +141,8 @@ async def test_sdk_style_constructors_share_one_store(sqlite_url: str) -> None:
     a = SQLAlchemySession("a", sqlite_url, create_tables=True)
     b = SQLAlchemySession.from_url("b", url=sqlite_url, create_tables=True)
     c = SQLAlchemySession("c", url_or_engine=sqlite_url, session_settings={"limit": 1})
+    with pytest.raises(TypeError, match="bogus"):  # as the SDK says it, when the session is made
+        a.store.session("d", session_settings={"bogus": 1})
     assert a.store is b.store is c.store
     assert c.session_settings == SessionSettings(limit=1)
     await a.add_items([message("from a")])
@@ -213,26 +215,25 @@ async def test_a_database_that_went_away(db_url: str) -> None:
 
 def test_a_session_that_only_writes_never_loads_the_sdk(tmp_path: Path) -> None:
     """The SDK (about 2.5 s to import) is loaded when a session's settings are first read,
-    not when it is made: a worker that only writes, pops or branches starts without it."""
+    not when it is made without any: a worker that only writes, pops or branches starts
+    without it. Settings given to a session are checked at once (test above)."""
     script = f"""
 import asyncio, sys
 from agents_sqlalchemy import SessionStore
 
 async def main():
     async with SessionStore({str(tmp_path / "w.db")!r}, create_tables=True) as store:
-        session = store.session("s", session_settings={{"limit": 1}})
+        session = store.session("s")
         await session.add_items([{{"role": "user", "content": "a"}}])
         await session.add_items([{{"role": "user", "content": "b"}}])
         await session.create_branch_from_turn(2, "retry")
         await session.switch_to_branch("main")
         assert (await session.pop_item())["content"] == "b"
         assert "agents" not in sys.modules
-        plain = store.session("u")
-        store.session_settings = {{"limit": 5}}  # for the sessions made from now on
-        assert session.session_settings.limit == 1
-        assert plain.session_settings.limit is None
-        assert [i["content"] for i in await session.get_items()] == ["a"]
-        assert store.session("t").session_settings.limit == 5
+        store.session_settings = {{"limit": 1}}  # for the sessions made from now on
+        assert session.session_settings.limit is None
+        assert store.session("t").session_settings.limit == 1
+        assert [i["content"] for i in await store.session("s").get_items()] == ["a"]
     print("ok")
 
 asyncio.run(main())

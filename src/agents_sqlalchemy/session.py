@@ -59,12 +59,13 @@ class StoreSession(BranchMethods):
         self._store = store
         self._services = services
         self._ttl = ttl_delta(ttl)
-        # The store's settings as they are now (None: the SDK's defaults) and this
-        # session's own, resolved on first use: that needs the SDK.
+        # The store's settings as they are now (None: the SDK's defaults, made with the SDK
+        # when first read); this session's own are checked and resolved at once.
         self._settings_base = store._session_settings
-        self._settings_given = session_settings
         self._settings: SessionSettings | None = None
         self._settings_made = False
+        if session_settings is not None:
+            self.session_settings = self._resolved(session_settings)
         # A session built the SDK's way holds a share of its (shared) store; see `close`.
         self._owns_store = owns_store
         self._closed = False
@@ -74,14 +75,15 @@ class StoreSession(BranchMethods):
         """The store's settings with this session's own over them (made on first use: a
         session that only writes never loads the SDK)."""
         if not self._settings_made:
-            base = self._settings_base or default_settings()
-            self._settings = base.resolve(self._settings_given)
-            self._settings_made = True
+            self.session_settings = self._resolved(None)
         return self._settings
 
     @session_settings.setter
     def session_settings(self, value: SessionSettings | None) -> None:
         self._settings, self._settings_made = value, True
+
+    def _resolved(self, own: SessionSettings | dict[str, Any] | None) -> SessionSettings:
+        return (self._settings_base or default_settings()).resolve(own)
 
     @property
     def store(self) -> SessionStore:
