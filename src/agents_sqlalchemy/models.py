@@ -146,7 +146,6 @@ class SearchIndexColumns:
     items_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    session_pk: Mapped[int] = mapped_column(BigInteger, index=True)
     model_id: Mapped[str] = mapped_column(String(200))
     terms: Mapped[bytes | None] = mapped_column(LongBinary)
     vector: Mapped[bytes | None] = mapped_column(LongBinary)

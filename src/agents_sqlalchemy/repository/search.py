@@ -36,7 +36,7 @@ IN_BATCH = 5000
 # Rows turned into columns at a time (see `_columns`).
 PARTITION = 200
 # An index row's columns, in the order their values are given.
-INDEX_COLUMNS = ("item_pk", "session_pk", "model_id", "terms", "vector")
+INDEX_COLUMNS = ("item_pk", "model_id", "terms", "vector")
 # What `_replace` is given per row: the item's place (its session and number), the rest.
 INDEX_ROW = ("session_pk", "seq", "model_id", "terms", "vector")
 # Where epoch seconds count from, as MySQL's naive UTC DATETIME sees it.
@@ -257,7 +257,7 @@ class SearchOps(RepositoryBase):
         kept = list(found.values())
         conn.execute(delete(index).where(index.c.item_pk.in_(kept), index.c.model_id.in_(models)))
         values = [
-            (found[(session_pk, seq)], session_pk, model_id, terms, vector)
+            (found[(session_pk, seq)], model_id, terms, vector)
             for session_pk, seq, model_id, terms, vector in rows
             if (session_pk, seq) in found
         ]
@@ -274,9 +274,8 @@ class SearchOps(RepositoryBase):
         """SQLite: an index row in place of its item's row of the same model, if the item
         is still at its place (`session_pk`, `seq`)."""
         items, values = self._items, self._index_values
-        row = select(items.c.id, items.c.session_pk, values["model_id"], values["terms"])
-        row = row.add_columns(values["vector"]).where(
-            items.c.session_pk == values["session_pk"], items.c.seq == bindparam("seq")
+        row = select(items.c.id, values["model_id"], values["terms"], values["vector"]).where(
+            items.c.session_pk == bindparam("session_pk"), items.c.seq == bindparam("seq")
         )
         insert = self._index.insert().prefix_with("OR REPLACE")
         return Prepared(insert.from_select(INDEX_COLUMNS, row))
@@ -288,12 +287,13 @@ class SearchOps(RepositoryBase):
         those places are locked FOR KEY SHARE first: a removal waits for the commit, and an
         item removed meanwhile is skipped."""
         items, index = self._items, self._index
-        types = {name: index.c[name].type for name in INDEX_COLUMNS} | {"seq": items.c.seq.type}
+        place = {name: items.c[name].type for name in ("session_pk", "seq")}
+        types = place | {name: index.c[name].type for name in INDEX_COLUMNS}
         arrays = [bindparam(f"{n}s", type_=postgresql.ARRAY(types[n])) for n in INDEX_ROW]
         given = func.unnest(*arrays).table_valued(*INDEX_ROW).render_derived()
         at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
         rows = (
-            select(items.c.id, items.c.session_pk, given.c.model_id, given.c.terms, given.c.vector)
+            select(items.c.id, given.c.model_id, given.c.terms, given.c.vector)
             .join_from(given, items, at)
             .with_for_update(read=True, key_share=True, of=items)
         )

@@ -155,7 +155,6 @@ def upgrade() -> None:
         t,
         sa.Column("id", ID, nullable=False),
         sa.Column("item_pk", ID, nullable=False),
-        sa.Column("session_pk", sa.BigInteger(), nullable=False),
         sa.Column("model_id", sa.String(200), nullable=False),
         sa.Column("terms", LONG_BINARY, nullable=True),
         sa.Column("vector", LONG_BINARY, nullable=True),
@@ -165,7 +164,6 @@ def upgrade() -> None:
         schema=schema(),
         **OPTIONS,
     )
-    index(t, "session_pk")
     branches()
 
 
