@@ -13,7 +13,6 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from itertools import islice
@@ -41,7 +40,8 @@ from .search.vocabulary import Vocabulary
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 from .validation import check_json
 
-# Opened vectors a sealed store keeps in memory (256 bytes each for the default embedder).
+# Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
+# embedder).
 VECTOR_CACHE = 100_000
 # Plaintexts of opened items a sealed store keeps in memory (an item's size each).
 PLAINTEXT_CACHE = 20_000
@@ -219,9 +219,9 @@ class SealedCodec:
         # Keyed hashes of the terms seen lately: an HMAC and two Unicode normalisations
         # cost ~3 us a term, a vocabulary repeats, and the indexer hashes every new item.
         self._hash_term = lru_cache(maxsize=TERM_CACHE)(term_hasher(kek))
-        # Opened vectors, least recently used first, by (wrapped data key, model): a wrapped
-        # key is random, so it names one item (a reused row id never hits a stale entry).
-        self._opened: OrderedDict[tuple[bytes, str], bytes] = OrderedDict()
+        # Opened vectors, oldest first, by model and wrapped data key: a wrapped key is
+        # random, so it names one item (a reused row id never hits a stale entry).
+        self._opened: dict[str, dict[bytes | None, bytes]] = {}
         self._opened_lock = threading.Lock()
         # Plaintexts of the items read, by wrapped key (random: one per item), kept with
         # what authenticated them: only the same ciphertext at the same place is a hit
@@ -236,15 +236,9 @@ class SealedCodec:
         return DataKey(self.kek.unwrap(wrapped)).open_item(ciphertext, session_hash, seq)
 
     def _remember(self, opened: dict[bytes, tuple[bytes, str, int, bytes]]) -> None:
-        """Keep these plaintexts; past the cache's size, drop the oldest in one pass (one
-        `next(iter(...))` per eviction would rescan the dict's freed slots each time)."""
+        """Keep these plaintexts (the oldest go past the cache's size)."""
         with self._opened_lock:
-            cache = self._plaintexts
-            cache.update(opened)
-            excess = len(cache) - PLAINTEXT_CACHE
-            if excess > 0:
-                for oldest in list(islice(cache, excess)):
-                    del cache[oldest]
+            _add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
     def _plaintext(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
         """An item's plaintext: from memory if these very bytes were opened here before."""
@@ -306,26 +300,25 @@ class SealedCodec:
         return hashed
 
     def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
-        out: list[bytes | None] = []
+        # A search asks for every candidate's vector: the cached ones are looked up at once,
+        # and only the others are gone over one by one.
         with self._opened_lock:
-            cache = self._opened
-            for i, wrapped_key in enumerate(candidates.wrapped_keys):
-                if not candidates.has_vector[i]:
-                    out.append(None)
-                    continue
-                if wrapped_key is None:
-                    raise CorruptItemError(f"vector of item #{candidates.seqs[i]} has no data key")
-                cache_key = (wrapped_key, model_id)
-                vector = cache.get(cache_key)
-                if vector is not None:
-                    cache.move_to_end(cache_key)
-                elif (sealed := candidates.vectors[i]) is not None:
-                    place = Place(candidates.session_hashes[i], candidates.seqs[i])
-                    vector = self._open_vector(wrapped_key, sealed, place, model_id)
-                    cache[cache_key] = vector
-                    if len(cache) > VECTOR_CACHE:
-                        cache.popitem(last=False)
-                out.append(vector)
+            cached = list(map(self._opened.get(model_id, {}).get, candidates.wrapped_keys))
+        out = [v if flag else None for v, flag in zip(cached, candidates.has_vector, strict=True)]
+        missing = [i for i, v in enumerate(out) if v is None and candidates.has_vector[i]]
+        opened: dict[bytes | None, bytes] = {}
+        for i in missing:
+            wrapped_key, sealed = candidates.wrapped_keys[i], candidates.vectors[i]
+            if wrapped_key is None:
+                raise CorruptItemError(f"vector of item #{candidates.seqs[i]} has no data key")
+            if sealed is not None:
+                place = Place(candidates.session_hashes[i], candidates.seqs[i])
+                vector = self._open_vector(wrapped_key, sealed, place, model_id)
+                out[i] = opened[wrapped_key] = vector
+        if opened:
+            with self._opened_lock:
+                cache = self._opened.setdefault(model_id, {})
+                _add_bounded(cache, opened, VECTOR_CACHE)
         return out
 
     def _open_vector(self, wrapped_key: bytes, sealed: bytes, place: Place, model_id: str) -> bytes:
@@ -391,3 +384,13 @@ class SealedCodec:
             return {}
         plaintext = open_state(self.kek, row.sealed_state, key.hash, where=where(key, None))
         return dict(decode_item(plaintext.decode("utf-8"), key, None))
+
+
+def _add_bounded(cache: dict[Any, Any], new: Mapping[Any, Any], size: int) -> None:
+    """Add `new` to `cache`; past `size` entries, drop the oldest in one pass (one
+    `next(iter(...))` per eviction would rescan the dict's freed slots each time)."""
+    cache.update(new)
+    excess = len(cache) - size
+    if excess > 0:
+        for oldest in list(islice(cache, excess)):
+            del cache[oldest]

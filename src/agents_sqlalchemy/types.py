@@ -114,24 +114,27 @@ class Candidates:
     @classmethod
     def of(cls, columns: list[list[Any]]) -> Candidates:
         """From columns item_pk, session_hash, seq, position, terms, has_vector, vector,
-        wrapped_key: one row per item, that of the model searched with where there are two
-        (an item indexed for another model too, until `reindex` drops the other)."""
+        wrapped_key: one row per item with terms or a vector, that of the model searched
+        with where there are two (an item indexed for another model too, until `reindex`
+        drops the other). Rows with neither (an item without text) are left out."""
         found = cls(*columns)
         found.has_vector = [bool(flag) for flag in found.has_vector]
+        if None in found.terms:  # rare, unless terms were not read
+            kept = [i for i, t in enumerate(found.terms) if t is not None or found.has_vector[i]]
+            found = found.take(kept, None)
         if len(set(found.item_pks)) == len(found.item_pks):
             return found
         row: dict[int, int] = {}
         for i, (pk, flag) in enumerate(zip(found.item_pks, found.has_vector, strict=True)):
             if pk not in row or flag:
                 row[pk] = i
-        keep = sorted(row.values())
-        return found.take(keep, [found.vectors[i] for i in keep])
+        return found.take(sorted(row.values()), None)
 
     def __len__(self) -> int:
         return len(self.item_pks)
 
-    def take(self, indexes: Iterable[int], vectors: Sequence[bytes | None]) -> Candidates:
-        """The candidates at `indexes`, with these vectors."""
+    def take(self, indexes: Iterable[int], vectors: Sequence[bytes | None] | None) -> Candidates:
+        """The candidates at `indexes`, with these vectors (None: their own)."""
         at = list(indexes)
         return Candidates(
             [self.item_pks[i] for i in at],
@@ -140,7 +143,7 @@ class Candidates:
             [self.positions[i] for i in at],
             [self.terms[i] for i in at],
             [self.has_vector[i] for i in at],
-            list(vectors),
+            [self.vectors[i] for i in at] if vectors is None else list(vectors),
             [self.wrapped_keys[i] for i in at],
         )
 

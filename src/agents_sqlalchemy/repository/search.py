@@ -83,9 +83,10 @@ class SearchOps(RepositoryBase):
 
     async def candidates(
         self, scope: Scope, model_id: str, *, vectors: bool = True, terms: bool = True
-    ) -> Candidates:
+    ) -> tuple[Candidates, int]:
         """Live items in scope with an index row: their packed terms, and whether they have
-        a vector of `model_id` (never another model's vector).
+        a vector of `model_id` (never another model's vector); and how many items in scope
+        have a row of `model_id` (with text or without), to tell whether any is missing.
 
         With `vectors=False` the vectors are not read (a sealed store opens them from its
         cache, and reads the missing ones with `vectors`); with `terms=False` neither are
@@ -93,7 +94,7 @@ class SearchOps(RepositoryBase):
         model only (the embedder changed, `reindex` has not run) is found by its terms.
         """
         items, sessions, index = self._items, self._sessions, self._index
-        has_vector = and_(index.c.model_id == model_id, index.c.vector.is_not(None))
+        current = index.c.model_id == model_id
         query = (
             select(
                 items.c.id,
@@ -101,9 +102,10 @@ class SearchOps(RepositoryBase):
                 items.c.seq,
                 self._position(scope),
                 index.c.terms if terms else null(),
-                has_vector,
-                case((index.c.model_id == model_id, index.c.vector)) if vectors else null(),
+                and_(current, index.c.vector.is_not(None)),
+                case((current, index.c.vector)) if vectors else null(),
                 items.c.wrapped_key if self._sealed else null(),
+                current,
             )
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
@@ -111,16 +113,29 @@ class SearchOps(RepositoryBase):
             .where(
                 self._in_scope(scope),
                 self._live(self._now()),
-                or_(has_vector, index.c.terms.is_not(None)) if terms else has_vector,
+                or_(current, index.c.terms.is_not(None)) if terms else current,
             )
         )
         if self._sealed:  # only items with a data key to open their vector with
             query = query.where(items.c.wrapped_key.is_not(None))
 
-        def work(conn: Connection) -> Candidates:
-            return Candidates.of(_columns(conn.execute(query), Candidates.WIDTH))
+        def work(conn: Connection) -> tuple[Candidates, int]:
+            columns = _columns(conn.execute(query), Candidates.WIDTH + 1)
+            indexed = sum(map(bool, columns.pop()))  # one row per item and model at most
+            return Candidates.of(columns), indexed
 
         return await self._db.read(work)
+
+    async def count_live(self, scope: Scope) -> int:
+        """How many live items there are in scope (on main lines: what search indexes)."""
+        items, sessions = self._items, self._sessions
+        query = (
+            select(func.count())
+            .select_from(items)
+            .join(sessions, sessions.c.id == items.c.session_pk)
+            .where(self._in_scope(scope), self._live(self._now()), sessions.c.parent_pk.is_(None))
+        )
+        return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def vectors(
         self, item_pks: list[int], model_id: str

@@ -201,8 +201,8 @@ class Searcher:
 
     async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
         """The scope's candidates, once what others left unindexed is indexed (at most
-        SEARCH_CATCH_UP items by one search): looked for beside the read, which is done
-        again if there was any."""
+        SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
+        some are missing; the read is then done again."""
         read = functools.partial(
             self._repository.candidates,
             scope,
@@ -210,14 +210,14 @@ class Searcher:
             vectors=mode != "keyword" and not codec.caches_vectors,
             terms=mode != "vector",
         )
-        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-        unindexed, candidates = await asyncio.gather(
-            self._repository.unindexed(self.embedder.model_id, batch, 0, scope), read()
+        live, (candidates, indexed) = await asyncio.gather(
+            self._repository.count_live(scope), read()
         )
-        if not unindexed:
+        if indexed >= live:
             return candidates
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
         await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
-        return await read()
+        return (await read())[0]
 
     async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
         """The candidates' plain vectors of the embedder's model (None: it has none): opened
