@@ -15,7 +15,7 @@ from ..database import Database
 from ..errors import ConfigurationError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem
-from .prepared import Prepared
+from .prepared import Prepared, PreparedRows
 
 T = TypeVar("T")
 # The columns an append writes, in its parameter sets (sealed: and the item's wrapped key).
@@ -79,6 +79,10 @@ class Statements:
             items.insert().values(
                 {name: bindparam(name, type_=items.c[name].type) for name in written}
             )
+        )
+        self.insert_item_rows = PreparedRows(  # SQLite: many items per statement
+            lambda given: items.insert().from_select(written, select(given)),
+            {name: items.c[name].type for name in written},
         )
         touched_at = bindparam("now", type_=sessions.c.updated_at.type)
         self.lock = Prepared(  # the parameter is named "hash": an UPDATE reserves column names
@@ -248,6 +252,17 @@ class RepositoryBase:
         expires_at: datetime | None,
     ) -> None:
         """Insert items numbered from `first_seq`, sealed ones with their wrapped keys."""
+        if self._db.dialect_name == "sqlite":
+            keys = self._sealed
+            self._statements.insert_item_rows.run(
+                conn,
+                [
+                    (session_pk, seq, created_at, expires_at, item.payload, item.ciphertext)
+                    + ((item.kek_id, item.wrapped_key) if keys else ())
+                    for seq, item in enumerate(new, first_seq)
+                ],
+            )
+            return
         rows = [
             {
                 "session_pk": session_pk,

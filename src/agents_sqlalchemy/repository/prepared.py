@@ -10,19 +10,23 @@ Example::
 
     tail = Prepared(select(items.c.seq).where(items.c.session_pk == bindparam("pk")))
     rows = tail.run(conn, {"pk": 7})          # a list of plain tuples
+
+`PreparedRows` runs a statement over many rows given at once, as a table of values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import LargeBinary
+from sqlalchemy import LargeBinary, bindparam, column, values
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import CTE
 from sqlalchemy.types import TypeEngine
 
 
@@ -101,16 +105,7 @@ class Prepared:
     def run(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
         """Execute with `params` (by bind name); the rows it returns, as tuples."""
         compiled = self._compiled(conn.dialect)
-        values = self._parameters(compiled, params)
-        cursor = conn.connection.cursor()
-        try:
-            cursor.execute(compiled.sql, values)
-            return list(cursor.fetchall()) if cursor.description else []
-        except Exception as exc:
-            _raise_wrapped(conn, exc, compiled.sql, values, cursor)
-            raise
-        finally:
-            cursor.close()
+        return _execute(conn, compiled.sql, self._parameters(compiled, params))
 
     def run_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (no rows returned)."""
@@ -136,6 +131,95 @@ class Prepared:
         elif [i for i, _ in steps] != [*range(len(names))]:  # only reordered: done in C
             rows = list(zip(*(map(itemgetter(i), rows) for i, _ in steps), strict=True))
         _execute_many(conn, compiled.sql, rows)
+
+
+#: Rows per execution of a `PreparedRows`: rows of up to 9 values stay under the 999 bound
+#: values that SQLite allowed before version 3.32.
+ROWS_PER_STATEMENT = 100
+
+
+class PreparedRows:
+    """A statement over many rows, run once per `ROWS_PER_STATEMENT` of them where
+    `executemany` runs once per row.
+
+    `build(given)` makes the statement from `given`: the rows as a table (a VALUES list in a
+    common table expression) whose columns are `columns`; it is compiled once per dialect
+    and number of rows. On SQLite one execution is one step of the engine, so the driver
+    gives the GIL up and takes it back once per statement instead of once per row. Beside
+    a thread that keeps the GIL busy (an app's event loop at work), each taking back waits
+    for a switch while the write lock stays held: a 1,000-item append took 1.8 s that way
+    with `executemany` and 99 ms with this (6.7 and 4.5 ms with no such thread), 200
+    index rows 1.5 ms and 57 us each.
+
+    Example::
+
+        copy = PreparedRows(
+            lambda given: target.insert().from_select(["a", "b"], select(given)),
+            {"a": Integer(), "b": String()},
+        )
+        copy.run(conn, [(1, "x"), (2, "y")])
+    """
+
+    def __init__(
+        self, build: Callable[[CTE], ClauseElement], columns: Mapping[str, TypeEngine[Any]]
+    ) -> None:
+        self._build = build
+        self._columns = dict(columns)
+        self._sql: dict[tuple[int, str, str], str] = {}  # by row count and dialect
+        self._steps: dict[tuple[str, str], list[Callable[[Any], Any] | None]] = {}
+
+    def run(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Execute over `rows`, each a tuple of values in the order of `columns`."""
+        dialect = conn.dialect
+        steps = self._steps.get((dialect.name, dialect.driver))
+        if steps is None:
+            steps = [_processor(t.dialect_impl(dialect), dialect) for t in self._columns.values()]
+            self._steps[(dialect.name, dialect.driver)] = steps
+        if any(steps) and rows:
+            columns = [
+                values if step is None else _bound(step, values)
+                for step, values in zip(steps, zip(*rows, strict=True), strict=True)
+            ]
+            rows = list(zip(*columns, strict=True))
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            part = rows[start : start + ROWS_PER_STATEMENT]
+            _execute(conn, self._compiled(len(part), dialect), list(chain.from_iterable(part)))
+
+    def _compiled(self, count: int, dialect: Dialect) -> str:
+        """The statement for `count` rows, whose parameters are their values row after row."""
+        key = (count, dialect.name, dialect.driver)
+        sql = self._sql.get(key)
+        if sql is None:
+            types = self._columns.items()
+            rows = [tuple(bindparam(f"{n}_{i}", type_=t) for n, t in types) for i in range(count)]
+            given = values(*(column(name, t) for name, t in types), name="given").data(rows)
+            compiled = Prepared(self._build(given.cte("given")))._compiled(dialect)
+            if compiled.names != tuple(value.key for row in rows for value in row):
+                raise NotImplementedError("a PreparedRows statement binds only its rows' values")
+            sql = self._sql[key] = compiled.sql
+        return sql
+
+
+def _bound(process: Callable[[Any], Any], values: Sequence[Any]) -> Sequence[Any]:
+    """A column's values through its type's processor (None stays None); one value for the
+    whole column, as an append's timestamps, is processed once."""
+    first = values[0]
+    if values.count(first) == len(values):
+        return [None if first is None else process(first)] * len(values)
+    return [None if value is None else process(value) for value in values]
+
+
+def _execute(conn: Connection, sql: str, values: Sequence[Any]) -> list[Any]:
+    """Execute once on the driver's cursor; the rows it returns, as tuples."""
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, values)
+        return list(cursor.fetchall()) if cursor.description else []
+    except Exception as exc:
+        _raise_wrapped(conn, exc, sql, values, cursor)
+        raise
+    finally:
+        cursor.close()
 
 
 def _processor(impl: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:

@@ -26,10 +26,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
+from sqlalchemy.sql.expression import CTE, Insert
 
 from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from .base import RepositoryBase
-from .prepared import Prepared
+from .prepared import Prepared, PreparedRows
 
 # Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
 IN_BATCH = 5000
@@ -255,8 +256,7 @@ class SearchOps(RepositoryBase):
             if item.model_id is not None
         ]
         if self._db.dialect_name == "sqlite":
-            # One statement per row, which takes the write lock before it looks.
-            self._index_upsert.run_rows(conn, INDEX_ROW, rows)
+            self._index_upsert.run(conn, rows)
             return
         if self._db.dialect_name == "postgresql":
             arrays = {f"{name}s": [row[i] for row in rows] for i, name in enumerate(INDEX_ROW)}
@@ -285,15 +285,21 @@ class SearchOps(RepositoryBase):
         return Prepared(self._index.insert().values(self._index_values))
 
     @cached_property
-    def _index_upsert(self) -> Prepared:
-        """SQLite: an index row in place of its item's row of the same model, if the item
-        is still at its place (`session_pk`, `seq`)."""
-        items, values = self._items, self._index_values
-        row = select(items.c.id, values["model_id"], values["terms"], values["vector"]).where(
-            items.c.session_pk == bindparam("session_pk"), items.c.seq == bindparam("seq")
-        )
-        insert = self._index.insert().prefix_with("OR REPLACE")
-        return Prepared(insert.from_select(INDEX_COLUMNS, row))
+    def _index_upsert(self) -> PreparedRows:
+        """SQLite: index rows, each in place of its item's row of the same model, for the
+        items still at their places (`session_pk`, `seq`); many rows per statement, which
+        takes the write lock before it looks."""
+        items, index = self._items, self._index
+        types = {name: items.c[name].type for name in ("session_pk", "seq")}
+        types |= {name: index.c[name].type for name in INDEX_COLUMNS}
+
+        def upsert(given: CTE) -> Insert:
+            at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
+            row = select(items.c.id, given.c.model_id, given.c.terms, given.c.vector)
+            insert = index.insert().prefix_with("OR REPLACE")
+            return insert.from_select(INDEX_COLUMNS, row.join_from(given, items, at))
+
+        return PreparedRows(upsert, {name: types[name] for name in INDEX_ROW})
 
     @cached_property
     def _index_upsert_at_once(self) -> Prepared:
