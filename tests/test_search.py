@@ -22,7 +22,8 @@ from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
 from agents_sqlalchemy.repository import Repository
-from agents_sqlalchemy.repository.prepared import ROWS_PER_STATEMENT
+from agents_sqlalchemy.repository.prepared import BOUND_VALUES
+from agents_sqlalchemy.repository.search import INDEX_ROW
 from agents_sqlalchemy.search import (
     Embedder,
     Model2VecEmbedder,
@@ -401,11 +402,12 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
 async def test_an_index_write_of_many_rows_puts_each_item_s_own_terms_at_its_place(
     db_url: str, key: bytes | None
 ) -> None:
-    """Index rows go in many per statement (`ROWS_PER_STATEMENT` on SQLite): a batch of
-    more than two such statements, read before its last item was popped and another
-    session was deleted and written anew, indexes each item still at its place with its own
-    terms, and nothing else."""
-    count = ROWS_PER_STATEMENT * 2 + 50
+    """Index rows go in many per statement (on SQLite): a batch of more than two such
+    statements, read before its last item was popped and another session was deleted and
+    written anew, indexes each item still at its place with its own terms, and nothing
+    else."""
+    per_statement = BOUND_VALUES // len(INDEX_ROW)
+    count = per_statement * 2 + 50
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         await store.session("s").add_items([message(f"note w{n}x") for n in range(count)])
         await store.session("t").add_items([message("an old plan")])
@@ -429,7 +431,7 @@ async def test_an_index_write_of_many_rows_puts_each_item_s_own_terms_at_its_pla
         indexed = await index_rows(db_url)
         assert len(indexed[ITEMS]) == count and indexed[INDEX] == indexed[ITEMS]
         session = store.session("s")
-        for n in (0, ROWS_PER_STATEMENT - 1, ROWS_PER_STATEMENT, count - 2):
+        for n in (0, per_statement - 1, per_statement, count - 2):
             assert texts(await session.search_hits(f"w{n}x", mode="keyword")) == [f"note w{n}x"]
         assert texts(await session.search_hits(f"w{count - 1}x", mode="keyword")) == []
         assert texts(await store.session("t").search_hits("plan", mode="keyword")) == ["a new plan"]

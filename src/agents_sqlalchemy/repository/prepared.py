@@ -133,13 +133,13 @@ class Prepared:
         _execute_many(conn, compiled.sql, rows)
 
 
-#: Rows per execution of a `PreparedRows`: rows of up to 9 values stay under the 999 bound
-#: values that SQLite allowed before version 3.32.
-ROWS_PER_STATEMENT = 100
+#: The bound values a `PreparedRows` execution holds at most: what SQLite allowed before
+#: version 3.32.
+BOUND_VALUES = 999
 
 
 class PreparedRows:
-    """A statement over many rows, run once per `ROWS_PER_STATEMENT` of them where
+    """A statement over many rows, run once per `BOUND_VALUES` of their values where
     `executemany` runs once per row.
 
     `build(given)` makes the statement from `given`: the rows as a table (a VALUES list in a
@@ -147,9 +147,9 @@ class PreparedRows:
     and number of rows. On SQLite one execution is one step of the engine, so the driver
     gives the GIL up and takes it back once per statement instead of once per row. Beside
     a thread that keeps the GIL busy (an app's event loop at work), each taking back waits
-    for a switch while the write lock stays held: a 1,000-item append took 1.8 s that way
-    with `executemany` and 99 ms with this (6.7 and 4.5 ms with no such thread), 200
-    index rows 1.5 ms and 57 us each.
+    for a switch while the write lock stays held: a 1,000-item append took 1.5 s that way
+    with `executemany` and 77 ms with this (8.6 and 4.7 ms with no such thread), an index
+    row 1.5 ms and 58 us (2.8 and 2.3 us).
 
     Example::
 
@@ -167,6 +167,7 @@ class PreparedRows:
         self._columns = dict(columns)
         self._sql: dict[tuple[int, str, str], str] = {}  # by row count and dialect
         self._steps: dict[tuple[str, str], list[Callable[[Any], Any] | None]] = {}
+        self.rows_per_statement = max(1, BOUND_VALUES // len(self._columns))
 
     def run(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
         """Execute over `rows`, each a tuple of values in the order of `columns`."""
@@ -181,8 +182,9 @@ class PreparedRows:
                 for step, values in zip(steps, zip(*rows, strict=True), strict=True)
             ]
             rows = list(zip(*columns, strict=True))
-        for start in range(0, len(rows), ROWS_PER_STATEMENT):
-            part = rows[start : start + ROWS_PER_STATEMENT]
+        step = self.rows_per_statement
+        for start in range(0, len(rows), step):
+            part = rows[start : start + step]
             _execute(conn, self._compiled(len(part), dialect), list(chain.from_iterable(part)))
 
     def _compiled(self, count: int, dialect: Dialect) -> str:
