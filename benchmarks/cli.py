@@ -18,7 +18,13 @@ from pathlib import Path
 from .backends import BACKENDS, Backend
 from .core import Results, Settings
 from .databases import PG_URL_ENV, Database, postgres_database, sqlite_database
-from .oneoffs import listing_cost, pop_behind_reader, semantic_search, store_open_cost
+from .oneoffs import (
+    listing_cost,
+    pop_behind_reader,
+    semantic_search,
+    store_open_cost,
+    sustained_appends,
+)
 from .report import print_tables, print_targets
 from .runner import log, run_database
 
@@ -80,6 +86,7 @@ async def one_offs(database: Database, keys: set[str], s: Settings) -> tuple[Res
             chosen.append(("the pop behind a reader", pop_behind_reader(database)))
     if "ours" in keys:
         chosen.append(("listing sessions", _lines_only(listing_cost(database))))
+        chosen.append(("sustained appends", _lines_only(sustained_appends(database, s))))
         chosen.append(("the semantic search", semantic_search(database, s)))
     figures: Results = {}
     lines: list[str] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import os
 import sqlite3
@@ -23,6 +24,9 @@ from .items import make_items
 
 ROOT = Path(__file__).resolve().parent.parent
 READER_HOLD_SECONDS = 5.0
+# Sustained appends: how long each store is written to, and the app's own work per turn.
+SUSTAINED_SECONDS = 8.0
+APP_WORK_SECONDS = 0.0003
 
 
 async def store_open_cost(database: Database) -> str:
@@ -151,6 +155,69 @@ async def pop_behind_reader(database: Database) -> tuple[Results, str]:
         f"{READER_HOLD_SECONDS:g} s){'' if right else '; CHECK FAILED: wrong item popped'}"
     )
     return {"ours_encrypted": {"reader_pop": behind}}, line
+
+
+async def sustained_appends(database: Database, s: Settings) -> str:
+    """An app that writes turns without pause (0.3 ms of its own work between them), first
+    with search off, then with the defaults: the appends' latency, and the full garbage
+    collections meanwhile.
+
+    The writes never pause, so the indexing runs beside them (after at most
+    ``GATHER_LIMIT`` gathering pauses). A full collection walks every object of the
+    process (the SDK's modules alone hold over 200,000) and stops every thread while it
+    runs: what the indexing leaves to collect shows as the longest appends.
+    """
+    seconds = SUSTAINED_SECONDS / (4 if s.quick else 1)
+    parts = []
+    for search in (False, True):
+        latencies, full = await _write_without_pause(database, search, seconds)
+        latencies.sort()
+        p99 = latencies[int(0.99 * (len(latencies) - 1))]
+        collections = ", ".join(f"{ms:.0f}" for ms in full) or "none"
+        parts.append(
+            f"{'defaults' if search else 'search=False'}: {len(latencies):,} turns, "
+            f"p50 {statistics.median(latencies):.2f} ms, p99 {p99:.2f} ms, longest "
+            f"{latencies[-1]:.1f} ms; full collections (ms): {collections}"
+        )
+    return f"sustained appends for {seconds:g} s each (ours): " + "; ".join(parts)
+
+
+async def _write_without_pause(
+    database: Database, search: bool, seconds: float
+) -> tuple[list[float], list[float]]:
+    """The ms of each append, and of each full collection while they ran."""
+    from agents_sqlalchemy import SessionStore
+
+    turns = [make_items(4, start=n) for n in range(500)]
+    latencies: list[float] = []
+    full: list[float] = []
+    started = [0.0]
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2 and phase == "start":
+            started[0] = time.perf_counter()
+        elif info["generation"] == 2:
+            full.append((time.perf_counter() - started[0]) * 1000.0)
+
+    async with (
+        database.fresh(f"sustained_{search}") as location,
+        SessionStore(location.url, create_tables=True, search=search) as store,
+    ):
+        session = store.session("sustained")
+        await session.add_items(turns[0])
+        gc.callbacks.append(watch)
+        try:
+            ends = time.perf_counter() + seconds
+            while time.perf_counter() < ends:
+                add = functools.partial(session.add_items, turns[len(latencies) % len(turns)])
+                latencies.append(await timed(add))
+                work_ends = time.perf_counter() + APP_WORK_SECONDS
+                while time.perf_counter() < work_ends:
+                    pass
+        finally:
+            gc.callbacks.remove(watch)
+        await store.flush()
+    return latencies, full
 
 
 async def _child(mode: str, url: str, name: str, number: int) -> dict[str, Any]:

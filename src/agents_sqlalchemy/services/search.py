@@ -16,6 +16,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from ..aio import holding
@@ -96,17 +97,17 @@ class Searcher:
             await self.catch_up(Scope(session=key), since_seq=since)
 
     async def _index_handed(self, key: SessionKey, handed: list[Appended]) -> None:
-        """Index items handed over by a plaintext store's appends, a batch at a time."""
+        """Index items handed over by a plaintext store's appends, a batch at a time (only
+        that batch's objects at once: fewer for the garbage collector to move up)."""
         codec = await self._keyring.ready()
-        places = [
+        places = (
             (batch.session_pk, StoredItem(batch.first_seq + i, payload))
             for batch in handed
             if batch.session_pk is not None and batch.payloads is not None
             for i, payload in enumerate(batch.payloads)
-        ]
+        )
         async with holding(self._catching_up):
-            for start in range(0, len(places), CATCH_UP_BATCH):
-                chunk = places[start : start + CATCH_UP_BATCH]
+            while chunk := list(islice(places, CATCH_UP_BATCH)):
                 entries = await self.index(codec.items(key, [item for _, item in chunk]), codec)
                 await self._repository.replace_index(
                     [
