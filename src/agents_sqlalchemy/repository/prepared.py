@@ -22,11 +22,11 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import LargeBinary, bindparam, column, values
+from sqlalchemy import LargeBinary, bindparam, select, union_all
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.expression import CTE
+from sqlalchemy.sql.expression import Subquery
 from sqlalchemy.types import TypeEngine
 
 
@@ -133,23 +133,27 @@ class Prepared:
         _execute_many(conn, compiled.sql, rows)
 
 
-#: The bound values a `PreparedRows` execution holds at most: what SQLite allowed before
-#: version 3.32.
+#: The bound values a `PreparedRows` execution holds at most, and the rows (SELECTs of a
+#: UNION ALL): what every SQLite allows (bound values before version 3.32).
 BOUND_VALUES = 999
+COMPOUND_ROWS = 500
 
 
 class PreparedRows:
     """A statement over many rows, run once per `BOUND_VALUES` of their values where
     `executemany` runs once per row.
 
-    `build(given)` makes the statement from `given`: the rows as a table (a VALUES list in a
-    common table expression) whose columns are `columns`; it is compiled once per dialect
-    and number of rows. On SQLite one execution is one step of the engine, so the driver
-    gives the GIL up and takes it back once per statement instead of once per row. Beside
-    a thread that keeps the GIL busy (an app's event loop at work), each taking back waits
-    for a switch while the write lock stays held: a 1,000-item append took 1.5 s that way
-    with `executemany` and 77 ms with this (8.6 and 4.7 ms with no such thread), an index
-    row 1.5 ms and 58 us (2.8 and 2.3 us).
+    `build(given)` makes the statement from `given`: the rows as a derived table (a UNION
+    ALL of one SELECT of bound values per row) whose columns are `columns`; it is
+    compiled once per dialect and number of rows. The statement must start with INSERT
+    (not WITH): pysqlite opens the transaction before a statement it sees is one.
+
+    On SQLite one execution is one step of the engine, so the driver gives the GIL up and
+    takes it back once per statement instead of once per row. Beside a thread that keeps
+    the GIL busy (an app's event loop at work), each taking back waits for a switch while
+    the write lock stays held: a 1,000-item append took 1.5 s that way with `executemany`
+    and about 80 ms with this (8.6 and 4.7 ms with no such thread), an index row 1.5 to
+    3.6 ms and 60 to 85 us (2.8 and 2.3 us).
 
     Example::
 
@@ -161,13 +165,13 @@ class PreparedRows:
     """
 
     def __init__(
-        self, build: Callable[[CTE], ClauseElement], columns: Mapping[str, TypeEngine[Any]]
+        self, build: Callable[[Subquery], ClauseElement], columns: Mapping[str, TypeEngine[Any]]
     ) -> None:
         self._build = build
         self._columns = dict(columns)
         self._sql: dict[tuple[int, str, str], str] = {}  # by row count and dialect
         self._steps: dict[tuple[str, str], list[Callable[[Any], Any] | None]] = {}
-        self.rows_per_statement = max(1, BOUND_VALUES // len(self._columns))
+        self.rows_per_statement = max(1, min(BOUND_VALUES // len(self._columns), COMPOUND_ROWS))
 
     def run(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
         """Execute over `rows`, each a tuple of values in the order of `columns`."""
@@ -193,9 +197,10 @@ class PreparedRows:
         sql = self._sql.get(key)
         if sql is None:
             types = self._columns.items()
-            rows = [tuple(bindparam(f"{n}_{i}", type_=t) for n, t in types) for i in range(count)]
-            given = values(*(column(name, t) for name, t in types), name="given").data(rows)
-            compiled = Prepared(self._build(given.cte("given")))._compiled(dialect)
+            rows = [[bindparam(f"{n}_{i}", type_=t) for n, t in types] for i in range(count)]
+            named = select(*(v.label(name) for v, name in zip(rows[0], self._columns, strict=True)))
+            given = union_all(named, *(select(*row) for row in rows[1:])).subquery("given")
+            compiled = Prepared(self._build(given))._compiled(dialect)
             if compiled.names != tuple(value.key for row in rows for value in row):
                 raise NotImplementedError("a PreparedRows statement binds only its rows' values")
             sql = self._sql[key] = compiled.sql

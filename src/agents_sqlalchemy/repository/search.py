@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
-from sqlalchemy.sql.expression import CTE, Insert
+from sqlalchemy.sql.expression import Insert, Subquery
 
 from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from .base import RepositoryBase
@@ -293,7 +293,7 @@ class SearchOps(RepositoryBase):
         types = {name: items.c[name].type for name in ("session_pk", "seq")}
         types |= {name: index.c[name].type for name in INDEX_COLUMNS}
 
-        def upsert(given: CTE) -> Insert:
+        def upsert(given: Subquery) -> Insert:
             at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
             row = select(items.c.id, given.c.model_id, given.c.terms, given.c.vector)
             insert = index.insert().prefix_with("OR REPLACE")
