@@ -25,7 +25,7 @@ def test_rows_over_several_statements_are_one_transaction_s_own(tmp_path: Path) 
         lambda given: target.insert().from_select(["a", "b"], select(given)),
         {"a": Integer(), "b": String()},
     )
-    rows = [(n, f"row {n}") for n in range(copy.rows_per_statement * 2 + 1)]
+    rows = [(n, f"row {n}") for n in range(copy.most_rows * 2 + 1)]
 
     def seen_elsewhere() -> int:
         with sqlite3.connect(path) as other:

@@ -22,8 +22,6 @@ from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
 from agents_sqlalchemy.repository import Repository
-from agents_sqlalchemy.repository.prepared import BOUND_VALUES
-from agents_sqlalchemy.repository.search import INDEX_ROW
 from agents_sqlalchemy.search import (
     Embedder,
     Model2VecEmbedder,
@@ -406,7 +404,7 @@ async def test_an_index_write_of_many_rows_puts_each_item_s_own_terms_at_its_pla
     statements, read before its last item was popped and another session was deleted and
     written anew, indexes each item still at its place with its own terms, and nothing
     else."""
-    per_statement = BOUND_VALUES // len(INDEX_ROW)
+    per_statement = 128  # the most index rows (5 values each) a statement takes
     count = per_statement * 2 + 50
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         await store.session("s").add_items([message(f"note w{n}x") for n in range(count)])
