@@ -155,12 +155,14 @@ Candidates.WIDTH = len(fields(Candidates))
 class Appended:
     """Items just written to a session's main line, for search to index: from `first_seq`
     on (0: where is not known), and, from a plaintext store's append, the session's row and
-    the items' JSON, so that they are indexed without being read back."""
+    the items' JSON, so that they are indexed without being read back (a tuple: the
+    garbage collector stops tracking it, so the many that wait for the indexer are never
+    promoted to its oldest generation, whose collections stop every thread)."""
 
     key: SessionKey
     first_seq: int = 0
     session_pk: int | None = None
-    payloads: list[str] | None = None
+    payloads: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

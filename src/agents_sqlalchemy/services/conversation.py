@@ -69,7 +69,7 @@ class Conversation:
         )
         if self._written is not None:  # a sealed store keeps no plaintext past the call
             handed = codec.kek_id is None
-            self._written(Appended(key, first_seq, session_pk, payloads if handed else None))
+            self._written(Appended(key, first_seq, session_pk, tuple(payloads) if handed else None))
 
     async def pop(self, key: SessionKey) -> Any | None:
         """Remove and return the latest live item, or None; its key is destroyed."""
