@@ -42,8 +42,9 @@ Workloads (``workloads.py``, ``search_workload.py``), in this order on one datab
 Then single measurements (``oneoffs.py``): opening an encrypted store, ``list_sessions``
 over 100 and 100,000 sessions, appends without pause for 8 s with search off and on (their
 p50, p99 and longest, and the full garbage collections meanwhile), an encrypted pop behind
-a long SQLite reader, and a first search with a cold semantic model (``--semantic-embedder``, default ``minilm``; skipped
-with a note when ``embedder_by_name`` does not know it) in a fresh process.
+a long SQLite reader, and a first search with a cold semantic model
+(``--semantic-embedder``, default ``minilm``; skipped with a note when
+``embedder_by_name`` does not know it) in a fresh process.
 
 Each workload is prepared on every backend, then sampled in rounds that visit the backends
 in turn, rotating who goes first (5 rounds, or 3 with ``--quick``; the short calls, reads,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,27 @@ async def index_rows(url: str) -> dict[str, set[int]]:
         table: {int(row[0]) for row in await raw_rows(url, f"SELECT {column} FROM {table}")}
         for table, column in ((ITEMS, "id"), (INDEX, "item_pk"))
     }
+
+
+async def index_around(
+    store: SessionStore, limit: int, change: Callable[[], Awaitable[None]]
+) -> int:
+    """An indexing pass with `change()` between its read and its write: up to `limit`
+    unindexed items read and indexed, `change()`, then their index rows written. Returns
+    how many items it read."""
+    services = store._services
+    repository, searcher = services.repository, services.search()
+    batch = await repository.unindexed(searcher.embedder.model_id, limit, 0, Scope())
+    codec = await services.keyring.ready()
+    entries = await searcher.index([codec.item(r.key, r.stored) for r in batch], codec)
+    await change()
+    await repository.replace_index(
+        [
+            (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
+            for row, entry in zip(batch, entries, strict=True)
+        ]
+    )
+    return len(batch)
 
 
 async def pk_of(url: str, session_id: str, seq: int) -> int:
@@ -375,20 +397,13 @@ async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes |
         await store.session("s").add_items([message("first note"), message("second note")])
     store = SessionStore(db_url, key=key, embedder=HashingEmbedder(dim=64))
     async with store:
-        services = store._services
-        repository, searcher = services.repository, services.search()
-        batch = await repository.unindexed(searcher.embedder.model_id, 10, 0, Scope())
-        codec = await services.keyring.ready()
-        entries = await searcher.index([codec.item(r.key, r.stored) for r in batch], codec)
-        assert await store.session("s").pop_item() == message("second note")
-        await store.session("s").add_items([message("third entry")])
-        await store.flush()
-        await repository.replace_index(
-            [
-                (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
-                for row, entry in zip(batch, entries, strict=True)
-            ]
-        )
+
+        async def pop_and_append() -> None:
+            assert await store.session("s").pop_item() == message("second note")
+            await store.session("s").add_items([message("third entry")])
+            await store.flush()
+
+        assert await index_around(store, 10, pop_and_append) == 2
         indexed = await index_rows(db_url)
         assert len(indexed[ITEMS]) == 2 and indexed[INDEX] == indexed[ITEMS]
         session = store.session("s")
@@ -410,22 +425,14 @@ async def test_an_index_write_of_many_rows_puts_each_item_s_own_terms_at_its_pla
         await store.session("s").add_items([message(f"note w{n}x") for n in range(count)])
         await store.session("t").add_items([message("an old plan")])
     async with SessionStore(db_url, key=key, embedder=HashingEmbedder(dim=64)) as store:
-        services = store._services
-        repository, searcher = services.repository, services.search()
-        batch = await repository.unindexed(searcher.embedder.model_id, count + 10, 0, Scope())
-        assert len(batch) == count + 1
-        codec = await services.keyring.ready()
-        entries = await searcher.index([codec.item(r.key, r.stored) for r in batch], codec)
-        assert await store.session("s").pop_item() == message(f"note w{count - 1}x")
-        await store.delete_session("t")
-        await store.session("t").add_items([message("a new plan")])
-        await store.flush()
-        await repository.replace_index(
-            [
-                (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
-                for row, entry in zip(batch, entries, strict=True)
-            ]
-        )
+
+        async def pop_and_write_anew() -> None:
+            assert await store.session("s").pop_item() == message(f"note w{count - 1}x")
+            await store.delete_session("t")
+            await store.session("t").add_items([message("a new plan")])
+            await store.flush()
+
+        assert await index_around(store, count + 10, pop_and_write_anew) == count + 1
         indexed = await index_rows(db_url)
         assert len(indexed[ITEMS]) == count and indexed[INDEX] == indexed[ITEMS]
         session = store.session("s")
