@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import LargeBinary, bindparam, select, union_all
@@ -29,12 +28,15 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import Subquery
 from sqlalchemy.types import TypeEngine
 
+#: A type's bind processor: a value as the driver takes it.
+Processor = Callable[[Any], Any]
+
 
 @dataclass(frozen=True)
 class _Bind:
     name: str
     default: Any
-    process: Callable[[Any], Any] | None
+    process: Processor | None
     process_none: bool  # a type that stores None as something (JSON's null)
 
 
@@ -121,15 +123,8 @@ class Prepared:
         compiled = self._compiled(conn.dialect)
         processors = {bind.name: bind.process for bind in compiled.binds}
         steps = [(names.index(name), processors[name]) for name in compiled.names]
-        if any(p is not None for _, p in steps):
-            rows = [
-                tuple(
-                    p(row[i]) if p is not None and row[i] is not None else row[i] for i, p in steps
-                )
-                for row in rows
-            ]
-        elif [i for i, _ in steps] != [*range(len(names))]:  # only reordered: done in C
-            rows = list(zip(*(map(itemgetter(i), rows) for i, _ in steps), strict=True))
+        if steps != [(i, None) for i in range(len(names))]:
+            rows = _laid_out(rows, steps)
         _execute_many(conn, compiled.sql, rows)
 
 
@@ -174,7 +169,7 @@ class PreparedRows:
         self._build = build
         self._columns = dict(columns)
         self._sql: dict[tuple[int, str, str], str] = {}  # by row count and dialect
-        self._steps: dict[tuple[str, str], list[Callable[[Any], Any] | None]] = {}
+        self._steps: dict[tuple[str, str], list[tuple[int, Processor | None]]] = {}
         self.most_rows = max(1, min(BOUND_VALUES // len(self._columns), COMPOUND_ROWS))
 
     def run(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -182,14 +177,11 @@ class PreparedRows:
         dialect = conn.dialect
         steps = self._steps.get((dialect.name, dialect.driver))
         if steps is None:
-            steps = [_processor(t.dialect_impl(dialect), dialect) for t in self._columns.values()]
+            types = self._columns.values()
+            steps = [(i, _processor(t.dialect_impl(dialect), dialect)) for i, t in enumerate(types)]
             self._steps[(dialect.name, dialect.driver)] = steps
-        if any(steps) and rows:
-            columns = [
-                values if step is None else _bound(step, values)
-                for step, values in zip(steps, zip(*rows, strict=True), strict=True)
-            ]
-            rows = list(zip(*columns, strict=True))
+        if any(p is not None for _, p in steps):
+            rows = _laid_out(rows, steps)
         start = 0
         while start < len(rows):
             left = len(rows) - start
@@ -219,7 +211,19 @@ def _power_of_two(count: int) -> int:
     return 1 << (count.bit_length() - 1)
 
 
-def _bound(process: Callable[[Any], Any], values: Sequence[Any]) -> Sequence[Any]:
+def _laid_out(
+    rows: Sequence[tuple[Any, ...]], steps: Sequence[tuple[int, Processor | None]]
+) -> Sequence[tuple[Any, ...]]:
+    """`rows` as the statement takes them: for each `(i, process)` of `steps`, the rows'
+    value `i`, through `process` if there is one; done column by column."""
+    if not rows:
+        return rows
+    columns = list(zip(*rows, strict=True))
+    laid_out = (columns[i] if p is None else _bound(p, columns[i]) for i, p in steps)
+    return list(zip(*laid_out, strict=True))
+
+
+def _bound(process: Processor, values: Sequence[Any]) -> Sequence[Any]:
     """A column's values through its type's processor (None stays None); one value for the
     whole column, as an append's timestamps, is processed once."""
     first = values[0]
@@ -241,7 +245,7 @@ def _execute(conn: Connection, sql: str, values: Sequence[Any]) -> list[Any]:
         cursor.close()
 
 
-def _processor(impl: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
+def _processor(impl: TypeEngine[Any], dialect: Dialect) -> Processor | None:
     """The type's bind processor; none for binary values on pysqlite, which binds `bytes`
     as they are (the processor would only wrap each in a `memoryview`)."""
     if dialect.driver == "pysqlite" and isinstance(impl, LargeBinary):
