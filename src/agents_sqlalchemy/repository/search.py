@@ -290,8 +290,6 @@ class SearchOps(RepositoryBase):
         items still at their places (`session_pk`, `seq`); many rows per statement, which
         takes the write lock before it looks."""
         items, index = self._items, self._index
-        types = {name: items.c[name].type for name in ("session_pk", "seq")}
-        types |= {name: index.c[name].type for name in INDEX_COLUMNS}
 
         def upsert(given: Subquery) -> Insert:
             at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
@@ -299,7 +297,7 @@ class SearchOps(RepositoryBase):
             insert = index.insert().prefix_with("OR REPLACE")
             return insert.from_select(INDEX_COLUMNS, row.join_from(given, items, at))
 
-        return PreparedRows(upsert, {name: types[name] for name in INDEX_ROW})
+        return PreparedRows(upsert, self._index_row_types)
 
     @cached_property
     def _index_upsert_at_once(self) -> Prepared:
@@ -307,9 +305,7 @@ class SearchOps(RepositoryBase):
         `seqs`, ...), each in place of its item's row of the same model. The items still at
         those places are locked FOR KEY SHARE first: a removal waits for the commit, and an
         item removed meanwhile is skipped."""
-        items, index = self._items, self._index
-        place = {name: items.c[name].type for name in ("session_pk", "seq")}
-        types = place | {name: index.c[name].type for name in INDEX_COLUMNS}
+        items, index, types = self._items, self._index, self._index_row_types
         arrays = [bindparam(f"{n}s", type_=postgresql.ARRAY(types[n])) for n in INDEX_ROW]
         given = func.unnest(*arrays).table_valued(*INDEX_ROW).render_derived()
         at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
@@ -325,6 +321,13 @@ class SearchOps(RepositoryBase):
                 index_elements=[index.c.item_pk, index.c.model_id], set_=replaced
             )
         )
+
+    @cached_property
+    def _index_row_types(self) -> dict[str, Any]:
+        """The column type of each value of an `INDEX_ROW`, in its order."""
+        place = {name: self._items.c[name].type for name in ("session_pk", "seq")}
+        types = place | {name: self._index.c[name].type for name in INDEX_COLUMNS}
+        return {name: types[name] for name in INDEX_ROW}
 
     @cached_property
     def _index_values(self) -> dict[str, Any]:
