@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -108,17 +108,13 @@ class Candidates:
     vectors: list[bytes | None]
     wrapped_keys: list[bytes | None]
 
-    #: How many columns `of` takes (one per field).
-    WIDTH: ClassVar[int]
-
     @classmethod
-    def of(cls, columns: list[list[Any]]) -> Candidates:
-        """From columns item_pk, session_hash, seq, position, terms, has_vector, vector,
-        wrapped_key: one row per item with terms or a vector, that of the model searched
-        with where there are two (an item indexed for another model too, until `reindex`
-        drops the other). Rows with neither (an item without text) are left out."""
-        found = cls(*columns)
-        found.has_vector = [bool(flag) for flag in found.has_vector]
+    def of(cls, columns: dict[str, list[Any]]) -> Candidates:
+        """From a list per field, by name: one row per item with terms or a vector, that
+        of the model searched with where there are two (an item indexed for another model
+        too, until `reindex` drops the other). Rows with neither (an item without text) are
+        left out."""
+        found = cls(**columns)
         if None in found.terms:  # rare, unless terms were not read
             kept = [i for i, t in enumerate(found.terms) if t is not None or found.has_vector[i]]
             found = found.take(kept, None)
@@ -146,9 +142,6 @@ class Candidates:
             [self.vectors[i] for i in at] if vectors is None else list(vectors),
             [self.wrapped_keys[i] for i in at],
         )
-
-
-Candidates.WIDTH = len(fields(Candidates))
 
 
 @dataclass(frozen=True)

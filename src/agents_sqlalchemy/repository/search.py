@@ -17,7 +17,6 @@ from sqlalchemy import (
     extract,
     func,
     literal,
-    null,
     or_,
     select,
     text,
@@ -96,18 +95,25 @@ class SearchOps(RepositoryBase):
         """
         items, sessions, index = self._items, self._sessions, self._index
         current = index.c.model_id == model_id
+        # Only what differs from row to row is read: each value costs the driver more than
+        # SQLite spends finding the row (in one session, its hash and numbers are known).
+        read: dict[str, ColumnElement[Any]] = {
+            "item_pks": items.c.id,
+            "seqs": items.c.seq,
+            # 0: a row of another model; 1: of `model_id`, without a vector; 2: with one.
+            "kinds": case((current, case((index.c.vector.is_(None), 1), else_=2)), else_=0),
+        }
+        if scope.session is None:
+            read["session_hashes"] = sessions.c.session_hash
+            read["positions"] = self._position(scope)
+        if terms:
+            read["terms"] = index.c.terms
+        if vectors:
+            read["vectors"] = case((current, index.c.vector))
+        if self._sealed:
+            read["wrapped_keys"] = items.c.wrapped_key
         query = (
-            select(
-                items.c.id,
-                sessions.c.session_hash,
-                items.c.seq,
-                self._position(scope),
-                index.c.terms if terms else null(),
-                and_(current, index.c.vector.is_not(None)),
-                case((current, index.c.vector)) if vectors else null(),
-                items.c.wrapped_key if self._sealed else null(),
-                current,
-            )
+            select(*read.values())
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .join(index, index.c.item_pk == items.c.id)
@@ -121,8 +127,16 @@ class SearchOps(RepositoryBase):
             query = query.where(items.c.wrapped_key.is_not(None))
 
         def work(conn: Connection) -> tuple[Candidates, int]:
-            columns = _columns(conn.execute(query), Candidates.WIDTH + 1)
-            indexed = sum(map(bool, columns.pop()))  # one row per item and model at most
+            columns = dict(zip(read, _columns(conn.execute(query), len(read)), strict=True))
+            kinds = columns.pop("kinds")
+            found = len(kinds)
+            if scope.session is not None:
+                columns["session_hashes"] = [scope.session.hash] * found
+                columns["positions"] = columns["seqs"]
+            for name in ("terms", "vectors", "wrapped_keys"):
+                columns.setdefault(name, [None] * found)
+            columns["has_vector"] = [kind == 2 for kind in kinds]
+            indexed = found - kinds.count(0)  # one row per item and model at most
             return Candidates.of(columns), indexed
 
         return await self._db.read(work)
