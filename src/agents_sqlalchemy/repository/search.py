@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
-from sqlalchemy.sql.expression import Insert, Subquery
+from sqlalchemy.sql.expression import Insert, Select, Subquery
 
 from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from .base import RepositoryBase
@@ -54,6 +54,22 @@ def _columns(result: Result[Any], width: int) -> list[list[Any]]:
         for column, values in zip(columns, zip(*part, strict=True), strict=True):
             column.extend(values)
     return columns
+
+
+def _aggregated(query: Select[Any]) -> Select[Any]:
+    """`query` as one row holding an array per column (PostgreSQL), for `_arrays`.
+
+    asyncpg makes an object per row that the garbage collector tracks: ten thousand per
+    search brought a full collection (150 to 200 ms) about every fifteen searches. Arrays of
+    numbers and bytes give it nothing to track.
+    """
+    arrays: list[Any] = [func.array_agg(column) for column in query.subquery().c]
+    return select(*arrays)
+
+
+def _arrays(result: Result[Any]) -> list[list[Any]]:
+    """The row of an `_aggregated` query as lists (no rows: NULL arrays, empty lists)."""
+    return [list(values or ()) for values in result.one()]
 
 
 class SearchOps(RepositoryBase):
@@ -126,8 +142,13 @@ class SearchOps(RepositoryBase):
         if self._sealed:  # only items with a data key to open their vector with
             query = query.where(items.c.wrapped_key.is_not(None))
 
+        at_once = self._db.dialect_name == "postgresql"
+        statement = _aggregated(query) if at_once else query
+
         def work(conn: Connection) -> tuple[Candidates, int]:
-            columns = dict(zip(read, _columns(conn.execute(query), len(read)), strict=True))
+            result = conn.execute(statement)
+            lists = _arrays(result) if at_once else _columns(result, len(read))
+            columns = dict(zip(read, lists, strict=True))
             kinds = columns.pop("kinds")
             found = len(kinds)
             if scope.session is not None:
