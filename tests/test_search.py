@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
 from agents_sqlalchemy.repository import Repository
+from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
     Embedder,
     Model2VecEmbedder,
@@ -470,6 +471,32 @@ async def test_store_search_says_which_session_and_keeps_to_the_user(
         assert await sessions("2207", "alice") == {"a1", "b1"}
         # session.search keeps to its own session.
         assert {h.session_id for h in await store.session("a2").search_hits("invoice")} == {"a2"}
+
+
+async def test_candidates_read_as_many_small_arrays_rank_as_one_read(
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL reads candidates as arrays, one row per `ARRAY_ROWS` item ids: split into
+    rows of two ids, the same hits come back with the same scores (elsewhere: rows)."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        for n in range(4):
+            words = ["disk full", "deploy failed", "lunch at noon", "disk check"]
+            await store.session(f"s{n}", user_id="ana").add_items(
+                [message(f"{w} on host {n}") for w in words]
+            )
+
+        async def ranked() -> list[tuple[str, int, float, float | None]]:
+            hits = [
+                *await store.session("s1").search_hits("disk", limit=4),
+                *await store.search("disk host", user_id="ana", limit=8),
+                *await store.search("deploy", user_id="ana", mode="vector", limit=8),
+            ]
+            return [(h.session_id, h.seq, h.score, h.keyword) for h in hits]
+
+        whole = await ranked()
+        assert len(whole) == 20
+        monkeypatch.setattr(repository_search, "ARRAY_ROWS", 2)
+        assert await ranked() == whole
 
 
 async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:

@@ -35,6 +35,8 @@ from .prepared import Prepared, PreparedRows
 IN_BATCH = 5000
 # Rows turned into columns at a time (see `_columns`).
 PARTITION = 200
+# Values per array at most (see `_aggregated`): PostgreSQL holds a value to 1 GB.
+ARRAY_ROWS = 65536
 # An index row's columns, in the order their values are given.
 INDEX_COLUMNS = ("item_pk", "model_id", "terms", "vector")
 # What `_replace` is given per row: the item's place (its session and number), the rest.
@@ -56,20 +58,26 @@ def _columns(result: Result[Any], width: int) -> list[list[Any]]:
     return columns
 
 
-def _aggregated(query: Select[Any]) -> Select[Any]:
-    """`query` as one row holding an array per column (PostgreSQL), for `_arrays`.
+def _aggregated(query: Select[Any], key: str) -> Select[Any]:
+    """`query` as a few rows holding an array per column (PostgreSQL), for `_arrays`: one
+    row per `ARRAY_ROWS` values of its integer column `key`.
 
     asyncpg makes an object per row that the garbage collector tracks: ten thousand per
     search brought a full collection (150 to 200 ms) about every fifteen searches. Arrays of
     numbers and bytes give it nothing to track.
     """
-    arrays: list[Any] = [func.array_agg(column) for column in query.subquery().c]
-    return select(*arrays)
+    rows = query.subquery()
+    arrays: list[Any] = [func.array_agg(column) for column in rows.c]
+    return select(*arrays).group_by(rows.c[key] // ARRAY_ROWS)
 
 
-def _arrays(result: Result[Any]) -> list[list[Any]]:
-    """The row of an `_aggregated` query as lists (no rows: NULL arrays, empty lists)."""
-    return [list(values or ()) for values in result.one()]
+def _arrays(result: Result[Any], width: int) -> list[list[Any]]:
+    """The rows of an `_aggregated` query as `width` lists, one per column."""
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for row in result:
+        for column, values in zip(columns, row, strict=True):
+            column.extend(values)
+    return columns
 
 
 class SearchOps(RepositoryBase):
@@ -143,11 +151,11 @@ class SearchOps(RepositoryBase):
             query = query.where(items.c.wrapped_key.is_not(None))
 
         at_once = self._db.dialect_name == "postgresql"
-        statement = _aggregated(query) if at_once else query
+        statement = _aggregated(query, items.c.id.name) if at_once else query
 
         def work(conn: Connection) -> tuple[Candidates, int]:
             result = conn.execute(statement)
-            lists = _arrays(result) if at_once else _columns(result, len(read))
+            lists = (_arrays if at_once else _columns)(result, len(read))
             columns = dict(zip(read, lists, strict=True))
             kinds = columns.pop("kinds")
             found = len(kinds)
