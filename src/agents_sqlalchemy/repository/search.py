@@ -45,39 +45,32 @@ INDEX_ROW = ("session_pk", "seq", "model_id", "terms", "vector")
 EPOCH = literal("1970-01-01 00:00:00")
 
 
-def _columns(result: Result[Any], width: int) -> list[list[Any]]:
-    """A result's rows as `width` lists, one per column, read a partition at a time.
+def _columns(result: Result[Any], width: int, *, arrays: bool = False) -> list[list[Any]]:
+    """A result as `width` lists, one per column: its rows read a partition at a time, or
+    (`arrays`) its rows each holding an array per column (`_aggregated`).
 
     Search reads tens of thousands of rows per query: holding them all as row objects at
     once makes the garbage collector promote them, and then walk its oldest generation.
     """
     columns: list[list[Any]] = [[] for _ in range(width)]
-    for part in result.partitions(PARTITION):
-        for column, values in zip(columns, zip(*part, strict=True), strict=True):
+    parts = (zip(*part, strict=True) for part in result.partitions(PARTITION))
+    for block in result if arrays else parts:
+        for column, values in zip(columns, block, strict=True):
             column.extend(values)
     return columns
 
 
 def _aggregated(query: Select[Any], key: str) -> Select[Any]:
-    """`query` as a few rows holding an array per column (PostgreSQL), for `_arrays`: one
-    row per `ARRAY_ROWS` values of its integer column `key`.
+    """`query` as a few rows holding an array per column (PostgreSQL), one row per
+    `ARRAY_ROWS` values of its integer column `key`.
 
-    asyncpg makes an object per row that the garbage collector tracks: ten thousand per
-    search brought a full collection (150 to 200 ms) about every fifteen searches. Arrays of
-    numbers and bytes give it nothing to track.
+    asyncpg makes an object for each row it reads, all at once, and the garbage collector
+    tracks them: ten thousand per search brought a full collection (150 to 200 ms) about
+    every fifteen searches. Arrays of numbers and bytes give it nothing to track.
     """
     rows = query.subquery()
     arrays: list[Any] = [func.array_agg(column) for column in rows.c]
     return select(*arrays).group_by(rows.c[key] // ARRAY_ROWS)
-
-
-def _arrays(result: Result[Any], width: int) -> list[list[Any]]:
-    """The rows of an `_aggregated` query as `width` lists, one per column."""
-    columns: list[list[Any]] = [[] for _ in range(width)]
-    for row in result:
-        for column, values in zip(columns, row, strict=True):
-            column.extend(values)
-    return columns
 
 
 class SearchOps(RepositoryBase):
@@ -154,8 +147,7 @@ class SearchOps(RepositoryBase):
         statement = _aggregated(query, items.c.id.name) if at_once else query
 
         def work(conn: Connection) -> tuple[Candidates, int]:
-            result = conn.execute(statement)
-            lists = (_arrays if at_once else _columns)(result, len(read))
+            lists = _columns(conn.execute(statement), len(read), arrays=at_once)
             columns = dict(zip(read, lists, strict=True))
             kinds = columns.pop("kinds")
             found = len(kinds)
