@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
@@ -53,8 +54,11 @@ def _columns(result: Result[Any], width: int, *, arrays: bool = False) -> list[l
     once makes the garbage collector promote them, and then walk its oldest generation.
     """
     columns: list[list[Any]] = [[] for _ in range(width)]
-    parts = (zip(*part, strict=True) for part in result.partitions(PARTITION))
-    for block in result if arrays else parts:
+    if arrays:
+        blocks: Iterable[Iterable[Any]] = result
+    else:
+        blocks = (zip(*part, strict=True) for part in result.partitions(PARTITION))
+    for block in blocks:
         for column, values in zip(columns, block, strict=True):
             column.extend(values)
     return columns
