@@ -10,7 +10,7 @@ Run it with ``make bench`` or ``python benchmarks/bench.py`` (see that file). Mo
 - ``workloads``, ``search_workload``: what is timed, in rounds that rotate the backends.
 - ``runner``: opens the backends and runs each workload on all of them round-robin.
 - ``targets``: the project's performance targets, checked on one run's figures.
-- ``report``: the tables, the speed-ups and the PASS/MISS lines.
+- ``report``: the tables, the speed-ups and the PASS/MISS (and INFO) lines.
 - ``oneoffs``, ``semantic``: single measurements (opening a store, listing, a pop behind a
   long reader, a first search with a cold semantic model in a fresh process).
 """

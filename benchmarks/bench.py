@@ -2,8 +2,8 @@
 
 One process, one run, one event loop: every workload runs against every backend on the
 same machine, and the script prints each figure, the speed-ups, and a PASS/MISS line per
-performance target (issues 10 and 11). The machine may be shared and noisy: compare
-figures within one run only.
+performance target (issues 10 and 11; INFO for a figure watched beside them). The machine
+may be shared and noisy: compare figures within one run only.
 
 Run it with ``make bench`` (which starts a throwaway PostgreSQL too), or from the
 repository root with the package installed (``pip install -e '.[dev]'``)::

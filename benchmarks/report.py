@@ -116,7 +116,8 @@ def print_tables(
 def print_targets(
     database_key: str, label: str, ran: set[str], results: Results, settings: Settings
 ) -> list[bool]:
-    """One PASS/MISS line per target that applies; return the verdicts."""
+    """One PASS/MISS line per target that applies (INFO for a watched figure); return the
+    targets' verdicts."""
     outcomes: list[bool] = []
     print(f"\nTargets ({label}):")
     for target in TARGETS:
@@ -131,6 +132,9 @@ def print_targets(
         met, detail = verdict
         if met is None:
             print(f"  n/a   {text}: {detail}")
+            continue
+        if target.watched:
+            print(f"  INFO  {text}: {detail}")
             continue
         outcomes.append(met)
         print(f"  {'PASS' if met else 'MISS'}  {text}: {detail}")

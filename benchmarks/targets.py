@@ -29,6 +29,7 @@ class Target:
     check: Check
     backends: frozenset[str] = frozenset()  # skipped unless all of these ran
     when: Callable[[Settings], bool] = lambda settings: True  # skipped unless true
+    watched: bool = False  # a figure printed beside the targets (INFO), never PASS/MISS
 
 
 def _pair(results: Results, a: str, b: str, metric: str) -> tuple[float, float] | None:
@@ -65,7 +66,7 @@ def within(ours: str, base: str, metric: str, limit: float) -> Check:
     return check
 
 
-def share(ours: str, base: str, metric: str, least: float) -> Check:
+def share(ours: str, base: str, metric: str, least: float, *, note: str = "need >=") -> Check:
     """``ours`` reaches at least ``least`` of ``base``'s throughput on ``metric``."""
 
     def check(results: Results, s: Settings) -> Verdict | None:
@@ -73,7 +74,8 @@ def share(ours: str, base: str, metric: str, least: float) -> Check:
         if pair is None:
             return None
         a, b = pair
-        return a / b >= least, f"{a:,.0f} vs {b:,.0f} items/s: {a / b:.2f}x (need >= {least:g}x)"
+        ratio = f"{a:,.0f} vs {b:,.0f} items/s: {a / b:.2f}x"
+        return a / b >= least, f"{ratio} ({note} {least:g}x)"
 
     return check
 
@@ -173,8 +175,9 @@ TARGETS: list[Target] = [
     Target(
         "10",
         BOTH,
-        "the same with the indexing counted in (append, then flush): >= 0.75x",
-        share("ours", "ours_nosearch", "append_rate", 0.75),
+        "the same with the indexing counted in (append, then flush)",
+        share("ours", "ours_nosearch", "append_rate", 0.75, note="watched beside the caller's"),
+        watched=True,
     ),
     Target(
         "10",
