@@ -391,6 +391,21 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
         assert await indexed_and_live() == (2, 3, 3)
 
 
+async def test_a_history_loaded_with_search_off_is_indexed_by_reindex(
+    db_url: str, key: bytes | None
+) -> None:
+    """The bulk load the README advises: write with `search=False`, then `reindex()` on a
+    store with search on indexes each item once, and a search finds them."""
+    history = [message(f"note {n} about topic{n}") for n in range(300)]
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as bulk:
+        await bulk.session("loaded").add_items(history)
+    async with SessionStore(db_url, key=key) as store:
+        assert await store.reindex() == 300
+        assert await store.reindex() == 0  # nothing left to index
+        found = await store.session("loaded").search("topic217", limit=1)
+        assert found == [history[217]]
+
+
 async def test_reindex_skips_an_item_removed_meanwhile(db_url: str, key: bytes | None) -> None:
     """An item popped between reading a batch and writing its index breaks nothing, and a
     new item given the popped row's id (SQLite reuses it) never gets the old one's index."""
