@@ -39,8 +39,18 @@ from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
 from .services import Services
-from .services.branches import Turn
-from .turns import MAIN, kind, matcher, preview, texts, tool_name, tool_usage, usage_values, used
+from .turns import (
+    MAIN,
+    Turn,
+    kind,
+    matcher,
+    preview,
+    texts,
+    tool_name,
+    tool_usage,
+    usage_values,
+    used,
+)
 from .types import Scope
 from .validation import session_key, ttl_delta
 

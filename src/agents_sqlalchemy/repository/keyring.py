@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, column, delete, func, select, table, update
 from sqlalchemy.engine import Connection
 
-from ..database.units import advisory_lock
+from ..database.locks import advisory_lock
 from .base import RepositoryBase
 
 
