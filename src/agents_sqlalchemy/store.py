@@ -26,7 +26,7 @@ from .errors import ConfigurationError
 from .records import Removed, SearchHit, SessionInfo, SessionPage, UsageReport
 from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
-from .session import StoreSession, default_settings, settings_option
+from .session import StoreSession, default_settings, sdk_settings, settings_option
 from .tables import TableNames
 from .types import Scope
 from .validation import check_user_id, session_key, ttl_delta
@@ -105,9 +105,9 @@ class SessionStore:
     @property
     def session_settings(self) -> SessionSettings:
         """What every session of this store starts from (made, with the SDK, on first use)."""
-        if self._session_settings is None:
-            self._session_settings = default_settings()
-        return self._session_settings
+        made = sdk_settings(self._session_settings) or default_settings()
+        self._session_settings = made
+        return made
 
     @session_settings.setter
     def session_settings(self, value: SessionSettings | dict[str, Any] | None) -> None:
