@@ -106,6 +106,7 @@ class StoreSession:
         # A session built the SDK's way holds a share of its (shared) store; see `close`.
         self._release = release
         self._closed = False
+        self._adopted = False  # see `_adopt`
 
     @property
     def session_settings(self) -> SessionSettings | None:
@@ -141,12 +142,16 @@ class StoreSession:
 
         They are the current branch's, or `branch_id`'s ("main" for the session's own).
         """
+        if not self._adopted:
+            await self._adopt()
         if branch_id is None and self._branch == MAIN:
             return await self._live().conversation.read(self._key, self._limit(limit))
         return await self._read_line(limit, branch_id)
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append items to the current branch, all or nothing (with the run's usage so far)."""
+        if not self._adopted:
+            await self._adopt()
         if wrapper is None and self._branch == MAIN:
             await self._live().conversation.append(self._key, items, self._ttl)
         else:
@@ -157,12 +162,22 @@ class StoreSession:
 
         An item that another branch still holds stays stored for it.
         """
+        if not self._adopted:
+            await self._adopt()
         item: TResponseInputItem | None = await self._pop_line()
         return item
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete every item of every branch (their keys too) and the usage; back to main."""
+        if not self._adopted:
+            await self._adopt()
         await self._clear_lines()
+
+    async def _adopt(self) -> None:
+        """On first use: a session with history in the SDK's own tables and none here is
+        imported or refused (`services.adoption`), never used as a new, empty one."""
+        await self._live().adoption.check(self._key)
+        self._adopted = True
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 

@@ -30,6 +30,7 @@ from ..models import build_models
 from ..repository import Repository
 from ..search import Embedder
 from ..tables import TableNames
+from .adoption import Adoption
 from .background import Background
 from .branches import Branches
 from .conversation import Conversation
@@ -51,6 +52,7 @@ class Services:
     background: Background
     opener: Opener
     keys: KeyRotation
+    adoption: Adoption
     conversation: Conversation
     management: Management
     branches: Branches
@@ -71,6 +73,7 @@ class Services:
         sqlite_synchronous: str = "NORMAL",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
+        import_sdk_history: bool = False,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -94,6 +97,7 @@ class Services:
             background=background,
             opener=opener,
             keys=KeyRotation(opener, repository),
+            adoption=Adoption(db, opener, repository, tables, import_on_use=import_sdk_history),
             conversation=Conversation(repository, opener, written, ttl=ttl),
             management=Management(repository, opener),
             branches=Branches(repository, opener, written, ttl=ttl),

@@ -13,23 +13,22 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..codec import Codec, encode_item
+from ..codec import Codec
 from ..crypto import Key
 from ..repository import SdkSource
 from ..repository.imports import Order
 from ..tables import TableNames
 from ..validation import session_key
 from . import Services
+from .adoption import copy_session
 
 __all__ = ["ImportReport", "Order", "import_sdk"]
 
@@ -116,23 +115,5 @@ async def _copy(
 ) -> tuple[int | None, int]:
     """Copy one SDK session: (items copied, or None if the target had it; rows unreadable)."""
     key = session_key(group.session_id)
-    now = datetime.now(timezone.utc)
-    first, last = _utc(group.first, now), _utc(group.last, now)
-    payloads, times, unreadable = [], [], 0
-    for row in await reader.rows(key.session_id, order):
-        try:
-            payloads.append(encode_item(json.loads(row.message_data)))
-        except (TypeError, ValueError):
-            unreadable += 1
-            continue
-        times.append(_utc(row.created_at, first))
-    items = list(zip(times, codec.rows(key, payloads, 1), strict=True))
-    if not await services.repository.import_session(key, (first, last), items):
-        return None, unreadable
-    return len(items), unreadable
-
-
-def _utc(value: datetime | None, default: datetime) -> datetime:
-    if value is None:
-        return default
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    rows = await reader.rows(key.session_id, order)
+    return await copy_session(services.repository, codec, key, rows, (group.first, group.last))
