@@ -47,6 +47,8 @@ class ImportReport:
     items: int = 0
     skipped_sessions: int = 0  # already in the target: an earlier import, or written since
     unreadable: int = 0  # rows that are not a JSON object (the SDK skips them as well)
+    #: The ids of the sessions skipped: present on both sides, left as they are in the target.
+    skipped_ids: tuple[str, ...] = ()
 
 
 async def import_sdk(
@@ -85,6 +87,7 @@ async def import_sdk(
     )
     services.opener.announce_history = False  # the history is being imported
     counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
+    skipped: list[str] = []
     try:
         codec = await services.opener.ready()  # the schema and the key, checked first
         if order == "auto":
@@ -97,6 +100,7 @@ async def import_sdk(
             copied, unreadable = await _copy(services, codec, reader, group, order)
             if copied is None:
                 counts["skipped_sessions"] += 1
+                skipped.append(group.session_id)
             else:
                 counts["sessions"] += 1
                 counts["items"] += copied
@@ -104,7 +108,7 @@ async def import_sdk(
             done += group.messages
             if progress:
                 progress(done, total)
-        return ImportReport(**counts)
+        return ImportReport(**counts, skipped_ids=tuple(skipped))
     finally:
         await services.close()
         await reader.close()
