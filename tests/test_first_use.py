@@ -21,6 +21,7 @@ from agents_sqlalchemy import (
     SessionStore,
     SQLAlchemySession,
     TableNames,
+    WrongKeyError,
     import_sdk,
 )
 from agents_sqlalchemy.cli import app
@@ -145,6 +146,23 @@ async def test_a_session_with_sdk_history_is_never_split(db_url: str) -> None:
             assert items[1] == {"role": "user", "content": "and now?"} and len(items) == 3
         report = await import_sdk(db_url, db_url)  # present on both sides: reported
         assert report.sessions == 0 and report.skipped_ids == ("u1",)
+
+
+async def test_a_wrong_key_is_refused_before_any_table_is_read(db_url: str) -> None:
+    """The SDK-history check reads the sessions table and the SDK's: a wrong key is refused
+    before it (no warning), and the right key then gets the warning."""
+    async with SessionStore(db_url, create_tables=True, key="right") as store:
+        await store.session("mine").add_items([message("sealed")])
+        await store.delete_session("mine")  # ours hold no session: the check would warn
+    await sdk_history(db_url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SdkHistoryWarning)
+        async with SessionStore(db_url, key="wrong") as store:
+            with pytest.raises(WrongKeyError, match="nothing was read or written"):
+                await store.session("u2").get_items()
+    with pytest.warns(SdkHistoryWarning):
+        async with SessionStore(db_url, key="right") as store:
+            assert await store.session("u2").get_items() == []
 
 
 async def test_no_announcement_without_sdk_history(db_url: str) -> None:

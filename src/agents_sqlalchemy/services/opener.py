@@ -92,6 +92,7 @@ class Opener:
                     self._refused = exc
                     raise
                 self._codec = PlainCodec() if self._kek is None else SealedCodec(self._kek)
+                await self._announce()  # the first read of a table: after the key is verified
         return self._codec
 
     async def schema_ready(self) -> None:
@@ -104,13 +105,18 @@ class Opener:
             return
         async with holding(self._opening):
             await self._check_schema()
+            await self._announce()
 
     async def _check_schema(self) -> None:
+        """The schema at head (the version table and the catalog only: no row of ours)."""
         if not self._schema_checked:
             await ensure_schema(self._db, self._tables, create=self.create_tables)
-            if self.announce_history:
-                await announce_sdk_history(self._repository, self._db.url, self._tables)
             self._schema_checked = True
+
+    async def _announce(self) -> None:
+        if self.announce_history:
+            self.announce_history = False  # once per store
+            await announce_sdk_history(self._repository, self._db.url, self._tables)
 
     @asynccontextmanager
     async def scrubbing(self) -> AsyncIterator[None]:
