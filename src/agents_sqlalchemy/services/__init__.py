@@ -74,6 +74,7 @@ class Services:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
         import_sdk_history: bool = False,
+        embedder_chosen: bool = True,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -89,7 +90,11 @@ class Services:
         opener = Opener(
             db, repository, tables, key=key, create_tables=create_tables, background=background
         )
-        indexer = None if embedder is None else Indexer(repository, opener, embedder, background)
+        indexer = (
+            None
+            if embedder is None
+            else Indexer(repository, opener, embedder, background, chosen=embedder_chosen)
+        )
         written = indexer.written if indexer else None
         return cls(
             db=db,
