@@ -1,19 +1,28 @@
-"""The README as a user reads it: every Python block runs as written, and its tables say what
-the package has.
+"""The README and every page of docs/ as a user reads them: every Python block runs as
+written, every shell command names what exists, and the tables say what the package has.
 
 Each ```python block runs on its own (its own names, its own empty directory as the working
 directory), with top-level `await` allowed as in `python -m asyncio`. The only stand-ins: the
 model (the SDK's `ScriptedModel` answers whatever agent a block makes, offline; the
 Responses API's `compact` endpoint returns a fixed summary) and the PostgreSQL URL
 `postgresql://app@db.internal/app`, which becomes the test server's.
+
+Each ```bash and ```console block's commands are checked one by one: `agents-sqlalchemy`
+lines are parsed by the real click commands (a removed command, option or choice fails),
+`alembic` lines by Alembic's own parser, `make` targets against the Makefile, `pip install`
+extras against pyproject.toml, and `python` lines name a file or module that exists. A
+console block that makes its own database runs for real, and prints what it shows.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import importlib.util
 import inspect
 import re
+import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,33 +32,46 @@ import pytest
 from agents import Agent
 from agents.models.multi_provider import MultiProvider
 from agents.testing import ScriptedModel, assistant_message
+from alembic.config import CommandLine
+from click.testing import CliRunner
 
 import agents_sqlalchemy
 from agents_sqlalchemy.cli import app
 
 from .compaction import CompactEndpoint
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-PG_IN_README = "postgresql://app@db.internal/app"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: Written by `benchmarks/bench.py --markdown`; included by docs/benchmarks/index.md.
+RESULTS = DOCS / "benchmarks" / "results.md"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+PG_IN_DOCS = "postgresql://app@db.internal/app"
 
 
-def text() -> str:
-    return README.read_text(encoding="utf-8")
+def text(page: Path = README) -> str:
+    return page.read_text(encoding="utf-8")
 
 
-def blocks(language: str) -> list[tuple[int, str]]:
-    """(first line, code) of every fenced block in `language`."""
+def name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def blocks(language: str, pages: list[Path] = PAGES) -> list[tuple[str, str]]:
+    """("page:first line", code) of every fenced block in `language`."""
     found = []
-    for match in re.finditer(rf"^```{language}\n(.*?)^```", text(), re.M | re.S):
-        found.append((text().count("\n", 0, match.start()) + 2, match.group(1)))
+    for page in pages:
+        body = text(page)
+        for match in re.finditer(rf"^```{language}\n(.*?)^```", body, re.M | re.S):
+            found.append((f"{name(page)}:{body.count(chr(10), 0, match.start()) + 2}", match[1]))
     return found
 
 
-def section(title: str) -> str:
-    """The README's text from a heading to the next heading of the same level or above."""
+def section(title: str, page: Path = README) -> str:
+    """A page's text from a heading to the next heading of the same level or above."""
     level = title.split(" ")[0]
-    start = text().index(f"\n{title}\n")
-    rest = text()[start + len(title) + 2 :]
+    start = text(page).index(f"\n{title}\n")
+    rest = text(page)[start + len(title) + 2 :]
     ends = [m.start() for m in re.finditer(rf"^#{{1,{len(level)}}} ", rest, re.M)]
     return rest[: ends[0]] if ends else rest
 
@@ -68,34 +90,174 @@ def offline_model(monkeypatch: pytest.MonkeyPatch) -> None:
 PYTHON = blocks("python")
 
 
-@pytest.mark.parametrize(("line", "code"), PYTHON, ids=[f"README.md:{n}" for n, _ in PYTHON])
+@pytest.mark.parametrize(("where", "code"), PYTHON, ids=[where for where, _ in PYTHON])
 def test_every_python_block_runs(
-    line: int,
+    where: str,
     code: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     offline_model: None,
     request: pytest.FixtureRequest,
 ) -> None:
-    if PG_IN_README in code:
-        code = code.replace(PG_IN_README, str(request.getfixturevalue("pg_url")))
+    if PG_IN_DOCS in code:
+        code = code.replace(PG_IN_DOCS, str(request.getfixturevalue("pg_url")))
     monkeypatch.chdir(tmp_path)
-    compiled = compile(code, f"README.md:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    namespace: dict[str, Any] = {"__name__": "readme"}
+    compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace: dict[str, Any] = {"__name__": "docs"}
     if compiled.co_flags & inspect.CO_COROUTINE:
         asyncio.run(eval(compiled, namespace))  # top-level await: in an event loop
     else:
         exec(compiled, namespace)  # sync code (run_sync): no loop running
     agents = [value for value in namespace.values() if isinstance(value, Agent)]
-    assert all(agent.model is None for agent in agents)  # the README's agents are plain
+    # The docs' agents are plain (OpenAI's model, here the stand-in), or say they are offline.
+    assert all(agent.model is None or isinstance(agent.model, ScriptedModel) for agent in agents)
 
 
-def test_there_are_python_blocks() -> None:
-    assert len(PYTHON) >= 10
+def test_there_are_python_blocks_on_every_guide() -> None:
+    assert len(PYTHON) >= 20
+    pages = {where.rsplit(":", 1)[0] for where, _ in PYTHON}
+    guides = {name(page) for page in (DOCS / "guide").glob("*.md")} - {"docs/guide/cli.md"}
+    assert guides <= pages, guides - pages
+
+
+def test_every_snippet_with_a_runner_says_what_it_needs() -> None:
+    """A page whose block calls Runner says the key it needs (or shows the offline model)
+    and how top-level `await` runs: before the block, in it, or in the paragraph after it."""
+    for where, code in PYTHON:
+        if "Runner." not in code:
+            continue
+        page = ROOT / where.rsplit(":", 1)[0]
+        line = int(where.rsplit(":", 1)[1])
+        before = "\n".join(text(page).splitlines()[: line + code.count("\n") + 6])
+        assert "OPENAI_API_KEY" in before or "ScriptedModel" in code, where
+        if "await " in code:
+            assert "python -m asyncio" in before or "getting-started.md#running" in before, where
+
+
+# -- shell blocks ---------------------------------------------------------------------------
+
+
+def commands(code: str, console: bool) -> list[str]:
+    """The commands of a block: console lines after `$ `, or every bash line, without
+    comments; `a && b` is two commands."""
+    lines = (
+        [line[2:] for line in code.splitlines() if line.startswith("$ ")]
+        if console
+        else [line for line in code.splitlines() if line.strip() and not line.startswith("#")]
+    )
+    found = []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+            words = words[1:]  # VAR=value before a command
+        command: list[str] = []
+        for word in [*words, "&&"]:
+            if word == "&&":
+                if command:
+                    found.append(shlex.join(command))
+                command = []
+            else:
+                command.append(word)
+    return found
+
+
+SHELL = [(where, command) for where, code in blocks("bash") for command in commands(code, False)]
+SHELL += [(where, command) for where, code in blocks("console") for command in commands(code, True)]
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([a-z][a-z-]*):", text(ROOT / "Makefile"), re.M))
+
+
+def extras() -> set[str]:
+    """The extras pyproject.toml defines (read as text: tomllib is not in Python 3.10)."""
+    table = text(ROOT / "pyproject.toml").split("[project.optional-dependencies]")[1]
+    return set(re.findall(r"^([a-z0-9-]+) = \[", table.split("\n[")[0], re.M))
+
+
+def check_cli(args: list[str]) -> None:
+    """Parse `args` with the real commands, down to the last one, without running it."""
+    with warnings.catch_warnings():  # click 8.2 names the subcommand in `protected_args`
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _parse(args)
+
+
+def _parse(args: list[str]) -> None:
+    command: click.Command = app
+    context = app.make_context("agents-sqlalchemy", list(args), resilient_parsing=False)
+    rest = context.protected_args + context.args
+    while isinstance(command, click.Group) and rest:
+        sub = command.get_command(context, rest[0])
+        assert sub is not None, f"no command {rest[0]!r}"
+        command = sub
+        context = command.make_context(rest[0], rest[1:], parent=context)
+        rest = context.protected_args + context.args if isinstance(command, click.Group) else []
+
+
+@pytest.mark.parametrize(("where", "command"), SHELL, ids=[f"{w} {c}" for w, c in SHELL])
+def test_every_shell_command_names_what_exists(where: str, command: str) -> None:
+    program, *args = shlex.split(command)
+    if program == "agents-sqlalchemy":
+        check_cli(args)
+    elif program == "alembic":
+        parsed = CommandLine(prog="alembic").parser.parse_args(args)
+        assert parsed.name == "agents_sqlalchemy" and hasattr(parsed, "cmd")
+    elif program == "make":
+        assert set(args) <= make_targets(), set(args) - make_targets()
+    elif program == "pip":
+        assert args[0] == "install"
+        for requirement in args[1:]:
+            if requirement in ("-e", "openai-agents-sqlalchemy"):
+                continue
+            named = re.fullmatch(r"(openai-agents-sqlalchemy|\.)\[([a-z0-9,-]+)\]", requirement)
+            assert named, requirement
+            assert set(named[2].split(",")) <= extras(), requirement
+    elif program == "python":
+        if args[0] == "-m":
+            assert importlib.util.find_spec(args[1]) is not None
+        else:
+            assert (ROOT / args[0]).is_file(), args[0]
+    elif program == "echo":
+        pass
+    else:
+        raise AssertionError(f"{where}: a command the docs test does not know: {command}")
+
+
+def test_there_are_shell_commands() -> None:
+    assert len(SHELL) >= 30
+    assert {command.split()[0] for _, command in SHELL} >= {"agents-sqlalchemy", "make", "pip"}
+
+
+def test_a_console_block_that_makes_its_database_runs_as_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema block of the command-line guide, run: the same output, line for line."""
+    monkeypatch.chdir(tmp_path)
+    page = DOCS / "guide" / "cli.md"
+    [code] = [code for _, code in blocks("console", [page]) if "db upgrade" in code]
+    shown: list[str] = []
+    printed: list[str] = []
+    for line in code.splitlines():
+        if not line.startswith("$ "):
+            shown.append(line)
+            continue
+        for command in commands(line, console=True):
+            program, *args = shlex.split(command)
+            if program == "echo":
+                printed.append(" ".join(args))
+                continue
+            result = CliRunner().invoke(app, args, catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+            printed += result.output.splitlines()
+    assert printed == shown
+
+
+# -- tables ---------------------------------------------------------------------------------
 
 
 def test_the_errors_table_lists_every_error() -> None:
-    documented = set(re.findall(r"^\| `(\w+)` \|", section("### Errors"), re.M))
+    page = text(DOCS / "reference" / "errors.md")
+    documented = set(re.findall(r"^\| `(\w+)` \|", page, re.M))
     exported = {
         name
         for name in agents_sqlalchemy.__all__
@@ -103,6 +265,16 @@ def test_the_errors_table_lists_every_error() -> None:
         and issubclass(obj, (agents_sqlalchemy.AgentsSQLAlchemyError, Warning))
     }
     assert exported == documented
+    reference = set(
+        re.findall(r"^::: agents_sqlalchemy\.(\w+)$", text(DOCS / "reference" / "api.md"), re.M)
+    )
+    assert exported <= reference, exported - reference
+
+
+def test_the_api_reference_covers_every_exported_name() -> None:
+    page = text(DOCS / "reference" / "api.md")
+    documented = set(re.findall(r"^::: agents_sqlalchemy\.(\w+)$", page, re.M))
+    assert documented == set(agents_sqlalchemy.__all__), set(agents_sqlalchemy.__all__) ^ documented
 
 
 def _leaves(group: click.Group, path: tuple[str, ...] = ()) -> set[str]:
@@ -116,7 +288,7 @@ def _leaves(group: click.Group, path: tuple[str, ...] = ()) -> set[str]:
 
 
 def test_the_cli_table_lists_every_command() -> None:
-    rows = re.findall(r"^\| `([^`]+)`", section("## Command line"), re.M)
+    rows = re.findall(r"^\| `([^`]+)`", text(DOCS / "guide" / "cli.md"), re.M)
     documented = set()
     for row in rows:
         words = []
@@ -128,13 +300,15 @@ def test_the_cli_table_lists_every_command() -> None:
     assert _leaves(app) <= documented, _leaves(app) - documented
 
 
-def test_the_comparison_matches_the_benchmarks() -> None:
-    claimed = re.search(r"\(([\d.]+)x in \[Benchmarks\]", text())
-    sqlite = section("## Benchmarks").split("| PostgreSQL |")[0]
-    sdk = re.search(r"^\| SDK `SQLAlchemySession` \| ([\d.]+) \|", sqlite, re.M)
-    ours = re.search(r"^\| ours, defaults \(search on\) \| ([\d.]+) \|", sqlite, re.M)
-    assert claimed and sdk and ours
-    assert float(claimed.group(1)) == round(float(sdk.group(1)) / float(ours.group(1)), 1)
+def test_figures_come_from_the_benchmarks_generated_page() -> None:
+    """The benchmark page includes the generated results, and no other page copies a
+    figure of theirs: a time in ms or µs, or a rate in items/s, appears nowhere else."""
+    assert '--8<-- "docs/benchmarks/results.md"' in text(DOCS / "benchmarks" / "index.md")
+    assert text(RESULTS).startswith("<!-- Generated by benchmarks/bench.py --markdown")
+    measured = re.compile(r"\d[\d,.]* ?(ms|µs)\b|\d[\d,.]* items/s|\d+(\.\d+)?x (the|its) ")
+    for page in PAGES:
+        if page != RESULTS:
+            assert not measured.search(text(page)), (name(page), measured.search(text(page)))
 
 
 def test_the_ini_example_keeps_postgresql_options_out_of_sqlites_way() -> None:
@@ -143,5 +317,20 @@ def test_the_ini_example_keeps_postgresql_options_out_of_sqlites_way() -> None:
 
 
 def test_install_says_how_to_install_from_a_checkout() -> None:
-    install = section("## Install")
-    assert "checkout" in install and "pip install -e" in install
+    for page in (README, DOCS / "getting-started.md"):
+        install = section("## Install", page)
+        assert "checkout" in install and "pip install -e" in install
+
+
+def test_the_first_screen_shows_the_demo_and_the_tests() -> None:
+    first_screen = "\n".join(text(README).splitlines()[:25])
+    assert "make demo" in first_screen and "make test" in first_screen
+    assert len(text(README).splitlines()) <= 200
+
+
+def test_every_page_is_in_the_site() -> None:
+    """mkdocs.yml names every page (the generated results are included, not listed)."""
+    config = text(ROOT / "mkdocs.yml")
+    listed = set(re.findall(r":\s+(\S+\.md)$", config, re.M))
+    pages = {page.relative_to(DOCS).as_posix() for page in DOCS.rglob("*.md")}
+    assert pages - listed == {"benchmarks/results.md"}
