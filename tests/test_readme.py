@@ -10,8 +10,10 @@ Responses API's `compact` endpoint returns a fixed summary) and the PostgreSQL U
 Each ```bash and ```console block's commands are checked one by one: `agents-sqlalchemy`
 lines are parsed by the real click commands (a removed command, option or choice fails),
 `alembic` lines by Alembic's own parser, `make` targets against the Makefile, `pip install`
-extras against pyproject.toml, and `python` lines name a file or module that exists. A
-console block that makes its own database runs for real, and prints what it shows.
+extras against pyproject.toml, and `python` lines name a file or module that exists. Then
+every `agents-sqlalchemy` and `alembic` command of a page runs, in order, in an empty
+directory holding the database the page talks about (`docs_worlds.py`), and a console
+block's command prints what the block shows (but for times and scores).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import ast
 import asyncio
 import importlib.util
 import inspect
+import os
 import re
 import shlex
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ import agents_sqlalchemy
 from agents_sqlalchemy.cli import app
 
 from .compaction import CompactEndpoint
+from .docs_worlds import WORLDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -137,32 +142,62 @@ def test_every_snippet_with_a_runner_says_what_it_needs() -> None:
 # -- shell blocks ---------------------------------------------------------------------------
 
 
-def commands(code: str, console: bool) -> list[str]:
-    """The commands of a block: console lines after `$ `, or every bash line, without
-    comments; `a && b` is two commands."""
-    lines = (
-        [line[2:] for line in code.splitlines() if line.startswith("$ ")]
-        if console
-        else [line for line in code.splitlines() if line.strip() and not line.startswith("#")]
-    )
-    found = []
-    for line in lines:
-        words = shlex.split(line, comments=True)
+@dataclass(frozen=True)
+class Command:
+    """One command of a shell block: its words, the `VAR=value` words before it, and (in a
+    console block) the lines the block shows after it."""
+
+    words: list[str]
+    env: dict[str, str]
+    shown: list[str] = field(default_factory=list)
+    chained: bool = False  # `a && b`: a's output and b's are shown together, under b
+
+    def __str__(self) -> str:
+        return shlex.join(self.words)
+
+
+def commands(code: str, console: bool) -> list[Command]:
+    """The commands of a block: console lines after `$ ` (with the output shown under
+    them), or every bash line, without comments; `a && b` is two commands."""
+    found: list[Command] = []
+    for line in code.splitlines():
+        if console and not line.startswith("$ "):
+            if found:
+                found[-1].shown.append(line)
+            continue
+        if not console and (not line.strip() or line.startswith("#")):
+            continue
+        words = shlex.split(line[2:] if console else line, comments=True)
+        env: dict[str, str] = {}
         while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
-            words = words[1:]  # VAR=value before a command
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
         command: list[str] = []
+        chain: list[Command] = []
         for word in [*words, "&&"]:
-            if word == "&&":
-                if command:
-                    found.append(shlex.join(command))
-                command = []
-            else:
+            if word != "&&":
                 command.append(word)
+            elif command:
+                chain.append(Command(command, env, chained=True))
+                command = []
+        if chain:
+            chain[-1] = Command(chain[-1].words, env)
+        found += chain
     return found
 
 
-SHELL = [(where, command) for where, code in blocks("bash") for command in commands(code, False)]
-SHELL += [(where, command) for where, code in blocks("console") for command in commands(code, True)]
+def shell_blocks(pages: list[Path] = PAGES) -> list[tuple[str, str, list[Command]]]:
+    """(where, language, commands) of every bash and console block, in page order."""
+    found = []
+    for page in pages:
+        body = text(page)
+        for match in re.finditer(r"^```(bash|console)\n(.*?)^```", body, re.M | re.S):
+            where = f"{name(page)}:{body.count(chr(10), 0, match.start()) + 2}"
+            found.append((where, match[1], commands(match[2], match[1] == "console")))
+    return found
+
+
+SHELL = [(where, command) for where, _, found in shell_blocks() for command in found]
 
 
 def make_targets() -> set[str]:
@@ -179,24 +214,21 @@ def check_cli(args: list[str]) -> None:
     """Parse `args` with the real commands, down to the last one, without running it."""
     with warnings.catch_warnings():  # click 8.2 names the subcommand in `protected_args`
         warnings.simplefilter("ignore", DeprecationWarning)
-        _parse(args)
-
-
-def _parse(args: list[str]) -> None:
-    command: click.Command = app
-    context = app.make_context("agents-sqlalchemy", list(args), resilient_parsing=False)
-    rest = context.protected_args + context.args
-    while isinstance(command, click.Group) and rest:
-        sub = command.get_command(context, rest[0])
-        assert sub is not None, f"no command {rest[0]!r}"
-        command = sub
-        context = command.make_context(rest[0], rest[1:], parent=context)
-        rest = context.protected_args + context.args if isinstance(command, click.Group) else []
+        command: click.Command = app
+        context = app.make_context("agents-sqlalchemy", list(args))
+        rest = context.protected_args + context.args
+        while isinstance(command, click.Group) and rest:
+            sub = command.get_command(context, rest[0])
+            assert sub is not None, f"no command {rest[0]!r}"
+            command = sub
+            context = command.make_context(rest[0], rest[1:], parent=context)
+            group = isinstance(command, click.Group)
+            rest = context.protected_args + context.args if group else []
 
 
 @pytest.mark.parametrize(("where", "command"), SHELL, ids=[f"{w} {c}" for w, c in SHELL])
-def test_every_shell_command_names_what_exists(where: str, command: str) -> None:
-    program, *args = shlex.split(command)
+def test_every_shell_command_names_what_exists(where: str, command: Command) -> None:
+    program, *args = command.words
     if program == "agents-sqlalchemy":
         check_cli(args)
     elif program == "alembic":
@@ -217,39 +249,115 @@ def test_every_shell_command_names_what_exists(where: str, command: str) -> None
             assert importlib.util.find_spec(args[1]) is not None
         else:
             assert (ROOT / args[0]).is_file(), args[0]
-    elif program == "echo":
-        pass
-    else:
+    elif program not in ("echo", "export"):
         raise AssertionError(f"{where}: a command the docs test does not know: {command}")
 
 
 def test_there_are_shell_commands() -> None:
     assert len(SHELL) >= 30
-    assert {command.split()[0] for _, command in SHELL} >= {"agents-sqlalchemy", "make", "pip"}
+    assert {str(command).split()[0] for _, command in SHELL} >= {"agents-sqlalchemy", "make"}
 
 
-def test_a_console_block_that_makes_its_database_runs_as_shown(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def same_output(printed: list[str], shown: list[str]) -> bool:
+    """What a command printed against what the page shows: line for line, but for the
+    times (dates, clock times, durations, a score's last digits), and a `...` line on the
+    page stands for any lines."""
+
+    def plain(line: str) -> str:
+        line = re.sub(r"\d{4}-\d\d-\d\d( \d\d:\d\d(:\d\d)?)?", "<time>", line.rstrip())
+        line = re.sub(r"\d+\.\d s\b", "<duration>", line)
+        return re.sub(r"score \d\.\d+", "score <score>", line)
+
+    pattern = "".join(
+        "(?:.*\n)*?" if line == "..." else re.escape(plain(line)) + "\n" for line in shown
+    )
+    return re.fullmatch(pattern, "".join(plain(line) + "\n" for line in printed)) is not None
+
+
+RUNNABLE = ("agents-sqlalchemy", "alembic")
+#: An app's alembic.ini before the page's section is added: its logging, as `alembic init`
+#: writes it (the migrations' env.py configures logging from the file).
+APP_ALEMBIC_INI = """[loggers]
+keys = root
+
+[handlers]
+keys = console
+
+[formatters]
+keys = generic
+
+[logger_root]
+level = WARNING
+handlers = console
+
+[handler_console]
+class = StreamHandler
+args = (sys.stderr,)
+formatter = generic
+
+[formatter_generic]
+format = %(levelname)-5.5s [%(name)s] %(message)s
+
+"""
+RUN_PAGES = sorted(
+    {
+        where.rsplit(":", 1)[0]
+        for where, _, found in shell_blocks()
+        if any(command.words[0] in RUNNABLE for command in found)
+    }
+)
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
+def test_every_command_of_a_page_runs_and_prints_what_it_shows(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    """The schema block of the command-line guide, run: the same output, line for line."""
+    """The page's `agents-sqlalchemy` and `alembic` commands, in order, in an empty directory
+    holding the world the page talks about (`docs_worlds.py`), on SQLite and on the test's
+    PostgreSQL where the page names one; console blocks print what they show."""
+    pg = str(request.getfixturevalue("pg_url")) if PG_IN_DOCS in text(ROOT / page) else ""
     monkeypatch.chdir(tmp_path)
-    page = DOCS / "guide" / "cli.md"
-    [code] = [code for _, code in blocks("console", [page]) if "db upgrade" in code]
-    shown: list[str] = []
-    printed: list[str] = []
-    for line in code.splitlines():
-        if not line.startswith("$ "):
-            shown.append(line)
-            continue
-        for command in commands(line, console=True):
-            program, *args = shlex.split(command)
-            if program == "echo":
-                printed.append(" ".join(args))
+    for variable in [v for v in os.environ if v.startswith("AGENTS_SQLALCHEMY_")]:
+        monkeypatch.delenv(variable)  # the servers' URLs: only what the page says counts
+    if page in WORLDS:
+        asyncio.run(WORLDS[page]())
+    for _, ini in blocks("ini", [ROOT / page]):  # the page's section, in an app's alembic.ini
+        ini = ini.replace("postgresql+asyncpg://", "postgresql://").replace(PG_IN_DOCS, pg)
+        Path("alembic.ini").write_text(APP_ALEMBIC_INI + ini)
+    exported: dict[str, str] = {}
+    for where, language, found in shell_blocks([ROOT / page]):
+        printed: list[str] = []
+        for command in found:
+            words = [word.replace(PG_IN_DOCS, pg) for word in command.words]
+            output = run(words, {**exported, **command.env}, exported)
+            if output is None:  # not run here: checked by the test above
                 continue
-            result = CliRunner().invoke(app, args, catch_exceptions=False)
-            assert result.exit_code == 0, result.output
-            printed += result.output.splitlines()
-    assert printed == shown
+            printed += output
+            if language == "console" and not command.chained:
+                shown = command.shown
+                assert same_output(printed, shown), f"{where}: {command}\n" + "\n".join(printed)
+                printed = []
+
+
+def run(words: list[str], env: dict[str, str], exported: dict[str, str]) -> list[str] | None:
+    """Run one command of a page (None: not one the test runs); its output's lines."""
+    program, *args = words
+    if program == "export":
+        exported.update(dict(word.partition("=")[::2] for word in args))
+        return []
+    if program == "echo":
+        return [" ".join(args)]
+    if program == "alembic":
+        try:
+            CommandLine(prog="alembic").main(args)
+        except SystemExit as exc:
+            raise AssertionError(f"alembic {shlex.join(args)} failed ({exc.code})") from None
+        return None
+    if program != "agents-sqlalchemy":
+        return None
+    result = CliRunner().invoke(app, args, env=env, catch_exceptions=False)
+    assert result.exit_code == 0, f"{shlex.join(words)}:\n{result.output}"
+    return result.output.rstrip("\n").splitlines()
 
 
 # -- tables ---------------------------------------------------------------------------------
