@@ -126,17 +126,22 @@ def test_there_are_python_blocks_on_every_guide() -> None:
 
 
 def test_every_snippet_with_a_runner_says_what_it_needs() -> None:
-    """A page whose block calls Runner says the key it needs (or shows the offline model)
-    and how top-level `await` runs: before the block, in it, or in the paragraph after it."""
+    """A block that calls Runner says the key it needs (or shows the offline model): before
+    it, in it, or in the paragraph after it."""
     for where, code in PYTHON:
         if "Runner." not in code:
             continue
-        page = ROOT / where.rsplit(":", 1)[0]
-        line = int(where.rsplit(":", 1)[1])
-        before = "\n".join(text(page).splitlines()[: line + code.count("\n") + 6])
-        assert "OPENAI_API_KEY" in before or "ScriptedModel" in code, where
-        if "await " in code:
-            assert "python -m asyncio" in before or "getting-started.md#running" in before, where
+        page, line = ROOT / where.rsplit(":", 1)[0], int(where.rsplit(":", 1)[1])
+        around = "\n".join(text(page).splitlines()[: line + code.count("\n") + 6])
+        assert "OPENAI_API_KEY" in around or "ScriptedModel" in code, where
+
+
+def test_every_page_with_top_level_await_says_how_to_run_it() -> None:
+    for where, code in PYTHON:
+        compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        if compiled.co_flags & inspect.CO_COROUTINE:
+            page = text(ROOT / where.rsplit(":", 1)[0])
+            assert "python -m asyncio" in page or "getting-started.md#running" in page, where
 
 
 # -- shell blocks ---------------------------------------------------------------------------
