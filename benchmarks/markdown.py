@@ -17,7 +17,7 @@ from .report import GROUPS, TargetLine, group_table
 
 def public(description: str) -> str:
     """A database's description without the machine's paths and addresses (the page is
-    committed): "in /tmp/x" and "at postgresql://...:5432" are dropped."""
+    committed): the temporary directory's path and the server's URL are dropped."""
     description = re.sub(r" in /\S+", " in a temporary directory", description)
     return re.sub(r" at [a-z+]+://\S+", "", description)
 
