@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from agents import Agent, Runner, SQLiteSession
+from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
 from agents.testing import ModelStep, ScriptedModel, assistant_message
 from agents.usage import Usage
 
@@ -87,6 +87,7 @@ def _agent(reply: str, input_tokens: int) -> Agent[Any]:
 
 async def branches() -> None:
     """trip-7: three turns on main, a branch `retry` from turn 2 and one turn on it."""
+    set_tracing_disabled(True)  # a scripted model: no traces to send
     async with SessionStore("agent.db", create_tables=True) as store:
         session = store.session("trip-7", user_id="alice")
         for question, reply, tokens in TRIP[:3]:
