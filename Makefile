@@ -5,7 +5,7 @@ SHELL := bash
 
 PY := .venv/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
-PATHS := src tests examples benchmarks
+PATHS := src tests examples benchmarks scripts
 # Two pytest workers share the suite (much of it waits on child processes and servers);
 # PYTEST_ARGS="tests/test_x.py" replaces them, e.g. to run one file in one process.
 PYTEST_ARGS ?= -n 2 --dist worksteal
