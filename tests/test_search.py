@@ -411,7 +411,7 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
 async def test_a_history_loaded_with_search_off_is_indexed_by_reindex(
     db_url: str, key: bytes | None
 ) -> None:
-    """The bulk load the README advises: write with `search=False`, then `reindex()` on a
+    """The bulk load the search guide advises: write with `search=False`, then `reindex()` on a
     store with search on indexes each item once, and a search finds them."""
     history = [message(f"note {n} about topic{n}") for n in range(300)]
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as bulk:
