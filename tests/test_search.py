@@ -22,7 +22,7 @@ from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
-from agents_sqlalchemy.repository import Repository
+from agents_sqlalchemy.repository import SearchIndex
 from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
     Embedder,
@@ -659,9 +659,9 @@ async def test_a_hit_removed_during_the_search_never_returns_the_item_that_took_
         alice, bob = store.session("a", user_id="alice"), store.session("b", user_id="bob")
         await bob.add_items([message("bob's first note")])
         await alice.add_items([message("an older note on kayaks")])
-        read_hits = Repository.hit_rows
+        read_hits = SearchIndex.hit_rows
 
-        async def meanwhile(self: Repository, item_pks: list[int]) -> Any:
+        async def meanwhile(self: SearchIndex, item_pks: list[int]) -> Any:
             await alice.pop_item()
             await bob.add_items([message("bob's secret diary")])
             return await read_hits(self, item_pks)
@@ -673,7 +673,7 @@ async def test_a_hit_removed_during_the_search_never_returns_the_item_that_took_
             await alice.add_items([message("kayaks for sale")])
             await store.flush()
             with monkeypatch.context() as patch:
-                patch.setattr(Repository, "hit_rows", meanwhile)
+                patch.setattr(SearchIndex, "hit_rows", meanwhile)
                 assert texts(await search()) == ["an older note on kayaks"]
 
 
@@ -686,15 +686,15 @@ async def test_a_sealed_vector_read_after_its_item_went_is_not_taken_for_tamperi
     async with SessionStore(db_url, create_tables=True, key=os.urandom(32)) as store:
         alice, bob = store.session("a"), store.session("b")
         await alice.add_items([message("an older note on kayaks"), message("kayaks for sale")])
-        read_vectors = Repository.vectors
+        read_vectors = SearchIndex.vectors
 
-        async def meanwhile(self: Repository, item_pks: list[int], model_id: str) -> Any:
+        async def meanwhile(self: SearchIndex, item_pks: list[int], model_id: str) -> Any:
             await alice.pop_item()
             await bob.add_items([message("kayaks for bob")])
             await store.flush()
             return await read_vectors(self, item_pks, model_id)
 
-        monkeypatch.setattr(Repository, "vectors", meanwhile)
+        monkeypatch.setattr(SearchIndex, "vectors", meanwhile)
         hits = await alice.search_hits("kayaks for sale", mode="vector")
         assert texts(hits) == ["an older note on kayaks"]
 

@@ -21,7 +21,7 @@ from ..codec import Codec, encode_items
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Repository
-from ..repository.branches import Gone, Opened
+from ..repository.lines import Gone, Opened
 from ..turns import MAIN, is_user
 from ..types import Appended, BranchSummary, SessionKey
 from ..validation import check_range
