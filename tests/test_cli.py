@@ -20,8 +20,9 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, select, update
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agents_sqlalchemy import SessionStore, TableNames, import_sdk, migrate
+from agents_sqlalchemy import SessionStore, TableNames, import_sdk
 from agents_sqlalchemy.cli import app
+from agents_sqlalchemy.migrations import api as migrate
 
 from .app_alembic import objects, rows, table_names
 from .items import ALL, message

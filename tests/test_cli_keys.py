@@ -14,10 +14,11 @@ import pytest
 from agents import SQLiteSession
 from click.testing import CliRunner, Result
 
-from agents_sqlalchemy import SessionStore, import_sdk, migrate
+from agents_sqlalchemy import SessionStore, import_sdk
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.errors import WrongKeyError
+from agents_sqlalchemy.migrations import api as migrate
 from agents_sqlalchemy.services import keyring as keyring_module
 
 from .items import message

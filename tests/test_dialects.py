@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import SessionStore
-from agents_sqlalchemy.database import Database
-from agents_sqlalchemy.engines import normalize_url
+from agents_sqlalchemy.database.engines import normalize_url
+from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository import schema as repository_module
 
 from .items import ALL, USER, message

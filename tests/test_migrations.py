@@ -17,8 +17,9 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import agents_sqlalchemy
-from agents_sqlalchemy import SchemaError, SessionStore, TableNames, migrate
+from agents_sqlalchemy import SchemaError, SessionStore, TableNames
 from agents_sqlalchemy.app_env import LibraryTables
+from agents_sqlalchemy.migrations import api as migrate
 from agents_sqlalchemy.migrations import config as scripts_config
 from agents_sqlalchemy.models import build_models
 from agents_sqlalchemy.tables import ROLES

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents_sqlalchemy import SessionBusyError, SessionStore
-from agents_sqlalchemy.sqlite_file import CHECKPOINT_EVERY
+from agents_sqlalchemy.database.sqlite_file import CHECKPOINT_EVERY
 
 from .items import message
 

@@ -36,7 +36,7 @@ from .errors import (
     TamperedItemError,
     WrongKeyError,
 )
-from .migrate import SchemaStatus, downgrade, upgrade
+from .migrations.api import SchemaStatus, downgrade, upgrade
 from .records import (
     DailyUsage,
     Removed,

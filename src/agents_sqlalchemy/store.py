@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
 from .crypto import Key, same_key
-from .engines import DEFAULT_LOCK_TIMEOUT, normalize_url
+from .database.engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
 from .records import SearchHit
 from .search import Embedder, SearchMode

@@ -80,6 +80,21 @@ class TableNames:
             if (value := getattr(self, f.name)) is not None and value != f.default
         }
 
+    def command_line(
+        self, action: str, url: str, revision: str = "", *, program: str = "agents-sqlalchemy db"
+    ) -> str:
+        """The command that runs `action` on these tables, e.g. for an error message.
+
+        >>> TableNames(prefix="chat_").command_line("upgrade", "sqlite:///a.db")
+        "agents-sqlalchemy db upgrade --url 'sqlite:///a.db' --prefix chat_"
+        """
+        options = [
+            f"--{key.replace('_', '-')}-table {value}" if key in ROLES else f"--{key} {value}"
+            for key, value in self.overrides().items()
+        ]
+        words = [program, action, revision, f"--url '{url}'", *options]
+        return " ".join(word for word in words if word)
+
     @property
     def sessions_table(self) -> str:
         return self.name("sessions")

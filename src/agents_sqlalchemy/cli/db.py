@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from .. import migrate
+from ..migrations import api as migrate
 from ..tables import TableNames
 from .options import database_options, missing_sqlite_file, run, shown
 

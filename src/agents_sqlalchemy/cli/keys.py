@@ -18,7 +18,7 @@ import time
 import click
 
 from ..crypto import Key, same_key
-from ..engines import normalize_url
+from ..database.engines import normalize_url
 from ..services import ROTATE_BATCH
 from ..store import SessionStore
 from ..tables import TableNames

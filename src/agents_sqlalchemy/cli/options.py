@@ -26,7 +26,7 @@ from typing import Any, TypeVar, overload
 import click
 
 from ..crypto import Key, KeyProvider, validate_key
-from ..engines import normalize_url, sqlite_file
+from ..database.engines import normalize_url, sqlite_file
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
 from ..store import SessionStore
 from ..tables import ROLES, TableNames

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
 from agents_sqlalchemy.app_env import LibraryTables
-from agents_sqlalchemy.engines import EngineSource, normalize_url
+from agents_sqlalchemy.database.engines import EngineSource, normalize_url
 from agents_sqlalchemy.errors import ConfigurationError
 from agents_sqlalchemy.migrations.config import (
     CONNECTION_KEY,

@@ -18,7 +18,7 @@ Example::
 
 from __future__ import annotations
 
-from ..database import Database
+from ..database.units import Database
 from ..models import Models
 from ..types import SessionKey, StoredItem
 from .branches import Branches

@@ -36,7 +36,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..engines import normalize_url
+from ..database.engines import normalize_url
 from ..errors import ConfigurationError
 from ..types import NewItem, SessionKey
 from .rows import insert_session_if_absent

@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, Table, bindparam, case, delete, null, or_,
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..database import Database
+from ..database.units import Database
 from ..errors import ConfigurationError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem

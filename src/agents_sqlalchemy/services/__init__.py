@@ -23,8 +23,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..crypto import Key, validate_key
-from ..database import Database
-from ..engines import DEFAULT_LOCK_TIMEOUT
+from ..database.engines import DEFAULT_LOCK_TIMEOUT
+from ..database.units import Database
 from ..errors import ConfigurationError
 from ..models import build_models
 from ..repository import Repository

@@ -17,7 +17,6 @@ from sqlalchemy.engine import URL
 from ..errors import SdkHistoryWarning
 from ..repository import Repository
 from ..repository.imports import COUNT_CAP
-from ..schema_status import command_line
 from ..tables import TableNames
 
 #: The SDK's `SQLAlchemySession` tables, by default.
@@ -34,7 +33,7 @@ async def announce_sdk_history(repository: Repository, url: URL, tables: TableNa
         return
     where = url.render_as_string(hide_password=True)
     count = f"{COUNT_CAP:,}+" if rows >= COUNT_CAP else f"{rows:,}"
-    command = command_line(f"--from '{where}'", where, tables, program=IMPORT_COMMAND)
+    command = tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND)
     option = "" if not tables.overrides() else f", tables={tables!r}"
     warnings.warn(
         f"{where} holds {count} message rows of the Agents SDK's own SQLAlchemySession "

@@ -29,9 +29,9 @@ from ..crypto import (
     rewrap_state,
     validate_key,
 )
-from ..database import Database
+from ..database.units import Database
 from ..errors import ConfigurationError, KeyringError, WrongKeyError
-from ..migrate import ensure_schema
+from ..migrations.api import ensure_schema
 from ..repository import Repository
 from ..tables import TableNames
 from .background import Background

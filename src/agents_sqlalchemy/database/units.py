@@ -34,9 +34,8 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .aio import settle
-from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
-from .errors import (
+from ..aio import settle
+from ..errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
     DatabaseError,
@@ -44,6 +43,7 @@ from .errors import (
     SessionBusyError,
     StoreClosedError,
 )
+from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
 from .failures import failure_kind
 from .sqlite_file import Locked, SQLiteFile
 

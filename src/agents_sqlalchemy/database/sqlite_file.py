@@ -33,8 +33,8 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
+from ..errors import ConfigurationError
 from .engines import sqlite_pragmas
-from .errors import ConfigurationError
 from .failures import failure_kind
 
 T = TypeVar("T")

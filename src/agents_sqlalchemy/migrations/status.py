@@ -19,9 +19,9 @@ from alembic.util.exc import CommandError
 from sqlalchemy import inspect
 from sqlalchemy.engine import URL, Connection
 
-from .errors import SchemaError
-from .migrations.config import head_revision, script_directory
-from .tables import ROLES, TableNames
+from ..errors import SchemaError
+from ..tables import ROLES, TableNames
+from .config import head_revision, script_directory
 
 # Shipped revision ids are zero-padded sequence numbers, so "ahead" can be told from "unknown".
 _REVISION_ID = re.compile(r"\d{4}")
@@ -121,7 +121,7 @@ class SchemaStatus:
         )
 
     def _detail(self, where: str, *, cli: bool) -> str:
-        run = command_line("upgrade", where, self.tables)
+        run = self.tables.command_line("upgrade", where)
         found, expected = self.found_text, self.expected
         if self.state == "missing":
             detail = (
@@ -141,7 +141,7 @@ class SchemaStatus:
                 f"the schema in {where} is at revision {found}, newer than this version of "
                 f"agents_sqlalchemy expects ({expected}): upgrade the package "
                 "(pip install -U openai-agents-sqlalchemy), or run "
-                f"`{command_line('downgrade', where, self.tables, expected)}` with the newer one"
+                f"`{self.tables.command_line('downgrade', where, expected)}` with the newer one"
             )
         if self.state == "unknown":
             return (
@@ -163,7 +163,7 @@ class SchemaStatus:
         return (
             f"tables {', '.join(self.tables_seen)} exist in {where} but the version table "
             f"{self.tables.version_table} holds no revision (expected {expected}): if "
-            f"they were made by this version, run `{command_line('stamp', where, self.tables)}`"
+            f"they were made by this version, run `{self.tables.command_line('stamp', where)}`"
         )
 
     def _foreign(self, where: str) -> str:
@@ -185,23 +185,6 @@ class SchemaStatus:
             f"`await agents_sqlalchemy.import_sdk('{where}', '{where}', "
             f"sessions_table={sessions!r}, messages_table={messages!r}, create_tables=True)`"
         )
-
-
-def command_line(
-    action: str,
-    url: str,
-    tables: TableNames,
-    revision: str = "",
-    *,
-    program: str = "agents-sqlalchemy db",
-) -> str:
-    """The `agents-sqlalchemy db ...` command for `action` on these tables."""
-    options = [
-        f"--{key.replace('_', '-')}-table {value}" if key in ROLES else f"--{key} {value}"
-        for key, value in tables.overrides().items()
-    ]
-    words = [program, action, revision, f"--url '{url}'", *options]
-    return " ".join(word for word in words if word)
 
 
 def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:

@@ -26,13 +26,13 @@ from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .aio import holding
-from .database import Database, database_errors, sqlite_open_problem
-from .engines import EngineSource, normalize_url
-from .errors import ConfigurationError, DatabaseError
-from .migrations.config import alembic_config, head_revision, mysql_migration_lock
-from .schema_status import SchemaStatus, schema_status
-from .tables import TableNames
+from ..aio import holding
+from ..database.engines import EngineSource, normalize_url
+from ..database.units import Database, database_errors, sqlite_open_problem
+from ..errors import ConfigurationError, DatabaseError
+from ..tables import TableNames
+from .config import alembic_config, head_revision, mysql_migration_lock
+from .status import SchemaStatus, schema_status
 
 __all__ = [
     "SchemaStatus",

@@ -24,7 +24,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 _ASYNC_DRIVERS = {
