@@ -19,7 +19,7 @@ from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.errors import WrongKeyError
 from agents_sqlalchemy.migrations import api as migrate
-from agents_sqlalchemy.services import keyring as keyring_module
+from agents_sqlalchemy.services import keys as keys_module
 
 from .items import message
 from .test_encryption import (
@@ -159,7 +159,7 @@ def test_an_interrupted_rotate_key_resumes_when_run_again(
     count = sum(len(items) for items in expected.values())
     env = {"AGENTS_SQLALCHEMY_KEY": old, "AGENTS_SQLALCHEMY_NEW_KEY": new}
     options = ["--url", sqlite_url, "--key-format", "hex", "--new-key-format", "hex"]
-    real, calls = keyring_module.rewrap_many, []
+    real, calls = keys_module.rewrap_many, []
 
     def failing(wrapped: list[bytes], *keks: Any) -> list[bytes]:
         calls.append(len(wrapped))
@@ -167,7 +167,7 @@ def test_an_interrupted_rotate_key_resumes_when_run_again(
             raise Interrupted
         return real(wrapped, *keks)
 
-    monkeypatch.setattr(keyring_module, "rewrap_many", failing)
+    monkeypatch.setattr(keys_module, "rewrap_many", failing)
     crashed = invoke("rotate-key", *options, "--batch-size", "5", env=env)
     assert isinstance(crashed.exception, Interrupted)
     monkeypatch.undo()

@@ -41,7 +41,7 @@ from agents_sqlalchemy.errors import (
     WrongKeyError,
 )
 from agents_sqlalchemy.repository import schema as repository_module
-from agents_sqlalchemy.services import keyring as keyring_module
+from agents_sqlalchemy.services import keys as keys_module
 
 from .items import ALL, message
 from .test_protocol import raw_rows
@@ -743,7 +743,7 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
     ((old_kek, old_verifier),) = await raw_rows(db_url, f"SELECT kek_id, verifier FROM {KEYRING}")
 
     # A crash after the first batch of 5 keys.
-    real = keyring_module.rewrap_many
+    real = keys_module.rewrap_many
     batches: list[int] = []
 
     def failing(wrapped: list[bytes], old: Any, new: Any) -> list[bytes]:
@@ -752,7 +752,7 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
         batches.append(len(wrapped))
         return real(wrapped, old, new)
 
-    monkeypatch.setattr(keyring_module, "rewrap_many", failing)
+    monkeypatch.setattr(keys_module, "rewrap_many", failing)
     async with SessionStore(db_url, key=key) as store:
         with pytest.raises(Interrupted):
             await store.rotate_key(new_key, batch_size=5)

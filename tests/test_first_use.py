@@ -19,9 +19,9 @@ from agents_sqlalchemy import (
     SQLAlchemySession,
     TableNames,
     import_sdk,
-    migrate,
 )
 from agents_sqlalchemy.cli import app
+from agents_sqlalchemy.migrations import api as migrate
 
 from .app_alembic import objects, table_names
 from .items import message

@@ -34,7 +34,8 @@ from agents_sqlalchemy.search import (
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.services import background as background_module
-from agents_sqlalchemy.services import search as search_service
+from agents_sqlalchemy.services import indexer as indexer_module
+from agents_sqlalchemy.services import searcher as searcher_module
 from agents_sqlalchemy.types import Scope, SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
@@ -81,10 +82,10 @@ async def index_around(
     unindexed items read and indexed, `change()`, then their index rows written. Returns
     how many items it read."""
     services = store._services
-    repository, searcher = services.repository, services.search()
-    batch = await repository.unindexed(searcher.embedder.model_id, limit, 0, Scope())
-    codec = await services.keyring.ready()
-    entries = await searcher.index([codec.item(r.key, r.stored) for r in batch], codec)
+    repository, indexer = services.repository, services.index()
+    batch = await repository.unindexed(indexer.embedder.model_id, limit, 0, Scope())
+    codec = await services.opener.ready()
+    entries = await indexer.index([codec.item(r.key, r.stored) for r in batch], codec)
     await change()
     await repository.replace_index(
         [
@@ -349,8 +350,9 @@ async def test_items_not_indexed_for_the_new_model_yet_are_found_by_their_terms(
     async with SessionStore(db_url, create_tables=True, key=key) as store:
         await store.session("s").add_items([DEPLOY, LUNCH])
     # A search indexes at most one item for the new model (one batch of one).
-    monkeypatch.setattr(search_service, "CATCH_UP_BATCH", 1)
-    monkeypatch.setattr(search_service, "SEARCH_CATCH_UP", 1)
+    monkeypatch.setattr(indexer_module, "CATCH_UP_BATCH", 1)
+    monkeypatch.setattr(searcher_module, "CATCH_UP_BATCH", 1)
+    monkeypatch.setattr(searcher_module, "SEARCH_CATCH_UP", 1)
     async with SessionStore(db_url, key=key, embedder=model2vec) as store:
         session = store.session("s")
         hits = await session.search_hits("lunch friday", limit=5)
@@ -707,7 +709,7 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
         await session.add_items([message("zebra zebra zebra")])
         [hit] = await session.search_hits("zebra", mode="vector")
         assert hit.vector == pytest.approx(1, abs=0.002)  # the stored vector is rounded
-        codec: Any = await store._services.keyring.ready()
+        codec: Any = await store._services.opener.ready()
         opened = lambda: sum(map(len, codec._opened.values()))  # noqa: E731
         assert key is None or opened() == 1  # opened vectors are kept ...
         await session.pop_item()

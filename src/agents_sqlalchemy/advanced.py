@@ -21,8 +21,7 @@ from .errors import StoreClosedError
 from .search import Embedder
 from .services import Services
 from .session import StoreSession
-from .store import SessionStore, _shared_store
-from .store_options import drop_in_tables, embedder_option
+from .store import SessionStore, drop_in_tables, embedder_option
 from .tables import TableNames
 
 if TYPE_CHECKING:
@@ -76,14 +75,15 @@ class AdvancedSQLiteSession(StoreSession):
         )
         super().__init__(
             session_id,
-            store,
             store._services,
+            settings=store._session_settings,
+            release=store.release,
             user_id=user_id,
             metadata=metadata,
             session_settings=session_settings,
             ttl=ttl,
-            owns_store=True,
         )
+        self._store = store
         self.db_path = db_path
         if logger is not None:
             self._logger = logger
@@ -108,7 +108,14 @@ class AdvancedSQLiteSession(StoreSession):
                 search=embedder is not None,
                 embedder=embedder,
             )
-        return _shared_store(Path(db_path), tables, None, create_tables, key, embedder)
+        return SessionStore.shared(
+            Path(db_path),
+            tables=tables,
+            create_tables=create_tables,
+            key=key,
+            search=embedder is not None,
+            embedder=embedder,
+        )
 
     def _live(self) -> Services:
         if self._closed:
@@ -116,6 +123,14 @@ class AdvancedSQLiteSession(StoreSession):
                 "this AdvancedSQLiteSession is closed: nothing was read or written"
             )
         return self._services
+
+    @property
+    def store(self) -> SessionStore:
+        """The store that keeps this session."""
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.session_id!r}, store={self._store!r})"
 
     def close(self) -> None:  # type: ignore[override]  # the SDK's class closes synchronously
         """Stop using this session; later calls raise `StoreClosedError` (a RuntimeError).
@@ -144,7 +159,7 @@ class AdvancedSQLiteSession(StoreSession):
 
     async def store_run_usage(self, result: Any) -> None:
         """Record a run's usage on the current turn; a failure is logged, never raised (as
-        the SDK's class does). See `BranchMethods.store_run_usage`."""
+        the SDK's class does). See `StoreSession.store_run_usage`."""
         try:
             await super().store_run_usage(result)
         except Exception as exc:

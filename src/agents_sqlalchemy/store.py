@@ -1,9 +1,10 @@
-"""The two public classes: `SessionStore`, a database and its configuration, and
-`SQLAlchemySession`, one conversation in it as the Agents SDK sees it.
+"""The store: `SessionStore`, a database and its configuration, and `SQLAlchemySession`, a
+session as the store (or the SDK's way of building one) makes it.
 
-The store is a façade: what it does is done by its services (`services/`); the session's
-behaviour is in `session.py`. They share this module because each builds the other: a
-store mints sessions, and a session built the SDK's way opens (or shares) a store.
+The store is a façade: what it does is done by its services (`services/`); what a session
+does is in `session.py`, built from the services, not from the store. A session built
+the SDK's way (`SQLAlchemySession(id, url)`) takes a share of the process's store for
+those tables (`SessionStore.shared`), which the last such session to close closes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,18 +23,10 @@ from .aio import run_blocking
 from .crypto import Key, same_key
 from .database.engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
-from .records import SearchHit
-from .search import Embedder, SearchMode
+from .records import Removed, SearchHit, SessionInfo, SessionPage, UsageReport
+from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
-from .session import StoreSession
-from .store_management import ManagementMethods
-from .store_options import (
-    default_settings,
-    drop_in_tables,
-    embedder_option,
-    model_id,
-    settings_option,
-)
+from .session import StoreSession, default_settings, settings_option
 from .tables import TableNames
 from .types import Scope
 from .validation import check_user_id, session_key, ttl_delta
@@ -44,7 +37,7 @@ if TYPE_CHECKING:
 Target = str | Path | URL | AsyncEngine
 
 
-class SessionStore(ManagementMethods):
+class SessionStore:
     """Agents SDK sessions kept in SQLite or PostgreSQL through SQLAlchemy.
 
     `url_or_engine` is a database URL (`"postgresql://..."`, `"sqlite+aiosqlite:///a.db"`),
@@ -123,12 +116,12 @@ class SessionStore(ManagementMethods):
     @property
     def key(self) -> Key | None:
         """The key the store was opened with (after `rotate_key`, the new one)."""
-        return self._services.keyring.key
+        return self._services.opener.key
 
     @property
     def create_tables(self) -> bool:
         """Whether the store migrates its tables to head on first use."""
-        return self._services.keyring.create_tables
+        return self._services.opener.create_tables
 
     @property
     def engine(self) -> AsyncEngine:
@@ -172,8 +165,70 @@ class SessionStore(ManagementMethods):
         """
         await self._services.close()
 
-    async def _release(self) -> None:
-        """A drop-in session lets go of its share; the last one closes the store."""
+    @classmethod
+    def shared(
+        cls,
+        url_or_engine: Target,
+        *,
+        tables: TableNames | None = None,
+        create_tables: bool = False,
+        key: Key | None = None,
+        search: bool = True,
+        embedder: Embedder | str | None = None,
+        engine_kwargs: dict[str, Any] | None = None,
+    ) -> SessionStore:
+        """The process's store of these tables in this database, made on first use; each
+        call takes a share of it, which `release()` gives back (the last one closes it).
+
+        What sessions built the SDK's way use (`SQLAlchemySession(id, url)`): one store,
+        and so one engine per event loop, however many sessions a process builds. The same
+        tables opened again with another key or embedder are refused.
+
+        Example::
+
+            store = SessionStore.shared("agent.db", create_tables=True)
+            session = store.session("chat-1")
+            await store.release()
+        """
+        tables = tables or TableNames()
+        chosen = embedder_option(search, embedder)
+        target = (
+            ("engine", id(url_or_engine))
+            if isinstance(url_or_engine, AsyncEngine)
+            else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
+        )
+        identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
+        with _shared_stores_lock:
+            store = _shared_stores.get(identity)
+            if store is None or store.closed:
+                store = cls(
+                    url_or_engine,
+                    tables=tables,
+                    create_tables=create_tables,
+                    key=key,
+                    search=chosen is not None,
+                    embedder=chosen,
+                    engine_kwargs=engine_kwargs,
+                )
+                store._shared_as = identity
+                _shared_stores[identity] = store
+            elif not same_key(store.key, key):
+                raise ConfigurationError(
+                    "these tables are already open in this process with another key (or none): "
+                    "one database has one key"
+                )
+            elif model_id(store.embedder) != model_id(chosen):
+                raise ConfigurationError(
+                    f"these tables are already open in this process with the embedder "
+                    f"{model_id(store.embedder)!r}, not {model_id(chosen)!r}: open both the "
+                    "same way"
+                )
+            store._services.opener.create_tables |= create_tables
+            store._shares += 1
+            return store
+
+    async def release(self) -> None:
+        """Give back a share taken by `shared()`; the last one closes the store."""
         with _shared_stores_lock:
             self._shares -= 1
             last = self._shares <= 0
@@ -216,8 +271,8 @@ class SessionStore(ManagementMethods):
         called before the first batch and after each one. Returns how many items were
         gone over (those without text to index included).
         """
-        searcher = self._services.search()
-        return await searcher.reindex(batch_size=batch_size, progress=progress)
+        indexer = self._services.index()
+        return await indexer.reindex(batch_size=batch_size, progress=progress)
 
     async def indexed_model(self) -> str | None:
         """The `model_id` of the embedder the latest item was indexed with (None: none yet).
@@ -250,9 +305,108 @@ class SessionStore(ManagementMethods):
         `progress(done, total)` is called before the first batch and after each one.
         Returns how many item keys were re-wrapped.
         """
-        return await self._services.keyring.rotate(
-            new_key, batch_size=batch_size, progress=progress
+        return await self._services.keys.rotate(new_key, batch_size=batch_size, progress=progress)
+
+    # -- sessions as an operator sees them -------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **session_options: Any,
+    ) -> SQLAlchemySession:
+        """A new session with a fresh id (URL-safe, unguessable), listed from now on.
+
+        `session.session_id` is the id to hand to the client; `session_options` are those
+        of `store.session()` (`session_settings`, `ttl`).
+        """
+        session_id = await self._services.management.create(user_id, metadata)
+        return self.session(session_id, user_id=user_id, metadata=metadata, **session_options)
+
+    async def session_info(self, session_id: str) -> SessionInfo | None:
+        """How the session stands (owner, metadata, times, live item count), or None."""
+        return await self._services.management.info(session_key(session_id))
+
+    async def list_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        archived: bool | None = False,
+    ) -> SessionPage:
+        """A page of sessions, most recently active first; follow `page.next_cursor`.
+
+        Filters: the owner, metadata values (all must match), and an activity window.
+        Pages are keyset-paginated, so a page costs the same however many sessions exist.
+        Archived sessions are left out; `archived=True` lists only them, `None` both.
+        """
+        return await self._services.management.list_sessions(
+            user_id=user_id,
+            metadata=metadata,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            limit=limit,
+            cursor=cursor,
+            archived=archived,
         )
+
+    async def delete_session(self, session_id: str) -> Removed:
+        """Delete a session: its items (and their keys), state and row."""
+        return await self._services.management.delete(session_hash=session_key(session_id).hash)
+
+    async def delete_user(self, user_id: str) -> Removed:
+        """Delete every session of a user, e.g. for an erasure request."""
+        return await self._services.management.delete(user_id=user_id)
+
+    async def purge_inactive(self, older_than: timedelta) -> Removed:
+        """Delete the sessions with no activity for `older_than`."""
+        return await self._services.management.delete(inactive_for=older_than)
+
+    async def purge_expired(self, *, batch_size: int = 1000) -> int:
+        """Delete expired items (reads already hide them), in batches; return how many."""
+        return await self._services.management.purge_expired(batch_size)
+
+    async def archive_inactive(self, older_than: timedelta) -> int:
+        """Archive the sessions with no activity for `older_than`; return how many.
+
+        Archived sessions keep their items and state and still read and write; they leave
+        `list_sessions()` (see `archived=`) until `restore_session`. TTL, `purge_expired`,
+        `purge_inactive` and `delete_user` apply to them as to any session.
+        """
+        return await self._services.management.archive(inactive_for=older_than)
+
+    async def archive_session(self, session_id: str) -> bool:
+        """Archive one session; False if it has no row or was archived already."""
+        key = session_key(session_id)
+        return bool(await self._services.management.archive(session_hash=key.hash))
+
+    async def restore_session(self, session_id: str) -> bool:
+        """Bring an archived session back into `list_sessions()`; False if it was not archived."""
+        key = session_key(session_id)
+        return bool(await self._services.management.archive(archive=False, session_hash=key.hash))
+
+    async def delete_all(self, *, confirm: bool = False) -> Removed:
+        """Delete every session of these tables, archived ones too; needs `confirm=True`."""
+        return await self._services.management.delete_all(confirm=confirm)
+
+    async def usage(
+        self,
+        *,
+        user_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> UsageReport:
+        """Token usage summed by the database per owner and UTC day, across sessions.
+
+        `user_id` keeps one owner's sessions; `since`/`until` (timezone-aware) bound when
+        each turn's usage was first recorded. `report.total` sums the rows.
+        """
+        return await self._services.branches.report(user_id=user_id, since=since, until=until)
 
 
 class SQLAlchemySession(StoreSession):
@@ -302,13 +456,14 @@ class SQLAlchemySession(StoreSession):
         if store is None:
             if tables is not None and (sessions_table or messages_table):
                 raise ConfigurationError("pass tables= or sessions_table/messages_table, not both")
-            store = _shared_store(
+            store = SessionStore.shared(
                 targets[0],  # type: ignore[arg-type]
-                tables or drop_in_tables(sessions_table, messages_table),
-                engine_kwargs,
-                create_tables,
-                key,
-                embedder_option(search, embedder),
+                tables=tables or drop_in_tables(sessions_table, messages_table),
+                create_tables=create_tables,
+                key=key,
+                search=search,
+                embedder=embedder,
+                engine_kwargs=engine_kwargs,
             )
         elif not search or any(
             (tables, sessions_table, messages_table, create_tables, engine_kwargs, key, embedder)
@@ -318,14 +473,23 @@ class SQLAlchemySession(StoreSession):
             )
         super().__init__(
             session_id,
-            store,
             store._services,
+            settings=store._session_settings,
+            release=store.release if owns_store else None,
             user_id=user_id,
             metadata=metadata,
             session_settings=session_settings,
             ttl=ttl,
-            owns_store=owns_store,
         )
+        self._store = store
+
+    @property
+    def store(self) -> SessionStore:
+        """The store that keeps this session."""
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.session_id!r}, store={self._store!r})"
 
     @classmethod
     def from_url(
@@ -347,45 +511,27 @@ _shared_stores: weakref.WeakValueDictionary[tuple[Any, ...], SessionStore] = (
 _shared_stores_lock = threading.Lock()
 
 
-def _shared_store(
-    url_or_engine: Target,
-    tables: TableNames,
-    engine_kwargs: dict[str, Any] | None,
-    create_tables: bool,
-    key: Key | None,
-    embedder: Embedder | None,
-) -> SessionStore:
-    """The store of these tables in this database, made on first use and shared after."""
-    target = (
-        ("engine", id(url_or_engine))
-        if isinstance(url_or_engine, AsyncEngine)
-        else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
-    )
-    identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
-    with _shared_stores_lock:
-        store = _shared_stores.get(identity)
-        if store is None or store.closed:
-            store = SessionStore(
-                url_or_engine,
-                tables=tables,
-                create_tables=create_tables,
-                key=key,
-                search=embedder is not None,
-                embedder=embedder,
-                engine_kwargs=engine_kwargs,
-            )
-            store._shared_as = identity
-            _shared_stores[identity] = store
-        elif not same_key(store.key, key):
-            raise ConfigurationError(
-                "these tables are already open in this process with another key (or none): "
-                "one database has one key"
-            )
-        elif model_id(store.embedder) != model_id(embedder):
-            raise ConfigurationError(
-                f"these tables are already open in this process with the embedder "
-                f"{model_id(store.embedder)!r}, not {model_id(embedder)!r}: open both the same way"
-            )
-        store._services.keyring.create_tables |= create_tables
-        store._shares += 1
-        return store
+def drop_in_tables(sessions_table: str | None, messages_table: str | None) -> TableNames:
+    """Tables for the SDK's two names: its own, and the rest prefixed by the first of them."""
+    if not (sessions_table or messages_table):
+        return TableNames()
+    base = sessions_table or messages_table
+    return TableNames(prefix=f"{base}_", sessions=sessions_table, items=messages_table)
+
+
+def embedder_option(search: bool, embedder: Embedder | str | None) -> Embedder | None:
+    """The store's embedder: None when search is off, else the one named or the default."""
+    if not isinstance(search, bool):
+        raise ConfigurationError(f"search must be True or False, got {search!r}")
+    if isinstance(embedder, str):
+        embedder = embedder_by_name(embedder)
+    if embedder is not None and not isinstance(embedder, Embedder):
+        raise ConfigurationError(f"embedder must be an Embedder or a name, got {embedder!r}")
+    if not search:
+        return None
+    return embedder or HashingEmbedder()
+
+
+def model_id(embedder: Embedder | None) -> str | None:
+    """The embedder's model id (None: no search)."""
+    return None if embedder is None else embedder.model_id

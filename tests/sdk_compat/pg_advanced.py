@@ -18,7 +18,7 @@ from pathlib import Path
 import agents_sqlalchemy
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.search import Embedder
-from agents_sqlalchemy.store import SessionStore, _shared_store
+from agents_sqlalchemy.store import SessionStore
 from agents_sqlalchemy.tables import TableNames
 
 URL_ENV = "AGENTS_SQLALCHEMY_SDK_COMPAT_PG_URL"
@@ -43,4 +43,11 @@ class AdvancedSQLiteSession(agents_sqlalchemy.AdvancedSQLiteSession):
             digest = hashlib.sha256(str(Path(db_path).resolve()).encode()).hexdigest()
             schema = f"f_{digest[:16]}"
         tables = dataclasses.replace(tables, schema=schema)
-        return _shared_store(os.environ[URL_ENV], tables, None, create_tables, key, embedder)
+        return SessionStore.shared(
+            os.environ[URL_ENV],
+            tables=tables,
+            create_tables=create_tables,
+            key=key,
+            search=embedder is not None,
+            embedder=embedder,
+        )

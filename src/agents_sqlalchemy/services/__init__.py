@@ -1,7 +1,7 @@
 """The store's parts, one concern each, composed over one database and one set of tables.
 
-`SessionStore` is a façade over a `Services`; each `SQLAlchemySession` of the store calls
-its `conversation` (and `searcher`) directly. Data flows down: services use the codec,
+`SessionStore` is a façade over a `Services`; each session of the store calls its
+`conversation`, `branches` and `searcher` directly. Data flows down: services use the codec,
 the repository, the search layer and crypto, never the other way round.
 
 Example::
@@ -33,9 +33,11 @@ from ..tables import TableNames
 from .background import Background
 from .branches import Branches
 from .conversation import Conversation
-from .keyring import ROTATE_BATCH, Keyring
+from .indexer import Indexer
+from .keys import ROTATE_BATCH, KeyRotation
 from .management import Management
-from .search import Searcher
+from .opener import Opener
+from .searcher import Searcher
 
 __all__ = ["ROTATE_BATCH", "Services"]
 
@@ -47,10 +49,12 @@ class Services:
     db: Database
     repository: Repository
     background: Background
-    keyring: Keyring
+    opener: Opener
+    keys: KeyRotation
     conversation: Conversation
     management: Management
     branches: Branches
+    indexer: Indexer | None
     searcher: Searcher | None
 
     @classmethod
@@ -79,33 +83,45 @@ class Services:
         )
         repository = Repository(db, build_models(tables), sealed=key is not None)
         background = Background(release=repository.release_loop, thread=db.owns_engines)
-        keyring = Keyring(
+        opener = Opener(
             db, repository, tables, key=key, create_tables=create_tables, background=background
         )
-        searcher = None if embedder is None else Searcher(repository, keyring, embedder, background)
-        written = searcher.written if searcher else None
+        indexer = None if embedder is None else Indexer(repository, opener, embedder, background)
+        written = indexer.written if indexer else None
         return cls(
             db=db,
             repository=repository,
             background=background,
-            keyring=keyring,
-            conversation=Conversation(repository, keyring, written, ttl=ttl),
-            management=Management(repository, keyring),
-            branches=Branches(repository, keyring, written, ttl=ttl),
-            searcher=searcher,
+            opener=opener,
+            keys=KeyRotation(opener, repository),
+            conversation=Conversation(repository, opener, written, ttl=ttl),
+            management=Management(repository, opener),
+            branches=Branches(repository, opener, written, ttl=ttl),
+            indexer=indexer,
+            searcher=None if indexer is None else Searcher(repository, opener, indexer, background),
         )
 
     def search(self) -> Searcher:
         """The searcher; `ConfigurationError` when the store does not search."""
         if self.searcher is None:
-            raise ConfigurationError(
-                "search is off for this store (search=False): open it with search=True, the "
-                "default, to index items and search them"
-            )
+            raise _search_is_off()
         return self.searcher
+
+    def index(self) -> Indexer:
+        """The indexer; `ConfigurationError` when the store does not search."""
+        if self.indexer is None:
+            raise _search_is_off()
+        return self.indexer
 
     async def close(self) -> None:
         """Finish the background work, then release the connections the database made (an
         engine passed in stays open)."""
         await self.background.close()
         await self.db.close()
+
+
+def _search_is_off() -> ConfigurationError:
+    return ConfigurationError(
+        "search is off for this store (search=False): open it with search=True, the "
+        "default, to index items and search them"
+    )

@@ -11,7 +11,7 @@ scrubbed by one checkpoint. `flush()` waits for all of it; a search flushes firs
 Example::
 
     background = Background(release=db.release_loop)
-    background.submit(("index", key.hash), lambda: searcher.catch_up(Scope(session=key)))
+    background.submit(("index", key.hash), lambda: indexer.catch_up(Scope(session=key)))
     await background.flush()
     await background.close()
 """

@@ -1,4 +1,4 @@
-"""Turns, token usage and branches of a session: what `BranchMethods` asks of the store.
+"""Turns, token usage and branches of a session, as its session object asks for them.
 
 Items come out decoded (opened with their keys in encrypted mode), so that what a turn says
 is matched and shown in memory and never stored beside the items in plaintext. Removals
@@ -6,7 +6,7 @@ destroy the keys of the items no line holds any more.
 
 Example::
 
-    branches = Branches(repository, keyring, written=None, ttl=None)
+    branches = Branches(repository, opener, written=None, ttl=None)
     name, source = await branches.create(key, "main", 2, None)
     await branches.read(key, name, limit=None)
 """
@@ -26,7 +26,7 @@ from ..turns import MAIN, is_user
 from ..types import Appended, BranchSummary, SessionKey
 from ..validation import check_range
 from .conversation import Written
-from .keyring import Keyring
+from .opener import Opener
 
 #: (user turn, opens the turn, written at, item) of one item of a branch.
 Turn = tuple[int, bool, datetime, Any]
@@ -46,18 +46,18 @@ class Branches:
     def __init__(
         self,
         repository: Repository,
-        keyring: Keyring,
+        opener: Opener,
         written: Written | None,
         *,
         ttl: timedelta | None,
     ) -> None:
         self._repository = repository
-        self._keyring = keyring
+        self._opener = opener
         self._written = written
         self.ttl = ttl
 
     async def _codec(self, key: SessionKey) -> tuple[Codec, Opened]:
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         return codec, _opener(codec, key)
 
     async def read(self, key: SessionKey, branch: str, limit: int | None) -> list[Any] | Gone:
@@ -102,15 +102,15 @@ class Branches:
     async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:
         """Remove and return a branch's latest live item; `GONE` if the branch is dead."""
         codec, opened = await self._codec(key)
-        async with self._keyring.scrubbing():
+        async with self._opener.scrubbing():
             return await self._repository.pop_line(
                 key, branch, lambda stored: codec.item(key, stored), opened
             )
 
     async def clear(self, key: SessionKey) -> int:
         """Delete the items of every branch and the usage; return how many main items."""
-        await self._keyring.ready()
-        async with self._keyring.scrubbing():
+        await self._opener.ready()
+        async with self._opener.scrubbing():
             return await self._repository.clear_lines(key)
 
     async def create(
@@ -125,24 +125,24 @@ class Branches:
 
     async def exists(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live and holds items."""
-        await self._keyring.ready()
+        await self._opener.ready()
         return await self._repository.branch_state(key, name) is True
 
     async def alive(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live (made, and neither deleted nor cleared),
         whether or not it holds items yet."""
-        await self._keyring.ready()
+        await self._opener.ready()
         return not isinstance(await self._repository.branch_state(key, name), Gone)
 
     async def branched(self, key: SessionKey) -> bool:
         """Whether the session has a live branch besides main."""
-        await self._keyring.ready()
+        await self._opener.ready()
         return await self._repository.has_branches(key)
 
     async def delete(self, key: SessionKey, name: str) -> bool:
         """Delete a branch that holds items (not main); False if there is none such."""
-        await self._keyring.ready()
-        async with self._keyring.scrubbing():
+        await self._opener.ready()
+        async with self._opener.scrubbing():
             return await self._repository.delete_branch(key, name)
 
     async def summaries(self, key: SessionKey) -> list[BranchSummary]:
@@ -170,12 +170,12 @@ class Branches:
         self, key: SessionKey, branch: str, turn: int | None
     ) -> list[dict[str, Any]] | Gone:
         """Usage rows of a branch by turn."""
-        await self._keyring.ready()
+        await self._opener.ready()
         return await self._repository.turn_usage(key, branch, turn)
 
     async def session_usage(self, key: SessionKey, branch: str | None) -> TokenUsage | None:
         """Usage of one branch, or of all (None when nothing was recorded)."""
-        await self._keyring.ready()
+        await self._opener.ready()
         found = await self._repository.session_usage(key, branch)
         if isinstance(found, Gone) or not found["turns"]:
             return None
@@ -185,7 +185,7 @@ class Branches:
         self, *, user_id: str | None, since: datetime | None, until: datetime | None
     ) -> UsageReport:
         """Usage summed per owner and day by the database."""
-        await self._keyring.ready()
+        await self._opener.ready()
         rows = await self._repository.usage_by_day(user_id=user_id, since=since, until=until)
         return UsageReport([DailyUsage(user, day, TokenUsage(**sums)) for user, day, sums in rows])
 

@@ -5,7 +5,7 @@ searches, and come out in their per-session order. Removals destroy the items' k
 
 Example::
 
-    conversation = Conversation(repository, keyring, indexer, ttl=None)
+    conversation = Conversation(repository, opener, indexer, ttl=None)
     await conversation.append(key, [{"role": "user", "content": "hi"}])
     await conversation.read(key, limit=10)
 """
@@ -21,7 +21,7 @@ from ..errors import AgentsSQLAlchemyError, ConfigurationError
 from ..repository import Repository
 from ..types import Appended, NewItem, SessionKey, StoredItem, Tail
 from ..validation import check_range, check_user_id, item_list, json_object
-from .keyring import Keyring
+from .opener import Opener
 
 #: Told after each write what went into the main line, if set: search indexes it.
 Written = Callable[[Appended], None]
@@ -33,13 +33,13 @@ class Conversation:
     def __init__(
         self,
         repository: Repository,
-        keyring: Keyring,
+        opener: Opener,
         written: Written | None,
         *,
         ttl: timedelta | None,
     ) -> None:
         self._repository = repository
-        self._keyring = keyring
+        self._opener = opener
         self._written = written
         self.ttl = ttl
 
@@ -49,7 +49,7 @@ class Conversation:
             check_range("limit", limit, 0)
             if limit == 0:
                 return []
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         return codec.items(key, await self._repository.read(key, limit, codec.kek_id))
 
     async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
@@ -60,7 +60,7 @@ class Conversation:
         payloads = encode_items(item_list(items))
         if not payloads:
             return
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         session_pk, first_seq = await self._repository.append(
             key,
             len(payloads),
@@ -73,19 +73,19 @@ class Conversation:
 
     async def pop(self, key: SessionKey) -> Any | None:
         """Remove and return the latest live item, or None; its key is destroyed."""
-        codec = await self._keyring.ready()
-        async with self._keyring.scrubbing():
+        codec = await self._opener.ready()
+        async with self._opener.scrubbing():
             return await self._repository.pop(key, lambda stored: codec.item(key, stored))
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of a session (and their keys); return how many."""
-        await self._keyring.ready()
-        async with self._keyring.scrubbing():
+        await self._opener.ready()
+        async with self._opener.scrubbing():
             return await self._repository.clear(key)
 
     async def metadata(self, key: SessionKey) -> dict[str, Any]:
         """The session's metadata ({} when it has none or no row yet)."""
-        await self._keyring.ready()
+        await self._opener.ready()
         row = await self._repository.read_session_columns(key, ("metadata",))
         return dict(row.metadata or {}) if row else {}
 
@@ -101,19 +101,19 @@ class Conversation:
                 del merged[name]
             return {"metadata": merged}
 
-        await self._keyring.ready()
+        await self._opener.ready()
         await self._repository.update_session(key, change, ("metadata",))
         return merged
 
     async def set_user_id(self, key: SessionKey, user_id: str | None) -> None:
         """Give the session to `user_id` (None: to nobody)."""
         user_id = check_user_id(user_id)
-        await self._keyring.ready()
+        await self._opener.ready()
         await self._repository.update_session(key, lambda _: {"user_id": user_id}, ())
 
     async def state(self, key: SessionKey) -> dict[str, Any]:
         """The session's whole state mapping ({} when empty)."""
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         row = await self._repository.read_session_columns(key, codec.state_columns)
         return codec.state(key, row) if row else {}
 
@@ -129,7 +129,7 @@ class Conversation:
             raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
         if not delete:
             encode_item({"value": value}, f"state {name!r}")  # ItemError before any write
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
 
         def change(row: Any) -> dict[str, Any]:
             state = codec.state(key, row)
@@ -142,7 +142,7 @@ class Conversation:
         if not delete:
             await self._repository.update_session(key, change, codec.state_columns)
             return
-        async with self._keyring.scrubbing():  # a removal: no copy left in a SQLite WAL
+        async with self._opener.scrubbing():  # a removal: no copy left in a SQLite WAL
             await self._repository.update_session(key, change, codec.state_columns)
 
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
@@ -150,7 +150,7 @@ class Conversation:
     async def tail(self, key: SessionKey, limit: int) -> tuple[list[Any], Tail]:
         """The latest `limit` live items, decoded, and the rows they came from."""
         check_range("limit", limit, 0)
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         tail = await self._repository.tail(key, limit)
         return [codec.item(key, stored) for stored in tail.stored], tail
 
@@ -172,7 +172,7 @@ class Conversation:
         if not expected:
             return False
         build = await self._builder(key, output)
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
 
         def prunable(stored: StoredItem) -> bool:
             try:
@@ -181,7 +181,7 @@ class Conversation:
                 return False
             return prune is not None and bool(prune(item))
 
-        async with self._keyring.scrubbing():
+        async with self._opener.scrubbing():
             replaced = await self._repository.replace_tail(
                 key, expected, len(output), build, prunable if prune else None
             )
@@ -192,7 +192,7 @@ class Conversation:
     async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
         """Replace every item of the session by `items`, in one transaction."""
         build = await self._builder(key, items)
-        async with self._keyring.scrubbing():
+        async with self._opener.scrubbing():
             await self._repository.replace_all(key, len(items), build, ttl or self.ttl)
         if self._written is not None:
             self._written(Appended(key))
@@ -200,5 +200,5 @@ class Conversation:
     async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
         """Rows for `items` once their first number is known (search indexes them after)."""
         payloads = encode_items(items)  # ItemError before any write
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         return lambda first_seq: codec.rows(key, payloads, first_seq)

@@ -84,10 +84,10 @@ async def import_sdk(
         embedder=None,
         create_tables=create_tables,
     )
-    services.keyring.announce_history = False  # the history is being imported
+    services.opener.announce_history = False  # the history is being imported
     counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
     try:
-        codec = await services.keyring.ready()  # the schema and the key, checked first
+        codec = await services.opener.ready()  # the schema and the key, checked first
         if order == "auto":
             order = await reader.order()
         groups = await reader.groups()

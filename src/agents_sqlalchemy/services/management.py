@@ -4,7 +4,7 @@ Removals run in batches, one transaction each, and destroy the removed items' ke
 
 Example::
 
-    management = Management(repository, keyring)
+    management = Management(repository, opener)
     page = await management.list_sessions(user_id="alice", limit=20)
     removed = await management.delete(user_id="alice")
 """
@@ -20,7 +20,7 @@ from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_c
 from ..repository import Repository
 from ..types import SessionKey
 from ..validation import check_range, check_user_id, metadata_filter, session_key
-from .keyring import Keyring
+from .opener import Opener
 
 DELETE_BATCH = 500
 
@@ -28,19 +28,19 @@ DELETE_BATCH = 500
 class Management:
     """Describes, lists and removes sessions; purges expired items."""
 
-    def __init__(self, repository: Repository, keyring: Keyring) -> None:
+    def __init__(self, repository: Repository, opener: Opener) -> None:
         self._repository = repository
-        self._keyring = keyring
+        self._opener = opener
 
     async def info(self, key: SessionKey) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
-        await self._keyring.ready()
+        await self._opener.ready()
         row = await self._repository.describe(key)
         return _info(row) if row else None
 
     async def indexed_model(self) -> str | None:
         """The `model_id` of the embedder that indexed the latest item, or None."""
-        await self._keyring.ready()
+        await self._opener.ready()
         return await self._repository.latest_model_id()
 
     async def list_sessions(
@@ -62,7 +62,7 @@ class Management:
         """
         check_range("limit", limit, 1, 1000)
         user_id, metadata = check_user_id(user_id), metadata_filter(metadata)
-        await (self._keyring.ready() if need_key else self._keyring.schema_ready())
+        await (self._opener.ready() if need_key else self._opener.schema_ready())
         rows = await self._repository.list_sessions(
             user_id=user_id,
             metadata=metadata,
@@ -78,7 +78,7 @@ class Management:
 
     async def create(self, user_id: str | None, metadata: dict[str, Any] | None) -> str:
         """Make a session with a fresh, unguessable, URL-safe id (its row now); return the id."""
-        await self._keyring.ready()
+        await self._opener.ready()
         while True:  # 128 random bits: a clash is not expected, but never overwrites
             key = session_key(secrets.token_urlsafe(16), user_id, metadata)
             if await self._repository.create_session(key):
@@ -88,7 +88,7 @@ class Management:
         """Archive (or restore) the sessions matching `where`; return how many changed."""
         if "inactive_for" in where and where["inactive_for"] <= timedelta(0):
             raise ConfigurationError(f"older_than must be positive, got {where['inactive_for']}")
-        await self._keyring.ready()
+        await self._opener.ready()
         condition = self._repository.sessions_where(**where)
         return await self._repository.archive_sessions(
             condition, archive=archive, batch=DELETE_BATCH
@@ -104,17 +104,17 @@ class Management:
         """Delete the sessions matching `where` (see `Repository.sessions_where`)."""
         if "user_id" in where and check_user_id(where["user_id"]) is None:
             raise ConfigurationError("delete_user needs a user id, got None")
-        await self._keyring.ready()
+        await self._opener.ready()
         condition = self._repository.sessions_where(**where)
-        async with self._keyring.scrubbing():
+        async with self._opener.scrubbing():
             sessions, items = await self._repository.delete_sessions(condition, DELETE_BATCH)
         return Removed(sessions=sessions, items=items)
 
     async def purge_expired(self, batch_size: int) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
         check_range("batch_size", batch_size, 1)
-        await self._keyring.ready()
-        async with self._keyring.scrubbing():
+        await self._opener.ready()
+        async with self._opener.scrubbing():
             return await self._repository.purge_expired(batch_size)
 
 

@@ -1,18 +1,19 @@
-"""Search over stored items: gather candidates, score each signal, fuse; and reindexing.
+"""Indexing items for search: what appends hand over, what a search finds missing, and
+reindexing for a new embedder.
 
-The repository supplies the numbers (candidates with their packed terms and vectors), the
-codec opens what is sealed, and `agents_sqlalchemy.search` scores and fuses them.
+Each item gets its packed terms and, when it has text, a vector of the embedder's model;
+the work runs off the caller's path (`Background`), or by a search that finds items
+missing from the index.
 
 Example::
 
-    searcher = Searcher(repository, keyring, HashingEmbedder(), background)
-    hits = await searcher.search(Scope(user_id="alice"), "disk full", limit=5, mode="hybrid")
+    indexer = Indexer(repository, opener, HashingEmbedder(), background)
+    indexer.written(appended)                  # index these soon, on the worker thread
+    await indexer.reindex(batch_size=200, progress=None)
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -21,48 +22,34 @@ from typing import Any
 
 from ..aio import holding
 from ..codec import Codec
-from ..errors import ConfigurationError
-from ..records import SearchHit
 from ..repository import Repository
 from ..search import (
-    SEARCH_MODES,
     Embedder,
     HashingEmbedder,
-    SearchMode,
-    bm25_postings,
-    cosine_scores,
     embed_documents,
-    embed_query,
-    fuse,
-    fusion_weight,
     item_text,
     pack_vectors,
-    postings,
-    recency_scores,
-    term_counts,
 )
-from ..types import Appended, Candidates, IndexEntry, Scope, SessionKey, StoredItem
+from ..types import Appended, IndexEntry, Scope, SessionKey, StoredItem
 from ..validation import check_range
 from .background import Background
-from .keyring import Keyring
+from .opener import Opener
 
 # Items indexed per transaction when search catches up.
 CATCH_UP_BATCH = 200
-# At most this many are indexed by one search: more means the embedder changed (reindex).
-SEARCH_CATCH_UP = 2000
 
 logger = logging.getLogger("agents_sqlalchemy")
 
 
-class Searcher:
-    """Ranks a scope's items for a query with one embedder; indexes items for it."""
+class Indexer:
+    """Indexes a store's items for one embedder: packed terms and a vector per item."""
 
     def __init__(
-        self, repository: Repository, keyring: Keyring, embedder: Embedder, background: Background
+        self, repository: Repository, opener: Opener, embedder: Embedder, background: Background
     ) -> None:
         self.embedder = embedder
         self._repository = repository
-        self._keyring = keyring
+        self._opener = opener
         self._catching_up = threading.Lock()
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
@@ -99,7 +86,7 @@ class Searcher:
     async def _index_handed(self, key: SessionKey, handed: list[Appended]) -> None:
         """Index items handed over by a plaintext store's appends, a batch at a time (only
         that batch's objects at once: fewer for the garbage collector to move up)."""
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         places = (
             (batch.session_pk, StoredItem(batch.first_seq + i, payload))
             for batch in handed
@@ -137,109 +124,10 @@ class Searcher:
             for text, terms in zip(texts, table.packed(codec.term_id), strict=True)
         ]
 
-    async def search(
-        self, scope: Scope, query: str, limit: int, mode: SearchMode
-    ) -> list[SearchHit]:
-        """The items in scope that best answer `query`, best first.
-
-        Candidates are the live items in scope with an index row: ranked by their vector of
-        the embedder's model and their packed terms (items not reindexed for this model yet
-        are found by keyword only).
-        """
-        if mode not in SEARCH_MODES:
-            raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
-        check_range("limit", limit, 1, 1000)
-        codec = await self._keyring.ready()
-        if not query.strip():
-            return []
-        await self._background.flush()  # what this process wrote is indexed
-        candidates = await self._candidates(scope, mode, codec)
-        if not len(candidates):
-            return []
-        keyword = None
-        if mode != "vector":
-            query_ids = list(codec.term_ids(term_counts(query)))
-            size = len(candidates)
-            found = postings(candidates.terms, query_ids)
-            keyword = bm25_postings(*found, size=size, doc_count=size)
-        vector = None
-        if mode != "keyword":
-            query_vector = await embed_query(self.embedder, query)
-            vector = cosine_scores(query_vector, await self._vectors(codec, candidates))
-        hits = fuse(
-            range(len(candidates)),
-            vector=vector,
-            keyword=keyword,
-            recency=recency_scores(candidates.positions),
-            mode=mode,
-            limit=limit,
-            vector_weight=fusion_weight(self.embedder),
-        )
-        rows = await self._repository.hit_rows([candidates.item_pks[hit.key] for hit in hits])
-        results: list[SearchHit] = []
-        for hit in hits:
-            # An item removed since the candidates were read is not found, and its id may
-            # name another item by now (SQLite gives a deleted last row's id again): a row
-            # counts only at the place it was ranked for.
-            i = hit.key
-            row = rows.get(candidates.item_pks[i])
-            ranked_at = (candidates.session_hashes[i], candidates.seqs[i])
-            if row is None or (row[0].hash, row[1].seq) != ranked_at:
-                continue
-            key, stored = row
-            results.append(
-                SearchHit(
-                    session_id=key.session_id,
-                    seq=stored.seq,
-                    item=codec.item(key, stored),
-                    score=hit.score,
-                    vector=hit.vector,
-                    keyword=hit.keyword,
-                    recency=hit.recency,
-                )
-            )
-        return results
-
-    async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
-        """The scope's candidates, once what others left unindexed is indexed (at most
-        SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
-        some are missing; the read is then done again."""
-        read = functools.partial(
-            self._repository.candidates,
-            scope,
-            self.embedder.model_id,
-            vectors=mode != "keyword" and not codec.caches_vectors,
-            terms=mode != "vector",
-        )
-        live, (candidates, indexed) = await asyncio.gather(
-            self._repository.count_live(scope), read()
-        )
-        if indexed >= live:
-            return candidates
-        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-        await self.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
-        return (await read())[0]
-
-    async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
-        """The candidates' plain vectors of the embedder's model (None: it has none): opened
-        from memory, or read and opened where missing (None also: the item is gone, even if
-        its id names another item by now)."""
-        model_id = self.embedder.model_id
-        vectors = codec.vectors(candidates, model_id)
-        missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
-        if missing:
-            pks = [candidates.item_pks[i] for i in missing]
-            stored = await self._repository.vectors(pks, model_id)
-            keys = [(pk, candidates.wrapped_keys[i]) for i, pk in zip(missing, pks, strict=True)]
-            read = candidates.take(missing, [stored.get(key) for key in keys])
-            for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
-                vectors[i] = vector
-        return vectors
-
     async def reindex(self, *, batch_size: int, progress: Callable[[int, int], None] | None) -> int:
         """Index every live item for the embedder; see `SessionStore.reindex`."""
         check_range("batch_size", batch_size, 1)
-        await self._keyring.ready()
+        await self._opener.ready()
         await self._repository.drop_other_models(self.embedder.model_id)
         return await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
 
@@ -259,7 +147,7 @@ class Searcher:
         stops after about that many (a search does not turn into a reindex). Returns how
         many items were gone over.
         """
-        codec = await self._keyring.ready()
+        codec = await self._opener.ready()
         repository, model_id = self._repository, self.embedder.model_id
         async with holding(self._catching_up):  # one indexer per store at a time
             done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk

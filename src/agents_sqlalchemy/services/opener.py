@@ -1,20 +1,21 @@
-"""Opening a store (schema at head, then its key verified) and rotating that key.
+"""Opening a store: its schema at head, the SDK's own history announced, its key verified.
 
 Everything the store does starts with `ready()`, which returns the codec: plain JSON for a
 store without a key, sealed items for one with a key. A wrong key fails here, before any
-item is read or written, and is refused again without re-deriving it.
+item is read or written, and is refused again without re-deriving it. Changing the key is
+`keys.KeyRotation`'s.
 
 Example::
 
-    keyring = Keyring(db, repository, tables, key="passphrase", create_tables=True)
-    codec = await keyring.ready()
-    await keyring.rotate("new passphrase")
+    opener = Opener(db, repository, tables, key="passphrase", create_tables=True,
+                    background=background)
+    codec = await opener.ready()
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from ..aio import holding
@@ -25,19 +26,14 @@ from ..crypto import (
     KeyringRecord,
     create_kek,
     open_kek,
-    rewrap_many,
-    rewrap_state,
-    validate_key,
 )
 from ..database.units import Database
-from ..errors import ConfigurationError, KeyringError, WrongKeyError
+from ..errors import KeyringError, WrongKeyError
 from ..migrations.api import ensure_schema
 from ..repository import Repository
 from ..tables import TableNames
 from .background import Background
 from .history import announce_sdk_history
-
-ROTATE_BATCH = 1000
 
 UNFINISHED_WITH_NEW_KEY = (
     "a key rotation to this key is unfinished: open a store with the previous key and call "
@@ -49,8 +45,8 @@ UNFINISHED_WITH_OLD_KEY = (
 )
 
 
-class Keyring:
-    """The store's schema check and key: `ready()` once, `rotate()` to change the key."""
+class Opener:
+    """The store's schema check and key: `ready()` once, then the codec it opened."""
 
     def __init__(
         self,
@@ -123,6 +119,15 @@ class Keyring:
         if self.key is not None:
             self._background.submit(("scrub",), self._repository.scrub)
 
+    @property
+    def kek(self) -> KeyEncryptionKey | None:
+        """The key-encryption key `ready()` opened (None: no key, or not opened yet)."""
+        return self._kek
+
+    def adopt(self, key: Key, kek: KeyEncryptionKey) -> None:
+        """A rotation finished: from now on `key` and its `kek` are the store's."""
+        self.key, self._kek, self._codec = key, kek, SealedCodec(kek)
+
     async def _open(self, rotating: bool) -> KeyEncryptionKey | None:
         """The store's key-encryption key; a wrong or missing key fails before any item I/O."""
         rows = await self._repository.keyring_rows()
@@ -167,56 +172,6 @@ class Keyring:
     async def _active_record(self) -> KeyringRecord:
         rows = await self._repository.keyring_rows()
         return KeyringRecord.from_row([row for row in rows if row["retired_at"] is None][-1])
-
-    async def rotate(
-        self,
-        new_key: Key,
-        *,
-        batch_size: int = ROTATE_BATCH,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Re-wrap every data key under `new_key`; see `SessionStore.rotate_key`."""
-        if batch_size < 1:
-            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-        new_key = validate_key(new_key)
-        await self.ready(rotating=True)
-        old = self._kek
-        if old is None:
-            raise ConfigurationError("rotate_key needs a store opened with its current key")
-        repository = self._repository
-        rows = await repository.keyring_rows()
-        pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
-        if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
-            new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
-        else:
-            new = await create_kek(new_key, previous=old)
-            await repository.add_keyring(new.record.as_row(), retire=old.kek_id)
-        done, total = 0, await repository.count_keys(old.kek_id)
-        if progress is not None:
-            progress(done, total)
-        finished = False
-        while not finished:  # until no key (from a writer racing the rotation) is left behind
-            last: int | None = 0
-            while last is not None:
-                count, last = await repository.rewrap_keys(
-                    old.kek_id,
-                    new.kek_id,
-                    lambda wrapped: rewrap_many(wrapped, old, new),
-                    last,
-                    batch_size,
-                )
-                done += count
-                if count and progress is not None:
-                    progress(done, max(total, done))
-            after: int | None = 0
-            while after is not None:
-                after = await repository.rewrap_states(
-                    lambda blob: rewrap_state(blob, old, new), after, batch_size
-                )
-            finished = await repository.finish_rotation(old.kek_id)
-        await repository.scrub()
-        self.key, self._kek, self._codec = new_key, new, SealedCodec(new)
-        return done
 
 
 async def _open_any(

@@ -1,0 +1,153 @@
+"""Search over stored items: gather candidates, score each signal, fuse.
+
+The repository supplies the numbers (candidates with their packed terms and vectors), the
+codec opens what is sealed, and `agents_sqlalchemy.search` scores and fuses them. Items
+missing from the index are indexed first, by the `Indexer`.
+
+Example::
+
+    searcher = Searcher(repository, opener, indexer)
+    hits = await searcher.search(Scope(user_id="alice"), "disk full", limit=5, mode="hybrid")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from ..codec import Codec
+from ..errors import ConfigurationError
+from ..records import SearchHit
+from ..repository import Repository
+from ..search import (
+    SEARCH_MODES,
+    SearchMode,
+    bm25_postings,
+    cosine_scores,
+    embed_query,
+    fuse,
+    fusion_weight,
+    postings,
+    recency_scores,
+    term_counts,
+)
+from ..types import Candidates, Scope
+from ..validation import check_range
+from .background import Background
+from .indexer import CATCH_UP_BATCH, Indexer
+from .opener import Opener
+
+# At most this many are indexed by one search: more means the embedder changed (reindex).
+SEARCH_CATCH_UP = 2000
+
+
+class Searcher:
+    """Ranks a scope's items for a query, with the embedder its `Indexer` indexes for."""
+
+    def __init__(
+        self, repository: Repository, opener: Opener, indexer: Indexer, background: Background
+    ) -> None:
+        self.embedder = indexer.embedder
+        self._repository = repository
+        self._opener = opener
+        self._indexer = indexer
+        self._background = background
+
+    async def search(
+        self, scope: Scope, query: str, limit: int, mode: SearchMode
+    ) -> list[SearchHit]:
+        """The items in scope that best answer `query`, best first.
+
+        Candidates are the live items in scope with an index row: ranked by their vector of
+        the embedder's model and their packed terms (items not reindexed for this model yet
+        are found by keyword only).
+        """
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        check_range("limit", limit, 1, 1000)
+        codec = await self._opener.ready()
+        if not query.strip():
+            return []
+        await self._background.flush()  # what this process wrote is indexed
+        candidates = await self._candidates(scope, mode, codec)
+        if not len(candidates):
+            return []
+        keyword = None
+        if mode != "vector":
+            query_ids = list(codec.term_ids(term_counts(query)))
+            size = len(candidates)
+            found = postings(candidates.terms, query_ids)
+            keyword = bm25_postings(*found, size=size, doc_count=size)
+        vector = None
+        if mode != "keyword":
+            query_vector = await embed_query(self.embedder, query)
+            vector = cosine_scores(query_vector, await self._vectors(codec, candidates))
+        hits = fuse(
+            range(len(candidates)),
+            vector=vector,
+            keyword=keyword,
+            recency=recency_scores(candidates.positions),
+            mode=mode,
+            limit=limit,
+            vector_weight=fusion_weight(self.embedder),
+        )
+        rows = await self._repository.hit_rows([candidates.item_pks[hit.key] for hit in hits])
+        results: list[SearchHit] = []
+        for hit in hits:
+            # An item removed since the candidates were read is not found, and its id may
+            # name another item by now (SQLite gives a deleted last row's id again): a row
+            # counts only at the place it was ranked for.
+            i = hit.key
+            row = rows.get(candidates.item_pks[i])
+            ranked_at = (candidates.session_hashes[i], candidates.seqs[i])
+            if row is None or (row[0].hash, row[1].seq) != ranked_at:
+                continue
+            key, stored = row
+            results.append(
+                SearchHit(
+                    session_id=key.session_id,
+                    seq=stored.seq,
+                    item=codec.item(key, stored),
+                    score=hit.score,
+                    vector=hit.vector,
+                    keyword=hit.keyword,
+                    recency=hit.recency,
+                )
+            )
+        return results
+
+    async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
+        """The scope's candidates, once what others left unindexed is indexed (at most
+        SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
+        some are missing; the read is then done again."""
+        read = functools.partial(
+            self._repository.candidates,
+            scope,
+            self.embedder.model_id,
+            vectors=mode != "keyword" and not codec.caches_vectors,
+            terms=mode != "vector",
+        )
+        live, (candidates, indexed) = await asyncio.gather(
+            self._repository.count_live(scope), read()
+        )
+        if indexed >= live:
+            return candidates
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+        await self._indexer.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
+        return (await read())[0]
+
+    async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
+        """The candidates' plain vectors of the embedder's model (None: it has none): opened
+        from memory, or read and opened where missing (None also: the item is gone, even if
+        its id names another item by now)."""
+        model_id = self.embedder.model_id
+        vectors = codec.vectors(candidates, model_id)
+        missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
+        if missing:
+            pks = [candidates.item_pks[i] for i in missing]
+            stored = await self._repository.vectors(pks, model_id)
+            keys = [(pk, candidates.wrapped_keys[i]) for i, pk in zip(missing, pks, strict=True)]
+            read = candidates.take(missing, [stored.get(key) for key in keys])
+            for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
+                vectors[i] = vector
+        return vectors
