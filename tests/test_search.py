@@ -82,12 +82,12 @@ async def index_around(
     unindexed items read and indexed, `change()`, then their index rows written. Returns
     how many items it read."""
     services = store._services
-    repository, indexer = services.repository, services.index()
-    batch = await repository.unindexed(indexer.embedder.model_id, limit, 0, Scope())
+    search_index, indexer = services.search_index, services.index()
+    batch = await search_index.unindexed(indexer.embedder.model_id, limit, 0, Scope())
     codec = await services.opener.ready()
     entries = await indexer.index([codec.item(r.key, r.stored) for r in batch], codec)
     await change()
-    await repository.replace_index(
+    await search_index.replace_index(
         [
             (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
             for row, entry in zip(batch, entries, strict=True)
@@ -379,12 +379,12 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
         await store.session("s", ttl=timedelta(minutes=10)).add_items([message("soon gone")])
         await store.flush()
         services = store._services
-        repository, model_id = services.repository, services.search().embedder.model_id
+        search_index, model_id = services.search_index, services.search().embedder.model_id
         scope = Scope(session=SessionKey.of("s"))
 
         async def indexed_and_live() -> tuple[int, int, int]:
-            candidates, indexed = await repository.candidates(scope, model_id)
-            return len(candidates), indexed, await repository.count_live(scope)
+            candidates, indexed = await search_index.candidates(scope, model_id)
+            return len(candidates), indexed, await search_index.count_live(scope)
 
         assert await indexed_and_live() == (2, 3, 4)  # the reference: indexed, no candidate
         travel(monkeypatch, timedelta(hours=1))

@@ -5,7 +5,7 @@ that holds the SDK's conversations, would otherwise see empty sessions without a
 
 Example::
 
-    await announce_sdk_history(repository, db.url, TableNames())   # SdkHistoryWarning, or nothing
+    await announce_sdk_history(imports, db.url, TableNames())   # SdkHistoryWarning, or nothing
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import warnings
 from sqlalchemy.engine import URL
 
 from ..errors import SdkHistoryWarning
-from ..repository import Repository
-from ..repository.imports import COUNT_CAP
+from ..repository.imports import COUNT_CAP, Imports
 from ..tables import TableNames
 
 #: The SDK's `SQLAlchemySession` tables, by default.
@@ -24,11 +23,11 @@ SDK_SESSIONS, SDK_MESSAGES = "agent_sessions", "agent_messages"
 IMPORT_COMMAND = "agents-sqlalchemy import-sdk"
 
 
-async def announce_sdk_history(repository: Repository, url: URL, tables: TableNames) -> None:
+async def announce_sdk_history(imports: Imports, url: URL, tables: TableNames) -> None:
     """Warn (`SdkHistoryWarning`) if the SDK's tables hold rows and ours hold no session."""
     if {SDK_SESSIONS, SDK_MESSAGES} & {tables.sessions_table, tables.items_table}:
         return  # these names are ours
-    rows = await repository.sdk_history(SDK_MESSAGES)
+    rows = await imports.sdk_history(SDK_MESSAGES)
     if not rows:
         return
     where = url.render_as_string(hide_password=True)

@@ -127,7 +127,7 @@ async def _copy(
             continue
         times.append(_utc(row.created_at, first))
     items = list(zip(times, codec.rows(key, payloads, 1), strict=True))
-    if not await services.repository.import_session(key, (first, last), items):
+    if not await services.imports.import_session(key, (first, last), items):
         return None, unreadable
     return len(items), unreadable
 
