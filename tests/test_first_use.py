@@ -8,16 +8,20 @@ import warnings
 from pathlib import Path
 
 import pytest
+from agents import Agent, Runner
 from agents.extensions.memory import SQLAlchemySession as SDKSQLAlchemySession
+from agents.testing import ScriptedModel, assistant_message
 from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import (
     DatabaseError,
     SchemaError,
+    SdkHistoryError,
     SdkHistoryWarning,
     SessionStore,
     SQLAlchemySession,
     TableNames,
+    WrongKeyError,
     import_sdk,
 )
 from agents_sqlalchemy.cli import app
@@ -99,12 +103,13 @@ async def sdk_history(url: str, **names: str) -> None:
 async def test_sdk_history_beside_empty_tables_is_announced(db_url: str) -> None:
     await sdk_history(db_url)
     session = SQLAlchemySession("u1", db_url, create_tables=True)
-    with pytest.warns(SdkHistoryWarning) as warned:
-        assert await session.get_items() == []
+    with pytest.warns(SdkHistoryWarning) as warned, pytest.raises(SdkHistoryError) as refused:
+        await session.get_items()
     # Only ours: a ResourceWarning of another test's garbage may be caught beside it.
     [text] = [str(w.message) for w in warned if w.category is SdkHistoryWarning]
     assert "agent_messages" in text and "1 " in text
     assert "agents-sqlalchemy import-sdk --from" in text and "import_sdk(" in text
+    assert "agents-sqlalchemy import-sdk --from" in str(refused.value)
     await session.close()
 
     await import_sdk(db_url, db_url)  # the one call the warning names
@@ -112,6 +117,52 @@ async def test_sdk_history_beside_empty_tables_is_announced(db_url: str) -> None
         warnings.simplefilter("error", SdkHistoryWarning)
         async with SessionStore(db_url) as store:
             assert await store.session("u1").get_items() == [message("said with the SDK")]
+
+
+async def test_a_session_with_sdk_history_is_never_split(db_url: str) -> None:
+    """Moving from the SDK's class: a session id with SDK history and none of ours is refused
+    (nothing written), or imported on first use and continued; other ids work as usual."""
+    await sdk_history(db_url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SdkHistoryWarning)
+        async with SessionStore(db_url, create_tables=True) as store:
+            for call in (
+                store.session("u1").get_items(),
+                store.session("u1").add_items([message("new")]),
+                store.session("u1").pop_item(),
+            ):
+                with pytest.raises(SdkHistoryError, match="import-sdk"):
+                    await call
+            assert await store.session_info("u1") is None  # nothing written
+            await store.session("u2").add_items([message("a new one")])
+            assert await store.session("u2").get_items() == [message("a new one")]
+        async with SessionStore(db_url, import_sdk_history=True) as store:
+            session = store.session("u1")
+            agent = Agent(name="a", model=ScriptedModel([[assistant_message("noted")]]))
+            result = await Runner.run(agent, "and now?", session=session)
+            assert result.final_output == "noted"
+            items = await session.get_items()
+            assert items[0] == message("said with the SDK")
+            assert items[1] == {"role": "user", "content": "and now?"} and len(items) == 3
+        report = await import_sdk(db_url, db_url)  # present on both sides: reported
+        assert report.sessions == 0 and report.skipped_ids == ("u1",)
+
+
+async def test_a_wrong_key_is_refused_before_any_table_is_read(db_url: str) -> None:
+    """The SDK-history check reads the sessions table and the SDK's: a wrong key is refused
+    before it (no warning), and the right key then gets the warning."""
+    async with SessionStore(db_url, create_tables=True, key="right") as store:
+        await store.session("mine").add_items([message("sealed")])
+        await store.delete_session("mine")  # ours hold no session: the check would warn
+    await sdk_history(db_url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SdkHistoryWarning)
+        async with SessionStore(db_url, key="wrong") as store:
+            with pytest.raises(WrongKeyError, match="nothing was read or written"):
+                await store.session("u2").get_items()
+    with pytest.warns(SdkHistoryWarning):
+        async with SessionStore(db_url, key="right") as store:
+            assert await store.session("u2").get_items() == []
 
 
 async def test_no_announcement_without_sdk_history(db_url: str) -> None:

@@ -144,6 +144,12 @@ class MissingExtraError(SearchError, ImportError):
     """An optional package is not installed; the message names the extra that brings it."""
 
 
+class SdkHistoryError(ConfigurationError):
+    """A session id has history in the Agents SDK's own tables and none in ours: it is not
+    used as a new, empty session. Import it first (the message names the command), or open
+    the store with `import_sdk_history=True` to import each such session on first use."""
+
+
 class SdkHistoryWarning(UserWarning):
     """The Agents SDK's own session tables hold history that this library's tables do not.
 

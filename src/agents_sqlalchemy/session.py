@@ -39,8 +39,18 @@ from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
 from .services import Services
-from .services.branches import Turn
-from .turns import MAIN, kind, matcher, preview, texts, tool_name, tool_usage, usage_values, used
+from .turns import (
+    MAIN,
+    Turn,
+    kind,
+    matcher,
+    preview,
+    texts,
+    tool_name,
+    tool_usage,
+    usage_values,
+    used,
+)
 from .types import Scope
 from .validation import session_key, ttl_delta
 
@@ -74,7 +84,7 @@ class StoreSession:
         session_id: str,
         services: Services,
         *,
-        settings: SessionSettings | None = None,
+        settings: SessionSettings | dict[str, Any] | None = None,
         release: Callable[[], Awaitable[None]] | None = None,
         user_id: str | None = None,
         metadata: dict[str, Any] | None = None,
@@ -86,31 +96,39 @@ class StoreSession:
         self._services = services
         self._ttl = ttl_delta(ttl)
         self._branch = MAIN
-        # The store's settings as they are now (None: the SDK's defaults, made with the SDK
-        # when first read); this session's own are checked and resolved at once.
+        # The store's settings as they are now and this session's own (checked at once; a
+        # dict of a limit stays a dict): the SDK's `SessionSettings` is made of them only
+        # when `session_settings` is read, so a process that never runs the SDK never loads it.
         self._settings_base = settings
+        self._settings_own = settings_option(session_settings)
         self._settings: SessionSettings | None = None
         self._settings_made = False
-        if session_settings is not None:
-            self.session_settings = self._resolved(session_settings)
         # A session built the SDK's way holds a share of its (shared) store; see `close`.
         self._release = release
         self._closed = False
+        self._adopted = False  # see `_adopt`
 
     @property
     def session_settings(self) -> SessionSettings | None:
         """The store's settings with this session's own over them (made on first use: a
         session that only writes never loads the SDK)."""
         if not self._settings_made:
-            self.session_settings = self._resolved(None)
+            base = sdk_settings(self._settings_base) or default_settings()
+            self.session_settings = base.resolve(sdk_settings(self._settings_own))
         return self._settings
 
     @session_settings.setter
     def session_settings(self, value: SessionSettings | None) -> None:
         self._settings, self._settings_made = value, True
 
-    def _resolved(self, own: SessionSettings | dict[str, Any] | None) -> SessionSettings:
-        return (self._settings_base or default_settings()).resolve(own)
+    def _limit(self, limit: int | None) -> int | None:
+        """`limit` if given, else the settings' (read as they are, without making them)."""
+        if limit is not None:
+            return limit
+        if self._settings_made:  # a dict too: the SDK's own sessions take one
+            return settings_limit(self._settings)
+        own = settings_limit(self._settings_own)
+        return own if own is not None else settings_limit(self._settings_base)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -124,13 +142,16 @@ class StoreSession:
 
         They are the current branch's, or `branch_id`'s ("main" for the session's own).
         """
+        if not self._adopted:
+            await self._adopt()
         if branch_id is None and self._branch == MAIN:
-            limit = session_limit(limit, self.session_settings)
-            return await self._live().conversation.read(self._key, limit)
+            return await self._live().conversation.read(self._key, self._limit(limit))
         return await self._read_line(limit, branch_id)
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append items to the current branch, all or nothing (with the run's usage so far)."""
+        if not self._adopted:
+            await self._adopt()
         if wrapper is None and self._branch == MAIN:
             await self._live().conversation.append(self._key, items, self._ttl)
         else:
@@ -141,12 +162,22 @@ class StoreSession:
 
         An item that another branch still holds stays stored for it.
         """
+        if not self._adopted:
+            await self._adopt()
         item: TResponseInputItem | None = await self._pop_line()
         return item
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete every item of every branch (their keys too) and the usage; back to main."""
+        if not self._adopted:
+            await self._adopt()
         await self._clear_lines()
+
+    async def _adopt(self) -> None:
+        """On first use: a session with history in the SDK's own tables and none here is
+        imported or refused (`services.adoption`), never used as a new, empty one."""
+        await self._live().adoption.check(self._key)
+        self._adopted = True
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 
@@ -262,7 +293,7 @@ class StoreSession:
     # -- the protocol on any branch (the methods above come here off the hot path) ----------
 
     async def _read_line(self, limit: int | None, branch_id: str | None) -> list[Any]:
-        limit = session_limit(limit, self.session_settings)
+        limit = self._limit(limit)
         conversation, branches = self._live().conversation, self._live().branches
 
         async def read(name: str) -> Any:
@@ -542,10 +573,33 @@ def _turn_usage(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def settings_option(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
-    """Session settings as the SDK coerces them (a dict is fine); None stays None."""
+def settings_option(
+    value: SessionSettings | dict[str, Any] | None,
+) -> SessionSettings | dict[str, Any] | None:
+    """Session settings checked as the SDK checks them; None stays None.
+
+    A dict that sets only `limit` (None or a whole number >= 0) is kept as it is, so no SDK
+    is loaded for it; anything else is coerced by the SDK (its `TypeError` for an unknown
+    name).
+
+    >>> settings_option({"limit": 20})
+    {'limit': 20}
+    """
     if value is None:
         return None
+    if isinstance(value, dict) and set(value) <= {"limit"}:
+        limit = value.get("limit")
+        if limit is None or (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0):
+            return dict(value)
+    from agents.memory.session_settings import coerce_session_settings
+
+    return coerce_session_settings(value)
+
+
+def sdk_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
+    """The SDK's `SessionSettings` of checked settings (None stays None)."""
+    if value is None or not isinstance(value, dict):
+        return value
     from agents.memory.session_settings import coerce_session_settings
 
     return coerce_session_settings(value)
@@ -558,17 +612,13 @@ def default_settings() -> SessionSettings:
     return SessionSettings()
 
 
-def session_limit(
-    limit: int | None, settings: SessionSettings | dict[str, Any] | None
-) -> int | None:
-    """What the SDK's `resolve_session_limit` gives: `limit` if given, else the settings'
-    own (a dict is coerced first; typed settings are read as they are).
+def settings_limit(settings: SessionSettings | dict[str, Any] | None) -> int | None:
+    """The limit checked settings set (None: none).
 
-    >>> session_limit(5, None), session_limit(None, None), session_limit(None, {"limit": 3})
-    (5, None, 3)
+    >>> settings_limit(None), settings_limit({"limit": 3})
+    (None, 3)
     """
-    if limit is not None or settings is None:
-        return limit
-    if isinstance(settings, dict):
-        settings = settings_option(settings)
-    return None if settings is None else settings.limit
+    if settings is None:
+        return None
+    limit = settings.get("limit") if isinstance(settings, dict) else settings.limit
+    return None if limit is None else int(limit)

@@ -26,7 +26,7 @@ from .errors import ConfigurationError
 from .records import Removed, SearchHit, SessionInfo, SessionPage, UsageReport
 from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
-from .session import StoreSession, default_settings, settings_option
+from .session import StoreSession, default_settings, sdk_settings, settings_option
 from .tables import TableNames
 from .types import Scope
 from .validation import check_user_id, session_key, ttl_delta
@@ -52,6 +52,11 @@ class SessionStore:
     `search=False` turns indexing off. A write waits at most `lock_timeout` seconds for
     another writer of its session (`SessionBusyError`); with `statement_timeout`, no unit of
     work waits longer than that for a server (`DatabaseTimeoutError`).
+
+    On a database where the SDK's own `SQLAlchemySession` kept conversations, a session id
+    with history there and none here is refused (`SdkHistoryError`, naming the command that
+    imports it) or, with `import_sdk_history=True`, imported on its first use: a
+    conversation is never split into an old half and a new, empty one.
 
     `close()` (or the end of an `async with` or `with` block) releases its connections;
     any call after that raises `StoreClosedError`.
@@ -81,6 +86,7 @@ class SessionStore:
         sqlite_synchronous: str = "NORMAL",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
+        import_sdk_history: bool = False,
     ) -> None:
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
@@ -97,6 +103,7 @@ class SessionStore:
             sqlite_synchronous=sqlite_synchronous,
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
+            import_sdk_history=import_sdk_history,
         )
         # Drop-in sessions sharing this store (see `SQLAlchemySession.close`).
         self._shares = 0
@@ -105,9 +112,9 @@ class SessionStore:
     @property
     def session_settings(self) -> SessionSettings:
         """What every session of this store starts from (made, with the SDK, on first use)."""
-        if self._session_settings is None:
-            self._session_settings = default_settings()
-        return self._session_settings
+        made = sdk_settings(self._session_settings) or default_settings()
+        self._session_settings = made
+        return made
 
     @session_settings.setter
     def session_settings(self, value: SessionSettings | dict[str, Any] | None) -> None:
@@ -176,6 +183,7 @@ class SessionStore:
         search: bool = True,
         embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
+        import_sdk_history: bool = False,
     ) -> SessionStore:
         """The process's store of these tables in this database, made on first use; each
         call takes a share of it, which `release()` gives back (the last one closes it).
@@ -209,6 +217,7 @@ class SessionStore:
                     search=chosen is not None,
                     embedder=chosen,
                     engine_kwargs=engine_kwargs,
+                    import_sdk_history=import_sdk_history,
                 )
                 store._shared_as = identity
                 _shared_stores[identity] = store
@@ -224,6 +233,7 @@ class SessionStore:
                     "same way"
                 )
             store._services.opener.create_tables |= create_tables
+            store._services.adoption.import_on_use |= import_sdk_history
             store._shares += 1
             return store
 
@@ -426,6 +436,9 @@ class SQLAlchemySession(StoreSession):
 
         with SQLAlchemySession.from_url("user-123", url="agent.db", create_tables=True) as s:
             Runner.run_sync(agent, "hello", session=s)
+
+    Moving from the SDK's own class on a database that holds its history: pass
+    `import_sdk_history=True` to bring each session's history over on its first use.
     """
 
     def __init__(
@@ -447,6 +460,7 @@ class SQLAlchemySession(StoreSession):
         search: bool = True,
         embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
+        import_sdk_history: bool = False,
     ) -> None:
         session_key(session_id, user_id, metadata)  # a bad id fails before any store opens
         targets = [x for x in (url_or_engine, engine, store) if x is not None]
@@ -464,9 +478,19 @@ class SQLAlchemySession(StoreSession):
                 search=search,
                 embedder=embedder,
                 engine_kwargs=engine_kwargs,
+                import_sdk_history=import_sdk_history,
             )
         elif not search or any(
-            (tables, sessions_table, messages_table, create_tables, engine_kwargs, key, embedder)
+            (
+                tables,
+                sessions_table,
+                messages_table,
+                create_tables,
+                engine_kwargs,
+                key,
+                embedder,
+                import_sdk_history,
+            )
         ):
             raise ConfigurationError(
                 "table, key, search and engine options belong to the store= given"

@@ -18,9 +18,12 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 MAIN = "main"
+#: (user turn, opens the turn, written at, item) of one item of a branch.
+Turn = tuple[int, bool, datetime, Any]
 
 # Item types that are a call of a tool: each counts once in `get_tool_usage`.
 TOOL_CALLS = frozenset(

@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -156,6 +156,10 @@ class Appended:
     first_seq: int = 0
     session_pk: int | None = None
     payloads: tuple[str, ...] | None = None
+
+
+#: What a store calls after a write with the items it added (to have them indexed).
+Written = Callable[[Appended], None]
 
 
 @dataclass(frozen=True)

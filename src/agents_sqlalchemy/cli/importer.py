@@ -117,6 +117,16 @@ def command(
         f"skipped {report.skipped_sessions} already present",
         fg="green",
     )
+    if report.skipped_ids:
+        shown = ", ".join(repr(session_id) for session_id in report.skipped_ids[:20])
+        more = len(report.skipped_ids) - 20
+        click.secho(
+            f"Present on both sides and left as they are here: {shown}"
+            + (f" and {more} more" if more > 0 else "")
+            + " (compare with `agents-sqlalchemy sessions show ID`)",
+            fg="yellow",
+            err=True,
+        )
     if report.unreadable:
         click.secho(
             f"{report.unreadable} rows were not JSON objects and were left out "

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -93,13 +91,6 @@ def sqlite_open_problem(url: URL) -> str | None:
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         return f"{where}: the file is not readable and writable by this user"
     return None
-
-
-def advisory_lock(conn: Connection, name: str) -> None:
-    """Take PostgreSQL's transaction-scoped advisory lock named `name` (a 64-bit hash of it)."""
-    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    key = int.from_bytes(digest, "big", signed=True)
-    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 class Database:

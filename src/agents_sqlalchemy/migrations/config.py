@@ -21,7 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import MetaData, Table, text
 from sqlalchemy.engine import Connection
 
-from ..database.units import advisory_lock
+from ..database.locks import advisory_lock
 from ..errors import ConfigurationError
 from ..tables import ROLES, TableNames
 

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, column, delete, func, select, table, update
 from sqlalchemy.engine import Connection
 
-from ..database.units import advisory_lock
+from ..database.locks import advisory_lock
 from .schema import Schema
 
 

@@ -84,12 +84,9 @@ class SearchIndex:
         self._schema = schema
 
     def _in_scope(self, scope: Scope) -> ColumnElement[bool]:
-        sessions = self._schema.sessions
+        schema, sessions = self._schema, self._schema.sessions
         if scope.session is not None:  # by its pk too: PostgreSQL then reads its items' index
-            by_pk = (
-                self._schema.items.c.session_pk
-                == self._schema.session_pk(scope.session).scalar_subquery()
-            )
+            by_pk = schema.items.c.session_pk == schema.session_pk(scope.session).scalar_subquery()
             return and_(sessions.c.session_hash == scope.session.hash, by_pk)
         if scope.user_id is not None:
             return sessions.c.user_id == scope.user_id
@@ -103,9 +100,8 @@ class SearchIndex:
             return items.c.seq
         if self._schema.db.dialect_name == "sqlite":  # naive UTC text
             return (func.julianday(items.c.created_at) - 2440587.5) * 86400.0
-        if (
-            self._schema.mysql
-        ):  # naive UTC DATETIME(6); UNIX_TIMESTAMP would apply the session's zone
+        # MySQL: naive UTC DATETIME(6); UNIX_TIMESTAMP would apply the session's zone.
+        if self._schema.mysql:
             micros = func.timestampdiff(text("MICROSECOND"), EPOCH, items.c.created_at)
             return type_coerce(micros / 1e6, Float)
         return cast(extract("epoch", items.c.created_at), Float)

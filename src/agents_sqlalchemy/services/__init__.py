@@ -41,6 +41,7 @@ from ..repository import (
 )
 from ..search import Embedder
 from ..tables import TableNames
+from .adoption import Adoption
 from .background import Background
 from .branches import Branches
 from .conversation import Conversation
@@ -64,6 +65,7 @@ class Services:
     background: Background
     opener: Opener
     keys: KeyRotation
+    adoption: Adoption
     conversation: Conversation
     management: Management
     branches: Branches
@@ -84,6 +86,7 @@ class Services:
         sqlite_synchronous: str = "NORMAL",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
+        import_sdk_history: bool = False,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -111,6 +114,7 @@ class Services:
             create_tables=create_tables,
             background=background,
         )
+        adoption = Adoption(db, opener, sessions, imports, tables, import_on_use=import_sdk_history)
         indexer = None if embedder is None else Indexer(index, opener, embedder, background)
         written = indexer.written if indexer else None
         return cls(
@@ -120,6 +124,7 @@ class Services:
             background=background,
             opener=opener,
             keys=KeyRotation(opener, keyring),
+            adoption=adoption,
             conversation=Conversation(
                 items, sessions, Compaction(schema), opener, written, ttl=ttl
             ),

@@ -25,14 +25,11 @@ from ..codec import Codec, encode_items
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Gone, Opened, Usage
-from ..turns import MAIN, is_user
-from ..types import Appended, BranchSummary, SessionKey
+from ..turns import MAIN, Turn, is_user
+from ..types import Appended, BranchSummary, SessionKey, Written
 from ..validation import check_range
-from .conversation import Written
 from .opener import Opener
 
-#: (user turn, opens the turn, written at, item) of one item of a branch.
-Turn = tuple[int, bool, datetime, Any]
 MAX_NAME = 255
 
 __all__ = ["GONE", "Branches", "Turn"]

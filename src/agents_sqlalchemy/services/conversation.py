@@ -20,12 +20,11 @@ from typing import Any
 from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError
 from ..repository import Compaction, Items, Sessions
-from ..types import Appended, NewItem, SessionKey, StoredItem, Tail
+from ..types import Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
 
 #: Told after each write what went into the main line, if set: search indexes it.
-Written = Callable[[Appended], None]
 
 
 class Conversation:

@@ -13,23 +13,22 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..codec import Codec, encode_item
+from ..codec import Codec
 from ..crypto import Key
 from ..repository import SdkSource
 from ..repository.imports import Order
 from ..tables import TableNames
 from ..validation import session_key
 from . import Services
+from .adoption import copy_session
 
 __all__ = ["ImportReport", "Order", "import_sdk"]
 
@@ -48,6 +47,8 @@ class ImportReport:
     items: int = 0
     skipped_sessions: int = 0  # already in the target: an earlier import, or written since
     unreadable: int = 0  # rows that are not a JSON object (the SDK skips them as well)
+    #: The ids of the sessions skipped: present on both sides, left as they are in the target.
+    skipped_ids: tuple[str, ...] = ()
 
 
 async def import_sdk(
@@ -86,6 +87,7 @@ async def import_sdk(
     )
     services.opener.announce_history = False  # the history is being imported
     counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
+    skipped: list[str] = []
     try:
         codec = await services.opener.ready()  # the schema and the key, checked first
         if order == "auto":
@@ -98,6 +100,7 @@ async def import_sdk(
             copied, unreadable = await _copy(services, codec, reader, group, order)
             if copied is None:
                 counts["skipped_sessions"] += 1
+                skipped.append(group.session_id)
             else:
                 counts["sessions"] += 1
                 counts["items"] += copied
@@ -105,7 +108,7 @@ async def import_sdk(
             done += group.messages
             if progress:
                 progress(done, total)
-        return ImportReport(**counts)
+        return ImportReport(**counts, skipped_ids=tuple(skipped))
     finally:
         await services.close()
         await reader.close()
@@ -116,23 +119,5 @@ async def _copy(
 ) -> tuple[int | None, int]:
     """Copy one SDK session: (items copied, or None if the target had it; rows unreadable)."""
     key = session_key(group.session_id)
-    now = datetime.now(timezone.utc)
-    first, last = _utc(group.first, now), _utc(group.last, now)
-    payloads, times, unreadable = [], [], 0
-    for row in await reader.rows(key.session_id, order):
-        try:
-            payloads.append(encode_item(json.loads(row.message_data)))
-        except (TypeError, ValueError):
-            unreadable += 1
-            continue
-        times.append(_utc(row.created_at, first))
-    items = list(zip(times, codec.rows(key, payloads, 1), strict=True))
-    if not await services.imports.import_session(key, (first, last), items):
-        return None, unreadable
-    return len(items), unreadable
-
-
-def _utc(value: datetime | None, default: datetime) -> datetime:
-    if value is None:
-        return default
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    rows = await reader.rows(key.session_id, order)
+    return await copy_session(services.imports, codec, key, rows, (group.first, group.last))

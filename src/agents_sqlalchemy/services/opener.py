@@ -15,8 +15,11 @@ Example::
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+
+from sqlalchemy.engine import URL
 
 from ..aio import holding
 from ..codec import Codec, PlainCodec, SealedCodec
@@ -28,12 +31,12 @@ from ..crypto import (
     open_kek,
 )
 from ..database.units import Database
-from ..errors import KeyringError, WrongKeyError
+from ..errors import KeyringError, SdkHistoryWarning, WrongKeyError
 from ..migrations.api import ensure_schema
 from ..repository import Imports, KeyringRows
+from ..repository.imports import COUNT_CAP
 from ..tables import TableNames
 from .background import Background
-from .history import announce_sdk_history
 
 UNFINISHED_WITH_NEW_KEY = (
     "a key rotation to this key is unfinished: open a store with the previous key and call "
@@ -91,6 +94,7 @@ class Opener:
                     self._refused = exc
                     raise
                 self._codec = PlainCodec() if self._kek is None else SealedCodec(self._kek)
+                await self._announce()  # the first read of a table: after the key is verified
         return self._codec
 
     async def schema_ready(self) -> None:
@@ -103,13 +107,18 @@ class Opener:
             return
         async with holding(self._opening):
             await self._check_schema()
+            await self._announce()
 
     async def _check_schema(self) -> None:
+        """The schema at head (the version table and the catalog only: no row of ours)."""
         if not self._schema_checked:
             await ensure_schema(self._db, self._tables, create=self.create_tables)
-            if self.announce_history:
-                await announce_sdk_history(self._imports, self._db.url, self._tables)
             self._schema_checked = True
+
+    async def _announce(self) -> None:
+        if self.announce_history:
+            self.announce_history = False  # once per store
+            await announce_sdk_history(self._imports, self._db.url, self._tables)
 
     @asynccontextmanager
     async def scrubbing(self) -> AsyncIterator[None]:
@@ -186,3 +195,29 @@ async def _open_any(
         except WrongKeyError:
             continue
     raise refused
+
+
+#: The SDK's `SQLAlchemySession` tables, by default.
+SDK_SESSIONS, SDK_MESSAGES = "agent_sessions", "agent_messages"
+IMPORT_COMMAND = "agents-sqlalchemy import-sdk"
+
+
+async def announce_sdk_history(imports: Imports, url: URL, tables: TableNames) -> None:
+    """Warn (`SdkHistoryWarning`) if the SDK's tables hold rows and ours hold no session."""
+    if {SDK_SESSIONS, SDK_MESSAGES} & {tables.sessions_table, tables.items_table}:
+        return  # these names are ours
+    rows = await imports.sdk_history(SDK_MESSAGES)
+    if not rows:
+        return
+    where = url.render_as_string(hide_password=True)
+    count = f"{COUNT_CAP:,}+" if rows >= COUNT_CAP else f"{rows:,}"
+    command = tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND)
+    option = "" if not tables.overrides() else f", tables={tables!r}"
+    warnings.warn(
+        f"{where} holds {count} message rows of the Agents SDK's own SQLAlchemySession "
+        f"({SDK_SESSIONS}/{SDK_MESSAGES}) and this library's tables hold no session: that "
+        f"history is not shown until it is copied once, with `{command}` or "
+        f"`await agents_sqlalchemy.import_sdk('{where}', '{where}'{option})`",
+        SdkHistoryWarning,
+        stacklevel=2,
+    )

@@ -1,0 +1,124 @@
+"""Sessions that the Agents SDK's own tables hold and ours do not: never split one.
+
+A store opened on a database where the SDK's `SQLAlchemySession` kept conversations
+(`agent_sessions`/`agent_messages`) looks at each session id on its first use. One with
+SDK history and none of ours is imported then, in one transaction
+(`import_sdk_history=True`), or refused with `SdkHistoryError` naming the command that
+imports it: it is never read or written as a new, empty session. Where the SDK's tables do
+not exist (the usual case) this costs one look at the schema per store.
+
+Example::
+
+    adoption = Adoption(db, opener, Sessions(schema), Imports(schema), tables, import_on_use=True)
+    await adoption.check(SessionKey.of("chat-1"))    # imported now, if the SDK had it
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ..codec import Codec, encode_item
+from ..database.units import Database
+from ..errors import ConfigurationError, SdkHistoryError
+from ..repository import Imports, SdkSource, Sessions
+from ..repository.imports import Order
+from ..tables import TableNames
+from ..types import SessionKey
+from .opener import IMPORT_COMMAND, SDK_MESSAGES, SDK_SESSIONS, Opener
+
+
+class Adoption:
+    """Checks each session id once: SDK history without ours is imported or refused."""
+
+    def __init__(
+        self,
+        db: Database,
+        opener: Opener,
+        sessions: Sessions,
+        imports: Imports,
+        tables: TableNames,
+        *,
+        import_on_use: bool,
+    ) -> None:
+        self.import_on_use = import_on_use
+        self._db = db
+        self._opener = opener
+        self._sessions = sessions
+        self._imports = imports
+        self._tables = tables
+        self._source: tuple[SdkSource, Order] | None = None
+        # None: not looked yet; False: the SDK's tables are not there (or are ours).
+        self._present: bool | None = None
+
+    async def check(self, key: SessionKey) -> None:
+        """Import or refuse `key`'s SDK history if it has no session of ours; else nothing."""
+        if self._present is False:
+            return
+        codec = await self._opener.ready()
+        source = await self._sdk_source()
+        if source is None or await self._sessions.describe(key) is not None:
+            return
+        reader, order = source
+        rows = await reader.rows(key.session_id, order)
+        if not rows:
+            return
+        if not self.import_on_use:
+            where = self._db.url.render_as_string(hide_password=True)
+            command = self._tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND)
+            raise SdkHistoryError(
+                f"session {key.session_id[:80]!r} has {len(rows)} items in the Agents SDK's own "
+                f"tables ({SDK_SESSIONS}/{SDK_MESSAGES}) and none here: import them first with "
+                f"`{command}`, or open the store with import_sdk_history=True to import each "
+                "such session on first use; nothing was read or written"
+            )
+        await copy_session(self._imports, codec, key, rows)
+
+    async def _sdk_source(self) -> tuple[SdkSource, Order] | None:
+        if self._source is None and self._present is None:
+            ours = {self._tables.sessions_table, self._tables.items_table}
+            reader = SdkSource(self._db.engine, SDK_SESSIONS, SDK_MESSAGES)
+            try:
+                order = await reader.order() if not {SDK_SESSIONS, SDK_MESSAGES} & ours else None
+            except ConfigurationError:  # the SDK's tables are not there
+                order = None
+            self._present = order is not None
+            if order is not None:
+                self._source = (reader, order)
+        return self._source
+
+
+async def copy_session(
+    imports: Imports,
+    codec: Codec,
+    key: SessionKey,
+    rows: Sequence[Any],
+    created: tuple[datetime | None, datetime | None] = (None, None),
+) -> tuple[int | None, int]:
+    """Write one SDK session's rows (message_data, created_at; in the SDK's order) as a
+    session of ours, in one transaction: (items written, or None if the session exists
+    already; rows that are not JSON objects, skipped as the SDK skips them)."""
+    now = datetime.now(timezone.utc)
+    known = [_utc(row.created_at, now) for row in rows if row.created_at is not None]
+    first = _utc(created[0], min(known, default=now))
+    last = _utc(created[1], max(known, default=now))
+    payloads, written_at, unreadable = [], [], 0
+    for row in rows:
+        try:
+            payloads.append(encode_item(json.loads(row.message_data)))
+        except (TypeError, ValueError):
+            unreadable += 1
+            continue
+        written_at.append(_utc(row.created_at, first))
+    items = list(zip(written_at, codec.rows(key, payloads, 1), strict=True))
+    if not await imports.import_session(key, (first, last), items):
+        return None, unreadable
+    return len(items), unreadable
+
+
+def _utc(value: datetime | None, default: datetime) -> datetime:
+    if value is None:
+        return default
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
