@@ -17,7 +17,7 @@ from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.cli.sessions import format_meta, meta_value
 from agents_sqlalchemy.cli.transcript import describe, transcript
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 
 from .items import ALL, message
 

@@ -13,7 +13,7 @@ from agents.run_context import RunContextWrapper
 from agents.usage import Usage
 
 from agents_sqlalchemy import SessionStore
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 
 from .items import message
 from .test_cli_sessions import cli

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agents_sqlalchemy import ItemError, SessionStore, SQLAlchemySession
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 
 from .compaction import SUMMARY
 from .items import message

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.database.units import Database
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 
 from .items import ALL, USER, message
 

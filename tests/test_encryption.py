@@ -40,7 +40,7 @@ from agents_sqlalchemy.errors import (
     TamperedItemError,
     WrongKeyError,
 )
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.services import keys as keys_module
 
 from .items import ALL, message

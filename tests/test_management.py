@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agents_sqlalchemy import ConfigurationError, ItemError, Removed, SessionStore
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 
 from .items import message
 from .test_protocol import raw_rows

@@ -19,7 +19,7 @@ from agents_sqlalchemy import (
     SchemaError,
     SessionStore,
 )
-from agents_sqlalchemy.repository import base as repository_module
+from agents_sqlalchemy.repository import schema as repository_module
 
 from .items import ALL, message
 

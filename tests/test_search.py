@@ -30,7 +30,7 @@ from agents_sqlalchemy import (
     SessionStore,
     TableNames,
 )
-from agents_sqlalchemy.repository import Repository
+from agents_sqlalchemy.repository import SearchIndex
 from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
     Embedder,
@@ -88,12 +88,12 @@ async def index_around(
     unindexed items read and indexed, `change()`, then their index rows written. Returns
     how many items it read."""
     services = store._services
-    repository, indexer = services.repository, services.index()
-    batch = await repository.unindexed(indexer.embedder.model_id, limit, 0, Scope())
+    search_index, indexer = services.search_index, services.index()
+    batch = await search_index.unindexed(indexer.embedder.model_id, limit, 0, Scope())
     codec = await services.opener.ready()
     entries = await indexer.index([codec.item(r.key, r.stored) for r in batch], codec)
     await change()
-    await repository.replace_index(
+    await search_index.replace_index(
         [
             (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
             for row, entry in zip(batch, entries, strict=True)
@@ -394,12 +394,12 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
         await store.session("s", ttl=timedelta(minutes=10)).add_items([message("soon gone")])
         await store.flush()
         services = store._services
-        repository, model_id = services.repository, services.search().embedder.model_id
+        search_index, model_id = services.search_index, services.search().embedder.model_id
         scope = Scope(session=SessionKey.of("s"))
 
         async def indexed_and_live() -> tuple[int, int, int]:
-            candidates, indexed = await repository.candidates(scope, model_id)
-            return len(candidates), indexed, await repository.count_live(scope)
+            candidates, indexed = await search_index.candidates(scope, model_id)
+            return len(candidates), indexed, await search_index.count_live(scope)
 
         assert await indexed_and_live() == (2, 3, 4)  # the reference: indexed, no candidate
         travel(monkeypatch, timedelta(hours=1))
@@ -676,9 +676,9 @@ async def test_a_hit_removed_during_the_search_never_returns_the_item_that_took_
         alice, bob = store.session("a", user_id="alice"), store.session("b", user_id="bob")
         await bob.add_items([message("bob's first note")])
         await alice.add_items([message("an older note on kayaks")])
-        read_hits = Repository.hit_rows
+        read_hits = SearchIndex.hit_rows
 
-        async def meanwhile(self: Repository, item_pks: list[int]) -> Any:
+        async def meanwhile(self: SearchIndex, item_pks: list[int]) -> Any:
             await alice.pop_item()
             await bob.add_items([message("bob's secret diary")])
             return await read_hits(self, item_pks)
@@ -690,7 +690,7 @@ async def test_a_hit_removed_during_the_search_never_returns_the_item_that_took_
             await alice.add_items([message("kayaks for sale")])
             await store.flush()
             with monkeypatch.context() as patch:
-                patch.setattr(Repository, "hit_rows", meanwhile)
+                patch.setattr(SearchIndex, "hit_rows", meanwhile)
                 assert texts(await search()) == ["an older note on kayaks"]
 
 
@@ -703,15 +703,15 @@ async def test_a_sealed_vector_read_after_its_item_went_is_not_taken_for_tamperi
     async with SessionStore(db_url, create_tables=True, key=os.urandom(32)) as store:
         alice, bob = store.session("a"), store.session("b")
         await alice.add_items([message("an older note on kayaks"), message("kayaks for sale")])
-        read_vectors = Repository.vectors
+        read_vectors = SearchIndex.vectors
 
-        async def meanwhile(self: Repository, item_pks: list[int], model_id: str) -> Any:
+        async def meanwhile(self: SearchIndex, item_pks: list[int], model_id: str) -> Any:
             await alice.pop_item()
             await bob.add_items([message("kayaks for bob")])
             await store.flush()
             return await read_vectors(self, item_pks, model_id)
 
-        monkeypatch.setattr(Repository, "vectors", meanwhile)
+        monkeypatch.setattr(SearchIndex, "vectors", meanwhile)
         hits = await alice.search_hits("kayaks for sale", mode="vector")
         assert texts(hits) == ["an older note on kayaks"]
 

@@ -1,28 +1,49 @@
 """The repository: every SQL statement of the library, one transaction per operation.
 
+One `Schema` (the database, its tables, the statements all share, the clock and the
+session claim) and one class per concern built on it: `Items`, `Compaction`, `Sessions`,
+`Lines` and `Branches`, `Usage`, `SearchIndex`, `KeyringRows`, `Imports`. A concern that
+needs another is given it when it is made.
+
 Writers to one session are serialised by bumping that session's `next_seq` first thing in
 their transaction: the row lock on PostgreSQL, the database write lock on SQLite. The new
 numbers give the batch its place, so no timestamp ever decides the order.
 
+Each service is given the concerns it uses (see `services.Services.build`).
+
 Example::
 
-    repo = Repository(Database("agent.db"), build_models(TableNames()))
-    await repo.append(SessionKey.of("chat-1"), 1, lambda seq: [NewItem(payload="{}")], None)
+    schema = Schema(Database("agent.db"), build_models(TableNames()))
+    items = Items(schema)
+    await items.append(SessionKey.of("chat-1"), 1, lambda seq: [NewItem(payload="{}")], None)
 """
 
-from .branches import GONE
-from .compaction import CompactionOps
-from .imports import ImportOps, SdkSource
-from .items import ItemOps
-from .keyring import KeyringOps
-from .search import SearchOps
-from .sessions import SessionOps
-from .usage import UsageOps
+from __future__ import annotations
 
+from .branches import Branches
+from .compaction import Compaction
+from .imports import Imports, SdkSource
+from .items import Items
+from .keyring import KeyringRows
+from .lines import GONE, Gone, Lines, Opened
+from .schema import Schema
+from .search import SearchIndex
+from .sessions import Sessions
+from .usage import Usage
 
-class Repository(ItemOps, CompactionOps, SessionOps, SearchOps, KeyringOps, ImportOps, UsageOps):
-    """Items, sessions, search index, keyring, imports, compaction, branches and usage of one
-    set of tables in a database."""
-
-
-__all__ = ["GONE", "Repository", "SdkSource"]
+__all__ = [
+    "GONE",
+    "Branches",
+    "Compaction",
+    "Gone",
+    "Imports",
+    "Items",
+    "KeyringRows",
+    "Lines",
+    "Opened",
+    "Schema",
+    "SdkSource",
+    "SearchIndex",
+    "Sessions",
+    "Usage",
+]

@@ -1,326 +1,510 @@
-"""Branch SQL: a session's lines of history, sharing its stored items by reference.
+"""Branches of a session: reads and writes on any line, branches made, listed and deleted.
 
-The main line is the session's own items, read as they always are: a session that never
-branches has no row in these tables but main's, made when it first records usage, which
-counts its user turns (`main_turns.py`). Its turn structure (which items open a user turn)
-is derived from the items when it first branches and kept up to date lazily from then on,
-under the session's lock.
-Another branch is a list of references (`branch_items`): creating one copies the source's
-references before the chosen turn, never a payload. Items written on a branch live in the
-session's companion row (`sessions.parent_pk`), so the main line never sees them; they take
-their sequence numbers from the session itself, so a place is unique across all its lines
-and an item sealed for the session opens wherever it is referenced.
+A branch is a list of references (`branch_items`) to items the session stores: creating
+one copies the source's references before the chosen turn, never a payload. Every write
+runs under the session's lock (its `next_seq` bump first). An item leaves the database
+(and its key with it) only when no line holds it any more: off the main line, an item a
+branch still holds moves to the session's companion row instead.
+
+A session that never branched has no turn structure, and reading its turns writes none:
+they are derived in memory from its items (`_derived_main`).
 
 Example::
 
-    repo = Repository(Database("agent.db"), build_models(TableNames()))
-    name, source = await repo.create_branch(key, "main", 2, None, "draft", is_user)
-    await repo.read_branch(key, name, limit=None)
+    branches = Branches(schema, Lines(schema))
+    name, source = await branches.create_branch(key, "main", 2, None, "draft", is_user)
+    await branches.read_branch(key, name, limit=None)
+    await branches.pop_line(key, name, decode, is_user)
+    await branches.delete_branch(key, name)
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Table, bindparam, case, cast, exists, func, select, update
-from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
-from ..turns import MAIN, turn_numbers
-from ..types import SessionKey, StoredItem
-from .base import RepositoryBase
+from ..errors import BranchError
+from ..turns import MAIN, is_user, turn_numbers
+from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
+from .lines import GONE, Gone, Lines, LockedSession, Opened, inserted
+from .prepared import Prepared
+from .schema import Schema
 
 T = TypeVar("T")
-#: Decodes stored items of a session and says which are user messages.
-Opened = Callable[[list[StoredItem]], list[bool]]
-#: Work on one line: (connection, session pk or None, branch pk or None) -> result.
-LineWork = Callable[[Connection, Any, Any], T]
 
 
-class Gone:
-    """The branch asked for has no live row (deleted, cleared, or never made)."""
+class Branches:
+    """Reads of branches and turns (the main line's structure brought up to date first);
+    appends, removals and branch rows, each one transaction under the session's lock."""
 
-
-GONE = Gone()
-_STALE = object()
-
-
-def companion_hash(key: SessionKey) -> str:
-    """The lookup hash of a session's companion row; no session id contains NUL, so no
-    session's own hash is ever this."""
-    return hashlib.sha256(f"{key.session_id}\x00branches".encode()).hexdigest()
-
-
-class BranchOps(RepositoryBase):
-    """Branches of a session: their items by reference, the main line's turns, removal."""
-
-    @cached_property
-    def _branches(self) -> Table:
-        return self._models.table(self._models.branch)
-
-    @cached_property
-    def _branch_items(self) -> Table:
-        return self._models.table(self._models.branch_item)
-
-    @cached_property
-    def _turn_usage(self) -> Table:
-        return self._models.table(self._models.turn_usage)
-
-    def _upsert(
-        self, table: Table, values: dict[str, Any], key: list[Any], replaced: list[str]
-    ) -> Any:
-        """INSERT `values`, or on a duplicate `key` set the `replaced` columns to the new
-        row's: ON CONFLICT on SQLite and PostgreSQL, ON DUPLICATE KEY on MySQL/MariaDB."""
-        if self._mysql:
-            statement = mysql.insert(table).values(values)
-            return statement.on_duplicate_key_update(
-                {name: statement.inserted[name] for name in replaced}
-            )
-        insert = postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
-        upsert = insert(table).values(values)
-        return upsert.on_conflict_do_update(
-            index_elements=key, set_={name: upsert.excluded[name] for name in replaced}
-        )
-
-    # -- locating ---------------------------------------------------------------------------
-
-    def _lock(self, conn: Connection, key: SessionKey) -> int | None:
-        """Take the session's write lock without counting it as activity; its pk or None."""
-        if self._mysql:  # no UPDATE ... RETURNING: SELECT ... FOR UPDATE locks the row
-            found = self._claimed_statement.run(conn, {"session_hash": key.hash})
-            return int(found[0][0]) if found else None
-        pk: int | None = conn.execute(self._lock_statement, {"hash": key.hash}).scalar_one_or_none()
-        return pk
-
-    @cached_property
-    def _lock_statement(self) -> Any:
-        sessions = self._sessions
-        return (
-            update(sessions)
-            .where(sessions.c.session_hash == bindparam("hash"))
-            .values(next_seq=sessions.c.next_seq)
-            .returning(sessions.c.id)
-        )
-
-    def _branch_pk(self, conn: Connection, session_pk: Any, name: str) -> int | None:
-        """The live branch `name` of a session (main included, once it has a row)."""
-        found = conn.execute(self._branch_pk_query, {"session_pk": session_pk, "name": name})
-        pk: int | None = found.scalar_one_or_none()
-        return pk
-
-    # The statements of the paths a Runner takes on every append are built once: building
-    # one costs more than running it.
-    @cached_property
-    def _branch_pk_query(self) -> Any:
-        branches = self._branches
-        return select(branches.c.id).where(
-            branches.c.session_pk == bindparam("session_pk"),
-            branches.c.name == bindparam("name"),
-            branches.c.deleted_at.is_(None),
-        )
-
-    @cached_property
-    def _last_ref_query(self) -> Any:
-        """A branch's last reference: its place and user turn."""
-        refs = self._branch_items
-        return (
-            select(refs.c.seq, refs.c.turn)
-            .where(refs.c.branch_pk == bindparam("branch_pk"))
-            .order_by(refs.c.seq.desc())
-            .limit(1)
-        )
-
-    def _main_pk(self, conn: Connection, session_pk: int, now: datetime) -> int:
-        """The main line's row, made on first need."""
-        found = self._branch_pk(conn, session_pk, MAIN)
-        if found is not None:
-            return found
-        made = self._branches.insert().values(session_pk=session_pk, name=MAIN, created_at=now)
-        return self._inserted(conn, made)
-
-    def _inserted(self, conn: Connection, statement: Any) -> int:
-        """Run an INSERT of one row; its primary key (RETURNING, or the driver's last id)."""
-        primary_key = conn.execute(statement).inserted_primary_key
-        assert primary_key is not None
-        return int(primary_key[0])
-
-    def _companion(
-        self, conn: Connection, key: SessionKey, session_pk: int, now: datetime | None = None
-    ) -> int | None:
-        """The companion row holding the items of the session's other branches; with `now`,
-        made if missing (owned by the session's owner, so its erasure takes it too)."""
-        sessions = self._sessions
-        hashed = companion_hash(key)
-        found = select(sessions.c.id).where(sessions.c.session_hash == hashed)
-        pk: int | None = conn.execute(found).scalar_one_or_none()
-        if pk is None and now is not None:
-            owner = conn.execute(select(sessions.c.user_id).where(sessions.c.id == session_pk))
-            made = sessions.insert().values(
-                session_id=key.session_id,
-                session_hash=hashed,
-                user_id=owner.scalar(),
-                parent_pk=session_pk,
-                next_seq=0,
-                created_at=now,
-                updated_at=now,
-            )
-            pk = self._inserted(conn, made)
-        return pk
-
-    # -- the main line's turns --------------------------------------------------------------
-
-    def _main_stale(self, conn: Connection, session_pk: int, main_pk: int) -> bool:
-        """Whether the main line's turn structure lacks some of its items (a session that
-        has none is read without one: see `_derived_main`)."""
-        row = conn.execute(self._ends_query, {"session_pk": session_pk, "branch_pk": main_pk})
-        newest, known = row.one()
-        return bool(newest != known)
-
-    @cached_property
-    def _ends_query(self) -> Any:
-        """The main line's newest place, and the newest its turn structure knows."""
-        items, refs = self._items, self._branch_items
-        newest = select(func.max(items.c.seq)).where(items.c.session_pk == bindparam("session_pk"))
-        known = select(func.max(refs.c.seq)).where(refs.c.branch_pk == bindparam("branch_pk"))
-        return select(newest.scalar_subquery(), known.scalar_subquery())
-
-    def _sync_main(self, conn: Connection, session_pk: int, main_pk: int, opened: Opened) -> None:
-        """Add the main line's newer items to its turn structure. Items only ever join at
-        the end, with higher numbers, so the structure's last place says where to start.
-
-        JSON items are told apart by the database (`role` of the JSON text) in one
-        statement; sealed ones are opened here to see which are user messages.
-        """
-        items, refs = self._items, self._branch_items
-        last = conn.execute(self._last_ref_query, {"branch_pk": main_pk}).one_or_none()
-        after, turn = (last.seq, last.turn) if last else (0, 0)
-        if self._derive_statement is not None:
-            where = {"main_pk": main_pk, "session_pk": session_pk, "after": after, "turn": turn}
-            conn.execute(self._derive_statement, where)
-            return
-        newer = self._item_columns().where(items.c.session_pk == session_pk, items.c.seq > after)
-        found = conn.execute(newer.order_by(items.c.seq)).all()
-        stored = [self._stored_of(row) for row in found]
-        flags = opened(stored)
-        values = [
-            {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
-            for row, item, f, n in zip(found, stored, flags, turn_numbers(flags, turn), strict=True)
-        ]
-        if values:
-            conn.execute(refs.insert(), values)
-
-    @cached_property
-    def _derive_statement(self) -> Any:
-        """For JSON items, where the dialect reads JSON: the turns of the main line's items
-        after place `after`, derived in the database (a running count of user messages)."""
-        items, refs = self._items, self._branch_items
-        role = self._json_role(items.c.payload)
-        if role is None or self._sealed:
-            return None
-        user = case((role == "user", 1), else_=0)
-        newer = (items.c.session_pk == bindparam("session_pk"), items.c.seq > bindparam("after"))
-        rows = select(items.c.id, items.c.seq, user.label("u")).where(*newer).subquery()
-        running = func.sum(rows.c.u).over(order_by=rows.c.seq)
-        main_pk = bindparam("main_pk", type_=refs.c.branch_pk.type)
-        turn = bindparam("turn", type_=refs.c.turn.type)
-        derived = select(main_pk, rows.c.seq, rows.c.id, running + turn, rows.c.u == 1)
-        columns = ["branch_pk", "seq", "item_pk", "turn", "is_user"]
-        return refs.insert().from_select(columns, derived)
-
-    def _branched(self, session_pk: Any) -> Any:
-        """SQL: whether the session ever had a branch besides main (then its main line has
-        a turn structure, kept even after its branches are deleted)."""
-        other = self._branches.alias("other")
-        return exists().where(other.c.session_pk == session_pk, other.c.name != MAIN)
-
-    def _main_line(self, conn: Connection, session_pk: int) -> int | None:
-        """The main row's pk if the main line has a turn structure (the session branched)."""
-        found = conn.execute(self._main_line_query, {"session_pk": session_pk})
-        pk: int | None = found.scalar_one_or_none()
-        return pk
-
-    @cached_property
-    def _main_line_query(self) -> Any:
-        branches = self._branches
-        return select(branches.c.id).where(
-            branches.c.session_pk == bindparam("session_pk"),
-            branches.c.name == MAIN,
-            self._branched(branches.c.session_pk),
-        )
-
-    def _json_role(self, payload: Any) -> Any:
-        """SQL for the `role` of an item's JSON text (as text), where the dialect has one."""
-        if self._db.dialect_name == "sqlite":
-            return func.json_extract(payload, "$.role")
-        if self._db.dialect_name == "postgresql":
-            return func.json_extract_path_text(cast(payload, JSON), "role")
-        if self._mysql:
-            return func.json_unquote(func.json_extract(payload, "$.role"))
-        return None
-
-    def _fresh_main(self, conn: Connection, key: SessionKey, opened: Opened) -> tuple[Any, Any]:
-        """Under the session's lock: (session pk, main pk) with the main line's turns known."""
-        session_pk = self._lock(conn, key)
-        if session_pk is None:
-            return None, None
-        main_pk = self._main_pk(conn, session_pk, self._now())
-        self._sync_main(conn, session_pk, main_pk, opened)
-        return session_pk, main_pk
-
-    async def on_line(
-        self, key: SessionKey, name: str, work: LineWork[T], opened: Opened | None
-    ) -> T:
-        """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
-
-        With `opened`, `work` gets main's turn structure: brought up to date first (read as
-        it is when nothing is new, else in a write under the session's lock). A session that
-        never branched has none, and a read writes none: `work` gets a None main pk (and a
-        None session pk for a session that holds nothing yet). Without `opened`, `work` gets
-        main's row whenever there is one (it holds the main line's usage).
-        """
-
-        def attempt(conn: Connection) -> Any:
-            session_pk = conn.execute(self._session_pk(key)).scalar_one_or_none()
-            if name != MAIN or not opened:
-                branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
-                if name == MAIN or branch_pk is not None:
-                    return work(conn, session_pk, branch_pk)
-                return GONE
-            if session_pk is None:
-                return work(conn, None, None)
-            main_pk = self._main_line(conn, session_pk)
-            if main_pk is not None and self._main_stale(conn, session_pk, main_pk):
-                return _STALE
-            return work(conn, session_pk, main_pk)
-
-        def refresh(conn: Connection) -> T:
-            assert opened is not None
-            return work(conn, *self._fresh_main(conn, key, opened))
-
-        result = await self._db.read(attempt)
-        return await self._db.write(refresh) if result is _STALE else result
-
-    # -- reading ----------------------------------------------------------------------------
+    def __init__(self, schema: Schema, lines: Lines) -> None:
+        self._schema = schema
+        self._lines = lines
 
     def _line_items(self, branch_pk: Any, *, users_only: bool = False) -> Any:
         """A branch's live items in order, with their turn, user flag and time."""
-        items, refs = self._items, self._branch_items
+        items, refs = self._schema.items, self._schema.branch_items
         query = (
-            self._item_columns()
+            self._schema.item_columns()
             .add_columns(refs.c.turn, refs.c.is_user, items.c.created_at)
             .join(refs, refs.c.item_pk == items.c.id)
-            .where(refs.c.branch_pk == branch_pk, self._live(self._now()))
+            .where(refs.c.branch_pk == branch_pk, self._schema.live(self._schema.now()))
         )
         return query.where(refs.c.is_user) if users_only else query
 
-    @property
-    def _width(self) -> int:
-        """How many columns `_item_columns` selects (others may follow them)."""
-        return 6 if self._sealed else 3
+    def _derived_main(self, conn: Connection, session_pk: int, opened: Opened) -> list[BranchItem]:
+        """The main line's live items with their turns, derived in memory (numbered over
+        every item, expired ones too, as the stored structure numbers them)."""
+        items, now = self._schema.items, self._schema.now()
+        query = self._schema.item_columns().add_columns(items.c.created_at, items.c.expires_at)
+        rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
+        found = [(row, self._schema.stored_of(row)) for row in rows]
+        flags = opened([stored for _, stored in found])
+        width = self._schema.width
+        return [
+            BranchItem(turn, flag, row[width], stored)
+            for (row, stored), flag, turn in zip(found, flags, turn_numbers(flags, 0), strict=True)
+            if row[width + 1] is None or row[width + 1] > now
+        ]
 
-    def _stored_of(self, row: Any) -> StoredItem:
-        return self._stored(row[: self._width])
+    def _branch_item(self, row: Any) -> BranchItem:
+        width = self._schema.width
+        return BranchItem(
+            row[width], bool(row[width + 1]), row[width + 2], self._schema.stored_of(row)
+        )
+
+    async def read_branch(self, key: SessionKey, name: str, limit: int | None) -> list[Any] | Gone:
+        """A branch's live items in order (the latest `limit`), as rows laid out like
+        `StoredItem`, or `GONE`; never main. One prepared statement, unless it finds nothing."""
+        all_rows, tail = self._branch_reads
+
+        def work(conn: Connection) -> list[Any] | Gone:
+            params: dict[str, Any] = {
+                "session_hash": key.hash,
+                "name": name,
+                "now": self._schema.now(),
+            }
+            if limit is None:
+                rows = all_rows.run(conn, params)
+            else:
+                rows = tail.run(conn, params | {"limit": limit})[::-1]
+            if rows:
+                return rows
+            session_pk = conn.execute(self._schema.session_pk(key)).scalar_one_or_none()
+            alive = (
+                session_pk is not None and self._lines.branch_pk(conn, session_pk, name) is not None
+            )
+            return rows if alive else GONE
+
+        return await self._schema.db.read(work)
+
+    @cached_property
+    def _branch_reads(self) -> tuple[Prepared, Prepared]:
+        """A live branch's live items, all of them in order, or the latest `limit`."""
+        items, refs, branches, sessions = (
+            self._schema.items,
+            self._schema.branch_items,
+            self._schema.branches,
+            self._schema.sessions,
+        )
+        branch_pk = (
+            select(branches.c.id)
+            .join(sessions, sessions.c.id == branches.c.session_pk)
+            .where(
+                sessions.c.session_hash == bindparam("session_hash"),
+                branches.c.name == bindparam("name"),
+                branches.c.deleted_at.is_(None),
+            )
+            .scalar_subquery()
+        )
+        now = bindparam("now", type_=items.c.expires_at.type)
+        stored = (
+            self._schema.item_columns(with_id=False)
+            .join(refs, refs.c.item_pk == items.c.id)
+            .where(
+                refs.c.branch_pk == branch_pk,
+                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
+            )
+        )
+        latest = stored.order_by(refs.c.seq.desc()).limit(bindparam("limit"))
+        return Prepared(stored.order_by(refs.c.seq)), Prepared(latest)
+
+    async def line_items(
+        self, key: SessionKey, name: str, opened: Opened, *, users_only: bool = False
+    ) -> list[BranchItem] | Gone:
+        """Every live item of a branch (main included) with its turn, or `GONE`."""
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[BranchItem]:
+            if branch_pk is None:
+                found = self._derived_main(conn, session_pk, opened) if session_pk else []
+                return [row for row in found if row.is_user or not users_only]
+            query = self._line_items(branch_pk, users_only=users_only)
+            rows = conn.execute(query.order_by(self._schema.branch_items.c.seq)).all()
+            return [self._branch_item(row) for row in rows]
+
+        return await self._lines.on_line(key, name, work, opened)
+
+    async def branch_summaries(self, key: SessionKey, opened: Opened) -> list[BranchSummary]:
+        """The branches that hold live items, main first if it does, then by creation."""
+
+        def work(conn: Connection, session_pk: Any, main_pk: Any) -> list[BranchSummary]:
+            if session_pk is None:
+                return []
+            if main_pk is None:  # never branched: main only, its turns read in memory
+                main = self._derived_main(conn, session_pk, opened)
+                if not main:
+                    return []
+                users = sum(row.is_user for row in main)
+                return [BranchSummary(MAIN, len(main), users, main[0].created_at)]
+            found = self._summaries(conn, session_pk)
+            found.insert(0, self._main_summary(conn, session_pk, main_pk))
+            return [summary for summary in found if summary.items]
+
+        return await self._lines.on_line(key, MAIN, work, opened)
+
+    def _main_summary(self, conn: Connection, session_pk: int, main_pk: int) -> BranchSummary:
+        schema = self._schema
+        items, refs, live = schema.items, schema.branch_items, schema.live(schema.now())
+        count, first = conn.execute(
+            select(func.count(), func.min(items.c.created_at)).where(
+                items.c.session_pk == session_pk, live
+            )
+        ).one()
+        users = conn.execute(
+            select(func.count())
+            .select_from(refs.join(items, items.c.id == refs.c.item_pk))
+            .where(refs.c.branch_pk == main_pk, refs.c.is_user, live)
+        ).scalar_one()
+        return BranchSummary(MAIN, count, users, first)
+
+    def _summaries(self, conn: Connection, session_pk: int) -> list[BranchSummary]:
+        branches, refs, items = self._schema.branches, self._schema.branch_items, self._schema.items
+        users = func.sum(case((refs.c.is_user, 1), else_=0))
+        query = (
+            select(branches.c.name, func.count(), users, branches.c.created_at)
+            .select_from(
+                branches.join(refs, refs.c.branch_pk == branches.c.id).join(
+                    items, items.c.id == refs.c.item_pk
+                )
+            )
+            .where(
+                branches.c.session_pk == session_pk,
+                branches.c.name != MAIN,
+                branches.c.deleted_at.is_(None),
+                self._schema.live(self._schema.now()),
+            )
+            .group_by(branches.c.id, branches.c.name, branches.c.created_at)
+            .order_by(branches.c.created_at, branches.c.id)
+        )
+        return [
+            BranchSummary(row[0], row[1], int(row[2] or 0), row[3]) for row in conn.execute(query)
+        ]
+
+    async def branch_state(self, key: SessionKey, name: str) -> bool | Gone:
+        """Whether live branch `name` (not main) holds an item; `GONE` if it is not live."""
+        refs = self._schema.branch_items
+
+        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> bool:
+            return bool(
+                conn.execute(select(exists().where(refs.c.branch_pk == branch_pk))).scalar()
+            )
+
+        return await self._lines.on_line(key, name, work, None)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _insert_owned(
+        self, conn: Connection, owner_pk: int, first: int, new: Sequence[NewItem], ttl: Any
+    ) -> list[int]:
+        """Insert items (and their keys) under `owner_pk` at `first`..., as an append does;
+        their pks, in order."""
+        now = self._schema.now()
+        self._schema.insert_items(conn, owner_pk, first, new, now, now + ttl if ttl else None)
+        placed = {"owner_pk": owner_pk, "first": first, "last": first + len(new) - 1}
+        return list(conn.execute(self._placed_query, placed).scalars())
+
+    @cached_property
+    def _placed_query(self) -> Any:
+        """The pks of an owner's items at places `first`..`last`, in order."""
+        items = self._schema.items
+        return (
+            select(items.c.id)
+            .where(
+                items.c.session_pk == bindparam("owner_pk"),
+                items.c.seq.between(bindparam("first"), bindparam("last")),
+            )
+            .order_by(items.c.seq)
+        )
+
+    def append_in(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        name: str,
+        build: Callable[[int], Sequence[NewItem]],
+        flags: list[bool],
+        ttl: timedelta | None,
+    ) -> tuple[int, int] | Gone:
+        """Append to branch `name` (not main) under the session's lock: (session pk, branch
+        pk), or `GONE`."""
+        refs = self._schema.branch_items
+        claimed = self._schema.claim(conn, key, len(flags), self._schema.now())
+        branch_pk = self._lines.branch_pk(conn, claimed.id, name)
+        companion = self._lines.companion(conn, key, claimed.id)
+        if branch_pk is None or companion is None:
+            return GONE
+        first = claimed.next_seq - len(flags) + 1
+        pks = self._insert_owned(conn, companion, first, build(first), ttl)
+        last = self._lines.last_ref(conn, branch_pk)
+        turn = last.turn if last else 0
+        conn.execute(
+            refs.insert(),
+            [
+                {"branch_pk": branch_pk, "seq": first + i, "item_pk": pk, "turn": n, "is_user": f}
+                for i, (pk, f, n) in enumerate(
+                    zip(pks, flags, turn_numbers(flags, turn), strict=True)
+                )
+            ],
+        )
+        return claimed.id, branch_pk
+
+    def _remove_tail(
+        self, conn: Connection, key: SessionKey, session_pk: int, name: str, opened: Opened
+    ) -> tuple[Any, int, int] | Gone | None:
+        """Take the latest live item off a line: (its row, branch pk, turn), None if empty.
+
+        Off the main line, an item another branch holds moves to the companion row (its
+        search index goes: only the main line is searched); off a branch, an item goes when
+        no line holds it any more. Either way its key goes with it.
+        """
+        items, refs, now = self._schema.items, self._schema.branch_items, self._schema.now()
+        if name == MAIN:  # a main line with its turn structure (see `pop_line`)
+            branch_pk = self._lines.main_pk(conn, session_pk, now)
+            self._lines.sync_main(conn, session_pk, branch_pk, opened)
+            query = self._schema.item_columns().add_columns(items.c.session_pk)
+            query = query.where(items.c.session_pk == session_pk, self._schema.live(now))
+            row = conn.execute(query.order_by(items.c.seq.desc()).limit(1)).one_or_none()
+        else:
+            found = self._lines.branch_pk(conn, session_pk, name)
+            if found is None:
+                return GONE
+            branch_pk = found
+            query = self._line_items(branch_pk).add_columns(items.c.session_pk)
+            row = conn.execute(query.order_by(refs.c.seq.desc()).limit(1)).one_or_none()
+        if row is None:
+            return None
+        placed = (refs.c.branch_pk == branch_pk, refs.c.seq == row.seq)
+        turn = conn.execute(select(refs.c.turn).where(*placed)).scalar_one_or_none()
+        conn.execute(delete(refs).where(*placed))
+        held = conn.execute(select(exists().where(refs.c.item_pk == row.id))).scalar()
+        on_main = row.session_pk == session_pk
+        if name == MAIN and held:
+            self._to_companion(conn, key, session_pk, row.id)
+        elif not held and (name == MAIN or not on_main):
+            conn.execute(delete(items).where(items.c.id == row.id))
+        return row, branch_pk, turn if turn is not None else -1
+
+    def _to_companion(self, conn: Connection, key: SessionKey, session_pk: int, pk: int) -> None:
+        companion = self._lines.companion(conn, key, session_pk, self._schema.now())
+        conn.execute(delete(self._schema.index).where(self._schema.index.c.item_pk == pk))
+        conn.execute(
+            update(self._schema.items)
+            .where(self._schema.items.c.id == pk)
+            .values(session_pk=companion)
+        )
+
+    def _drop_empty_turn_usage(self, conn: Connection, branch_pk: int, turn: int) -> None:
+        """A turn with no item left on its branch loses its usage row."""
+        refs, usage = self._schema.branch_items, self._schema.turn_usage
+        left = exists().where(refs.c.branch_pk == branch_pk, refs.c.turn == turn)
+        if not conn.execute(select(left)).scalar():
+            conn.execute(delete(usage).where(usage.c.branch_pk == branch_pk, usage.c.turn == turn))
+
+    async def pop_line(
+        self, key: SessionKey, name: str, decode: Callable[[StoredItem], T], opened: Opened
+    ) -> T | Gone | None:
+        """Remove and return the latest live item of a line; `GONE` for a dead branch."""
+
+        def work(conn: Connection) -> T | Gone | None:
+            if name == MAIN:  # one statement locks and says whether the session branched
+                lines = self._lines.lock_lines(conn, key)
+                if lines is None:
+                    return None
+                session_pk = lines.session_pk
+                if not lines.branched:
+                    return self._pop_unbranched(conn, lines, decode)
+            else:
+                found = self._schema.lock_existing(conn, key, self._schema.now())
+                if found is None:
+                    return GONE
+                session_pk = found
+            taken = self._remove_tail(conn, key, session_pk, name, opened)
+            if taken is None or isinstance(taken, Gone):
+                return taken
+            row, branch_pk, turn = taken
+            self._drop_empty_turn_usage(conn, branch_pk, turn)
+            # Decoded inside the transaction: a corrupt row raises and the removal rolls back.
+            return decode(self._schema.stored_of(row))
+
+        return await self._schema.db.write(work, session_id=key.session_id, small=True)
+
+    def _pop_unbranched(
+        self, conn: Connection, lines: LockedSession, decode: Callable[[StoredItem], T]
+    ) -> T | None:
+        """A session that never branched pops as it always did (with the append path's
+        prepared statements): no line but main can hold its items. With usage recorded, the
+        main line's count of user turns loses the item (`Lines.popped`)."""
+        stored = self._schema.take_last_live(conn, lines.session_pk, self._schema.now())
+        if stored is None:
+            return None
+        # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
+        item = decode(stored)
+        if lines.main_pk is not None:
+            self._lines.popped(conn, lines.session_pk, lines.main_pk, stored.seq, is_user(item))
+        return item
+
+    async def clear_lines(self, key: SessionKey) -> int:
+        """Delete every item of every line, and the usage; branch names stay reserved."""
+
+        def work(conn: Connection) -> int:
+            now = self._schema.now()
+            session_pk = self._schema.lock_existing(conn, key, now)
+            if session_pk is None:
+                return 0
+            items = self._schema.items
+            removed = conn.execute(delete(items).where(items.c.session_pk == session_pk))
+            main_pk = self._lines.branch_pk(conn, session_pk, MAIN)
+            if main_pk is None:
+                return int(removed.rowcount)
+            branches = self._schema.branches
+            conn.execute(
+                update(branches).where(branches.c.id == main_pk).values(turns=0, counted=0)
+            )
+            companion = self._lines.companion(conn, key, session_pk)
+            if companion is not None:
+                conn.execute(delete(items).where(items.c.session_pk == companion))
+            usage = self._schema.turn_usage
+            conn.execute(delete(usage).where(usage.c.session_pk == session_pk))
+            conn.execute(
+                update(branches)
+                .where(branches.c.session_pk == session_pk, branches.c.name != MAIN)
+                .where(branches.c.deleted_at.is_(None))
+                .values(deleted_at=now)
+            )
+            return int(removed.rowcount)
+
+        return await self._schema.db.write(work)
+
+    # -- branches ---------------------------------------------------------------------------
+
+    async def create_branch(
+        self,
+        key: SessionKey,
+        source: str,
+        turn: int,
+        name: str | None,
+        base: str,
+        opened: Opened,
+    ) -> tuple[str, str]:
+        """A new branch with the source's items before user turn `turn`: (name, source).
+
+        `name` None takes `base`, or `base_2`, `base_3`... whichever was never used. A source
+        branch deleted meanwhile means the main line, as for every implicit branch.
+        """
+
+        def work(conn: Connection) -> tuple[str, str]:
+            now = self._schema.now()
+            session_pk = self._schema.lock_existing(conn, key, now)
+            source_pk = self._lines.branch_pk(conn, session_pk, source) if source != MAIN else None
+            used = source if source_pk is not None else MAIN
+            if session_pk is not None and source_pk is None:
+                source_pk = self._lines.main_pk(conn, session_pk, now)
+                self._lines.sync_main(conn, session_pk, source_pk, opened)
+            refs = self._schema.branch_items
+            opening = select(refs.c.seq).where(
+                refs.c.branch_pk == source_pk, refs.c.turn == turn, refs.c.is_user
+            )
+            if session_pk is None or conn.execute(opening).first() is None:
+                raise BranchError(f"Turn {turn} does not contain a user message in branch '{used}'")
+            branch_pk, chosen = self._reserve(conn, session_pk, name, base, now)
+            self._lines.companion(conn, key, session_pk, now)
+            copied = select(
+                literal(branch_pk), refs.c.seq, refs.c.item_pk, refs.c.turn, refs.c.is_user
+            ).where(refs.c.branch_pk == source_pk, refs.c.turn < turn)
+            columns = ["branch_pk", "seq", "item_pk", "turn", "is_user"]
+            conn.execute(refs.insert().from_select(columns, copied))
+            return chosen, used
+
+        return await self._schema.db.write(work)
+
+    def _reserve(
+        self, conn: Connection, session_pk: int, name: str | None, base: str, now: datetime
+    ) -> tuple[int, str]:
+        """Insert the branch row under a name this session never used."""
+        branches = self._schema.branches
+        taken = {
+            MAIN,
+            *conn.execute(
+                select(branches.c.name).where(branches.c.session_pk == session_pk)
+            ).scalars(),
+        }
+        if name is not None and name in taken:
+            raise BranchError(f"Branch ID '{name}' has already been used. Choose a new branch ID.")
+        chosen, suffix = name or base, 1
+        while chosen in taken:
+            suffix += 1
+            chosen = f"{base}_{suffix}"
+        made = branches.insert().values(session_pk=session_pk, name=chosen, created_at=now)
+        return inserted(conn, made), chosen
+
+    async def has_branches(self, key: SessionKey) -> bool:
+        """Whether the session has a live branch besides main (one that may share items)."""
+        branches = self._schema.branches
+        query = select(
+            exists().where(
+                branches.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
+                branches.c.name != MAIN,
+                branches.c.deleted_at.is_(None),
+            )
+        )
+        return bool(await self._schema.db.read(lambda conn: conn.execute(query).scalar()))
+
+    async def delete_branch(self, key: SessionKey, name: str) -> bool:
+        """Delete a branch (not main) that holds items; False if there is none such.
+
+        Its references and usage go, and the items no line holds any more; its row stays,
+        deleted, so the name is never used again.
+        """
+
+        def work(conn: Connection) -> bool:
+            now = self._schema.now()
+            session_pk = self._schema.lock_existing(conn, key, now)
+            branch_pk = self._lines.branch_pk(conn, session_pk, name) if session_pk else None
+            refs, items, branches = (
+                self._schema.branch_items,
+                self._schema.items,
+                self._schema.branches,
+            )
+            holds = exists().where(refs.c.branch_pk == branch_pk)
+            if session_pk is None or branch_pk is None or not conn.execute(select(holds)).scalar():
+                return False
+            companion = self._lines.companion(conn, key, session_pk)
+            ours = select(refs.c.item_pk).where(refs.c.branch_pk == branch_pk)
+            elsewhere = exists().where(refs.c.item_pk == items.c.id, refs.c.branch_pk != branch_pk)
+            conn.execute(
+                delete(items).where(
+                    items.c.session_pk == companion, items.c.id.in_(ours), ~elsewhere
+                )
+            )
+            conn.execute(delete(refs).where(refs.c.branch_pk == branch_pk))
+            usage = self._schema.turn_usage
+            conn.execute(delete(usage).where(usage.c.branch_pk == branch_pk))
+            conn.execute(update(branches).where(branches.c.id == branch_pk).values(deleted_at=now))
+            return True
+
+        return await self._schema.db.write(work)

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..types import NewItem, SessionKey, StoredItem, Tail
-from .base import Claimed, RepositoryBase
+from .schema import Claimed, Schema
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
@@ -29,27 +29,30 @@ class TailChanged(Exception):
     """Raised inside a replacement to roll it back: the tail moved since it was read."""
 
 
-class CompactionOps(RepositoryBase):
+class Compaction:
     """A session's tail as compaction reads it, and its atomic replacement."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
 
     async def tail(self, key: SessionKey, limit: int) -> Tail:
         """The latest `limit` live items in order; `complete` when no older one is live."""
-        return await self._db.read(lambda conn: self._tail(conn, key, limit))
+        return await self._schema.db.read(lambda conn: self._tail(conn, key, limit))
 
     def _tail(self, conn: Connection, key: SessionKey, limit: int) -> Tail:
-        items = self._items
+        items = self._schema.items
         query = (
-            self._item_columns()
+            self._schema.item_columns()
             .where(
-                items.c.session_pk == self._session_pk(key).scalar_subquery(),
-                self._live(self._now()),
+                items.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
+                self._schema.live(self._schema.now()),
             )
             .order_by(items.c.seq.desc())
             .limit(limit + 1)  # one more row says whether anything older exists
         )
         rows = conn.execute(query).all()
         kept = rows[:limit][::-1]
-        return Tail([self._stored(row) for row in kept], len(rows) <= limit)
+        return Tail([self._schema.stored(row) for row in kept], len(rows) <= limit)
 
     async def replace_tail(
         self,
@@ -66,7 +69,7 @@ class CompactionOps(RepositoryBase):
         replaced ones, oldest first, for which it is true.
         """
         try:
-            await self._db.write(
+            await self._schema.db.write(
                 lambda conn: self._replace_tail(conn, key, list(expected), count, build, prune)
             )
         except TailChanged:
@@ -82,11 +85,11 @@ class CompactionOps(RepositoryBase):
         build: Build,
         prune: Callable[[StoredItem], bool] | None,
     ) -> None:
-        items, now = self._items, self._now()
-        claimed = self._claim(conn, key, count, now)  # the lock first, then every read
+        items, now = self._schema.items, self._schema.now()
+        claimed = self._schema.claim(conn, key, count, now)  # the lock first, then every read
         tail = conn.execute(
             select(items.c.id, items.c.seq, items.c.created_at, items.c.expires_at)
-            .where(items.c.session_pk == claimed.id, self._live(now))
+            .where(items.c.session_pk == claimed.id, self._schema.live(now))
             .order_by(items.c.seq.desc())
             .limit(len(expected))
         ).all()[::-1]
@@ -104,16 +107,16 @@ class CompactionOps(RepositoryBase):
 
         With no live item to follow, the new rows are made now and expire after `ttl`.
         """
-        await self._db.write(lambda conn: self._replace_all(conn, key, count, build, ttl))
+        await self._schema.db.write(lambda conn: self._replace_all(conn, key, count, build, ttl))
 
     def _replace_all(
         self, conn: Connection, key: SessionKey, count: int, build: Build, ttl: timedelta | None
     ) -> None:
-        items, now = self._items, self._now()
-        claimed = self._claim(conn, key, count, now)
+        items, now = self._schema.items, self._schema.now()
+        claimed = self._schema.claim(conn, key, count, now)
         live = conn.execute(
             select(items.c.created_at, items.c.expires_at).where(
-                items.c.session_pk == claimed.id, self._live(now)
+                items.c.session_pk == claimed.id, self._schema.live(now)
             )
         ).all()
         conn.execute(delete(items).where(items.c.session_pk == claimed.id))
@@ -128,23 +131,23 @@ class CompactionOps(RepositoryBase):
         now: datetime,
     ) -> None:
         """Delete the oldest live items before `before_seq` while `prune` says so."""
-        items = self._items
+        items = self._schema.items
         after = -1
         while True:
             rows = conn.execute(
-                self._item_columns()
+                self._schema.item_columns()
                 .where(
                     items.c.session_pk == session_pk,
                     items.c.seq > after,
                     items.c.seq < before_seq,
-                    self._live(now),
+                    self._schema.live(now),
                 )
                 .order_by(items.c.seq)
                 .limit(PRUNE_BATCH)
             ).all()
             doomed = []
             for row in rows:
-                if not prune(self._stored(row)):
+                if not prune(self._schema.stored(row)):
                     break
                 doomed.append(row[0])
             if doomed:
@@ -173,4 +176,4 @@ class CompactionOps(RepositoryBase):
         else:
             created_at, expires_at = now, (now + ttl if ttl else None)
         first = claimed.next_seq - count + 1
-        self._insert_items(conn, claimed.id, first, build(first), created_at, expires_at)
+        self._schema.insert_items(conn, claimed.id, first, build(first), created_at, expires_at)

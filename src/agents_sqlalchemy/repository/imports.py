@@ -1,7 +1,7 @@
 """The SQL of adopting the SDK's own tables: reading them, and writing one session of ours.
 
 `SdkSource` reads the tables of the SDK's `SQLiteSession`/`SQLAlchemySession` (a SQLite
-file is opened read-only); `ImportOps.import_session` writes one whole session in one
+file is opened read-only); `Imports.import_session` writes one whole session in one
 transaction, unless the target already has it.
 
 Example::
@@ -39,8 +39,8 @@ from sqlalchemy.pool import NullPool
 from ..database.engines import normalize_url
 from ..errors import ConfigurationError
 from ..types import NewItem, SessionKey
-from .base import RepositoryBase
 from .rows import insert_session_if_absent
+from .schema import Schema
 
 Order = Literal["auto", "id", "created_at"]
 CHUNK = 500
@@ -145,17 +145,20 @@ def _source_engine(source: str | Path | URL | AsyncEngine) -> tuple[AsyncEngine,
 COUNT_CAP = 10_000
 
 
-class ImportOps(RepositoryBase):
+class Imports:
     """Writes a session copied from elsewhere, whole, in one transaction; and tells whether
     the SDK's own tables hold history that ours do not."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
 
     async def sdk_history(self, messages_table: str) -> int:
         """Rows (at most `COUNT_CAP`) in the SDK's `messages_table` beside ours, or 0 when
         it does not exist or when our tables already hold a session."""
-        return await self._db.read(lambda conn: self._sdk_history(conn, messages_table))
+        return await self._schema.db.read(lambda conn: self._sdk_history(conn, messages_table))
 
     def _sdk_history(self, conn: Connection, messages_table: str) -> int:
-        if conn.execute(select(self._sessions.c.id).limit(1)).first() is not None:
+        if conn.execute(select(self._schema.sessions.c.id).limit(1)).first() is not None:
             return 0
         if not inspect(conn).has_table(messages_table):
             return 0
@@ -170,7 +173,7 @@ class ImportOps(RepositoryBase):
         items: Sequence[tuple[datetime, NewItem]],
     ) -> bool:
         """Write a new session with these items (and their times); False if it exists."""
-        return await self._db.write(lambda conn: self._import(conn, key, created, items))
+        return await self._schema.db.write(lambda conn: self._import(conn, key, created, items))
 
     def _import(
         self,
@@ -179,7 +182,7 @@ class ImportOps(RepositoryBase):
         created: tuple[datetime, datetime],
         items: Sequence[tuple[datetime, NewItem]],
     ) -> bool:
-        sessions = self._sessions
+        sessions = self._schema.sessions
         first, last = created
         values = {
             "session_id": key.session_id,
@@ -205,6 +208,6 @@ class ImportOps(RepositoryBase):
             for seq, (when, item) in enumerate(items, 1)
         ]
         for start in range(0, len(rows), CHUNK):
-            conn.execute(self._items.insert(), rows[start : start + CHUNK])
+            conn.execute(self._schema.items.insert(), rows[start : start + CHUNK])
         conn.execute(update(sessions).where(sessions.c.id == session_pk).values(next_seq=len(rows)))
         return True

@@ -1,28 +1,49 @@
-"""Keyring SQL: the key-encryption-key rows, and re-wrapping data keys during a rotation."""
+"""Keyring SQL: the key-encryption-key rows, re-wrapping data keys during a rotation, and
+the scrub that leaves no bytes of destroyed keys in a SQLite file.
+
+Example::
+
+    keys = KeyringRows(schema)
+    rows = await keys.keyring_rows()
+    await keys.scrub()
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Table, bindparam, column, delete, func, select, table, update
+from sqlalchemy import bindparam, column, delete, func, select, table, update
 from sqlalchemy.engine import Connection
 
 from ..database.locks import advisory_lock
-from .base import RepositoryBase
+from .schema import Schema
 
 
-class KeyringOps(RepositoryBase):
+class KeyringRows:
     """Rows of the keyring table, and the item keys and sealed states they wrap."""
 
-    @property
-    def _keyring(self) -> Table:
-        return self._models.table(self._models.keyring)
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
+
+    async def scrub(self) -> None:
+        """Leave no bytes of deleted rows in a SQLite file's WAL: checkpoint and truncate it.
+
+        Deleted content is zeroed in the database pages (`secure_delete`); the WAL still holds
+        older copies of those pages until it is checkpointed and truncated. No-op elsewhere.
+        """
+        db = self._schema.db
+        if db.dialect_name == "sqlite":
+            await db.read(
+                lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all()
+            )
 
     async def keyring_rows(self) -> list[dict[str, Any]]:
         """Every keyring row, oldest first, as mappings."""
-        query = select(self._keyring).order_by(self._keyring.c.created_at)
-        return await self._db.read(lambda conn: [dict(row._mapping) for row in conn.execute(query)])
+        query = select(self._schema.keyring).order_by(self._schema.keyring.c.created_at)
+        return await self._schema.db.read(
+            lambda conn: [dict(row._mapping) for row in conn.execute(query)]
+        )
 
     async def add_keyring(self, row: dict[str, Any], *, retire: str | None = None) -> bool:
         """Insert a keyring row and make it the active one.
@@ -31,10 +52,10 @@ class KeyringOps(RepositoryBase):
         without, the row goes in only if no row is active yet (two stores racing to create
         the keyring: one wins, and the other opens the winner's). Returns whether it went in.
         """
-        return await self._db.write(lambda conn: self._add(conn, row, retire))
+        return await self._schema.db.write(lambda conn: self._add(conn, row, retire))
 
     def _add(self, conn: Connection, row: dict[str, Any], retire: str | None) -> bool:
-        keyring = self._keyring
+        keyring = self._schema.keyring
         self._lock_keyring(conn)
         if retire is not None:
             conn.execute(
@@ -54,25 +75,25 @@ class KeyringOps(RepositoryBase):
         keyring may have no row yet: the migrations' version row (there at head) is locked.
         """
         if conn.dialect.name == "postgresql":
-            advisory_lock(conn, f"agents_sqlalchemy.keyring:{self._keyring.fullname}")
-        elif self._mysql:
-            names = self._models.names
+            advisory_lock(conn, f"agents_sqlalchemy.keyring:{self._schema.keyring.fullname}")
+        elif self._schema.mysql:
+            names = self._schema.models.names
             version = table(names.version_table, column("version_num"), schema=names.schema)
             conn.execute(select(version.c.version_num).with_for_update())
         else:
-            conn.execute(update(self._keyring).values(kind=self._keyring.c.kind))
+            conn.execute(update(self._schema.keyring).values(kind=self._schema.keyring.c.kind))
 
     async def count_keys(self, kek_id: str) -> int:
         """How many item keys are wrapped by `kek_id` (a scan: rotations are rare)."""
-        items = self._items
+        items = self._schema.items
         query = select(func.count()).select_from(items).where(items.c.kek_id == kek_id)
-        return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
+        return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def has_plaintext_items(self) -> bool:
         """Whether any item is stored as JSON text (the database was used without a key)."""
-        items = self._items
+        items = self._schema.items
         query = select(items.c.id).where(items.c.payload.is_not(None)).limit(1)
-        return await self._db.read(lambda conn: conn.execute(query).first() is not None)
+        return await self._schema.db.read(lambda conn: conn.execute(query).first() is not None)
 
     async def rewrap_keys(
         self,
@@ -88,7 +109,7 @@ class KeyringOps(RepositoryBase):
         A walk over the primary key, a window at a time: `kek_id` has no index (it would
         cost every append), and a window bounds the time each transaction holds the lock.
         """
-        return await self._db.write(
+        return await self._schema.db.write(
             lambda conn: self._rewrap_keys(conn, old, new, rewrap, after, batch)
         )
 
@@ -101,7 +122,7 @@ class KeyringOps(RepositoryBase):
         after: int,
         batch: int,
     ) -> tuple[int, int | None]:
-        items = self._items
+        items = self._schema.items
         self._lock_keyring(conn)
         window = conn.execute(
             select(items.c.id, items.c.kek_id, items.c.wrapped_key)
@@ -126,12 +147,14 @@ class KeyringOps(RepositoryBase):
         self, rewrap: Callable[[bytes], bytes], after: int, batch: int
     ) -> int | None:
         """Re-wrap sealed states of sessions with id > `after`; return the last id, or None."""
-        return await self._db.write(lambda conn: self._rewrap_states(conn, rewrap, after, batch))
+        return await self._schema.db.write(
+            lambda conn: self._rewrap_states(conn, rewrap, after, batch)
+        )
 
     def _rewrap_states(
         self, conn: Connection, rewrap: Callable[[bytes], bytes], after: int, batch: int
     ) -> int | None:
-        sessions = self._sessions
+        sessions = self._schema.sessions
         self._lock_keyring(conn)
         rows = conn.execute(
             select(sessions.c.id, sessions.c.sealed_state)
@@ -149,12 +172,12 @@ class KeyringOps(RepositoryBase):
 
     async def finish_rotation(self, old: str) -> bool:
         """Delete the retired keyring row `old` if no item key refers to it any more."""
-        return await self._db.write(lambda conn: self._finish(conn, old))
+        return await self._schema.db.write(lambda conn: self._finish(conn, old))
 
     def _finish(self, conn: Connection, old: str) -> bool:
         self._lock_keyring(conn)
-        items = self._items
+        items = self._schema.items
         if conn.execute(select(items.c.id).where(items.c.kek_id == old).limit(1)).first():
             return False
-        conn.execute(delete(self._keyring).where(self._keyring.c.kek_id == old))
+        conn.execute(delete(self._schema.keyring).where(self._schema.keyring.c.kek_id == old))
         return True

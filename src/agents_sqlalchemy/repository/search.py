@@ -29,8 +29,8 @@ from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.expression import Insert, Select, Subquery
 
 from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
-from .base import RepositoryBase
 from .prepared import Prepared, PreparedRows
+from .schema import Schema
 
 # Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
 IN_BATCH = 5000
@@ -77,13 +77,16 @@ def _aggregated(query: Select[Any], key: str) -> Select[Any]:
     return select(*arrays).group_by(rows.c[key] // ARRAY_ROWS)
 
 
-class SearchOps(RepositoryBase):
+class SearchIndex:
     """The search index (one row per item and model), read and rebuilt beside the items."""
 
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
+
     def _in_scope(self, scope: Scope) -> ColumnElement[bool]:
-        sessions = self._sessions
+        schema, sessions = self._schema, self._schema.sessions
         if scope.session is not None:  # by its pk too: PostgreSQL then reads its items' index
-            by_pk = self._items.c.session_pk == self._session_pk(scope.session).scalar_subquery()
+            by_pk = schema.items.c.session_pk == schema.session_pk(scope.session).scalar_subquery()
             return and_(sessions.c.session_hash == scope.session.hash, by_pk)
         if scope.user_id is not None:
             return sessions.c.user_id == scope.user_id
@@ -92,12 +95,13 @@ class SearchOps(RepositoryBase):
     def _position(self, scope: Scope) -> ColumnElement[Any]:
         """An item's age as a number: `seq` within a session, else `created_at` in epoch
         seconds, computed by the database (parsing datetimes costs more than the search)."""
-        items = self._items
+        items = self._schema.items
         if scope.session is not None:
             return items.c.seq
-        if self._db.dialect_name == "sqlite":  # naive UTC text
+        if self._schema.db.dialect_name == "sqlite":  # naive UTC text
             return (func.julianday(items.c.created_at) - 2440587.5) * 86400.0
-        if self._mysql:  # naive UTC DATETIME(6); UNIX_TIMESTAMP would apply the session's zone
+        # MySQL: naive UTC DATETIME(6); UNIX_TIMESTAMP would apply the session's zone.
+        if self._schema.mysql:
             micros = func.timestampdiff(text("MICROSECOND"), EPOCH, items.c.created_at)
             return type_coerce(micros / 1e6, Float)
         return cast(extract("epoch", items.c.created_at), Float)
@@ -114,7 +118,7 @@ class SearchOps(RepositoryBase):
         the terms, and only items with a vector are candidates. An item indexed for another
         model only (the embedder changed, `reindex` has not run) is found by its terms.
         """
-        items, sessions, index = self._items, self._sessions, self._index
+        items, sessions, index = self._schema.items, self._schema.sessions, self._schema.index
         current = index.c.model_id == model_id
         # Only what differs from row to row is read: each value costs the driver more than
         # SQLite spends finding the row (in one session, its hash and numbers are known).
@@ -131,7 +135,7 @@ class SearchOps(RepositoryBase):
             read["terms"] = index.c.terms
         if vectors:
             read["vectors"] = case((current, index.c.vector))
-        if self._sealed:
+        if self._schema.sealed:
             read["wrapped_keys"] = items.c.wrapped_key
         query = (
             select(*read.values())
@@ -140,14 +144,14 @@ class SearchOps(RepositoryBase):
             .join(index, index.c.item_pk == items.c.id)
             .where(
                 self._in_scope(scope),
-                self._live(self._now()),
+                self._schema.live(self._schema.now()),
                 or_(current, index.c.terms.is_not(None)) if terms else current,
             )
         )
-        if self._sealed:  # only items with a data key to open their vector with
+        if self._schema.sealed:  # only items with a data key to open their vector with
             query = query.where(items.c.wrapped_key.is_not(None))
 
-        at_once = self._db.dialect_name == "postgresql"
+        at_once = self._schema.db.dialect_name == "postgresql"
         statement = _aggregated(query, items.c.id.name) if at_once else query
 
         def work(conn: Connection) -> tuple[Candidates, int]:
@@ -164,25 +168,29 @@ class SearchOps(RepositoryBase):
             indexed = found - kinds.count(0)  # one row per item and model at most
             return Candidates.of(columns), indexed
 
-        return await self._db.read(work)
+        return await self._schema.db.read(work)
 
     async def count_live(self, scope: Scope) -> int:
         """How many live items there are in scope (on main lines: what search indexes)."""
-        items, sessions = self._items, self._sessions
+        items, sessions = self._schema.items, self._schema.sessions
         query = (
             select(func.count())
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(self._in_scope(scope), self._live(self._now()), sessions.c.parent_pk.is_(None))
+            .where(
+                self._in_scope(scope),
+                self._schema.live(self._schema.now()),
+                sessions.c.parent_pk.is_(None),
+            )
         )
-        return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
+        return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def vectors(
         self, item_pks: list[int], model_id: str
     ) -> dict[tuple[int, bytes | None], bytes]:
         """The stored vectors of `model_id` of these items (those still there), by item id
         and wrapped key: an id may name a newer item than the one asked about."""
-        index, items = self._index, self._items
+        index, items = self._schema.index, self._schema.items
 
         def work(conn: Connection) -> dict[tuple[int, bytes | None], bytes]:
             found: dict[tuple[int, bytes | None], bytes] = {}
@@ -198,13 +206,13 @@ class SearchOps(RepositoryBase):
                 found.update(((pk, wrapped), vector) for pk, wrapped, vector in conn.execute(query))
             return found
 
-        return await self._db.read(work)
+        return await self._schema.db.read(work)
 
     async def hit_rows(self, item_pks: list[int]) -> dict[int, tuple[SessionKey, StoredItem]]:
         """The items behind the hits, with their sessions, by primary key."""
-        items, sessions = self._items, self._sessions
+        items, sessions = self._schema.items, self._schema.sessions
         query = (
-            self._item_columns()
+            self._schema.item_columns()
             .add_columns(sessions.c.session_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(items.c.id.in_(item_pks))
@@ -212,31 +220,33 @@ class SearchOps(RepositoryBase):
 
         def work(conn: Connection) -> dict[int, tuple[SessionKey, StoredItem]]:
             return {
-                row[0]: (SessionKey.of(row[-1]), self._stored(row[:-1]))
+                row[0]: (SessionKey.of(row[-1]), self._schema.stored(row[:-1]))
                 for row in conn.execute(query)
             }
 
-        return await self._db.read(work)
+        return await self._schema.db.read(work)
 
     def _unindexed_where(self, model_id: str, scope: Scope) -> ColumnElement[bool]:
         """Live items in scope without a vector (or marker) of `model_id`; never the items a
         session wrote on its other branches (its companion row's): only main lines are
         searched."""
-        items, index = self._items, self._index
+        items, index = self._schema.items, self._schema.index
         indexed = exists().where(index.c.item_pk == items.c.id, index.c.model_id == model_id)
-        main_line = self._sessions.c.parent_pk.is_(None)
-        return and_(~indexed, self._live(self._now()), self._in_scope(scope), main_line)
+        main_line = self._schema.sessions.c.parent_pk.is_(None)
+        return and_(
+            ~indexed, self._schema.live(self._schema.now()), self._in_scope(scope), main_line
+        )
 
     async def count_unindexed(self, model_id: str, scope: Scope) -> int:
         """How many live items in scope have no vector of `model_id`."""
-        items, sessions = self._items, self._sessions
+        items, sessions = self._schema.items, self._schema.sessions
         query = (
             select(func.count())
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(self._unindexed_where(model_id, scope))
         )
-        return await self._db.read(lambda conn: int(conn.execute(query).scalar_one()))
+        return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def unindexed(
         self, model_id: str, batch: int, after: int, scope: Scope, *, new: bool = False
@@ -249,7 +259,7 @@ class SearchOps(RepositoryBase):
         in the index (one indexed meanwhile is indexed again, in place). On fresh tables
         PostgreSQL plans that look-up as a scan of the whole index per item.
         """
-        items, sessions = self._items, self._sessions
+        items, sessions = self._schema.items, self._schema.sessions
         cursor = items.c.seq if scope.session is not None else items.c.id
         where = (
             and_(self._in_scope(scope), sessions.c.parent_pk.is_(None))
@@ -257,7 +267,7 @@ class SearchOps(RepositoryBase):
             else self._unindexed_where(model_id, scope)
         )
         query = (
-            self._item_columns()
+            self._schema.item_columns()
             .add_columns(items.c.session_pk, sessions.c.session_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(where)
@@ -272,10 +282,10 @@ class SearchOps(RepositoryBase):
             found = []
             for row in conn.execute(query):
                 key = keys.get(row[-1]) or keys.setdefault(row[-1], SessionKey.of(row[-1]))
-                found.append(Unindexed(row[0], row[-2], key, self._stored(row[:-2])))
+                found.append(Unindexed(row[0], row[-2], key, self._schema.stored(row[:-2])))
             return found
 
-        return await self._db.read(work)
+        return await self._schema.db.read(work)
 
     async def replace_index(self, entries: list[tuple[int, int, NewItem]]) -> None:
         """Index `(session_pk, seq, NewItem)` entries anew: their items' index rows of the
@@ -286,7 +296,7 @@ class SearchOps(RepositoryBase):
         An item removed (or replaced) meanwhile is skipped.
         """
         if entries:
-            await self._db.write(lambda conn: self._replace(conn, entries))
+            await self._schema.db.write(lambda conn: self._replace(conn, entries))
 
     def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         rows = [
@@ -294,16 +304,16 @@ class SearchOps(RepositoryBase):
             for session_pk, seq, item in entries
             if item.model_id is not None
         ]
-        if self._db.dialect_name == "sqlite":
+        if self._schema.db.dialect_name == "sqlite":
             self._index_upsert.run(conn, rows)
             return
-        if self._db.dialect_name == "postgresql":
+        if self._schema.db.dialect_name == "postgresql":
             arrays = {f"{name}s": [row[i] for row in rows] for i, name in enumerate(INDEX_ROW)}
             self._index_upsert_at_once.run(conn, arrays)
             return
         # MySQL: the items still there are locked first (before the index rows, in the order
         # a delete's cascade takes), so that none is removed until this commits.
-        items, index = self._items, self._index
+        items, index = self._schema.items, self._schema.index
         places = tuple_(items.c.session_pk, items.c.seq).in_([row[:2] for row in rows])
         still = select(items.c.session_pk, items.c.seq, items.c.id).where(places)
         found = {(s, seq): pk for s, seq, pk in conn.execute(still.with_for_update())}
@@ -321,14 +331,14 @@ class SearchOps(RepositoryBase):
     @cached_property
     def _index_insert(self) -> Prepared:
         """The insert of index rows, compiled once per dialect (`Prepared`)."""
-        return Prepared(self._index.insert().values(self._index_values))
+        return Prepared(self._schema.index.insert().values(self._index_values))
 
     @cached_property
     def _index_upsert(self) -> PreparedRows:
         """SQLite: index rows, each in place of its item's row of the same model, for the
         items still at their places (`session_pk`, `seq`); many rows per statement, which
         takes the write lock before it looks."""
-        items, index = self._items, self._index
+        items, index = self._schema.items, self._schema.index
 
         def upsert(given: Subquery) -> Insert:
             at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
@@ -344,7 +354,7 @@ class SearchOps(RepositoryBase):
         `seqs`, ...), each in place of its item's row of the same model. The items still at
         those places are locked FOR KEY SHARE first: a removal waits for the commit, and an
         item removed meanwhile is skipped."""
-        items, index, types = self._items, self._index, self._index_row_types
+        items, index, types = self._schema.items, self._schema.index, self._index_row_types
         arrays = [bindparam(f"{n}s", type_=postgresql.ARRAY(types[n])) for n in INDEX_ROW]
         given = func.unnest(*arrays).table_valued(*INDEX_ROW).render_derived()
         at = and_(items.c.session_pk == given.c.session_pk, items.c.seq == given.c.seq)
@@ -364,23 +374,23 @@ class SearchOps(RepositoryBase):
     @cached_property
     def _index_row_types(self) -> dict[str, Any]:
         """The column type of each value of an `INDEX_ROW`, in its order."""
-        place = {name: self._items.c[name].type for name in ("session_pk", "seq")}
-        types = place | {name: self._index.c[name].type for name in INDEX_COLUMNS}
+        place = {name: self._schema.items.c[name].type for name in ("session_pk", "seq")}
+        types = place | {name: self._schema.index.c[name].type for name in INDEX_COLUMNS}
         return {name: types[name] for name in INDEX_ROW}
 
     @cached_property
     def _index_values(self) -> dict[str, Any]:
-        index = self._index
+        index = self._schema.index
         return {name: bindparam(name, type_=index.c[name].type) for name in INDEX_COLUMNS}
 
     async def latest_model_id(self) -> str | None:
         """The embedding model of the most recently indexed item, or None."""
-        index = self._index
+        index = self._schema.index
         query = select(index.c.model_id).order_by(index.c.id.desc()).limit(1)
-        return await self._db.read(lambda conn: conn.execute(query).scalar_one_or_none())
+        return await self._schema.db.read(lambda conn: conn.execute(query).scalar_one_or_none())
 
     async def drop_other_models(self, model_id: str) -> int:
         """Delete vectors of every other embedding model; return how many."""
-        index = self._index
+        index = self._schema.index
         statement = delete(index).where(index.c.model_id != model_id)
-        return await self._db.write(lambda conn: int(conn.execute(statement).rowcount))
+        return await self._schema.db.write(lambda conn: int(conn.execute(statement).rowcount))

@@ -24,18 +24,21 @@ from sqlalchemy.engine import Connection
 
 from ..models import UTCDateTime
 from ..types import SessionKey
-from .base import RepositoryBase
 from .rows import insert_session_if_absent
+from .schema import Schema
 
 
-class SessionOps(RepositoryBase):
+class Sessions:
     """Rows of the sessions table: owner, metadata, state, activity; and bulk removal."""
 
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
+
     def _described(self, now: datetime) -> Any:
-        sessions, items = self._sessions, self._items
+        sessions, items = self._schema.sessions, self._schema.items
         item_count = (
             select(func.count())
-            .where(items.c.session_pk == sessions.c.id, self._live(now))
+            .where(items.c.session_pk == sessions.c.id, self._schema.live(now))
             .scalar_subquery()
         )
         return select(
@@ -51,8 +54,10 @@ class SessionOps(RepositoryBase):
 
     async def describe(self, key: SessionKey) -> Any:
         """The session's row with its live item count, or None."""
-        query = self._described(self._now()).where(self._sessions.c.session_hash == key.hash)
-        return await self._db.read(lambda conn: conn.execute(query).one_or_none())
+        query = self._described(self._schema.now()).where(
+            self._schema.sessions.c.session_hash == key.hash
+        )
+        return await self._schema.db.read(lambda conn: conn.execute(query).one_or_none())
 
     async def list_sessions(
         self,
@@ -70,8 +75,8 @@ class SessionOps(RepositoryBase):
         `archived`: False for the sessions not archived, True for the archived ones only,
         None for both.
         """
-        sessions = self._sessions
-        query = self._described(self._now()).where(sessions.c.parent_pk.is_(None))
+        sessions = self._schema.sessions
+        query = self._described(self._schema.now()).where(sessions.c.parent_pk.is_(None))
         if archived is not None:
             archived_at = sessions.c.archived_at
             query = query.where(archived_at.is_not(None) if archived else archived_at.is_(None))
@@ -89,7 +94,7 @@ class SessionOps(RepositoryBase):
                 < tuple_(literal(after[0], UTCDateTime()), literal(after[1]))
             )
         query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(limit)
-        return await self._db.read(lambda conn: list(conn.execute(query)))
+        return await self._schema.db.read(lambda conn: list(conn.execute(query)))
 
     def _metadata_equals(self, name: str, value: object) -> ColumnElement[bool]:
         """`metadata[name] == value` with JSON's types: 7 matches 7, never "7" or true.
@@ -97,10 +102,10 @@ class SessionOps(RepositoryBase):
         Values are checked by `validation.metadata_filter`. On SQLite the names are read
         with `json_each`, not a JSON path: a path cannot spell every name (a `"` ends it).
         """
-        column = self._sessions.c.metadata
-        if self._db.dialect_name == "postgresql":
+        column = self._schema.sessions.c.metadata
+        if self._schema.db.dialect_name == "postgresql":
             return sql_cast(column, JSONB).contains({name: value})
-        if self._mysql:  # a JSON path, its name quoted as a JSON string
+        if self._schema.mysql:  # a JSON path, its name quoted as a JSON string
             return _mysql_json_equals(column, "$." + json.dumps(name), value)
         each = func.json_each(column).table_valued("key", "type", "value")
         if isinstance(value, bool):
@@ -112,11 +117,11 @@ class SessionOps(RepositoryBase):
 
     async def read_session_columns(self, key: SessionKey, columns: tuple[str, ...]) -> Any:
         """Some columns of the session's row, or None if it has none."""
-        sessions = self._sessions
+        sessions = self._schema.sessions
         query = select(*(sessions.c[name] for name in columns)).where(
             sessions.c.session_hash == key.hash
         )
-        return await self._db.read(lambda conn: conn.execute(query).one_or_none())
+        return await self._schema.db.read(lambda conn: conn.execute(query).one_or_none())
 
     async def update_session(
         self,
@@ -125,7 +130,7 @@ class SessionOps(RepositoryBase):
         columns: tuple[str, ...],
     ) -> None:
         """Read `columns` of the session under its lock (creating its row), write `change(row)`."""
-        await self._db.write(
+        await self._schema.db.write(
             lambda conn: self._update_session(conn, key, change, columns),
             session_id=key.session_id,
         )
@@ -137,8 +142,8 @@ class SessionOps(RepositoryBase):
         change: Callable[[Any], dict[str, Any]],
         columns: tuple[str, ...],
     ) -> None:
-        sessions = self._sessions
-        session_pk, _ = self._claim(conn, key, 0, self._now())
+        sessions = self._schema.sessions
+        session_pk, _ = self._schema.claim(conn, key, 0, self._schema.now())
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
         values = change(row)
@@ -156,19 +161,19 @@ class SessionOps(RepositoryBase):
 
         Companion rows (the items of a session's branches) go with their session.
         """
-        sessions = self._sessions
+        sessions = self._schema.sessions
         conditions: list[ColumnElement[bool]] = [sessions.c.parent_pk.is_(None)]
         if session_hash is not None:
             conditions.append(sessions.c.session_hash == session_hash)
         if user_id is not None:
             conditions.append(sessions.c.user_id == user_id)
         if inactive_for is not None:
-            conditions.append(sessions.c.updated_at < self._now() - inactive_for)
+            conditions.append(sessions.c.updated_at < self._schema.now() - inactive_for)
         return and_(*conditions)
 
     async def create_session(self, key: SessionKey) -> bool:
         """Insert a new session row (owner and metadata from `key`); False if the id exists."""
-        now = self._now()
+        now = self._schema.now()
         values = {
             "session_id": key.session_id,
             "session_hash": key.hash,
@@ -178,8 +183,8 @@ class SessionOps(RepositoryBase):
             "created_at": now,
             "updated_at": now,
         }
-        made = await self._db.write(
-            lambda conn: insert_session_if_absent(conn, self._sessions, values),
+        made = await self._schema.db.write(
+            lambda conn: insert_session_if_absent(conn, self._schema.sessions, values),
             session_id=key.session_id,
         )
         return made is not None
@@ -191,23 +196,23 @@ class SessionOps(RepositoryBase):
 
         Only sessions not in that state yet are counted; their activity time is kept.
         """
-        sessions = self._sessions
+        sessions = self._schema.sessions
         archived_at = sessions.c.archived_at
         pending = and_(where, archived_at.is_(None) if archive else archived_at.is_not(None))
 
         def one_batch(conn: Connection) -> int:
             chosen: Any = select(sessions.c.id).where(pending).limit(batch)
-            if self._mysql:  # no LIMIT in an IN subquery: the ids first
+            if self._schema.mysql:  # no LIMIT in an IN subquery: the ids first
                 chosen = list(conn.execute(chosen.with_for_update()).scalars())
             else:
                 chosen = chosen.scalar_subquery()
             changed = update(sessions).where(sessions.c.id.in_(chosen))
-            stamp = self._now() if archive else None
+            stamp = self._schema.now() if archive else None
             return int(conn.execute(changed.values(archived_at=stamp)).rowcount)
 
         total = 0
         while True:
-            count = await self._db.write(one_batch)
+            count = await self._schema.db.write(one_batch)
             total += count
             if count < batch:
                 return total
@@ -220,7 +225,7 @@ class SessionOps(RepositoryBase):
         """
         total_sessions = total_items = 0
         while True:
-            deleted_sessions, deleted_items = await self._db.write(
+            deleted_sessions, deleted_items = await self._schema.db.write(
                 lambda conn: self._delete_batch(conn, where, batch)
             )
             total_sessions += deleted_sessions
@@ -231,9 +236,9 @@ class SessionOps(RepositoryBase):
     def _delete_batch(
         self, conn: Connection, where: ColumnElement[bool], batch: int
     ) -> tuple[int, int]:
-        sessions, items = self._sessions, self._items
+        sessions, items = self._schema.sessions, self._schema.items
         chosen = select(sessions.c.id).where(where).limit(batch)
-        if self._mysql:  # no LIMIT in an IN subquery, no UPDATE ... RETURNING
+        if self._schema.mysql:  # no LIMIT in an IN subquery, no UPDATE ... RETURNING
             pks = list(conn.execute(chosen.with_for_update()).scalars())
         else:
             locked = conn.execute(
@@ -257,15 +262,15 @@ class SessionOps(RepositoryBase):
         """Delete expired items in batches; return how many."""
         total = 0
         while True:
-            removed = await self._db.write(lambda conn: self._purge_batch(conn, batch))
+            removed = await self._schema.db.write(lambda conn: self._purge_batch(conn, batch))
             total += removed
             if removed < batch:
                 return total
 
     def _purge_batch(self, conn: Connection, batch: int) -> int:
-        items = self._items
-        expired = select(items.c.id).where(items.c.expires_at <= self._now()).limit(batch)
-        if self._mysql:  # no LIMIT in an IN subquery, nor a subquery on the deleted table
+        items = self._schema.items
+        expired = select(items.c.id).where(items.c.expires_at <= self._schema.now()).limit(batch)
+        if self._schema.mysql:  # no LIMIT in an IN subquery, nor a subquery on the deleted table
             pks = list(conn.execute(expired).scalars())
             return int(conn.execute(delete(items).where(items.c.id.in_(pks))).rowcount)
         chosen = expired.scalar_subquery()

@@ -6,8 +6,9 @@ as it goes and once more at its end counts once.
 
 Example::
 
-    await repo.record_usage(key, "main", {"requests": 1, ...}, opened)
-    await repo.usage_by_day(user_id="alice", since=None, until=None)
+    usage = Usage(schema, items, lines, branches)
+    await usage.record_usage(key, "main", {"requests": 1, ...}, opened)
+    await usage.usage_by_day(user_id="alice", since=None, until=None)
 """
 
 from __future__ import annotations
@@ -17,31 +18,56 @@ from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Date, bindparam, cast, func, select
+from sqlalchemy import ColumnElement, Date, Table, bindparam, cast, func, select
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import NewItem, SessionKey
-from .appends import AppendOps
-from .base import SMALL
-from .branch_writes import BranchWriteOps
-from .branches import GONE, Gone, Opened
+from .branches import Branches
+from .items import Items
+from .lines import GONE, Gone, Lines, Opened
 from .prepared import Prepared
+from .schema import SMALL, Schema
 
 USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
 # What recording a turn's usage again replaces.
 REPLACED = (*USAGE_COLUMNS, "input_details", "output_details")
 
 
-class UsageOps(BranchWriteOps, AppendOps):
+class Usage:
     """Token usage per turn of a branch, written with the items or on its own."""
+
+    def __init__(self, schema: Schema, items: Items, lines: Lines, branches: Branches) -> None:
+        self._schema = schema
+        self._items = items
+        self._lines = lines
+        self._branches = branches
+
+    def _upsert(
+        self, table: Table, values: dict[str, Any], key: list[Any], replaced: list[str]
+    ) -> Any:
+        """INSERT `values`, or on a duplicate `key` set the `replaced` columns to the new
+        row's: ON CONFLICT on SQLite and PostgreSQL, ON DUPLICATE KEY on MySQL/MariaDB."""
+        if self._schema.mysql:
+            statement = mysql.insert(table).values(values)
+            return statement.on_duplicate_key_update(
+                {name: statement.inserted[name] for name in replaced}
+            )
+        insert = (
+            postgresql.insert if self._schema.db.dialect_name == "postgresql" else sqlite.insert
+        )
+        upsert = insert(table).values(values)
+        return upsert.on_conflict_do_update(
+            index_elements=key, set_={name: upsert.excluded[name] for name in replaced}
+        )
 
     def _record(
         self, conn: Connection, session_pk: int, branch_pk: int, values: dict[str, Any]
     ) -> bool:
         """Put `values` on a branch's current (latest) turn, as its structure says; False if
         it has none."""
-        last = conn.execute(self._last_ref_query, {"branch_pk": branch_pk}).one_or_none()
+        last = self._lines.last_ref(conn, branch_pk)
         if last is None:
             return False
         self._put_usage(conn, session_pk, branch_pk, last.turn, values)
@@ -51,7 +77,7 @@ class UsageOps(BranchWriteOps, AppendOps):
         self, conn: Connection, session_pk: int, branch_pk: int, turn: int, values: dict[str, Any]
     ) -> None:
         """One upsert of a turn's usage row."""
-        now = self._now()
+        now = self._schema.now()
         row: dict[str, Any] = {"session_pk": session_pk, "branch_pk": branch_pk, "turn": turn}
         row |= {"created_at": now, "updated_at": now} | dict.fromkeys(REPLACED)
         self._usage_upsert.run(conn, row | values)
@@ -59,7 +85,7 @@ class UsageOps(BranchWriteOps, AppendOps):
     @cached_property
     def _usage_upsert(self) -> Prepared:
         """Insert a turn's usage, or replace its figures (the first record's time stays)."""
-        usage = self._turn_usage
+        usage = self._schema.turn_usage
         named = ("session_pk", "branch_pk", "turn", "created_at", "updated_at", *REPLACED)
         values = {name: bindparam(name, type_=usage.c[name].type) for name in named}
         key = [usage.c.branch_pk, usage.c.turn]
@@ -77,12 +103,12 @@ class UsageOps(BranchWriteOps, AppendOps):
         """Bring the main line's turns up to place `last` and put `usage` on its current
         turn: counted on main's row while the session never branched (one row per turn, none
         per item), else through its structure."""
-        placed = self._turn_now(conn, session_pk, last, flags, opened)
+        placed = self._lines.turn_now(conn, session_pk, last, flags, opened)
         if placed is not None:
             self._put_usage(conn, session_pk, *placed, usage)
             return True
-        main_pk = self._main_pk(conn, session_pk, self._now())
-        self._sync_main(conn, session_pk, main_pk, opened)
+        main_pk = self._lines.main_pk(conn, session_pk, self._schema.now())
+        self._lines.sync_main(conn, session_pk, main_pk, opened)
         return self._record(conn, session_pk, main_pk, usage)
 
     async def append_with_usage(
@@ -100,19 +126,19 @@ class UsageOps(BranchWriteOps, AppendOps):
 
         def work(conn: Connection) -> bool:
             if name != MAIN:
-                appended = self._append_branch(conn, key, name, build, flags, ttl)
+                appended = self._branches.append_in(conn, key, name, build, flags, ttl)
                 if isinstance(appended, Gone):
                     return False
                 if usage is not None:
                     self._record(conn, *appended, usage)
                 return True
-            session_pk, next_seq = self._append(conn, key, len(flags), build, ttl)
+            session_pk, next_seq = self._items.append_in(conn, key, len(flags), build, ttl)
             if usage is not None:
                 self._record_main(conn, session_pk, next_seq, flags, usage, opened)
             return True
 
         small = len(flags) <= SMALL
-        return await self._db.write(work, session_id=key.session_id, small=small)
+        return await self._schema.db.write(work, session_id=key.session_id, small=small)
 
     async def record_usage(
         self, key: SessionKey, name: str, values: dict[str, Any], opened: Opened
@@ -121,9 +147,9 @@ class UsageOps(BranchWriteOps, AppendOps):
         branch is."""
 
         def work(conn: Connection) -> bool | Gone:
-            session_pk = self._lock(conn, key)
+            session_pk = self._lines.lock(conn, key)
             if name != MAIN:
-                branch_pk = self._branch_pk(conn, session_pk, name) if session_pk else None
+                branch_pk = self._lines.branch_pk(conn, session_pk, name) if session_pk else None
                 if session_pk is None or branch_pk is None:
                     return GONE
                 return self._record(conn, session_pk, branch_pk, values)
@@ -134,12 +160,12 @@ class UsageOps(BranchWriteOps, AppendOps):
                 return False
             return self._record_main(conn, session_pk, last.next_seq, [], values, opened)
 
-        return await self._db.write(work)
+        return await self._schema.db.write(work)
 
     @cached_property
     def _main_end_query(self) -> Any:
         """The session's last place handed out, and its last item's (None: it has none)."""
-        sessions, items = self._sessions, self._items
+        sessions, items = self._schema.sessions, self._schema.items
         latest = select(func.max(items.c.seq)).where(items.c.session_pk == sessions.c.id)
         return select(sessions.c.next_seq, latest.scalar_subquery().label("seq")).where(
             sessions.c.id == bindparam("session_pk")
@@ -149,7 +175,7 @@ class UsageOps(BranchWriteOps, AppendOps):
         self, key: SessionKey, name: str, turn: int | None
     ) -> list[dict[str, Any]] | Gone:
         """A branch's usage rows by turn (one turn's with `turn`), or `GONE`."""
-        usage = self._turn_usage
+        usage = self._schema.turn_usage
         columns = [usage.c.turn, *(usage.c[name] for name in USAGE_COLUMNS)]
         columns += [usage.c.input_details, usage.c.output_details]
 
@@ -159,11 +185,11 @@ class UsageOps(BranchWriteOps, AppendOps):
                 query = query.where(usage.c.turn == turn)
             return [dict(row._mapping) for row in conn.execute(query.order_by(usage.c.turn))]
 
-        return await self.on_line(key, name, work, None)
+        return await self._lines.on_line(key, name, work, None)
 
     async def session_usage(self, key: SessionKey, name: str | None) -> dict[str, int] | Gone:
         """Sums and turn count of a session's usage: one branch's, or all branches'."""
-        usage = self._turn_usage
+        usage = self._schema.turn_usage
         sums = [func.sum(usage.c[column]) for column in USAGE_COLUMNS]
         query = select(*sums, func.count())
 
@@ -177,11 +203,11 @@ class UsageOps(BranchWriteOps, AppendOps):
                 "turns": row[-1],
             }
 
-        return await self.on_line(key, name or MAIN, work, None)
+        return await self._lines.on_line(key, name or MAIN, work, None)
 
     def _day(self) -> ColumnElement[Any]:
-        created = self._turn_usage.c.created_at
-        if self._db.dialect_name != "postgresql":  # naive UTC (text on SQLite, DATETIME)
+        created = self._schema.turn_usage.c.created_at
+        if self._schema.db.dialect_name != "postgresql":  # naive UTC (text on SQLite, DATETIME)
             return func.date(created)
         return cast(func.timezone("UTC", created), Date)
 
@@ -189,7 +215,7 @@ class UsageOps(BranchWriteOps, AppendOps):
         self, *, user_id: str | None, since: datetime | None, until: datetime | None
     ) -> list[tuple[str | None, date, dict[str, int]]]:
         """Usage summed per owner and UTC day (of each turn's first record), by day."""
-        usage, sessions = self._turn_usage, self._sessions
+        usage, sessions = self._schema.turn_usage, self._schema.sessions
         day = self._day().label("day")
         sums = [func.sum(usage.c[column]) for column in USAGE_COLUMNS]
         query = (
@@ -218,4 +244,4 @@ class UsageOps(BranchWriteOps, AppendOps):
                 for row in conn.execute(query)
             ]
 
-        return await self._db.read(work)
+        return await self._schema.db.read(work)

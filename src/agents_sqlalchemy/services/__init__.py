@@ -22,12 +22,23 @@ from typing import Any
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .. import repository
 from ..crypto import Key, validate_key
 from ..database.engines import DEFAULT_LOCK_TIMEOUT
 from ..database.units import Database
 from ..errors import ConfigurationError
 from ..models import build_models
-from ..repository import Repository
+from ..repository import (
+    Compaction,
+    Imports,
+    Items,
+    KeyringRows,
+    Lines,
+    Schema,
+    SearchIndex,
+    Sessions,
+    Usage,
+)
 from ..search import Embedder
 from ..tables import TableNames
 from .adoption import Adoption
@@ -45,10 +56,12 @@ __all__ = ["ROTATE_BATCH", "Services"]
 
 @dataclass(frozen=True)
 class Services:
-    """The database, its repository, and the services a store is made of."""
+    """The database, the services a store is made of, and the repository's concerns that
+    are reached from outside the services (imports; the search index)."""
 
     db: Database
-    repository: Repository
+    imports: Imports
+    search_index: SearchIndex
     background: Background
     opener: Opener
     keys: KeyRotation
@@ -85,29 +98,45 @@ class Services:
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
         )
-        repository = Repository(db, build_models(tables), sealed=key is not None)
-        background = Background(release=repository.release_loop, thread=db.owns_engines)
+        # The repository: one schema context, one object per concern built on it.
+        schema = Schema(db, build_models(tables), sealed=key is not None)
+        items, sessions, lines = Items(schema), Sessions(schema), Lines(schema)
+        branches = repository.Branches(schema, lines)
+        usage = Usage(schema, items, lines, branches)
+        keyring, imports, index = KeyringRows(schema), Imports(schema), SearchIndex(schema)
+
+        background = Background(release=db.release_loop, thread=db.owns_engines)
         opener = Opener(
-            db, repository, tables, key=key, create_tables=create_tables, background=background
+            db,
+            keyring,
+            imports,
+            tables,
+            key=key,
+            create_tables=create_tables,
+            background=background,
         )
+        adoption = Adoption(db, opener, sessions, imports, tables, import_on_use=import_sdk_history)
         indexer = (
             None
             if embedder is None
-            else Indexer(repository, opener, embedder, background, chosen=embedder_chosen)
+            else Indexer(index, opener, embedder, background, chosen=embedder_chosen)
         )
         written = indexer.written if indexer else None
         return cls(
             db=db,
-            repository=repository,
+            imports=imports,
+            search_index=index,
             background=background,
             opener=opener,
-            keys=KeyRotation(opener, repository),
-            adoption=Adoption(db, opener, repository, tables, import_on_use=import_sdk_history),
-            conversation=Conversation(repository, opener, written, ttl=ttl),
-            management=Management(repository, opener),
-            branches=Branches(repository, opener, written, ttl=ttl),
+            keys=KeyRotation(opener, keyring),
+            adoption=adoption,
+            conversation=Conversation(
+                items, sessions, Compaction(schema), opener, written, ttl=ttl
+            ),
+            management=Management(sessions, index, opener),
+            branches=Branches(branches, usage, opener, written, ttl=ttl),
             indexer=indexer,
-            searcher=None if indexer is None else Searcher(repository, opener, indexer, background),
+            searcher=None if indexer is None else Searcher(index, opener, indexer, background),
         )
 
     def search(self) -> Searcher:

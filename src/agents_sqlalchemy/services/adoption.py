@@ -9,7 +9,7 @@ not exist (the usual case) this costs one look at the schema per store.
 
 Example::
 
-    adoption = Adoption(db, opener, repository, tables, import_on_use=True)
+    adoption = Adoption(db, opener, Sessions(schema), Imports(schema), tables, import_on_use=True)
     await adoption.check(SessionKey.of("chat-1"))    # imported now, if the SDK had it
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 from ..codec import Codec, encode_item
 from ..database.units import Database
 from ..errors import ConfigurationError, SdkHistoryError
-from ..repository import Repository, SdkSource
+from ..repository import Imports, SdkSource, Sessions
 from ..repository.imports import Order
 from ..tables import TableNames
 from ..types import SessionKey
@@ -37,7 +37,8 @@ class Adoption:
         self,
         db: Database,
         opener: Opener,
-        repository: Repository,
+        sessions: Sessions,
+        imports: Imports,
         tables: TableNames,
         *,
         import_on_use: bool,
@@ -45,7 +46,8 @@ class Adoption:
         self.import_on_use = import_on_use
         self._db = db
         self._opener = opener
-        self._repository = repository
+        self._sessions = sessions
+        self._imports = imports
         self._tables = tables
         self._source: tuple[SdkSource, Order] | None = None
         # None: not looked yet; False: the SDK's tables are not there (or are ours).
@@ -57,7 +59,7 @@ class Adoption:
             return
         codec = await self._opener.ready()
         source = await self._sdk_source()
-        if source is None or await self._repository.describe(key) is not None:
+        if source is None or await self._sessions.describe(key) is not None:
             return
         reader, order = source
         rows = await reader.rows(key.session_id, order)
@@ -72,7 +74,7 @@ class Adoption:
                 f"`{command}`, or open the store with import_sdk_history=True to import each "
                 "such session on first use; nothing was read or written"
             )
-        await copy_session(self._repository, codec, key, rows)
+        await copy_session(self._imports, codec, key, rows)
 
     async def _sdk_source(self) -> tuple[SdkSource, Order] | None:
         if self._source is None and self._present is None:
@@ -89,7 +91,7 @@ class Adoption:
 
 
 async def copy_session(
-    repository: Repository,
+    imports: Imports,
     codec: Codec,
     key: SessionKey,
     rows: Sequence[Any],
@@ -111,7 +113,7 @@ async def copy_session(
             continue
         written_at.append(_utc(row.created_at, first))
     items = list(zip(written_at, codec.rows(key, payloads, 1), strict=True))
-    if not await repository.import_session(key, (first, last), items):
+    if not await imports.import_session(key, (first, last), items):
         return None, unreadable
     return len(items), unreadable
 

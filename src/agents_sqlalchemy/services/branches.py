@@ -6,7 +6,10 @@ destroy the keys of the items no line holds any more.
 
 Example::
 
-    branches = Branches(repository, opener, written=None, ttl=None)
+    lines = Lines(schema)
+    stored = repository.Branches(schema, lines)
+    branches = Branches(stored, Usage(schema, Items(schema), lines, stored), opener,
+                        written=None, ttl=None)
     name, source = await branches.create(key, "main", 2, None)
     await branches.read(key, name, limit=None)
 """
@@ -17,11 +20,11 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from .. import repository
 from ..codec import Codec, encode_items
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
-from ..repository import GONE, Repository
-from ..repository.branches import Gone, Opened
+from ..repository import GONE, Gone, Opened, Usage
 from ..turns import MAIN, Turn, is_user
 from ..types import Appended, BranchSummary, SessionKey, Written
 from ..validation import check_range
@@ -42,13 +45,15 @@ class Branches:
 
     def __init__(
         self,
-        repository: Repository,
+        branches: repository.Branches,
+        usage: Usage,
         opener: Opener,
         written: Written | None,
         *,
         ttl: timedelta | None,
     ) -> None:
-        self._repository = repository
+        self._branches = branches
+        self._usage = usage
         self._opener = opener
         self._written = written
         self.ttl = ttl
@@ -64,7 +69,7 @@ class Branches:
             if limit == 0:
                 return []
         codec, _ = await self._codec(key)
-        found = await self._repository.read_branch(key, branch, limit)
+        found = await self._branches.read_branch(key, branch, limit)
         if isinstance(found, Gone):
             return found
         return codec.items(key, found)
@@ -83,7 +88,7 @@ class Branches:
         if not payloads:
             return True
         codec, opened = await self._codec(key)
-        done = await self._repository.append_with_usage(
+        done = await self._usage.append_with_usage(
             key,
             branch,
             lambda first_seq: codec.rows(key, payloads, first_seq),
@@ -100,7 +105,7 @@ class Branches:
         """Remove and return a branch's latest live item; `GONE` if the branch is dead."""
         codec, opened = await self._codec(key)
         async with self._opener.scrubbing():
-            return await self._repository.pop_line(
+            return await self._branches.pop_line(
                 key, branch, lambda stored: codec.item(key, stored), opened
             )
 
@@ -108,7 +113,7 @@ class Branches:
         """Delete the items of every branch and the usage; return how many main items."""
         await self._opener.ready()
         async with self._opener.scrubbing():
-            return await self._repository.clear_lines(key)
+            return await self._branches.clear_lines(key)
 
     async def create(
         self, key: SessionKey, source: str, turn: int, name: str | None
@@ -118,39 +123,39 @@ class Branches:
             _check_name(name, "Branch name")
         _, opened = await self._codec(key)
         base = f"branch_from_turn_{turn}_{int(time.time())}"
-        return await self._repository.create_branch(key, source, turn, name, base, opened)
+        return await self._branches.create_branch(key, source, turn, name, base, opened)
 
     async def exists(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live and holds items."""
         await self._opener.ready()
-        return await self._repository.branch_state(key, name) is True
+        return await self._branches.branch_state(key, name) is True
 
     async def alive(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live (made, and neither deleted nor cleared),
         whether or not it holds items yet."""
         await self._opener.ready()
-        return not isinstance(await self._repository.branch_state(key, name), Gone)
+        return not isinstance(await self._branches.branch_state(key, name), Gone)
 
     async def branched(self, key: SessionKey) -> bool:
         """Whether the session has a live branch besides main."""
         await self._opener.ready()
-        return await self._repository.has_branches(key)
+        return await self._branches.has_branches(key)
 
     async def delete(self, key: SessionKey, name: str) -> bool:
         """Delete a branch that holds items (not main); False if there is none such."""
         await self._opener.ready()
         async with self._opener.scrubbing():
-            return await self._repository.delete_branch(key, name)
+            return await self._branches.delete_branch(key, name)
 
     async def summaries(self, key: SessionKey) -> list[BranchSummary]:
         """The branches that hold live items."""
         _, opened = await self._codec(key)
-        return await self._repository.branch_summaries(key, opened)
+        return await self._branches.branch_summaries(key, opened)
 
     async def turns(self, key: SessionKey, branch: str, *, users_only: bool) -> list[Turn] | Gone:
         """A branch's live items, decoded, with their user turns."""
         codec, opened = await self._codec(key)
-        found = await self._repository.line_items(key, branch, opened, users_only=users_only)
+        found = await self._branches.line_items(key, branch, opened, users_only=users_only)
         if isinstance(found, Gone):
             return found
         items = codec.items(key, [row.stored for row in found])
@@ -161,19 +166,19 @@ class Branches:
     async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
         """Record a run's usage on a branch's current turn (False: the branch has none)."""
         _, opened = await self._codec(key)
-        return await self._repository.record_usage(key, branch, usage, opened)
+        return await self._usage.record_usage(key, branch, usage, opened)
 
     async def turn_usage(
         self, key: SessionKey, branch: str, turn: int | None
     ) -> list[dict[str, Any]] | Gone:
         """Usage rows of a branch by turn."""
         await self._opener.ready()
-        return await self._repository.turn_usage(key, branch, turn)
+        return await self._usage.turn_usage(key, branch, turn)
 
     async def session_usage(self, key: SessionKey, branch: str | None) -> TokenUsage | None:
         """Usage of one branch, or of all (None when nothing was recorded)."""
         await self._opener.ready()
-        found = await self._repository.session_usage(key, branch)
+        found = await self._usage.session_usage(key, branch)
         if isinstance(found, Gone) or not found["turns"]:
             return None
         return TokenUsage(**found)
@@ -183,7 +188,7 @@ class Branches:
     ) -> UsageReport:
         """Usage summed per owner and day by the database."""
         await self._opener.ready()
-        rows = await self._repository.usage_by_day(user_id=user_id, since=since, until=until)
+        rows = await self._usage.usage_by_day(user_id=user_id, since=since, until=until)
         return UsageReport([DailyUsage(user, day, TokenUsage(**sums)) for user, day, sums in rows])
 
 

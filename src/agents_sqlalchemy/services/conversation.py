@@ -5,7 +5,8 @@ searches, and come out in their per-session order. Removals destroy the items' k
 
 Example::
 
-    conversation = Conversation(repository, opener, indexer, ttl=None)
+    conversation = Conversation(Items(schema), Sessions(schema), Compaction(schema), opener,
+                                indexer.written, ttl=None)
     await conversation.append(key, [{"role": "user", "content": "hi"}])
     await conversation.read(key, limit=10)
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError
-from ..repository import Repository
+from ..repository import Compaction, Items, Sessions
 from ..types import Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
@@ -36,13 +37,17 @@ class Conversation:
 
     def __init__(
         self,
-        repository: Repository,
+        items: Items,
+        sessions: Sessions,
+        compaction: Compaction,
         opener: Opener,
         written: Written | None,
         *,
         ttl: timedelta | None,
     ) -> None:
-        self._repository = repository
+        self._items = items
+        self._sessions = sessions
+        self._compaction = compaction
         self._opener = opener
         self._written = written
         self.ttl = ttl
@@ -54,7 +59,7 @@ class Conversation:
             if limit == 0:
                 return []
         codec = await self._opener.ready()
-        rows = await self._repository.read(key, limit, codec.kek_id)
+        rows = await self._items.read(key, limit, codec.kek_id)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
             return await asyncio.to_thread(codec.items, key, rows)
         return codec.items(key, rows)
@@ -72,7 +77,7 @@ class Conversation:
         if not payloads:
             return
         codec = await self._opener.ready()
-        session_pk, first_seq = await self._repository.append(
+        session_pk, first_seq = await self._items.append(
             key,
             len(payloads),
             lambda first_seq: codec.rows(key, payloads, first_seq),
@@ -86,18 +91,18 @@ class Conversation:
         """Remove and return the latest live item, or None; its key is destroyed."""
         codec = await self._opener.ready()
         async with self._opener.scrubbing():
-            return await self._repository.pop(key, lambda stored: codec.item(key, stored))
+            return await self._items.pop(key, lambda stored: codec.item(key, stored))
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of a session (and their keys); return how many."""
         await self._opener.ready()
         async with self._opener.scrubbing():
-            return await self._repository.clear(key)
+            return await self._items.clear(key)
 
     async def metadata(self, key: SessionKey) -> dict[str, Any]:
         """The session's metadata ({} when it has none or no row yet)."""
         await self._opener.ready()
-        row = await self._repository.read_session_columns(key, ("metadata",))
+        row = await self._sessions.read_session_columns(key, ("metadata",))
         return dict(row.metadata or {}) if row else {}
 
     async def update_metadata(self, key: SessionKey, values: dict[str, Any]) -> dict[str, Any]:
@@ -113,19 +118,19 @@ class Conversation:
             return {"metadata": merged}
 
         await self._opener.ready()
-        await self._repository.update_session(key, change, ("metadata",))
+        await self._sessions.update_session(key, change, ("metadata",))
         return merged
 
     async def set_user_id(self, key: SessionKey, user_id: str | None) -> None:
         """Give the session to `user_id` (None: to nobody)."""
         user_id = check_user_id(user_id)
         await self._opener.ready()
-        await self._repository.update_session(key, lambda _: {"user_id": user_id}, ())
+        await self._sessions.update_session(key, lambda _: {"user_id": user_id}, ())
 
     async def state(self, key: SessionKey) -> dict[str, Any]:
         """The session's whole state mapping ({} when empty)."""
         codec = await self._opener.ready()
-        row = await self._repository.read_session_columns(key, codec.state_columns)
+        row = await self._sessions.read_session_columns(key, codec.state_columns)
         return codec.state(key, row) if row else {}
 
     async def change_state(
@@ -151,10 +156,10 @@ class Conversation:
             return codec.state_values(key, state)
 
         if not delete:
-            await self._repository.update_session(key, change, codec.state_columns)
+            await self._sessions.update_session(key, change, codec.state_columns)
             return
         async with self._opener.scrubbing():  # a removal: no copy left in a SQLite WAL
-            await self._repository.update_session(key, change, codec.state_columns)
+            await self._sessions.update_session(key, change, codec.state_columns)
 
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
 
@@ -162,7 +167,7 @@ class Conversation:
         """The latest `limit` live items, decoded, and the rows they came from."""
         check_range("limit", limit, 0)
         codec = await self._opener.ready()
-        tail = await self._repository.tail(key, limit)
+        tail = await self._compaction.tail(key, limit)
         return [codec.item(key, stored) for stored in tail.stored], tail
 
     async def replace_tail(
@@ -193,7 +198,7 @@ class Conversation:
             return prune is not None and bool(prune(item))
 
         async with self._opener.scrubbing():
-            replaced = await self._repository.replace_tail(
+            replaced = await self._compaction.replace_tail(
                 key, expected, len(output), build, prunable if prune else None
             )
         if replaced and self._written is not None:
@@ -204,7 +209,7 @@ class Conversation:
         """Replace every item of the session by `items`, in one transaction."""
         build = await self._builder(key, items)
         async with self._opener.scrubbing():
-            await self._repository.replace_all(key, len(items), build, ttl or self.ttl)
+            await self._compaction.replace_all(key, len(items), build, ttl or self.ttl)
         if self._written is not None:
             self._written(Appended(key))
 

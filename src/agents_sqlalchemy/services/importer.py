@@ -120,4 +120,4 @@ async def _copy(
     """Copy one SDK session: (items copied, or None if the target had it; rows unreadable)."""
     key = session_key(group.session_id)
     rows = await reader.rows(key.session_id, order)
-    return await copy_session(services.repository, codec, key, rows, (group.first, group.last))
+    return await copy_session(services.imports, codec, key, rows, (group.first, group.last))

@@ -7,7 +7,7 @@ missing from the index.
 
 Example::
 
-    indexer = Indexer(repository, opener, HashingEmbedder(), background)
+    indexer = Indexer(SearchIndex(schema), opener, HashingEmbedder(), background)
     indexer.written(appended)                  # index these soon, on the worker thread
     await indexer.reindex(batch_size=200, progress=None)
 """
@@ -25,7 +25,7 @@ from typing import Any
 from ..aio import holding
 from ..codec import Codec
 from ..errors import AgentsSQLAlchemyError, SearchModelWarning
-from ..repository import Repository
+from ..repository import SearchIndex
 from ..search import (
     Embedder,
     HashingEmbedder,
@@ -51,7 +51,7 @@ class Indexer:
 
     def __init__(
         self,
-        repository: Repository,
+        index: SearchIndex,
         opener: Opener,
         embedder: Embedder,
         background: Background,
@@ -64,7 +64,7 @@ class Indexer:
         self._chosen = chosen
         self._agrees: bool | None = None
         self._checking = threading.Lock()
-        self._repository = repository
+        self._index = index
         self._opener = opener
         self._catching_up = threading.Lock()
         # What the worker is to index next, by session hash (see `written`).
@@ -106,7 +106,7 @@ class Indexer:
 
     async def _agree(self) -> bool:
         await self._opener.ready()
-        indexed = await self._repository.latest_model_id()
+        indexed = await self._index.latest_model_id()
         if indexed is None or indexed == self.embedder.model_id:
             return True
         name = None if self._chosen else builtin_for(indexed)
@@ -150,7 +150,7 @@ class Indexer:
         async with holding(self._catching_up):
             while chunk := list(islice(places, CATCH_UP_BATCH)):
                 entries = await self.index(codec.items(key, [item for _, item in chunk]), codec)
-                await self._repository.replace_index(
+                await self._index.replace_index(
                     [
                         (session_pk, item.seq, codec.reindexed(key, item, entry))
                         for (session_pk, item), entry in zip(chunk, entries, strict=True)
@@ -182,7 +182,7 @@ class Indexer:
         """Index every live item for the embedder; see `SessionStore.reindex`."""
         check_range("batch_size", batch_size, 1)
         await self._opener.ready()
-        await self._repository.drop_other_models(self.embedder.model_id)
+        await self._index.drop_other_models(self.embedder.model_id)
         self._agrees = True  # the database's model is this store's from now on
         return await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
 
@@ -205,19 +205,19 @@ class Indexer:
         codec = await self._opener.ready()
         if not await self.model_agrees():
             return 0
-        repository, model_id = self._repository, self.embedder.model_id
+        index, model_id = self._index, self.embedder.model_id
         async with holding(self._catching_up):  # one indexer per store at a time
             done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk
-            total = await repository.count_unindexed(model_id, scope) if progress else 0
+            total = await index.count_unindexed(model_id, scope) if progress else 0
             if progress is not None:
                 progress(done, total)
             new = scope.session is not None and since_seq > 0  # what this store just wrote
-            while batch := await repository.unindexed(model_id, batch_size, after, scope, new=new):
+            while batch := await index.unindexed(model_id, batch_size, after, scope, new=new):
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
                 entries = await self.index(
                     [codec.item(row.key, row.stored) for row in batch], codec
                 )
-                await repository.replace_index(
+                await index.replace_index(
                     [
                         (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, e))
                         for row, e in zip(batch, entries, strict=True)

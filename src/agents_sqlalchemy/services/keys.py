@@ -2,7 +2,7 @@
 
 Example::
 
-    rotation = KeyRotation(opener, repository)
+    rotation = KeyRotation(opener, KeyringRows(schema))
     await rotation.rotate("new passphrase")
 """
 
@@ -20,7 +20,7 @@ from ..crypto import (
     validate_key,
 )
 from ..errors import ConfigurationError
-from ..repository import Repository
+from ..repository import KeyringRows
 from .opener import Opener
 
 ROTATE_BATCH = 1000
@@ -29,9 +29,9 @@ ROTATE_BATCH = 1000
 class KeyRotation:
     """Re-wraps a store's data keys under a new key; resumes an interrupted rotation."""
 
-    def __init__(self, opener: Opener, repository: Repository) -> None:
+    def __init__(self, opener: Opener, keyring: KeyringRows) -> None:
         self._opener = opener
-        self._repository = repository
+        self._keyring = keyring
 
     async def rotate(
         self,
@@ -49,22 +49,22 @@ class KeyRotation:
         old = opener.kek
         if old is None:
             raise ConfigurationError("rotate_key needs a store opened with its current key")
-        repository = self._repository
-        rows = await repository.keyring_rows()
+        keyring = self._keyring
+        rows = await keyring.keyring_rows()
         pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
         if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
             new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
         else:
             new = await create_kek(new_key, previous=old)
-            await repository.add_keyring(new.record.as_row(), retire=old.kek_id)
-        done, total = 0, await repository.count_keys(old.kek_id)
+            await keyring.add_keyring(new.record.as_row(), retire=old.kek_id)
+        done, total = 0, await keyring.count_keys(old.kek_id)
         if progress is not None:
             progress(done, total)
         finished = False
         while not finished:  # until no key (from a writer racing the rotation) is left behind
             last: int | None = 0
             while last is not None:
-                count, last = await repository.rewrap_keys(
+                count, last = await keyring.rewrap_keys(
                     old.kek_id,
                     new.kek_id,
                     lambda wrapped: rewrap_many(wrapped, old, new),
@@ -76,10 +76,10 @@ class KeyRotation:
                     progress(done, max(total, done))
             after: int | None = 0
             while after is not None:
-                after = await repository.rewrap_states(
+                after = await keyring.rewrap_states(
                     lambda blob: rewrap_state(blob, old, new), after, batch_size
                 )
-            finished = await repository.finish_rotation(old.kek_id)
-        await repository.scrub()
+            finished = await keyring.finish_rotation(old.kek_id)
+        await keyring.scrub()
         opener.adopt(new_key, new)
         return done

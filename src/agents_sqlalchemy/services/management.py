@@ -4,7 +4,7 @@ Removals run in batches, one transaction each, and destroy the removed items' ke
 
 Example::
 
-    management = Management(repository, opener)
+    management = Management(Sessions(schema), SearchIndex(schema), opener)
     page = await management.list_sessions(user_id="alice", limit=20)
     removed = await management.delete(user_id="alice")
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
-from ..repository import Repository
+from ..repository import SearchIndex, Sessions
 from ..types import SessionKey
 from ..validation import check_range, check_user_id, metadata_filter, session_key
 from .opener import Opener
@@ -28,20 +28,21 @@ DELETE_BATCH = 500
 class Management:
     """Describes, lists and removes sessions; purges expired items."""
 
-    def __init__(self, repository: Repository, opener: Opener) -> None:
-        self._repository = repository
+    def __init__(self, sessions: Sessions, index: SearchIndex, opener: Opener) -> None:
+        self._sessions = sessions
+        self._index = index
         self._opener = opener
 
     async def info(self, key: SessionKey) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
         await self._opener.ready()
-        row = await self._repository.describe(key)
+        row = await self._sessions.describe(key)
         return _info(row) if row else None
 
     async def indexed_model(self) -> str | None:
         """The `model_id` of the embedder that indexed the latest item, or None."""
         await self._opener.ready()
-        return await self._repository.latest_model_id()
+        return await self._index.latest_model_id()
 
     async def list_sessions(
         self,
@@ -63,7 +64,7 @@ class Management:
         check_range("limit", limit, 1, 1000)
         user_id, metadata = check_user_id(user_id), metadata_filter(metadata)
         await (self._opener.ready() if need_key else self._opener.schema_ready())
-        rows = await self._repository.list_sessions(
+        rows = await self._sessions.list_sessions(
             user_id=user_id,
             metadata=metadata,
             updated_after=updated_after,
@@ -81,7 +82,7 @@ class Management:
         await self._opener.ready()
         while True:  # 128 random bits: a clash is not expected, but never overwrites
             key = session_key(secrets.token_urlsafe(16), user_id, metadata)
-            if await self._repository.create_session(key):
+            if await self._sessions.create_session(key):
                 return key.session_id
 
     async def archive(self, *, archive: bool = True, **where: Any) -> int:
@@ -89,10 +90,8 @@ class Management:
         if "inactive_for" in where and where["inactive_for"] <= timedelta(0):
             raise ConfigurationError(f"older_than must be positive, got {where['inactive_for']}")
         await self._opener.ready()
-        condition = self._repository.sessions_where(**where)
-        return await self._repository.archive_sessions(
-            condition, archive=archive, batch=DELETE_BATCH
-        )
+        condition = self._sessions.sessions_where(**where)
+        return await self._sessions.archive_sessions(condition, archive=archive, batch=DELETE_BATCH)
 
     async def delete_all(self, *, confirm: bool) -> Removed:
         """Delete every session; refused unless `confirm` is True."""
@@ -101,13 +100,13 @@ class Management:
         return await self.delete()
 
     async def delete(self, **where: Any) -> Removed:
-        """Delete the sessions matching `where` (see `Repository.sessions_where`)."""
+        """Delete the sessions matching `where` (see `Sessions.sessions_where`)."""
         if "user_id" in where and check_user_id(where["user_id"]) is None:
             raise ConfigurationError("delete_user needs a user id, got None")
         await self._opener.ready()
-        condition = self._repository.sessions_where(**where)
+        condition = self._sessions.sessions_where(**where)
         async with self._opener.scrubbing():
-            sessions, items = await self._repository.delete_sessions(condition, DELETE_BATCH)
+            sessions, items = await self._sessions.delete_sessions(condition, DELETE_BATCH)
         return Removed(sessions=sessions, items=items)
 
     async def purge_expired(self, batch_size: int) -> int:
@@ -115,7 +114,7 @@ class Management:
         check_range("batch_size", batch_size, 1)
         await self._opener.ready()
         async with self._opener.scrubbing():
-            return await self._repository.purge_expired(batch_size)
+            return await self._sessions.purge_expired(batch_size)
 
 
 def _info(row: Any) -> SessionInfo:

@@ -7,8 +7,8 @@ item is read or written, and is refused again without re-deriving it. Changing t
 
 Example::
 
-    opener = Opener(db, repository, tables, key="passphrase", create_tables=True,
-                    background=background)
+    opener = Opener(db, KeyringRows(schema), Imports(schema), tables, key="passphrase",
+                    create_tables=True, background=background)
     codec = await opener.ready()
 """
 
@@ -33,7 +33,7 @@ from ..crypto import (
 from ..database.units import Database
 from ..errors import KeyringError, SdkHistoryWarning, WrongKeyError
 from ..migrations.api import ensure_schema
-from ..repository import Repository
+from ..repository import Imports, KeyringRows
 from ..repository.imports import COUNT_CAP
 from ..tables import TableNames
 from .background import Background
@@ -54,7 +54,8 @@ class Opener:
     def __init__(
         self,
         db: Database,
-        repository: Repository,
+        keyring: KeyringRows,
+        imports: Imports,
         tables: TableNames,
         *,
         key: Key | None,
@@ -66,7 +67,8 @@ class Opener:
         # Whether a first open warns about the SDK's own tables' history (an import does not).
         self.announce_history = True
         self._db = db
-        self._repository = repository
+        self._keyring = keyring
+        self._imports = imports
         self._tables = tables
         self._codec: Codec | None = None
         self._kek: KeyEncryptionKey | None = None
@@ -116,7 +118,7 @@ class Opener:
     async def _announce(self) -> None:
         if self.announce_history:
             self.announce_history = False  # once per store
-            await announce_sdk_history(self._repository, self._db.url, self._tables)
+            await announce_sdk_history(self._imports, self._db.url, self._tables)
 
     @asynccontextmanager
     async def scrubbing(self) -> AsyncIterator[None]:
@@ -126,7 +128,7 @@ class Opener:
         if isinstance(self._codec, SealedCodec):
             self._codec.forget_keys()
         if self.key is not None:
-            self._background.submit(("scrub",), self._repository.scrub)
+            self._background.submit(("scrub",), self._keyring.scrub)
 
     @property
     def kek(self) -> KeyEncryptionKey | None:
@@ -139,7 +141,7 @@ class Opener:
 
     async def _open(self, rotating: bool) -> KeyEncryptionKey | None:
         """The store's key-encryption key; a wrong or missing key fails before any item I/O."""
-        rows = await self._repository.keyring_rows()
+        rows = await self._keyring.keyring_rows()
         active = [KeyringRecord.from_row(row) for row in rows if row["retired_at"] is None]
         retired = [KeyringRecord.from_row(row) for row in rows if row["retired_at"] is not None]
         if self.key is None:
@@ -168,18 +170,18 @@ class Opener:
         assert self.key is not None
         if rotating:
             raise KeyringError("this database is not encrypted (no keyring): nothing to rotate")
-        if await self._repository.has_plaintext_items():
+        if await self._keyring.has_plaintext_items():
             raise KeyringError(
                 "this database holds items stored without a key: open it without key=, "
                 "or copy its sessions into a new database opened with the key"
             )
         kek = await create_kek(self.key)
-        if not await self._repository.add_keyring(kek.record.as_row()):
+        if not await self._keyring.add_keyring(kek.record.as_row()):
             kek = await open_kek(self.key, await self._active_record())  # another store won
         return kek
 
     async def _active_record(self) -> KeyringRecord:
-        rows = await self._repository.keyring_rows()
+        rows = await self._keyring.keyring_rows()
         return KeyringRecord.from_row([row for row in rows if row["retired_at"] is None][-1])
 
 
@@ -200,11 +202,11 @@ SDK_SESSIONS, SDK_MESSAGES = "agent_sessions", "agent_messages"
 IMPORT_COMMAND = "agents-sqlalchemy import-sdk"
 
 
-async def announce_sdk_history(repository: Repository, url: URL, tables: TableNames) -> None:
+async def announce_sdk_history(imports: Imports, url: URL, tables: TableNames) -> None:
     """Warn (`SdkHistoryWarning`) if the SDK's tables hold rows and ours hold no session."""
     if {SDK_SESSIONS, SDK_MESSAGES} & {tables.sessions_table, tables.items_table}:
         return  # these names are ours
-    rows = await repository.sdk_history(SDK_MESSAGES)
+    rows = await imports.sdk_history(SDK_MESSAGES)
     if not rows:
         return
     where = url.render_as_string(hide_password=True)

@@ -6,7 +6,7 @@ missing from the index are indexed first, by the `Indexer`.
 
 Example::
 
-    searcher = Searcher(repository, opener, indexer)
+    searcher = Searcher(SearchIndex(schema), opener, indexer, background)
     hits = await searcher.search(Scope(user_id="alice"), "disk full", limit=5, mode="hybrid")
 """
 
@@ -18,7 +18,7 @@ import functools
 from ..codec import Codec
 from ..errors import ConfigurationError, SearchError
 from ..records import SearchHit
-from ..repository import Repository
+from ..repository import SearchIndex
 from ..search import (
     SEARCH_MODES,
     Embedder,
@@ -46,9 +46,9 @@ class Searcher:
     """Ranks a scope's items for a query, with the embedder its `Indexer` indexes for."""
 
     def __init__(
-        self, repository: Repository, opener: Opener, indexer: Indexer, background: Background
+        self, index: SearchIndex, opener: Opener, indexer: Indexer, background: Background
     ) -> None:
-        self._repository = repository
+        self._index = index
         self._opener = opener
         self._indexer = indexer
         self._background = background
@@ -103,7 +103,7 @@ class Searcher:
             limit=limit,
             vector_weight=fusion_weight(self.embedder),
         )
-        rows = await self._repository.hit_rows([candidates.item_pks[hit.key] for hit in hits])
+        rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
         results: list[SearchHit] = []
         for hit in hits:
             # An item removed since the candidates were read is not found, and its id may
@@ -133,15 +133,13 @@ class Searcher:
         SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
         some are missing; the read is then done again."""
         read = functools.partial(
-            self._repository.candidates,
+            self._index.candidates,
             scope,
             self.embedder.model_id,
             vectors=mode != "keyword" and not codec.caches_vectors,
             terms=mode != "vector",
         )
-        live, (candidates, indexed) = await asyncio.gather(
-            self._repository.count_live(scope), read()
-        )
+        live, (candidates, indexed) = await asyncio.gather(self._index.count_live(scope), read())
         if indexed >= live:
             return candidates
         batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
@@ -157,7 +155,7 @@ class Searcher:
         missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
-            stored = await self._repository.vectors(pks, model_id)
+            stored = await self._index.vectors(pks, model_id)
             keys = [(pk, candidates.wrapped_keys[i]) for i, pk in zip(missing, pks, strict=True)]
             read = candidates.take(missing, [stored.get(key) for key in keys])
             for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):

@@ -1,4 +1,12 @@
-"""What every part of the repository shares: the database, the tables, keys and clocks."""
+"""What every concern of the repository shares: the database, its tables, the statements
+built once, the clock, and the claim of a session's places.
+
+Example::
+
+    schema = Schema(Database("agent.db"), build_models(TableNames()))
+    items = Items(schema)
+    sessions = Sessions(schema)
+"""
 
 from __future__ import annotations
 
@@ -46,8 +54,8 @@ class Statements:
     call would cost more in building and cache-key hashing than the database spends on it.
     """
 
-    def __init__(self, repository: RepositoryBase) -> None:
-        items, sessions = repository._items, repository._sessions
+    def __init__(self, schema: Schema) -> None:
+        items, sessions = schema.items, schema.sessions
         now = bindparam("now", type_=items.c.expires_at.type)
         live = or_(items.c.expires_at.is_(None), items.c.expires_at > now)
         session_pk = (
@@ -55,9 +63,9 @@ class Statements:
             .where(sessions.c.session_hash == bindparam("session_hash"))
             .scalar_subquery()
         )
-        columns = repository._item_columns()
+        columns = schema.item_columns()
         # Reads select exactly the columns of a `StoredItem`, so rows are used as they come.
-        stored = repository._item_columns(with_id=False, other_kek=True)
+        stored = schema.item_columns(with_id=False, other_kek=True)
         in_session = stored.where(items.c.session_pk == session_pk, live)
         self.read_all = Prepared(in_session.order_by(items.c.seq))
         self.read_tail = Prepared(in_session.order_by(items.c.seq.desc()).limit(bindparam("limit")))
@@ -74,7 +82,7 @@ class Statements:
             .where(items.c.id == last_live.with_only_columns(items.c.id).scalar_subquery())
             .returning(*stored.selected_columns)
         )
-        written = ITEM_COLUMNS + KEY_COLUMNS if repository._sealed else ITEM_COLUMNS
+        written = ITEM_COLUMNS + KEY_COLUMNS if schema.sealed else ITEM_COLUMNS
         self.insert_items = Prepared(
             items.insert().values(
                 {name: bindparam(name, type_=items.c[name].type) for name in written}
@@ -96,8 +104,15 @@ class Statements:
         )
 
 
-class RepositoryBase:
-    """The database and the Core tables of one `Models`, and the statements all parts share."""
+class Schema:
+    """The database and the Core tables of one `Models`, with what every concern shares:
+    the statements built once, the clock, the claim of a session's places and its lock.
+
+    Example::
+
+        schema = Schema(Database("agent.db"), build_models(TableNames()), sealed=False)
+        claimed = schema.claim(conn, SessionKey.of("chat-1"), 2, schema.now())
+    """
 
     def __init__(self, db: Database, models: Models, *, sealed: bool = False) -> None:
         if db.dialect_name not in SUPPORTED_DIALECTS:
@@ -105,61 +120,52 @@ class RepositoryBase:
                 f"unsupported database {db.dialect_name!r}: use SQLite, PostgreSQL, MySQL or "
                 "MariaDB"
             )
-        self._db = db
-        self._models = models
+        self.db = db
+        self.models = models
         # Whether items carry ciphertext and wrapped keys rather than JSON text.
-        self._sealed = sealed
-        self._sessions: Table = models.sessions
-        self._items: Table = models.items
-        self._index: Table = models.table(models.search_index)
+        self.sealed = sealed
+        self.sessions: Table = models.sessions
+        self.items: Table = models.items
+        self.index: Table = models.table(models.search_index)
+        self.branches: Table = models.table(models.branch)
+        self.branch_items: Table = models.table(models.branch_item)
+        self.turn_usage: Table = models.table(models.turn_usage)
+        self.keyring: Table = models.table(models.keyring)
         # MySQL and MariaDB: no ON CONFLICT, no UPDATE ... RETURNING, no RETURNING at all on
         # MySQL; their branches are named `mysql`.
-        self._mysql = db.dialect_name in MYSQL
+        self.mysql = db.dialect_name in MYSQL
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
         """The repository's clock: `utcnow` of this module, which tests move."""
         return utcnow()
 
-    async def scrub(self) -> None:
-        """Leave no bytes of deleted rows in a SQLite file's WAL: checkpoint and truncate it.
-
-        Deleted content is zeroed in the database pages (`secure_delete`); the WAL still holds
-        older copies of those pages until it is checkpointed and truncated. No-op elsewhere.
-        """
-        if self._db.dialect_name == "sqlite":
-            await self._db.read(
-                lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all()
-            )
-
-    async def release_loop(self) -> None:
-        """Close the connections the running event loop's engine holds (before it stops)."""
-        await self._db.release_loop()
-
-    def _live(self, now: datetime) -> ColumnElement[bool]:
-        expires_at = self._items.c.expires_at
+    def live(self, now: datetime) -> ColumnElement[bool]:
+        """SQL: the item has not expired at `now`."""
+        expires_at = self.items.c.expires_at
         return or_(expires_at.is_(None), expires_at > now)
 
-    def _session_pk(self, key: SessionKey) -> Any:
-        return select(self._sessions.c.id).where(self._sessions.c.session_hash == key.hash)
+    def session_pk(self, key: SessionKey) -> Any:
+        """A select of the session's row id, by its hash."""
+        return select(self.sessions.c.id).where(self.sessions.c.session_hash == key.hash)
 
-    def _claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
+    def claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
         The first statement of every write: on PostgreSQL, MySQL and MariaDB it locks the
         session's row, on SQLite it takes the database's write lock. Returns the row's `id`
         and `next_seq`.
         """
-        values = self._claim_values(key, count, now)
-        if self._mysql:  # the upsert locks the row; reading it back sees our own change
+        values = self.claim_values(key, count, now)
+        if self.mysql:  # the upsert locks the row; reading it back sees our own change
             self._claim_statement.run(conn, values)
-            [(session_pk, next_seq)] = self._claimed_statement.run(conn, values)
+            [(session_pk, next_seq)] = self.claimed_statement.run(conn, values)
         else:
             [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
         return Claimed(session_pk, next_seq)
 
     @staticmethod
-    def _claim_values(key: SessionKey, count: int, now: datetime) -> dict[str, Any]:
-        """The parameters of `_claim_upsert`."""
+    def claim_values(key: SessionKey, count: int, now: datetime) -> dict[str, Any]:
+        """The parameters of `claim_upsert`."""
         return {
             "session_id": key.session_id,
             "session_hash": key.hash,
@@ -171,14 +177,14 @@ class RepositoryBase:
 
     @cached_property
     def _claim_statement(self) -> Prepared:
-        """`_claim`'s upsert, built once: building it took longer than running it."""
-        return Prepared(self._claim_upsert)
+        """`claim`'s upsert, built once: building it took longer than running it."""
+        return Prepared(self.claim_upsert)
 
     @cached_property
-    def _claim_upsert(self) -> Any:
+    def claim_upsert(self) -> Any:
         """The upsert that creates a session's row or bumps its `next_seq` by `count`
         (returning `id` and `next_seq`, except on MySQL)."""
-        sessions = self._sessions
+        sessions = self.sessions
         count = bindparam("count", type_=sessions.c.next_seq.type)
         now = bindparam("now", type_=sessions.c.updated_at.type)
         row = {
@@ -191,9 +197,9 @@ class RepositoryBase:
             "updated_at": now,
         }
         bump = {"next_seq": sessions.c.next_seq + count, "updated_at": now}
-        if self._mysql:
+        if self.mysql:
             return mysql.insert(sessions).values(**row).on_duplicate_key_update(**bump)
-        upsert = postgresql.insert if self._db.dialect_name == "postgresql" else sqlite.insert
+        upsert = postgresql.insert if self.db.dialect_name == "postgresql" else sqlite.insert
         return (
             upsert(sessions)
             .values(**row)
@@ -202,32 +208,30 @@ class RepositoryBase:
         )
 
     @cached_property
-    def _claimed_statement(self) -> Prepared:
-        """The session's id and `next_seq` (MySQL: locked, for `_lock_existing`)."""
-        sessions = self._sessions
+    def claimed_statement(self) -> Prepared:
+        """The session's id and `next_seq` (MySQL: locked, for `lock_existing`)."""
+        sessions = self.sessions
         found = select(sessions.c.id, sessions.c.next_seq).where(
             sessions.c.session_hash == bindparam("session_hash")
         )
         return Prepared(found.with_for_update())
 
-    def _lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
+    def lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
-        if self._mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
-            locked = self._claimed_statement.run(conn, {"session_hash": key.hash})
+        if self.mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
+            locked = self.claimed_statement.run(conn, {"session_hash": key.hash})
             if not locked:
                 return None
-            self._statements.touch.run(conn, {"pk": locked[0][0], "now": now})
+            self.statements.touch.run(conn, {"pk": locked[0][0], "now": now})
             return int(locked[0][0])
-        found = self._statements.lock.run(conn, {"hash": key.hash, "now": now})
+        found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
         return int(found[0][0]) if found else None
 
-    def _take_last_live(
-        self, conn: Connection, session_pk: int, now: datetime
-    ) -> StoredItem | None:
+    def take_last_live(self, conn: Connection, session_pk: int, now: datetime) -> StoredItem | None:
         """Delete the session's latest live item and return it, its wrapped key with it: one
         `DELETE ... RETURNING` where the database has it (not MySQL), else two statements.
         Decode it in the same transaction: a corrupt row raises and the delete rolls back."""
-        statements, params = self._statements, {"session_pk": session_pk, "now": now}
+        statements, params = self.statements, {"session_pk": session_pk, "now": now}
         if conn.dialect.delete_returning:
             taken = statements.delete_last_live.run(conn, params)
             return StoredItem(*taken[0]) if taken else None
@@ -235,14 +239,14 @@ class RepositoryBase:
         if not found:
             return None
         statements.delete_item.run(conn, {"item_pk": found[0][0]})
-        return self._stored(found[0])
+        return self.stored(found[0])
 
     @cached_property
-    def _statements(self) -> Statements:
+    def statements(self) -> Statements:
         """The hot path's statements, built once: building one costs more than running it."""
         return Statements(self)
 
-    def _insert_items(
+    def insert_items(
         self,
         conn: Connection,
         session_pk: int,
@@ -252,9 +256,9 @@ class RepositoryBase:
         expires_at: datetime | None,
     ) -> None:
         """Insert items numbered from `first_seq`, sealed ones with their wrapped keys."""
-        if self._db.dialect_name == "sqlite":
-            keys = self._sealed
-            self._statements.insert_item_rows.run(
+        if self.db.dialect_name == "sqlite":
+            keys = self.sealed
+            self.statements.insert_item_rows.run(
                 conn,
                 [
                     (session_pk, seq, created_at, expires_at, item.payload, item.ciphertext)
@@ -276,17 +280,17 @@ class RepositoryBase:
             }
             for seq, item in enumerate(new, first_seq)
         ]
-        self._statements.insert_items.run_many(conn, rows)
+        self.statements.insert_items.run_many(conn, rows)
 
-    def _item_columns(self, *, with_id: bool = True, other_kek: bool = False) -> Any:
+    def item_columns(self, *, with_id: bool = True, other_kek: bool = False) -> Any:
         """A select of an item's columns, laid out as `StoredItem` (after its id).
 
         `other_kek`: the kek_id only where it is not the reader's (the `current_kek`
         parameter), else NULL: a full read then makes no 64-character string per row.
         """
-        items = self._items
+        items = self.items
         first = [items.c.id] if with_id else []
-        if not self._sealed:
+        if not self.sealed:
             return select(*first, items.c.seq, items.c.payload)
         kek_id: Any = items.c.kek_id
         if other_kek:
@@ -296,8 +300,18 @@ class RepositoryBase:
             *first, items.c.seq, items.c.payload, items.c.ciphertext, items.c.wrapped_key, kek_id
         )
 
-    def _stored(self, row: Any) -> StoredItem:
-        if not self._sealed:
+    @property
+    def width(self) -> int:
+        """How many columns `item_columns` selects with the id (others may follow them)."""
+        return 6 if self.sealed else 3
+
+    def stored(self, row: Any) -> StoredItem:
+        """A row of `item_columns` (with the id) as a `StoredItem`."""
+        if not self.sealed:
             return StoredItem(row[1], row[2])
         _, seq, payload, ciphertext, wrapped_key, kek_id = row
         return StoredItem(seq, payload, ciphertext, wrapped_key, kek_id)
+
+    def stored_of(self, row: Any) -> StoredItem:
+        """The `StoredItem` of a row of `item_columns` that other columns follow."""
+        return self.stored(row[: self.width])

@@ -1,0 +1,507 @@
+"""A session's lines of history, as they are stored: which rows they have, how each is
+found and locked, and the user turns of the main line.
+
+The main line is the session's own items, read as they always are: a session that never
+branches has no row in these tables but main's, made when it first records usage. While a
+session has never branched, its main row counts the user messages through a place
+(`turns` through `counted`), and each usage record moves that count on over the items
+appended since, in the same transaction as the append (`turn_now`). Items only ever join at
+the end, so the count grows by the new items alone; a removal of the counted place
+(compaction, a purge) makes the next record count again from the start.
+
+When it first branches, the main line's turn structure (which items open a user turn) is
+derived from the items themselves (`sync_main`) and kept up to date lazily from then on,
+under the session's lock; from then on the structure is the truth. Another branch is a list
+of references (`branch_items`, see `Branches`). Items written on a branch live in the
+session's companion row (`sessions.parent_pk`), so the main line never sees them; they
+take their sequence numbers from the session itself, so a place is unique across all its
+lines and an item sealed for the session opens wherever it is referenced.
+
+Example::
+
+    lines = Lines(schema)
+    rows = await lines.on_line(key, "main", work, opened)   # work(conn, session_pk, branch_pk)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import datetime
+from functools import cached_property
+from typing import Any, NamedTuple, TypeVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    bindparam,
+    case,
+    cast,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+
+from ..turns import MAIN, turn_numbers
+from ..types import SessionKey, StoredItem
+from .prepared import Prepared
+from .schema import Schema
+
+T = TypeVar("T")
+#: Decodes stored items of a session and says which are user messages.
+Opened = Callable[[list[StoredItem]], list[bool]]
+#: Work on one line: (connection, session pk or None, branch pk or None) -> result.
+LineWork = Callable[[Connection, Any, Any], T]
+
+
+class Gone:
+    """The branch asked for has no live row (deleted, cleared, or never made)."""
+
+
+GONE = Gone()
+_STALE = object()
+
+
+def companion_hash(key: SessionKey) -> str:
+    """The lookup hash of a session's companion row; no session id contains NUL, so no
+    session's own hash is ever this."""
+    return hashlib.sha256(f"{key.session_id}\x00branches".encode()).hexdigest()
+
+
+def inserted(conn: Connection, statement: Any) -> int:
+    """Run an INSERT of one row; its primary key (RETURNING, or the driver's last id)."""
+    primary_key = conn.execute(statement).inserted_primary_key
+    assert primary_key is not None
+    return int(primary_key[0])
+
+
+class LockedSession(NamedTuple):
+    """A session's row locked for a removal: its pk, whether it ever branched, its main row."""
+
+    session_pk: int
+    branched: bool
+    main_pk: int | None
+
+
+class Lines:
+    """The rows of a session's lines: found, locked, made on first need; the main line's
+    turn structure brought up to date, or its user turns counted while it has none."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
+
+    # -- locating ---------------------------------------------------------------------------
+
+    def lock(self, conn: Connection, key: SessionKey) -> int | None:
+        """Take the session's write lock without counting it as activity; its pk or None."""
+        if self._schema.mysql:  # no UPDATE ... RETURNING: SELECT ... FOR UPDATE locks the row
+            found = self._schema.claimed_statement.run(conn, {"session_hash": key.hash})
+            return int(found[0][0]) if found else None
+        pk: int | None = conn.execute(self._lock_statement, {"hash": key.hash}).scalar_one_or_none()
+        return pk
+
+    @cached_property
+    def _lock_statement(self) -> Any:
+        sessions = self._schema.sessions
+        return (
+            update(sessions)
+            .where(sessions.c.session_hash == bindparam("hash"))
+            .values(next_seq=sessions.c.next_seq)
+            .returning(sessions.c.id)
+        )
+
+    def branch_pk(self, conn: Connection, session_pk: Any, name: str) -> int | None:
+        """The live branch `name` of a session (main included, once it has a row)."""
+        found = conn.execute(self._branch_pk_query, {"session_pk": session_pk, "name": name})
+        pk: int | None = found.scalar_one_or_none()
+        return pk
+
+    # The statements of the paths a Runner takes on every append are built once: building
+    # one costs more than running it.
+    @cached_property
+    def _branch_pk_query(self) -> Any:
+        branches = self._schema.branches
+        return select(branches.c.id).where(
+            branches.c.session_pk == bindparam("session_pk"),
+            branches.c.name == bindparam("name"),
+            branches.c.deleted_at.is_(None),
+        )
+
+    @cached_property
+    def _last_ref_query(self) -> Any:
+        """A branch's last reference: its place and user turn."""
+        refs = self._schema.branch_items
+        return (
+            select(refs.c.seq, refs.c.turn)
+            .where(refs.c.branch_pk == bindparam("branch_pk"))
+            .order_by(refs.c.seq.desc())
+            .limit(1)
+        )
+
+    def last_ref(self, conn: Connection, branch_pk: int) -> Any:
+        """A branch's last reference (`seq`, `turn`), or None if it holds none."""
+        return conn.execute(self._last_ref_query, {"branch_pk": branch_pk}).one_or_none()
+
+    def main_pk(self, conn: Connection, session_pk: int, now: datetime) -> int:
+        """The main line's row, made on first need."""
+        found = self.branch_pk(conn, session_pk, MAIN)
+        if found is not None:
+            return found
+        made = self._schema.branches.insert().values(
+            session_pk=session_pk, name=MAIN, created_at=now
+        )
+        return inserted(conn, made)
+
+    def companion(
+        self, conn: Connection, key: SessionKey, session_pk: int, now: datetime | None = None
+    ) -> int | None:
+        """The companion row holding the items of the session's other branches; with `now`,
+        made if missing (owned by the session's owner, so its erasure takes it too)."""
+        sessions = self._schema.sessions
+        hashed = companion_hash(key)
+        found = select(sessions.c.id).where(sessions.c.session_hash == hashed)
+        pk: int | None = conn.execute(found).scalar_one_or_none()
+        if pk is None and now is not None:
+            owner = conn.execute(select(sessions.c.user_id).where(sessions.c.id == session_pk))
+            made = sessions.insert().values(
+                session_id=key.session_id,
+                session_hash=hashed,
+                user_id=owner.scalar(),
+                parent_pk=session_pk,
+                next_seq=0,
+                created_at=now,
+                updated_at=now,
+            )
+            pk = inserted(conn, made)
+        return pk
+
+    # -- the main line's turns --------------------------------------------------------------
+
+    def _main_stale(self, conn: Connection, session_pk: int, main_pk: int) -> bool:
+        """Whether the main line's turn structure lacks some of its items (a session that
+        has none is read without one: see `Branches._derived_main`)."""
+        row = conn.execute(self._ends_query, {"session_pk": session_pk, "branch_pk": main_pk})
+        newest, known = row.one()
+        return bool(newest != known)
+
+    @cached_property
+    def _ends_query(self) -> Any:
+        """The main line's newest place, and the newest its turn structure knows."""
+        items, refs = self._schema.items, self._schema.branch_items
+        newest = select(func.max(items.c.seq)).where(items.c.session_pk == bindparam("session_pk"))
+        known = select(func.max(refs.c.seq)).where(refs.c.branch_pk == bindparam("branch_pk"))
+        return select(newest.scalar_subquery(), known.scalar_subquery())
+
+    def sync_main(self, conn: Connection, session_pk: int, main_pk: int, opened: Opened) -> None:
+        """Add the main line's newer items to its turn structure. Items only ever join at
+        the end, with higher numbers, so the structure's last place says where to start.
+
+        JSON items are told apart by the database (`role` of the JSON text) in one
+        statement; sealed ones are opened here to see which are user messages.
+        """
+        items, refs = self._schema.items, self._schema.branch_items
+        last = self.last_ref(conn, main_pk)
+        after, turn = (last.seq, last.turn) if last else (0, 0)
+        if self._derive_statement is not None:
+            where = {"main_pk": main_pk, "session_pk": session_pk, "after": after, "turn": turn}
+            conn.execute(self._derive_statement, where)
+            return
+        newer = self._schema.item_columns().where(
+            items.c.session_pk == session_pk, items.c.seq > after
+        )
+        found = conn.execute(newer.order_by(items.c.seq)).all()
+        stored = [self._schema.stored_of(row) for row in found]
+        flags = opened(stored)
+        values = [
+            {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
+            for row, item, f, n in zip(found, stored, flags, turn_numbers(flags, turn), strict=True)
+        ]
+        if values:
+            conn.execute(refs.insert(), values)
+
+    @cached_property
+    def _derive_statement(self) -> Any:
+        """For JSON items, where the dialect reads JSON: the turns of the main line's items
+        after place `after`, derived in the database (a running count of user messages)."""
+        items, refs = self._schema.items, self._schema.branch_items
+        role = self._json_role(items.c.payload)
+        if role is None or self._schema.sealed:
+            return None
+        user = case((role == "user", 1), else_=0)
+        newer = (items.c.session_pk == bindparam("session_pk"), items.c.seq > bindparam("after"))
+        rows = select(items.c.id, items.c.seq, user.label("u")).where(*newer).subquery()
+        running = func.sum(rows.c.u).over(order_by=rows.c.seq)
+        main_pk = bindparam("main_pk", type_=refs.c.branch_pk.type)
+        turn = bindparam("turn", type_=refs.c.turn.type)
+        derived = select(main_pk, rows.c.seq, rows.c.id, running + turn, rows.c.u == 1)
+        columns = ["branch_pk", "seq", "item_pk", "turn", "is_user"]
+        return refs.insert().from_select(columns, derived)
+
+    def _branched(self, session_pk: Any) -> Any:
+        """SQL: whether the session ever had a branch besides main (then its main line has
+        a turn structure, kept even after its branches are deleted)."""
+        other = self._schema.branches.alias("other")
+        return exists().where(other.c.session_pk == session_pk, other.c.name != MAIN)
+
+    def _main_line(self, conn: Connection, session_pk: int) -> int | None:
+        """The main row's pk if the main line has a turn structure (the session branched)."""
+        found = conn.execute(self._main_line_query, {"session_pk": session_pk})
+        pk: int | None = found.scalar_one_or_none()
+        return pk
+
+    @cached_property
+    def _main_line_query(self) -> Any:
+        branches = self._schema.branches
+        return select(branches.c.id).where(
+            branches.c.session_pk == bindparam("session_pk"),
+            branches.c.name == MAIN,
+            self._branched(branches.c.session_pk),
+        )
+
+    def _json_role(self, payload: Any) -> Any:
+        """SQL for the `role` of an item's JSON text (as text), where the dialect has one."""
+        if self._schema.db.dialect_name == "sqlite":
+            return func.json_extract(payload, "$.role")
+        if self._schema.db.dialect_name == "postgresql":
+            return func.json_extract_path_text(cast(payload, JSON), "role")
+        if self._schema.mysql:
+            return func.json_unquote(func.json_extract(payload, "$.role"))
+        return None
+
+    def _fresh_main(self, conn: Connection, key: SessionKey, opened: Opened) -> tuple[Any, Any]:
+        """Under the session's lock: (session pk, main pk) with the main line's turns known."""
+        session_pk = self.lock(conn, key)
+        if session_pk is None:
+            return None, None
+        main_pk = self.main_pk(conn, session_pk, self._schema.now())
+        self.sync_main(conn, session_pk, main_pk, opened)
+        return session_pk, main_pk
+
+    async def on_line(
+        self, key: SessionKey, name: str, work: LineWork[T], opened: Opened | None
+    ) -> T:
+        """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
+
+        With `opened`, `work` gets main's turn structure: brought up to date first (read as
+        it is when nothing is new, else in a write under the session's lock). A session that
+        never branched has none, and a read writes none: `work` gets a None main pk (and a
+        None session pk for a session that holds nothing yet). Without `opened`, `work` gets
+        main's row whenever there is one (it holds the main line's usage).
+        """
+
+        def attempt(conn: Connection) -> Any:
+            session_pk = conn.execute(self._schema.session_pk(key)).scalar_one_or_none()
+            if name != MAIN or not opened:
+                branch_pk = self.branch_pk(conn, session_pk, name) if session_pk else None
+                if name == MAIN or branch_pk is not None:
+                    return work(conn, session_pk, branch_pk)
+                return GONE
+            if session_pk is None:
+                return work(conn, None, None)
+            main_pk = self._main_line(conn, session_pk)
+            if main_pk is not None and self._main_stale(conn, session_pk, main_pk):
+                return _STALE
+            return work(conn, session_pk, main_pk)
+
+        def refresh(conn: Connection) -> T:
+            assert opened is not None
+            return work(conn, *self._fresh_main(conn, key, opened))
+
+        result = await self._schema.db.read(attempt)
+        return await self._schema.db.write(refresh) if result is _STALE else result
+
+    # -- locking for a removal --------------------------------------------------------------
+
+    def lock_lines(self, conn: Connection, key: SessionKey) -> LockedSession | None:
+        """Take the session's write lock (an activity) and learn, in the same statement,
+        whether it ever branched and which main row holds its usage; None if it has no row."""
+        now = self._schema.now()
+        if self._schema.mysql:  # no UPDATE ... RETURNING: lock the row, touch it, then read
+            # After the lock: a plain read in the locking statement would fix the snapshot of
+            # a REPEATABLE READ transaction before the lock was granted.
+            session_pk = self._schema.lock_existing(conn, key, now)
+            found = [] if session_pk is None else self._lines_select.run(conn, {"hash": key.hash})
+        else:
+            found = self._lines_lock.run(conn, {"hash": key.hash, "now": now})
+        if not found:
+            return None
+        pk, branched, main_pk = found[0]
+        return LockedSession(int(pk), bool(branched), None if main_pk is None else int(main_pk))
+
+    def _lines_columns(self) -> list[Any]:
+        """The session's pk, whether it branched, its main row. Found by the session's hash,
+        each name unambiguous in its own query: SQLite's RETURNING names columns without
+        their table."""
+        sessions, branches = self._schema.sessions, self._schema.branches
+        owner = self._schema.sessions.alias("owner")
+        owner_pk = select(owner.c.id).where(owner.c.session_hash == bindparam("hash"))
+        of_session = branches.c.session_pk == owner_pk.scalar_subquery()
+        other = exists().where(of_session, branches.c.name != MAIN)
+        main = select(branches.c.id).where(of_session, branches.c.name == MAIN)
+        return [sessions.c.id, other, main.scalar_subquery()]
+
+    @cached_property
+    def _lines_lock(self) -> Prepared:
+        sessions = self._schema.sessions
+        return Prepared(
+            update(sessions)
+            .where(sessions.c.session_hash == bindparam("hash"))
+            .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
+            .returning(*self._lines_columns())
+        )
+
+    @cached_property
+    def _lines_select(self) -> Prepared:
+        sessions = self._schema.sessions
+        found = select(*self._lines_columns()).where(sessions.c.session_hash == bindparam("hash"))
+        return Prepared(found)
+
+    # -- counting ---------------------------------------------------------------------------
+
+    def turn_now(
+        self, conn: Connection, session_pk: int, last: int, flags: list[bool], opened: Opened
+    ) -> tuple[int, int] | None:
+        """Under the session's lock, with the main line's items through place `last` written
+        (`flags`: which of the latest are user messages): (main pk, current user turn) with
+        the count moved on; None if the session branched (its structure says)."""
+        if self._count_statement is not None:
+            found = self._count_statement.run(conn, {"sp": session_pk, "upto": last})
+            if found:
+                return int(found[0][0]), int(found[0][1])
+        row = conn.execute(self._count_query, {"session_pk": session_pk}).one_or_none()
+        if row is None:
+            made = self._schema.branches.insert().values(
+                session_pk=session_pk, name=MAIN, created_at=self._schema.now()
+            )
+            main_pk, turns, counted = inserted(conn, made), 0, 0
+        elif row.branched:
+            return None
+        else:
+            main_pk, turns, counted = row.id, row.turns, row.counted
+            if not row.intact:
+                turns, counted = 0, 0
+        first = last - len(flags) + 1
+        turns += self._users_between(conn, session_pk, counted, first, opened) + sum(flags)
+        conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": last})
+        return main_pk, turns
+
+    def _intact(self, main: Any) -> Any:
+        """SQL: whether the item at the main row's counted place is still stored."""
+        items = self._schema.items.alias("counted_item")  # not the items a count reads around it
+        held = (
+            exists()
+            .where(items.c.session_pk == main.c.session_pk, items.c.seq == main.c.counted)
+            .correlate(main)
+        )
+        return or_(main.c.counted == 0, held)
+
+    @cached_property
+    def _count_query(self) -> Any:
+        main = self._schema.branches
+        return select(
+            main.c.id,
+            main.c.turns,
+            main.c.counted,
+            self._intact(main).label("intact"),
+            self._branched(main.c.session_pk).label("branched"),
+        ).where(main.c.session_pk == bindparam("session_pk"), main.c.name == MAIN)
+
+    @cached_property
+    def _count_update(self) -> Any:
+        main = self._schema.branches
+        return (
+            update(main)
+            .where(main.c.id == bindparam("main_pk"))
+            .values(turns=bindparam("new_turns"), counted=bindparam("upto"))
+        )
+
+    @cached_property
+    def _count_statement(self) -> Prepared | None:
+        """For JSON items where the dialect reads JSON and updates with RETURNING: the count
+        moved on in the database, in one statement; nothing when the session has no main
+        row yet or branched (MySQL cannot read the table it updates in a subquery)."""
+        items, main = self._schema.items, self._schema.branches
+        role = self._json_role(items.c.payload)
+        if role is None or self._schema.sealed or self._schema.mysql:
+            return None
+        intact = self._intact(main)
+        start = case((intact, main.c.counted), else_=0)
+        added = (
+            select(func.count())
+            .where(
+                items.c.session_pk == main.c.session_pk,
+                items.c.seq > start,
+                items.c.seq <= bindparam("upto"),
+                role == "user",
+            )
+            .scalar_subquery()
+        )
+        return Prepared(
+            update(main)
+            .where(
+                main.c.session_pk == bindparam("sp"),
+                main.c.name == MAIN,
+                ~self._branched(main.c.session_pk),
+            )
+            .values(
+                turns=case((intact, main.c.turns), else_=0) + added,
+                counted=bindparam("upto", type_=main.c.counted.type),
+            )
+            .returning(main.c.id, main.c.turns)
+        )
+
+    def _users_between(
+        self, conn: Connection, session_pk: int, after: int, before: int, opened: Opened
+    ) -> int:
+        """How many of the main line's items placed after `after` and before `before` are
+        user messages (told by the database for JSON items, else opened here)."""
+        if before - after <= 1:
+            return 0
+        items = self._schema.items
+        between = (items.c.session_pk == session_pk, items.c.seq > after, items.c.seq < before)
+        role = self._json_role(items.c.payload)
+        if role is not None and not self._schema.sealed:
+            query = select(func.count()).where(*between, role == "user")
+            return int(conn.execute(query).scalar_one())
+        rows = conn.execute(self._schema.item_columns().where(*between).order_by(items.c.seq)).all()
+        return sum(opened([self._schema.stored_of(row) for row in rows]))
+
+    # -- removals ---------------------------------------------------------------------------
+
+    def popped(self, conn: Connection, session_pk: int, main_pk: int, seq: int, user: bool) -> None:
+        """The item at `seq` left a main line without structure whose usage is recorded: the
+        count loses it (one turn fewer for a user message) and, if it was the last counted,
+        stops at the item before it; the usage of a turn no longer there goes."""
+        self._pop_count.run(conn, {"sp": session_pk, "main_pk": main_pk, "at": seq, "u": user})
+        if user:
+            main, usage = self._schema.branches, self._schema.turn_usage
+            turns = select(main.c.turns).where(main.c.id == main_pk).scalar_subquery()
+            conn.execute(delete(usage).where(usage.c.branch_pk == main_pk, usage.c.turn > turns))
+
+    @cached_property
+    def _pop_count(self) -> Prepared:
+        main, items = self._schema.branches, self._schema.items
+        at = bindparam("at", type_=main.c.counted.type)
+        before = select(func.max(items.c.seq)).where(
+            items.c.session_pk == bindparam("sp"), items.c.seq < at
+        )
+        user = case((bindparam("u", type_=Boolean), 1), else_=0)
+        # MySQL assigns left to right: `turns` first, while `counted` is still the old one.
+        return Prepared(
+            update(main)
+            .where(main.c.id == bindparam("main_pk"), main.c.counted >= at)
+            .ordered_values(
+                (main.c.turns, main.c.turns - user),
+                (
+                    main.c.counted,
+                    case(
+                        (main.c.counted == at, func.coalesce(before.scalar_subquery(), 0)),
+                        else_=main.c.counted,
+                    ),
+                ),
+            )
+        )
