@@ -1,0 +1,522 @@
+"""The session browser: a Starlette app over a `SessionStore`, pages rendered on the server
+with Jinja (autoescaped), charts as inline SVG, no script.
+
+Read-only unless built with `allow_writes=True`, which adds archive, restore and delete
+behind a confirmation page and this run's CSRF token.
+
+Example::
+
+    store = SessionStore("agent.db")
+    app = create_app(store)                 # serve with any ASGI server
+    uvicorn.run(app, host="127.0.0.1", port=8300, access_log=False)
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from .. import AgentsSQLAlchemyError, SessionInfo, SessionStore
+from ..cli.sessions import format_meta, meta_value
+from . import charts, queries
+from .security import LOCAL_HOSTS, Guard
+from .transcript import describe, shape, turn_numbers
+
+logger = logging.getLogger("agents_sqlalchemy.ui")
+PAGE_SIZES = (20, 50, 100, 200)
+TRANSCRIPT_PAGE = 100
+# Outputs of calls on a page may come a little later: looked for this far past it.
+_LOOKAHEAD = 50
+_CACHE_SECONDS = 60.0
+ACTIONS = {
+    "archive": "Archive session",
+    "restore": "Restore session",
+    "delete-session": "Delete session",
+    "delete-user": "Delete every session of user",
+}
+
+
+class BadRequest(Exception):
+    """A parameter the page cannot use; shown as a 400 page."""
+
+
+class NotFound(Exception):
+    """No such session or branch; shown as a 404 page."""
+
+
+@dataclass
+class Browser:
+    """What every page needs: the store, the templates, the guard and the options."""
+
+    store: SessionStore
+    templates: Jinja2Templates
+    guard: Guard
+    allow_writes: bool
+    title: str
+    cache: dict[Any, tuple[float, Any]] = field(default_factory=dict)
+
+    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        context |= {
+            "title": self.title,
+            "allow_writes": self.allow_writes,
+            "csrf": self.guard.csrf,
+            "path": request.url.path,
+        }
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    async def cached(self, key: Any, make: Any) -> Any:
+        """`await make()`, kept for a minute (charts aggregate whole tables)."""
+        now = time.monotonic()
+        hit = self.cache.get(key)
+        if hit is not None and now - hit[0] < _CACHE_SECONDS:
+            return hit[1]
+        value = await make()
+        self.cache[key] = (now, value)
+        return value
+
+
+def link(path: str, **params: Any) -> str:
+    """`path?query` with the parameters that are set.
+
+    >>> link("/sessions", user="a b", cursor=None, archived="")
+    '/sessions?user=a+b'
+    """
+    query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+    return f"{path}?{query}" if query else path
+
+
+def when(value: datetime | None) -> str:
+    """A time as the pages show it: UTC to the second."""
+    return "-" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def size(value: int | None) -> str:
+    """Bytes for a person: 980 B, 12.3 kB, 4.5 MB.
+
+    >>> size(980), size(12_300), size(None)
+    ('980 B', '12.3 kB', '-')
+    """
+    if value is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
+
+
+def _templates() -> Jinja2Templates:
+    env = Environment(
+        loader=PackageLoader("agents_sqlalchemy.ui", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals |= {"link": link, "when": when, "size": size, "format_meta": format_meta}
+    env.filters["thousands"] = lambda value: f"{int(value or 0):,}"
+    return Jinja2Templates(env=env)
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}")
+    return value
+
+
+def _day(request: Request, name: str, *, end: bool = False) -> datetime | None:
+    raw = (request.query_params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(f"{name} is not a date such as 2026-11-29") from None
+    if end and len(raw) == 10:  # a day given as the end of a window counts whole
+        value += timedelta(days=1)
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _metadata(raw: str) -> dict[str, Any] | None:
+    """`channel=web tier=2` as a metadata filter (values read as `--meta` reads them)."""
+    try:
+        words = shlex.split(raw)
+    except ValueError as exc:
+        raise BadRequest(f"metadata filter: {exc}") from None
+    found: dict[str, Any] = {}
+    for word in words:
+        name, sep, value = word.partition("=")
+        if not sep or not name:
+            raise BadRequest(f"metadata filter: {word!r} is not KEY=VALUE")
+        found[name] = meta_value(value)
+    return found or None
+
+
+def _archived(raw: str | None) -> bool | None:
+    return {"only": True, "with": None}.get(raw or "", False)
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+async def home(request: Request) -> Response:
+    return RedirectResponse("/sessions", status_code=303)
+
+
+async def sessions_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    params = request.query_params
+    user = params.get("user") or None
+    meta_raw = params.get("meta", "")
+    archived = params.get("archived", "")
+    limit = _int(request, "limit", 50, 1, 500)
+    page = await ui.store.list_sessions(
+        user_id=user,
+        metadata=_metadata(meta_raw),
+        updated_after=_day(request, "after"),
+        updated_before=_day(request, "before", end=True),
+        limit=limit,
+        cursor=params.get("cursor") or None,
+        archived=_archived(archived),
+    )
+    sizes = await queries.sizes(ui.store, list(page))
+    filters = {
+        "user": user,
+        "meta": meta_raw,
+        "after": params.get("after", ""),
+        "before": params.get("before", ""),
+        "archived": archived,
+        "limit": limit if limit != 50 else None,
+    }
+    return ui.page(
+        request,
+        "sessions.html",
+        sessions=list(page),
+        sizes=sizes,
+        filters=filters,
+        next_cursor=page.next_cursor,
+        first_page=not params.get("cursor"),
+        done=params.get("done", ""),
+    )
+
+
+async def users_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    archived = request.query_params.get("archived") == "with"
+    owners, after = await queries.owners(
+        ui.store,
+        after=request.query_params.get("after") or None,
+        limit=_int(request, "limit", 50, 1, 500),
+        archived=archived,
+    )
+    return ui.page(
+        request,
+        "users.html",
+        owners=owners,
+        next_after=after,
+        archived="with" if archived else "",
+        first_page=not request.query_params.get("after"),
+    )
+
+
+async def _session_info(ui: Browser, session_id: str) -> SessionInfo:
+    if not session_id:
+        raise BadRequest("which session? (id=...)")
+    info = await ui.store.session_info(session_id)
+    if info is None:
+        raise NotFound(f"no session {session_id!r}")
+    return info
+
+
+async def session_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    session_id = request.query_params.get("id", "")
+    info = await _session_info(ui, session_id)
+    session = ui.store.session(session_id)
+    branches = await session.list_branches()
+    branch = request.query_params.get("branch") or "main"
+    line = next((b for b in branches if b["branch_id"] == branch), None)
+    if line is None and branch != "main":
+        raise NotFound(f"no branch {branch!r} in this session")
+    total = info.item_count if branch == "main" else int(line["message_count"]) if line else 0
+    turns = int(line["user_turns"]) if line else 0
+    size_ = _int(request, "size", TRANSCRIPT_PAGE, 10, 1000)
+    pages = max(1, -(-total // size_))
+    number = _int(request, "page", 1, 1, max(pages, 1))
+    read = await session.get_items(limit=number * size_, branch_id=branch)
+    end = max(0, len(read) - (number - 1) * size_)
+    start = max(0, end - size_)
+    first = total - len(read) + 1
+    numbers = turn_numbers(read, turns)
+    rows = await session.get_turn_usage(branch_id=branch)
+    usage = {row["user_turn_number"]: row for row in rows} if isinstance(rows, list) else {}
+    window = slice(start, min(len(read), end + _LOOKAHEAD))
+    entries = [
+        entry
+        for entry in shape(read[window], first=first + start, numbers=numbers[window], usage=usage)
+        if entry.position < first + end
+    ]
+    totals = await session.get_session_usage(branch_id=branch)
+    sizes = await queries.sizes(ui.store, [info])
+    return ui.page(
+        request,
+        "session.html",
+        info=info,
+        stored=sizes.get(info.session_id),
+        branches=branches,
+        branch=branch,
+        entries=entries,
+        page=number,
+        pages=pages,
+        page_size=size_ if size_ != TRANSCRIPT_PAGE else None,
+        total=total,
+        first=first + start,
+        last=first + end - 1,
+        usage=totals,
+        turn_usage=[usage[k] for k in sorted(usage)],
+    )
+
+
+async def search_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    params = request.query_params
+    query = params.get("q", "").strip()
+    user = params.get("user") or None
+    session_id = params.get("session") or None
+    mode = params.get("mode") or "hybrid"
+    if mode not in ("hybrid", "vector", "keyword"):
+        raise BadRequest("mode is hybrid, vector or keyword")
+    limit = _int(request, "limit", 10, 1, 100)
+    hits: list[Any] = []
+    elapsed = None
+    if query:
+        started = time.perf_counter()
+        if session_id is not None:
+            await _session_info(ui, session_id)
+            found = await ui.store.session(session_id).search_hits(query, limit=limit, mode=mode)
+        else:
+            found = await ui.store.search(query, user_id=user, limit=limit, mode=mode)
+        elapsed = (time.perf_counter() - started) * 1000
+        hits = [(hit, describe(hit.item, hit.seq, 0)) for hit in found]
+    return ui.page(
+        request,
+        "search.html",
+        query=query,
+        user=user or "",
+        session_id=session_id or "",
+        mode=mode,
+        limit=limit,
+        hits=hits,
+        elapsed=elapsed,
+    )
+
+
+async def charts_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    days = _int(request, "days", 30, 1, 3650)
+    user = request.query_params.get("user") or None
+    since = queries.days_back(days)
+    start = datetime.combine(since, datetime.min.time(), timezone.utc)
+
+    async def usage() -> Any:
+        return await ui.store.usage(user_id=user, since=start)
+
+    async def made(what: str) -> Any:
+        return await queries.made_per_day(ui.store, what, since=since, user_id=user)
+
+    report = await ui.cached(("usage", days, user), usage)
+    sessions = await ui.cached(("sessions", days, user), lambda: made("sessions"))
+    items = await ui.cached(("items", days, user), lambda: made("items"))
+    per_day: dict[date, int] = {}
+    per_user: dict[str, int] = {}
+    for row in report.days:
+        per_day[row.day] = per_day.get(row.day, 0) + row.usage.total_tokens
+        owner = row.user_id if row.user_id is not None else "(no user)"
+        per_user[owner] = per_user.get(owner, 0) + row.usage.total_tokens
+    top_users = sorted(per_user.items(), key=lambda kv: (-kv[1], kv[0]))[:15]
+    figures = [
+        (
+            "tokens-per-day",
+            charts.columns(
+                _daily(since, days, per_day), title="Tokens per day (UTC)", unit=" tokens"
+            ),
+        ),
+        (
+            "tokens-per-user",
+            charts.rows(
+                [(name, float(total)) for name, total in top_users],
+                title="Tokens per user",
+                unit=" tokens",
+            ),
+        ),
+        (
+            "sessions-per-day",
+            charts.columns(
+                _daily(since, days, dict(sessions)), title="Sessions started per day (UTC)"
+            ),
+        ),
+        (
+            "items-per-day",
+            charts.columns(_daily(since, days, dict(items)), title="Items added per day (UTC)"),
+        ),
+    ]
+    return ui.page(
+        request,
+        "charts.html",
+        figures=figures,
+        days=days,
+        user=user or "",
+        total=report.total,
+    )
+
+
+def _daily(since: date, days: int, values: dict[date, int]) -> list[tuple[str, float]]:
+    """One point per day of the window, zero on days without any."""
+    return [
+        ((since + timedelta(days=n)).isoformat(), float(values.get(since + timedelta(days=n), 0)))
+        for n in range(days)
+    ]
+
+
+# -- writes ----------------------------------------------------------------------------------
+
+
+def _action(ui: Browser, action: str, target: str) -> None:
+    if not ui.allow_writes:
+        raise PermissionError("this session browser is read-only (start it with --allow-writes)")
+    if action not in ACTIONS:
+        raise BadRequest(f"unknown action {action!r}")
+    if not target:
+        raise BadRequest("the action needs a target")
+
+
+async def confirm_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    action = request.query_params.get("action", "")
+    target = request.query_params.get("target", "")
+    _action(ui, action, target)
+    info = None if action == "delete-user" else await _session_info(ui, target)
+    return ui.page(
+        request, "confirm.html", action=action, label=ACTIONS[action], target=target, info=info
+    )
+
+
+async def act(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+    if not ui.guard.check_csrf(form.get("csrf")):
+        return ui.page(request, "error.html", 403, message="the form's CSRF token is not valid")
+    action, target = form.get("action", ""), form.get("target", "")
+    _action(ui, action, target)
+    if form.get("confirm") != "yes":
+        raise BadRequest("the action was not confirmed")
+    store = ui.store
+    if action == "archive":
+        done = "archived" if await store.archive_session(target) else "not archived"
+    elif action == "restore":
+        done = "restored" if await store.restore_session(target) else "not restored"
+    elif action == "delete-session":
+        removed = await store.delete_session(target)
+        done = f"deleted {removed.sessions} session(s), {removed.items} item(s)"
+    else:
+        removed = await store.delete_user(target)
+        done = f"deleted {removed.sessions} session(s), {removed.items} item(s)"
+    ui.cache.clear()
+    logger.info("write: %s", action)  # the action only: no id, nothing from the items
+    return RedirectResponse(link("/sessions", done=done, archived="with"), status_code=303)
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    return ui.page(request, "error.html", 400, message=str(exc))
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    return ui.page(request, "error.html", 404, message=str(exc))
+
+
+async def _forbidden(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    return ui.page(request, "error.html", 403, message=str(exc))
+
+
+async def _library_error(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    logger.warning("%s on %s", type(exc).__name__, request.url.path)  # never the message
+    return ui.page(request, "error.html", 400, message=f"{type(exc).__name__}: {exc}")
+
+
+def create_app(
+    store: SessionStore,
+    *,
+    allow_writes: bool = False,
+    token: str | None = None,
+    hosts: Sequence[str] = (),
+    title: str = "Sessions",
+) -> Starlette:
+    """The session browser over `store` (which the caller opens and closes).
+
+    `allow_writes` adds archive, restore and delete (each confirmed, CSRF-checked);
+    `token`, required by the command line off this machine, guards every request; `hosts`
+    are the Host names accepted besides this machine's own (a guard against DNS rebinding).
+    """
+    ui = Browser(store, _templates(), Guard(token), allow_writes, title)
+    static = Path(__file__).with_name("static")
+    routes = [
+        Route("/", home),
+        Route("/sessions", sessions_page),
+        Route("/users", users_page),
+        Route("/session", session_page),
+        Route("/search", search_page),
+        Route("/charts", charts_page),
+        Route("/confirm", confirm_page),
+        Route("/act", act, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=static), name="static"),
+    ]
+    allowed = sorted({*LOCAL_HOSTS, "[::1]", *hosts})
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=allowed),
+            Middleware(BaseHTTPMiddleware, dispatch=ui.guard),
+        ],
+        exception_handlers={
+            BadRequest: _bad_request,
+            NotFound: _not_found,
+            PermissionError: _forbidden,
+            AgentsSQLAlchemyError: _library_error,
+        },
+    )
+    app.state.ui = ui
+    return app
