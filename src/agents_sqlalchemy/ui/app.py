@@ -361,32 +361,29 @@ async def charts_page(request: Request) -> Response:
         owner = row.user_id if row.user_id is not None else "(no user)"
         per_user[owner] = per_user.get(owner, 0) + row.usage.total_tokens
     top_users = sorted(per_user.items(), key=lambda kv: (-kv[1], kv[0]))[:15]
-    figures = [
-        (
-            "tokens-per-day",
-            charts.columns(
-                _daily(since, days, per_day), title="Tokens per day (UTC)", unit=" tokens"
-            ),
+    titles = {
+        "tokens-per-day": "Tokens per day (UTC)",
+        "tokens-per-user": "Tokens per user (the top 15)",
+        "sessions-per-day": "Sessions started per day (UTC)",
+        "items-per-day": "Items added per day (UTC)",
+    }
+    drawn = {
+        "tokens-per-day": charts.columns(
+            _daily(since, days, per_day), title=titles["tokens-per-day"], unit=" tokens"
         ),
-        (
-            "tokens-per-user",
-            charts.rows(
-                [(name, float(total)) for name, total in top_users],
-                title="Tokens per user",
-                unit=" tokens",
-            ),
+        "tokens-per-user": charts.rows(
+            [(name, float(total)) for name, total in top_users],
+            title=titles["tokens-per-user"],
+            unit=" tokens",
         ),
-        (
-            "sessions-per-day",
-            charts.columns(
-                _daily(since, days, dict(sessions)), title="Sessions started per day (UTC)"
-            ),
+        "sessions-per-day": charts.columns(
+            _daily(since, days, dict(sessions)), title=titles["sessions-per-day"]
         ),
-        (
-            "items-per-day",
-            charts.columns(_daily(since, days, dict(items)), title="Items added per day (UTC)"),
+        "items-per-day": charts.columns(
+            _daily(since, days, dict(items)), title=titles["items-per-day"]
         ),
-    ]
+    }
+    figures = [(name, titles[name], svg) for name, svg in drawn.items()]
     return ui.page(
         request,
         "charts.html",
