@@ -48,7 +48,9 @@ def reasoning(text: str, item_id: str) -> dict[str, Any]:
 
 
 def usage(tokens: int) -> Usage:
-    return Usage(requests=1, input_tokens=tokens, output_tokens=tokens // 4, total_tokens=tokens * 5 // 4)
+    return Usage(
+        requests=1, input_tokens=tokens, output_tokens=tokens // 4, total_tokens=tokens * 5 // 4
+    )
 
 
 class Script:
@@ -65,8 +67,10 @@ def weather_turn(city: str, n: int) -> tuple[str, list[list[Any]]]:
     return (
         f"What is the weather in {city}?",
         [
-            [reasoning(f"The user asks about {city}: call the weather tool.", f"rs_{call}"),
-             function_call("lookup_weather", {"city": city}, call_id=call)],  # fmt: skip
+            [
+                reasoning(f"The user asks about {city}: call the weather tool.", f"rs_{call}"),
+                function_call("lookup_weather", {"city": city}, call_id=call),
+            ],
             [assistant_message(answer)],
         ],
     )
@@ -128,12 +132,16 @@ SCRIPTS: dict[tuple[str, str], Script] = {
 }
 
 
-async def run_script(store: SessionStore, user: str, session_id: str, script: Script, day: int) -> None:
+async def run_script(
+    store: SessionStore, user: str, session_id: str, script: Script, day: int
+) -> None:
     steps = [step for _, answer in script.turns for step in answer]
     model = ScriptedModel(steps, default_usage=usage(script.tokens))
     agent = Agent(name="assistant", model=model, tools=[lookup_weather, create_ticket])
     session = store.session(
-        session_id, user_id=user, metadata={"channel": "web" if day % 2 else "app", "tier": day % 3 + 1}
+        session_id,
+        user_id=user,
+        metadata={"channel": "web" if day % 2 else "app", "tier": day % 3 + 1},
     )
     for question, _ in script.turns:
         await Runner.run(agent, question, session=session)

@@ -237,9 +237,9 @@ def test_nothing_from_the_items_reaches_the_logs(
         http.get(f"/session?id={quote(EVIL_ID)}")
         http.get(f"/search?q={SECRET}")
         http.get(f"/session?id={quote(SECRET)}")  # a 404 whose message names the id
-        http.post("/act", data={"csrf": csrf, "action": "archive", "target": EVIL_ID} | {
-            "confirm": "yes"
-        })  # fmt: skip
+        http.post(
+            "/act", data={"csrf": csrf, "action": "archive", "target": EVIL_ID} | {"confirm": "yes"}
+        )
     server = [r for r in caplog.records if not r.name.startswith("httpx")]  # not the client's
     logged = "\n".join(record.getMessage() for record in server)
     assert "GET /search 200" in logged and "GET /session 200" in logged

@@ -25,7 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "the session browser needs the ui extra: pip install 'openai-agents-sqlalchemy[ui]'"
     ) from exc
 
-from .app import create_app  # noqa: E402
-from .security import check_bind  # noqa: E402
+from .app import create_app
+from .security import check_bind
 
 __all__ = ["check_bind", "create_app"]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -46,6 +46,8 @@ TRANSCRIPT_PAGE = 100
 # Outputs of calls on a page may come a little later: looked for this far past it.
 _LOOKAHEAD = 50
 _CACHE_SECONDS = 60.0
+Mode = Literal["hybrid", "vector", "keyword"]
+MODES: dict[str, Mode] = {"hybrid": "hybrid", "vector": "vector", "keyword": "keyword"}
 ACTIONS = {
     "archive": "Archive session",
     "restore": "Restore session",
@@ -310,8 +312,8 @@ async def search_page(request: Request) -> Response:
     query = params.get("q", "").strip()
     user = params.get("user") or None
     session_id = params.get("session") or None
-    mode = params.get("mode") or "hybrid"
-    if mode not in ("hybrid", "vector", "keyword"):
+    mode = MODES.get(params.get("mode") or "hybrid")
+    if mode is None:
         raise BadRequest("mode is hybrid, vector or keyword")
     limit = _int(request, "limit", 10, 1, 100)
     hits: list[Any] = []

@@ -41,13 +41,13 @@ def nice_ceiling(value: float) -> float:
 def figure(value: float) -> str:
     """A count as an axis shows it: 950, 1.2k, 3.4M.
 
-    >>> [figure(v) for v in (950, 1200, 3_400_000, 2.5)]
-    ['950', '1.2k', '3.4M', '2.5']
+    >>> [figure(v) for v in (950, 1200, 3_400_000, 2.5, 0.25)]
+    ['950', '1.2k', '3.4M', '2.5', '0.25']
     """
     for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= size:
-            return f"{value / size:.1f}".rstrip("0").rstrip(".") + suffix
-    return f"{value:.1f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
+            return f"{value / size:.2f}".rstrip("0").rstrip(".") + suffix
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
 
 
 def _frame(width: int, height: int, title: str, body: list[str]) -> Markup:
@@ -76,6 +76,8 @@ def columns(
     body: list[str] = []
     plot_w, plot_h = width - _LEFT - _RIGHT, height - _TOP - _BOTTOM
     top = nice_ceiling(max((value for _, value in points), default=0))
+    if top < 4 and all(value % 1 == 0 for _, value in points):
+        top = 4.0  # counts: whole numbers on the axis
     for step in range(5):
         value = top * step / 4
         y = _TOP + plot_h - plot_h * step / 4

@@ -95,7 +95,10 @@ async def owners(
     Archived sessions are counted only with `archived=True`.
     """
     sessions = _sessions(store)
-    conditions = [sessions.c.parent_pk.is_(None), sessions.c.user_id.is_not(None)]
+    conditions: list[ColumnElement[bool]] = [
+        sessions.c.parent_pk.is_(None),
+        sessions.c.user_id.is_not(None),
+    ]
     if not archived:
         conditions.append(sessions.c.archived_at.is_(None))
     if after is not None:
@@ -124,7 +127,7 @@ async def made_per_day(
     if what == "sessions":
         made = sessions.c.created_at
         source: Any = sessions
-        conditions = [sessions.c.parent_pk.is_(None), made >= start]
+        conditions: list[ColumnElement[bool]] = [sessions.c.parent_pk.is_(None), made >= start]
     elif what == "items":
         items = _items(store)
         made = items.c.created_at

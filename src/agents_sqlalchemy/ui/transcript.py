@@ -83,12 +83,13 @@ def pretty(value: Any) -> str:
     '{\\n  "a": 1\\n}'
     """
     if isinstance(value, str):
+        text: str = value
         try:
-            value = json.loads(value)
+            value = json.loads(text)
         except ValueError:
-            return value
+            return text
         if isinstance(value, str):
-            return value
+            return text
     return json.dumps(value, ensure_ascii=False, indent=2, default=repr)
 
 
@@ -164,9 +165,15 @@ def describe(item: Any, position: int, turn: int) -> Entry:
         text = content_text(output) if isinstance(output, list) else pretty(output)
         call_id = str(item["call_id"]) if item.get("call_id") is not None else None
         return Entry(
-            position, turn, "tool_output", "tool output", text, call_id=call_id,
-            failed=failed(item), raw=raw,
-        )  # fmt: skip
+            position,
+            turn,
+            "tool_output",
+            "tool output",
+            text,
+            call_id=call_id,
+            failed=failed(item),
+            raw=raw,
+        )
     if kind == "reasoning":
         summary = content_text(item.get("summary")) or content_text(item.get("content"))
         return Entry(position, turn, "reasoning", "reasoning", summary or "(no summary)", raw=raw)
