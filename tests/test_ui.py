@@ -189,6 +189,18 @@ def test_a_foreign_host_name_is_refused(evil_store: SessionStore) -> None:
     with client(evil_store) as http:
         assert http.get("/sessions", headers={"Host": "attacker.example"}).status_code == 400
         assert http.get("/sessions", headers={"Host": "localhost:8300"}).status_code == 200
+    named = client(evil_store, hosts=["browser.internal"])
+    with named as http:
+        assert http.get("/sessions", headers={"Host": "browser.internal"}).status_code == 200
+        assert http.get("/sessions", headers={"Host": "attacker.example"}).status_code == 400
+    # On every address the machine's names are unknown: any is served, behind the token.
+    token = "t" * 24
+    with client(evil_store, hosts=["0.0.0.0"], token=token) as http:
+        answer = http.get(
+            "/sessions", headers={"Host": "10.1.2.3:8300", "Authorization": f"Bearer {token}"}
+        )
+        assert answer.status_code == 200
+        assert http.get("/sessions", headers={"Host": "10.1.2.3:8300"}).status_code == 401
 
 
 def test_the_command_refuses_other_hosts_without_a_token(sqlite_url: str) -> None:

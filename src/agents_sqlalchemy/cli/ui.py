@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import click
@@ -18,6 +19,17 @@ from ..errors import ConfigurationError
 from ..tables import TableNames
 from .options import ENV_PREFIX, database_options, key_options, opened, run, shown
 from .search import chosen_embedder, embedder_option
+
+
+def log_config(base: dict[str, Any]) -> dict[str, Any]:
+    """uvicorn's logging, with the app's own lines (method, route, status, time) beside it."""
+    config = copy.deepcopy(base)
+    config["loggers"]["agents_sqlalchemy.ui"] = {
+        "handlers": ["default"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
 
 
 @click.command("ui")
@@ -79,14 +91,19 @@ def command(
             await store.list_sessions(limit=1)  # a wrong or missing key fails here
             app = create_app(store, allow_writes=allow_writes, token=token, hosts=[host])
             config: Any = uvicorn.Config(
-                app, host=host, port=port, access_log=False, server_header=False
+                app,
+                host=host,
+                port=port,
+                access_log=False,  # it would log query strings: the app logs routes only
+                server_header=False,
+                log_config=log_config(uvicorn.config.LOGGING_CONFIG),
             )
             server = uvicorn.Server(config)
             where = f"[{host}]" if ":" in host else host
             mode = "writes allowed" if allow_writes else "read-only"
             click.echo(f"Browsing {shown(url)} ({mode}) at http://{where}:{port}/")
             if token:
-                click.echo(f"Open http://{where}:{port}/?token=... with the token given.")
+                click.echo(f"Open http://{where}:{port}/?token=... once (the token given).")
             await server.serve()
 
     run(serve())

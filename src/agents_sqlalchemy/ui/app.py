@@ -268,7 +268,10 @@ async def session_page(request: Request) -> Response:
     if line is None and branch != "main":
         raise NotFound(f"no branch {branch!r} in this session")
     total = info.item_count if branch == "main" else int(line["message_count"]) if line else 0
-    turns = int(line["user_turns"]) if line else 0
+    if line is not None:
+        turns = int(line["user_turns"])
+    else:  # a session without its line's record (e.g. written by a bulk import)
+        turns = len(await session.get_conversation_turns(branch))
     size_ = _int(request, "size", TRANSCRIPT_PAGE, 10, 1000)
     pages = max(1, -(-total // size_))
     number = _int(request, "page", 1, 1, max(pages, 1))
@@ -503,7 +506,10 @@ def create_app(
         Route("/act", act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=static), name="static"),
     ]
-    allowed = sorted({*LOCAL_HOSTS, "[::1]", *hosts})
+    # Listening on every address (0.0.0.0, ::), the machine's names are not known: any Host
+    # is served, behind the token the command line then requires.
+    wildcard = any(host in ("*", "0.0.0.0", "::") for host in hosts)
+    allowed = ["*"] if wildcard else sorted({*LOCAL_HOSTS, "[::1]", *hosts})
     app = Starlette(
         routes=routes,
         middleware=[

@@ -34,6 +34,7 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 access_log = logging.getLogger("agents_sqlalchemy.ui.access")
+logger = logging.getLogger("agents_sqlalchemy.ui")
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -85,6 +86,17 @@ class Guard:
         return response
 
     async def _checked(self, request: Request, call_next: Handler) -> Response:
+        try:
+            return await self._guarded(request, call_next)
+        except Exception as exc:
+            # An unexpected failure: its message may quote what was read, so the log (and
+            # the page) name only its kind and the route.
+            logger.error("%s on %s %s", type(exc).__name__, request.method, request.url.path)
+            return PlainTextResponse(
+                f"500: {type(exc).__name__} (the server's log names the route)", status_code=500
+            )
+
+    async def _guarded(self, request: Request, call_next: Handler) -> Response:
         if self.token is None:
             return await call_next(request)
         bearer = request.headers.get("authorization", "")
