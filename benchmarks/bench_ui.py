@@ -8,7 +8,8 @@ SQLite), then one session of ``--transcript`` items written through the library 
 on, token usage on every turn). ``agents-sqlalchemy ui`` serves it in its own process
 (uvicorn); each page is fetched ``--rounds`` times after one warm-up request, and its
 median, p95 and slowest times are printed, measured by the client (the whole HTTP round
-trip). The charts are also timed cold (their first draw, before the minute's cache).
+trip). "first" is the first request of a page (the app keeps what aggregates whole tables,
+and a transcript's branches and usage, for a minute); the charts are timed cold once.
 
     python benchmarks/bench_ui.py                              # 100,000 sessions
     python benchmarks/bench_ui.py --sessions 10000 --items 40000 --rounds 5
@@ -43,6 +44,7 @@ if __package__ in (None, ""):  # run as a file: import the package from the repo
 
 from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.codec import encode_item
+from agents_sqlalchemy.ui.app import TRANSCRIPT_PAGE
 from benchmarks.cli import load_average, version_of
 from benchmarks.databases import PG_URL_ENV, postgres_database, sqlite_database
 from benchmarks.items import item_at, make_turn
@@ -176,7 +178,7 @@ def pages(client: httpx.Client, sessions: int, transcript: int) -> list[tuple[st
     deep, number = "/sessions", 1
     while number < 100 and (found := _next(client.get(deep).text)) is not None:
         deep, number = found, number + 1
-    oldest = -(-transcript // 100)
+    oldest = -(-transcript // TRANSCRIPT_PAGE)
     middle = oldest // 2
     return [
         ("sessions, page 1 (50)", "/sessions"),
@@ -185,7 +187,7 @@ def pages(client: httpx.Client, sessions: int, transcript: int) -> list[tuple[st
         ("sessions by metadata", f"/sessions?meta=n%3D{sessions // 2 + 1}"),
         ("users, page 1", "/users"),
         ("users, page 2", "/users?after=user-000049"),
-        (f"transcript of {transcript:,}: latest 100", f"/session?id={BIG}"),
+        (f"transcript of {transcript:,}: latest page", f"/session?id={BIG}"),
         (f"transcript of {transcript:,}: page {middle}", f"/session?id={BIG}&page={middle}"),
         (f"transcript of {transcript:,}: oldest", f"/session?id={BIG}&page={oldest}"),
         ("a loaded session", f"/session?id={session_name(sessions // 2 + 1)}"),
@@ -199,14 +201,15 @@ def measure(base: str, sessions: int, transcript: int, rounds: int) -> list[list
     rows: list[list[str]] = []
     with httpx.Client(base_url=base, timeout=60) as client:
         cold = timed(client, "/charts?days=90")
-        rows.append(["charts, 90 days (cold)", f"{cold:.1f}", "-", "-", ""])
+        rows.append(["charts, 90 days", f"{cold:.1f}", "-", "-", "-", ""])
         for what, path in pages(client, sessions, transcript):
-            timed(client, path)  # warm-up
+            first = timed(client, path)  # the first view, before any cache of the app
             times = sorted(timed(client, path) for _ in range(rounds))
             median = statistics.median(times)
             p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
             verdict = "PASS" if median < TARGET_MS else "MISS"
-            rows.append([what, f"{median:.1f}", f"{p95:.1f}", f"{times[-1]:.1f}", verdict])
+            figures = [f"{first:.1f}", f"{median:.1f}", f"{p95:.1f}", f"{times[-1]:.1f}"]
+            rows.append([what, *figures, verdict])
     return rows
 
 
@@ -246,7 +249,7 @@ async def main_async(args: argparse.Namespace) -> int:
             finally:
                 process.terminate()
                 process.wait(timeout=30)
-        header = ["page", "median ms", "p95 ms", "max ms", f"< {TARGET_MS:.0f} ms"]
+        header = ["page", "first ms", "median ms", "p95 ms", "max ms", f"< {TARGET_MS:.0f} ms"]
         print(render_table(header, rows))
         misses += sum(row[-1] == "MISS" for row in rows)
     print(f"\n{misses} page(s) over {TARGET_MS:.0f} ms (median); after the run: {load_average()}")

@@ -89,6 +89,7 @@ def command(
         embedder = await chosen_embedder(url, tables, key, embedder_name)
         async with opened(url, tables, key, embedder=embedder) as store:
             await store.list_sessions(limit=1)  # a wrong or missing key fails here
+            _ = store.session_settings  # made now (the SDK loads), not on a first transcript
             app = create_app(store, allow_writes=allow_writes, token=token, hosts=[host])
             config: Any = uvicorn.Config(
                 app,

@@ -42,10 +42,11 @@ from .transcript import describe, shape, turn_numbers
 
 logger = logging.getLogger("agents_sqlalchemy.ui")
 PAGE_SIZES = (20, 50, 100, 200)
-TRANSCRIPT_PAGE = 100
+TRANSCRIPT_PAGE = 50
 # Outputs of calls on a page may come a little later: looked for this far past it.
 _LOOKAHEAD = 50
 _CACHE_SECONDS = 60.0
+_CACHE_ENTRIES = 1000
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: dict[str, Mode] = {"hybrid": "hybrid", "vector": "vector", "keyword": "keyword"}
 ACTIONS = {
@@ -85,12 +86,15 @@ class Browser:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     async def cached(self, key: Any, make: Any) -> Any:
-        """`await make()`, kept for a minute (charts aggregate whole tables)."""
+        """`await make()`, kept for a minute (charts aggregate whole tables; a long
+        transcript's branches and usage are read once while it is paged through)."""
         now = time.monotonic()
         hit = self.cache.get(key)
         if hit is not None and now - hit[0] < _CACHE_SECONDS:
             return hit[1]
         value = await make()
+        if len(self.cache) >= _CACHE_ENTRIES:
+            self.cache.clear()
         self.cache[key] = (now, value)
         return value
 
@@ -262,7 +266,10 @@ async def session_page(request: Request) -> Response:
     session_id = request.query_params.get("id", "")
     info = await _session_info(ui, session_id)
     session = ui.store.session(session_id)
-    branches = await session.list_branches()
+    # What only a write changes, kept per version of the session (its last activity and
+    # size): paging through a long transcript reads its branches and usage once.
+    version = (session_id, info.updated_at, info.item_count)
+    branches = await ui.cached(("branches", *version), session.list_branches)
     branch = request.query_params.get("branch") or "main"
     line = next((b for b in branches if b["branch_id"] == branch), None)
     if line is None and branch != "main":
@@ -271,7 +278,11 @@ async def session_page(request: Request) -> Response:
     if line is not None:
         turns = int(line["user_turns"])
     else:  # a session without its line's record (e.g. written by a bulk import)
-        turns = len(await session.get_conversation_turns(branch))
+
+        async def count_turns() -> int:
+            return len(await session.get_conversation_turns(branch))
+
+        turns = await ui.cached(("turns", branch, *version), count_turns)
     size_ = _int(request, "size", TRANSCRIPT_PAGE, 10, 1000)
     pages = max(1, -(-total // size_))
     number = _int(request, "page", 1, 1, max(pages, 1))
@@ -280,7 +291,11 @@ async def session_page(request: Request) -> Response:
     start = max(0, end - size_)
     first = total - len(read) + 1
     numbers = turn_numbers(read, turns)
-    rows = await session.get_turn_usage(branch_id=branch)
+
+    async def turn_usage() -> Any:
+        return await session.get_turn_usage(branch_id=branch)
+
+    rows = await ui.cached(("usage", branch, *version), turn_usage)
     usage = {row["user_turn_number"]: row for row in rows} if isinstance(rows, list) else {}
     window = slice(start, min(len(read), end + _LOOKAHEAD))
     entries = [
@@ -288,8 +303,15 @@ async def session_page(request: Request) -> Response:
         for entry in shape(read[window], first=first + start, numbers=numbers[window], usage=usage)
         if entry.position < first + end
     ]
-    totals = await session.get_session_usage(branch_id=branch)
-    sizes = await queries.sizes(ui.store, [info])
+
+    async def session_usage() -> Any:
+        return await session.get_session_usage(branch_id=branch)
+
+    async def stored() -> Any:
+        return await queries.sizes(ui.store, [info])
+
+    totals = await ui.cached(("total", branch, *version), session_usage)
+    sizes = await ui.cached(("size", *version), stored)
     return ui.page(
         request,
         "session.html",
