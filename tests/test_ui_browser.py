@@ -38,6 +38,8 @@ from .test_ui import EVIL, EVIL_BRANCH, EVIL_ID, EVIL_USER, SECRET, fill_demo, f
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / ".artifacts" / "ui"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+# The screenshots of the demo the docs show (docs/images/ui-NAME.png).
+DOCS = frozenset({"sessions", "users", "transcript", "search", "charts", "confirm"})
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +113,7 @@ def shoot(driver: WebDriver, name: str) -> Path:
     driver.save_screenshot(str(path))
     driver.set_window_size(1280, 900)
     docs = os.environ.get("AGENTS_SQLALCHEMY_UI_DOCS")
-    if docs and name.startswith("sqlite-"):
+    if docs and name.removeprefix("sqlite-") in DOCS:
         Path(docs).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, Path(docs) / f"ui-{name.removeprefix('sqlite-')}.png")
     assert path.stat().st_size > 10_000  # a page was drawn, not a blank window

@@ -34,7 +34,13 @@ def log_config(base: dict[str, Any]) -> dict[str, Any]:
 
 @click.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8300, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8300,
+    show_default=True,
+    help="Port to listen on.",
+)
 @click.option(
     "--token",
     metavar="TOKEN",
