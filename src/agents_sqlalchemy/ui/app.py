@@ -327,7 +327,7 @@ async def session_page(request: Request) -> Response:
         first=first + start,
         last=first + end - 1,
         usage=totals,
-        turn_usage=[usage[k] for k in sorted(usage)],
+        turn_usage=[usage[k] for k in sorted({e.turn for e in entries}) if k in usage],
     )
 
 
