@@ -284,6 +284,9 @@ def test_pages_follow_their_cursors(sqlite_url: str) -> None:
                 found = re.search(r'id="next" rel="next" href="([^"]+)"', page.text)
                 path = unescape(found.group(1)) if found else ""
             assert users == ["user-0", "user-1", "user-2"]
+            ones = http.get("/users?prefix=user-1")
+            assert re.findall(r'class="id user-link"[^>]*>([^<]+)<', ones.text) == ["user-1"]
+            assert re.search(r"<td class=\"num\">2</td>", ones.text)  # s1 and s4
             latest = http.get("/session?id=s0&size=10")
             oldest = http.get("/session?id=s0&size=10&page=3")
             too_far = http.get("/session?id=s0&size=10&page=4")

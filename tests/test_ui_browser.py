@@ -68,12 +68,14 @@ def free_port() -> int:
 class Server:
     """`agents-sqlalchemy ui` in a child process; its output kept in a file."""
 
-    def __init__(self, url: str, log: Path, *options: str) -> None:
+    def __init__(
+        self, url: str, log: Path, *options: str, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         command = [sys.executable, "-m", "agents_sqlalchemy.cli", "ui", "--url", url]
-        env = {k: v for k, v in os.environ.items() if k != "AGENTS_SQLALCHEMY_KEY"}
+        env = {k: v for k, v in os.environ.items() if k != "AGENTS_SQLALCHEMY_KEY"} | (env or {})
         with log.open("wb") as out:
             self.process = subprocess.Popen(
                 [*command, "--port", str(self.port), *options],
@@ -146,11 +148,13 @@ def database(request: pytest.FixtureRequest) -> tuple[str, str]:
 def test_markup_from_the_database_stays_text(
     browser: WebDriver, database: tuple[str, str], tmp_path: Path
 ) -> None:
-    """Markup in a session id, a user id, metadata, a branch name and items: shown as
-    text on every page, and no script runs."""
+    """Markup in a session id, a user id, metadata, a branch name and items of an
+    encrypted store (its key given as to every command): shown as text on every page, and
+    no script runs."""
     dialect, url = database
-    asyncio.run(fill_evil(url))
-    server = Server(url, tmp_path / "server.log")
+    asyncio.run(fill_evil(url, key="browser passphrase"))
+    key = {"UI_TEST_KEY": "browser passphrase"}
+    server = Server(url, tmp_path / "server.log", "--key-env", "UI_TEST_KEY", env=key)
     try:
         base = server.base
         browser.get(f"{base}/sessions")

@@ -236,11 +236,13 @@ async def sessions_page(request: Request) -> Response:
 async def users_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
     archived = request.query_params.get("archived") == "with"
+    prefix = request.query_params.get("prefix", "")
     owners, after = await queries.owners(
         ui.store,
         after=request.query_params.get("after") or None,
         limit=_int(request, "limit", 50, 1, 500),
         archived=archived,
+        prefix=prefix,
     )
     return ui.page(
         request,
@@ -248,6 +250,7 @@ async def users_page(request: Request) -> Response:
         owners=owners,
         next_after=after,
         archived="with" if archived else "",
+        prefix=prefix,
         first_page=not request.query_params.get("after"),
     )
 

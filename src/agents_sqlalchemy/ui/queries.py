@@ -88,11 +88,17 @@ def _day(col: ColumnElement[Any], dialect: str) -> ColumnElement[Any]:
 
 
 async def owners(
-    store: SessionStore, *, after: str | None, limit: int, archived: bool = False
+    store: SessionStore,
+    *,
+    after: str | None,
+    limit: int,
+    archived: bool = False,
+    prefix: str = "",
 ) -> tuple[list[Owner], str | None]:
     """A page of owners in id order, after `after`; and the id to pass for the next page.
 
-    Archived sessions are counted only with `archived=True`.
+    Archived sessions are counted only with `archived=True`; with `prefix`, only the ids
+    that start with it (a range of the owners' index).
     """
     sessions = _sessions(store)
     conditions: list[ColumnElement[bool]] = [
@@ -103,6 +109,9 @@ async def owners(
         conditions.append(sessions.c.archived_at.is_(None))
     if after is not None:
         conditions.append(sessions.c.user_id > after)
+    if prefix:
+        conditions.append(sessions.c.user_id >= prefix)
+        conditions.append(sessions.c.user_id < prefix + "\U0010ffff")
     query = (
         select(sessions.c.user_id, func.count(), func.max(sessions.c.updated_at))
         .where(and_(*conditions))
