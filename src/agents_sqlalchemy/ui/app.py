@@ -14,14 +14,13 @@ Example::
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
@@ -35,8 +34,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from .. import AgentsSQLAlchemyError, SessionInfo, SessionStore
-from ..cli.sessions import format_meta, meta_value
 from . import charts, queries
+from .fields import (
+    BadRequest,
+    archived_filter,
+    day,
+    format_meta,
+    link,
+    metadata_filter,
+    size,
+    when,
+    whole,
+)
 from .security import LOCAL_HOSTS, Guard
 from .transcript import describe, shape, turn_numbers
 
@@ -55,10 +64,6 @@ ACTIONS = {
     "delete-session": "Delete session",
     "delete-user": "Delete every session of user",
 }
-
-
-class BadRequest(Exception):
-    """A parameter the page cannot use; shown as a 400 page."""
 
 
 class NotFound(Exception):
@@ -99,35 +104,6 @@ class Browser:
         return value
 
 
-def link(path: str, **params: Any) -> str:
-    """`path?query` with the parameters that are set.
-
-    >>> link("/sessions", user="a b", cursor=None, archived="")
-    '/sessions?user=a+b'
-    """
-    query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
-    return f"{path}?{query}" if query else path
-
-
-def when(value: datetime | None) -> str:
-    """A time as the pages show it: UTC to the second."""
-    return "-" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def size(value: int | None) -> str:
-    """Bytes for a person: 980 B, 12.3 kB, 4.5 MB.
-
-    >>> size(980), size(12_300), size(None)
-    ('980 B', '12.3 kB', '-')
-    """
-    if value is None:
-        return "-"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value} B"
-
-
 def _templates() -> Jinja2Templates:
     env = Environment(
         loader=PackageLoader("agents_sqlalchemy.ui", "templates"),
@@ -139,54 +115,6 @@ def _templates() -> Jinja2Templates:
     env.globals |= {"link": link, "when": when, "size": size, "format_meta": format_meta}
     env.filters["thousands"] = lambda value: f"{int(value or 0):,}"
     return Jinja2Templates(env=env)
-
-
-# -- parameters ------------------------------------------------------------------------------
-
-
-def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be a whole number") from None
-    if not low <= value <= high:
-        raise BadRequest(f"{name} must be between {low} and {high}")
-    return value
-
-
-def _day(request: Request, name: str, *, end: bool = False) -> datetime | None:
-    raw = (request.query_params.get(name) or "").strip()
-    if not raw:
-        return None
-    try:
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadRequest(f"{name} is not a date such as 2026-11-29") from None
-    if end and len(raw) == 10:  # a day given as the end of a window counts whole
-        value += timedelta(days=1)
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
-
-def _metadata(raw: str) -> dict[str, Any] | None:
-    """`channel=web tier=2` as a metadata filter (values read as `--meta` reads them)."""
-    try:
-        words = shlex.split(raw)
-    except ValueError as exc:
-        raise BadRequest(f"metadata filter: {exc}") from None
-    found: dict[str, Any] = {}
-    for word in words:
-        name, sep, value = word.partition("=")
-        if not sep or not name:
-            raise BadRequest(f"metadata filter: {word!r} is not KEY=VALUE")
-        found[name] = meta_value(value)
-    return found or None
-
-
-def _archived(raw: str | None) -> bool | None:
-    return {"only": True, "with": None}.get(raw or "", False)
 
 
 # -- pages -----------------------------------------------------------------------------------
@@ -202,15 +130,15 @@ async def sessions_page(request: Request) -> Response:
     user = params.get("user") or None
     meta_raw = params.get("meta", "")
     archived = params.get("archived", "")
-    limit = _int(request, "limit", 50, 1, 500)
+    limit = whole(request, "limit", 50, 1, 500)
     page = await ui.store.list_sessions(
         user_id=user,
-        metadata=_metadata(meta_raw),
-        updated_after=_day(request, "after"),
-        updated_before=_day(request, "before", end=True),
+        metadata=metadata_filter(meta_raw),
+        updated_after=day(request, "after"),
+        updated_before=day(request, "before", end=True),
         limit=limit,
         cursor=params.get("cursor") or None,
-        archived=_archived(archived),
+        archived=archived_filter(archived),
     )
     sizes = await queries.sizes(ui.store, list(page))
     filters = {
@@ -240,7 +168,7 @@ async def users_page(request: Request) -> Response:
     owners, after = await queries.owners(
         ui.store,
         after=request.query_params.get("after") or None,
-        limit=_int(request, "limit", 50, 1, 500),
+        limit=whole(request, "limit", 50, 1, 500),
         archived=archived,
         prefix=prefix,
     )
@@ -286,9 +214,9 @@ async def session_page(request: Request) -> Response:
             return len(await session.get_conversation_turns(branch))
 
         turns = await ui.cached(("turns", branch, *version), count_turns)
-    size_ = _int(request, "size", TRANSCRIPT_PAGE, 10, 1000)
+    size_ = whole(request, "size", TRANSCRIPT_PAGE, 10, 1000)
     pages = max(1, -(-total // size_))
-    number = _int(request, "page", 1, 1, max(pages, 1))
+    number = whole(request, "page", 1, 1, max(pages, 1))
     read = await session.get_items(limit=number * size_, branch_id=branch)
     end = max(0, len(read) - (number - 1) * size_)
     start = max(0, end - size_)
@@ -343,7 +271,7 @@ async def search_page(request: Request) -> Response:
     mode = MODES.get(params.get("mode") or "hybrid")
     if mode is None:
         raise BadRequest("mode is hybrid, vector or keyword")
-    limit = _int(request, "limit", 10, 1, 100)
+    limit = whole(request, "limit", 10, 1, 100)
     hits: list[Any] = []
     elapsed = None
     if query:
@@ -370,7 +298,7 @@ async def search_page(request: Request) -> Response:
 
 async def charts_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
-    days = _int(request, "days", 30, 1, 3650)
+    days = whole(request, "days", 30, 1, 3650)
     user = request.query_params.get("user") or None
     since = queries.days_back(days)
     start = datetime.combine(since, datetime.min.time(), timezone.utc)
