@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -252,6 +253,7 @@ async def main_async(args: argparse.Namespace) -> int:
         header = ["page", "first ms", "median ms", "p95 ms", "max ms", f"< {TARGET_MS:.0f} ms"]
         print(render_table(header, rows))
         misses += sum(row[-1] == "MISS" for row in rows)
+    shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n{misses} page(s) over {TARGET_MS:.0f} ms (median); after the run: {load_average()}")
     return 1 if args.strict and misses else 0
 
