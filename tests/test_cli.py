@@ -318,6 +318,8 @@ def test_the_wheel_runs_its_migrations_from_an_empty_directory(tmp_path: Path, p
         )
     for shipped in ("env.py", "script.py.mako", "versions/0001_initial.py"):
         assert f"agents_sqlalchemy/migrations/{shipped}" in names
+    for shipped in ("templates/base.html", "templates/session.html", "static/style.css"):
+        assert f"agents_sqlalchemy/ui/{shipped}" in names  # the session browser's assets
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     run([str(python), "-m", "pip", "install", "-q", f"{wheel}[postgres]"])
