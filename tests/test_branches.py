@@ -12,10 +12,10 @@ import pytest
 
 from agents_sqlalchemy import BranchError, SessionStore, TableNames
 
-from .items import ALL, message
-from .test_concurrency import finish, spawn
-from .test_encryption import travel
-from .test_protocol import raw_rows
+from .support.clock import travel
+from .support.items import ALL, message
+from .support.processes import finish, spawn
+from .support.tables import raw_rows
 
 P = "agents_sqlalchemy_"
 

@@ -23,9 +23,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agents_sqlalchemy import SessionStore, TableNames, import_sdk, migrate
 from agents_sqlalchemy.cli import app
 
-from .app_alembic import objects, rows, table_names
-from .items import ALL, message
-from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
+from .support.app_alembic import objects, rows, table_names
+from .support.items import ALL, message
+from .support.sdk_tables import make_sdk_tables, sdk_needs_tables_made
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = migrate.head_revision()

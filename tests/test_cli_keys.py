@@ -6,41 +6,24 @@ import asyncio
 import base64
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import SQLiteSession
-from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import SessionStore, import_sdk, migrate
-from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.errors import WrongKeyError
 from agents_sqlalchemy.services import keyring as keyring_module
 
-from .items import message
-from .test_encryption import (
-    ITEM_MARKER,
-    ITEMS,
-    MARKERS,
-    as_bytes,
-    dump,
-    on_disk,
-    secret_items,
-    sqlite_path,
-)
-from .test_protocol import raw_rows
+from .support.cli import invoke
+from .support.disk import on_disk, sqlite_path
+from .support.items import message
+from .support.sealed import ITEM_MARKER, MARKERS, as_bytes, secret_items
+from .support.tables import ITEMS, dump, raw_rows
 
 OLD, NEW = "the old passphrase", "the new passphrase"
-NO_KEYS = {"AGENTS_SQLALCHEMY_KEY": None, "AGENTS_SQLALCHEMY_NEW_KEY": None}
-
-
-def invoke(
-    *args: str, env: Mapping[str, str | None] | None = None, input: str | None = None
-) -> Result:
-    return CliRunner().invoke(app, list(args), env={**NO_KEYS, **(env or {})}, input=input)
 
 
 async def seed(url: str, key: Key, sessions: int = 3) -> dict[str, list[Any]]:

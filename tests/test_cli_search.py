@@ -14,8 +14,8 @@ import agents_sqlalchemy.cli.search as search_module
 from agents_sqlalchemy import SessionStore, upgrade
 from agents_sqlalchemy.search import Embedder, HashingEmbedder, Model2VecEmbedder
 
-from .items import FUNCTION_CALL, message
-from .test_protocol import raw_rows
+from .support.items import FUNCTION_CALL, message
+from .support.tables import raw_rows
 
 NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 DEPLOY = message("the deployment failed because the disk was full")

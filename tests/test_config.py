@@ -20,7 +20,7 @@ from agents_sqlalchemy import (
     TableNames,
 )
 
-from .items import message
+from .support.items import message
 
 
 async def table_names(engine: AsyncEngine, schema: str | None = None) -> set[str]:

@@ -22,7 +22,7 @@ from agents_sqlalchemy.database import Database
 from agents_sqlalchemy.engines import normalize_url
 from agents_sqlalchemy.repository import base as repository_module
 
-from .items import ALL, USER, message
+from .support.items import ALL, USER, message
 
 
 @pytest.mark.parametrize("key", [None, "passphrase"])

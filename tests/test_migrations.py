@@ -23,8 +23,8 @@ from agents_sqlalchemy.migrations import config as scripts_config
 from agents_sqlalchemy.models import build_models
 from agents_sqlalchemy.tables import ROLES
 
-from .app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
-from .items import message
+from .support.app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
+from .support.items import message
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = migrate.head_revision()

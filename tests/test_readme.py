@@ -27,7 +27,7 @@ from agents.testing import ScriptedModel, assistant_message
 import agents_sqlalchemy
 from agents_sqlalchemy.cli import app
 
-from .compaction import CompactEndpoint
+from .support.compaction import CompactEndpoint
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 PG_IN_README = "postgresql://app@db.internal/app"

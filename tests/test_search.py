@@ -37,12 +37,12 @@ from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.services import search as search_service
 from agents_sqlalchemy.types import Scope, SessionKey
 
-from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
 from .search_eval.memory_index import MemoryIndex
 from .search_eval.queries import QUERIES
 from .search_eval.transcripts import conversations
-from .test_management import travel
-from .test_protocol import raw_rows
+from .support.clock import travel
+from .support.items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
+from .support.tables import raw_rows
 
 try:  # the openai package's HTTP client: httpx, or its successor httpx2
     import httpx2 as httpx

@@ -41,7 +41,7 @@ from agents_sqlalchemy.search import (
     unpack_vectors,
 )
 
-from . import items as sdk
+from .support import items as sdk
 
 try:  # the openai package's HTTP client: httpx, or its successor httpx2
     import httpx2 as httpx

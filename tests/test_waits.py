@@ -28,8 +28,8 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.types import SessionKey
 
-from .conftest import MARIADB_URL, PG_URL, REQUIRE_PG
-from .items import message
+from .support.items import message
+from .support.servers import MARIADB_URL, PG_URL, REQUIRE_PG
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = "agents_sqlalchemy_sessions"
@@ -52,6 +52,7 @@ async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConn
         await engine.dispose()
 
 
+@pytest.mark.pgbouncer
 async def test_a_write_behind_another_writer_gives_up_after_lock_timeout(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True, lock_timeout=0.5) as store:
         session = store.session("contended")
