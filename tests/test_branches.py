@@ -264,6 +264,7 @@ async def test_custom_table_names_hold_the_branches(sqlite_url: str) -> None:
     assert (refs, names) == (6, 2)  # main's four and the branch's two; main and b
 
 
+@pytest.mark.slow
 async def test_processes_racing_for_one_name_and_writing_to_branches(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("race")

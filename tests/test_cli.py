@@ -57,6 +57,7 @@ def test_every_command_has_help() -> None:
         assert "Usage: " in result.output and "Show this message and exit." in result.output
 
 
+@pytest.mark.slow
 def test_commands_that_make_no_session_start_without_the_sdk(tmp_path: Path) -> None:
     """Importing the Agents SDK takes seconds: listing, searching, reindexing and the db
     commands never need it (reading a transcript makes a session, which does)."""
@@ -303,6 +304,7 @@ async def _source_rows(url: str) -> object:
 
 
 @pytest.mark.wheel
+@pytest.mark.slow
 def test_the_wheel_runs_its_migrations_from_an_empty_directory(tmp_path: Path, pg_url: str) -> None:
     """Build the wheel, install it (and its dependencies) in a fresh venv, migrate both DBs."""
     dist, venv, empty = tmp_path / "dist", tmp_path / "venv", tmp_path / "empty"

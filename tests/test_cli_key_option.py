@@ -129,6 +129,7 @@ def _load(directory: Path, name: str) -> Key:
     return provider
 
 
+@pytest.mark.slow
 def test_sessions_list_needs_no_key(db_url: str) -> None:
     asyncio.run(seed(db_url, "correct horse"))
     listed = invoke("sessions", "list", "--url", db_url)

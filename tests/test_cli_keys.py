@@ -48,6 +48,7 @@ async def add_and_read(url: str, key: Key, session_id: str, item: Any) -> None:
 # -- rotate-key ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rotate_key_with_keys_from_the_environment(db_url: str) -> None:
     expected = asyncio.run(seed(db_url, OLD))
     count = sum(len(items) for items in expected.values())
@@ -76,6 +77,7 @@ def test_rotate_key_with_keys_from_the_environment(db_url: str) -> None:
         asyncio.run(read_back(db_url, OLD, list(expected)))
 
 
+@pytest.mark.slow
 def test_rotate_key_prompts_without_echo_and_takes_raw_keys(sqlite_url: str) -> None:
     old, new = os.urandom(32), os.urandom(32)
     expected = asyncio.run(seed(sqlite_url, old))
@@ -173,6 +175,7 @@ async def sdk_source(path: Path) -> dict[str, list[Any]]:
     return expected
 
 
+@pytest.mark.slow
 def test_import_sdk_with_a_key_seals_every_item(db_url: str, tmp_path: Path) -> None:
     source = tmp_path / "conversations.db"
     expected = asyncio.run(sdk_source(source))

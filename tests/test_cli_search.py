@@ -94,6 +94,7 @@ def test_search_scopes_modes_and_json(db_url: str) -> None:
     assert cli("search", "disk", "--url", db_url, "--mode", "fuzzy").exit_code == 2
 
 
+@pytest.mark.slow
 def test_encrypted_database_needs_its_key(sqlite_url: str) -> None:
     seed(sqlite_url, key="correct horse")
     refused = cli("search", "disk", "--url", sqlite_url)
@@ -109,6 +110,7 @@ def test_encrypted_database_needs_its_key(sqlite_url: str) -> None:
     assert reindexed.exit_code == 0 and "Indexed 0 items" in reindexed.output
 
 
+@pytest.mark.slow
 def test_reindex_moves_the_database_to_the_bundled_model(db_url: str) -> None:
     seed(db_url, HashingEmbedder())
     before = cli("search", RELEASE, "--url", db_url, "--json")  # the database's model

@@ -237,6 +237,7 @@ def test_show_cuts_long_tool_data_and_escapes_terminal_controls(sqlite_url: str)
     assert f"[2] tool result: {output}\n" in whole
 
 
+@pytest.mark.slow
 def test_show_an_encrypted_session(db_url: str, clock: Callable[[datetime], None]) -> None:
     seed(db_url, clock, key="correct horse")
     with_key = cli("sessions", "show", "support-42", "--url", db_url,

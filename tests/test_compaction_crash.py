@@ -25,6 +25,8 @@ from agents_sqlalchemy import SessionStore
 from .support.compaction import turns
 from .support.crash_worker import compact, compacted
 
+pytestmark = pytest.mark.slow  # child processes, killed and restarted
+
 KILLS = 24  # per dialect, half of them manual compactions, half automatic
 MODES = ("manual", "automatic")
 

@@ -41,6 +41,7 @@ def on_threads(work: Callable[[int], object], count: int) -> None:
     assert not errors, errors
 
 
+@pytest.mark.slow
 @pytest.mark.pgbouncer
 async def test_eight_processes_never_lose_or_interleave_a_batch(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
@@ -61,6 +62,7 @@ async def test_eight_processes_never_lose_or_interleave_a_batch(db_url: str) -> 
         assert [b for w, b, i in tags if w == writer and i == 0] == list(range(50))
 
 
+@pytest.mark.slow
 @pytest.mark.pgbouncer
 async def test_concurrent_pops_return_each_item_once(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
@@ -153,6 +155,7 @@ async def _churn(store: SessionStore, seed: int, session_ids: list[str]) -> None
             await asyncio.sleep(rnd.random() * 0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
 def test_stores_on_three_threads_churning_sessions_leave_every_item_indexed_as_itself(
     db_url: str, encrypted: bool

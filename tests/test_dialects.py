@@ -172,6 +172,7 @@ async def test_a_deadlock_victim_is_run_again(mariadb_url: str) -> None:
     await db.close()
 
 
+@pytest.mark.slow
 async def test_many_first_writes_at_once_on_new_sessions(db_url: str) -> None:
     """Gap locks of new rows side by side in the unique index (MySQL): none is lost."""
     async with SessionStore(db_url, create_tables=True) as warm:

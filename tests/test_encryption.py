@@ -159,6 +159,7 @@ async def test_appends_of_two_stores_to_one_session_land_at_their_own_places(
     assert sorted(seqs) == list(range(1, len(written) + 1))
 
 
+@pytest.mark.slow
 async def test_passphrase_kdf_meets_owasp_and_runs_once_per_store(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -506,6 +507,7 @@ def _big(tag: str) -> dict[str, Any]:
     return message(f"{tag} " + os.urandom(12_000).hex())
 
 
+@pytest.mark.slow
 async def test_removals_destroy_keys_and_leave_no_bytes_behind(
     db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -590,6 +592,7 @@ def reachable_text(word: str, roots: list[object]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
     sqlite_url: str, key: bytes
 ) -> None:

@@ -21,7 +21,7 @@ from agents_sqlalchemy.tables import ROLES
 
 # The example's databases: its env.py compares every schema, which on MySQL and MariaDB
 # means every database of the server, the server's own included.
-pytestmark = pytest.mark.dialects("sqlite", "postgresql")
+pytestmark = [pytest.mark.dialects("sqlite", "postgresql"), pytest.mark.slow]
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "existing_app"
 Names = set[tuple[str | None, str]]

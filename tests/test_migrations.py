@@ -150,6 +150,7 @@ async def test_create_tables_migrates_to_head_and_a_later_upgrade_is_a_no_op(db_
         assert await store.session("dev").get_items() == [message("from development")]
 
 
+@pytest.mark.slow
 def test_app_tables_rows_and_alembic_history_are_left_alone(db_url: str, tmp_path: Path) -> None:
     app = make_app(tmp_path, db_url)
     app_revision(app, "app1")
@@ -186,6 +187,7 @@ def _app_rows(url: str) -> list[list[tuple[object, ...]]]:
     ]
 
 
+@pytest.mark.slow
 def test_app_autogenerate_produces_no_operation_on_our_tables(db_url: str, tmp_path: Path) -> None:
     app = make_app(tmp_path, db_url)
     app_revision(app, "app1")
@@ -203,6 +205,7 @@ def test_app_autogenerate_produces_no_operation_on_our_tables(db_url: str, tmp_p
     assert "op.drop_table('chat_version')" in unfiltered
 
 
+@pytest.mark.slow
 def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -238,6 +241,7 @@ def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
     assert bad.returncode != 0 and "prefx" in bad.stderr
 
 
+@pytest.mark.slow
 def test_upgrades_racing_from_processes_all_succeed(db_url: str) -> None:
     code = (
         "import asyncio, sys\n"

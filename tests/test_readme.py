@@ -68,7 +68,17 @@ def offline_model(monkeypatch: pytest.MonkeyPatch) -> None:
 PYTHON = blocks("python")
 
 
-@pytest.mark.parametrize(("line", "code"), PYTHON, ids=[f"README.md:{n}" for n, _ in PYTHON])
+def block_marks(code: str) -> list[pytest.MarkDecorator]:
+    """A block on PostgreSQL needs the servers; one that loads an embedding model is slow."""
+    marks = [pytest.mark.servers] if PG_IN_README in code else []
+    return marks + ([pytest.mark.slow] if re.search(r"model2vec|minilm", code) else [])
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [pytest.param(line, code, marks=block_marks(code)) for line, code in PYTHON],
+    ids=[f"README.md:{n}" for n, _ in PYTHON],
+)
 def test_every_python_block_runs(
     line: int,
     code: str,

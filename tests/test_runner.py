@@ -124,6 +124,7 @@ def run_in_process(url: str, session_id: str, text: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 async def test_history_continues_in_another_process(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         await store.session("shared").get_items()  # tables exist before the child runs

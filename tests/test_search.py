@@ -134,6 +134,7 @@ def texts(hits: list[Any]) -> list[str]:
 # -- the issue's example, with the real model --------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_issue_example(db_url: str, key: bytes | None, model2vec: Embedder) -> None:
     async with SessionStore(db_url, create_tables=True, key=key, embedder=model2vec) as store:
         session = store.session("ops", user_id="alice")
@@ -300,6 +301,7 @@ async def test_compaction_replaces_the_index_with_the_compacted_history(
 # -- a new embedding model -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:
@@ -343,6 +345,7 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert await store.reindex() == 0
 
 
+@pytest.mark.slow
 async def test_items_not_indexed_for_the_new_model_yet_are_found_by_their_terms(
     db_url: str, key: bytes | None, model2vec: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -721,6 +724,7 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
 # -- ranking through the store is the reference ranking ------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_store_ranks_the_evaluation_set_like_the_reference(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:

@@ -130,6 +130,8 @@ def _server_processes(directory: Path) -> list[int]:
     return [postmaster, *map(int, children)]
 
 
+@pytest.mark.servers
+@pytest.mark.slow
 async def test_the_first_operations_after_a_server_restart_succeed(own_pg: Path) -> None:
     url = (own_pg / "url").read_text().strip()
     async with SessionStore(url, create_tables=True) as store:
@@ -148,6 +150,8 @@ async def test_the_first_operations_after_a_server_restart_succeed(own_pg: Path)
         assert [item["content"] for item in await session.get_items()] == list("01234")
 
 
+@pytest.mark.servers
+@pytest.mark.slow
 async def test_statement_timeout_bounds_a_hung_server(own_pg: Path) -> None:
     url = (own_pg / "url").read_text().strip()
     async with SessionStore(url, create_tables=True, statement_timeout=1) as store:
@@ -196,6 +200,7 @@ async def _kill_connections(kind: str, url: str) -> int:
         await engine.dispose()
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
 def test_connections_the_server_dropped_are_replaced(
     kind: str, request: pytest.FixtureRequest
