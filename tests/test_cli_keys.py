@@ -107,6 +107,7 @@ def test_rotate_key_prompts_without_echo_and_takes_raw_keys(sqlite_url: str) -> 
     assert asyncio.run(read_back(sqlite_url, NEW, list(expected))) == expected
 
 
+@pytest.mark.slow
 def test_rotate_key_refuses_bad_input_and_changes_nothing(sqlite_url: str) -> None:
     asyncio.run(seed(sqlite_url, OLD, sessions=1))
     before = asyncio.run(dump(sqlite_url))

@@ -709,6 +709,7 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
         assert await store.session("s3").get_state("k") == f"{STATE_MARKER}-3"
 
 
+@pytest.mark.slow
 async def test_rotation_on_the_same_store_and_to_a_passphrase(sqlite_url: str, key: bytes) -> None:
     async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
         session = store.session("s")
