@@ -1,5 +1,5 @@
 # Developer tasks: venv, demo, lint, docs, test (against throwaway PostgreSQL, PgBouncer and
-# MariaDB servers) and bench, clean.
+# MariaDB servers), test-fast (SQLite only), bench, clean.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -26,7 +26,7 @@ WITH_SERVERS = trap 'bash scripts/pgbouncer.sh stop; bash scripts/mariadb.sh sto
 	bash scripts/mariadb.sh start; \
 	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
 
-.PHONY: venv demo ui-demo ui-screenshots lint docs test bench bench-docs bench-scale clean
+.PHONY: venv demo ui-demo ui-screenshots lint docs test test-fast bench bench-docs bench-scale clean
 
 venv: .venv/.installed
 
@@ -64,6 +64,11 @@ test: venv lint docs
 	$(WITH_SERVERS) export AGENTS_SQLALCHEMY_REQUIRE_PG=1 AGENTS_SQLALCHEMY_REQUIRE_MARIADB=1 \
 		AGENTS_SQLALCHEMY_REQUIRE_PGBOUNCER=1; \
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The quick tier: SQLite only, no lint, no server, nothing marked slow (child interpreters,
+# embedding models, passphrase-heavy and racing tests, the SDK's own suite, the wheel).
+test-fast: venv
+	$(PY) -m pytest -m "not servers and not slow" $(PYTEST_ARGS)
 
 bench: venv
 	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
