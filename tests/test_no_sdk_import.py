@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import asyncio, sys
@@ -37,6 +39,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_no_operation_imports_the_sdk(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
     done = subprocess.run(

@@ -33,9 +33,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from agents_sqlalchemy.ui.fields import format_meta
 
-from .test_ui import EVIL, EVIL_BRANCH, EVIL_ID, EVIL_USER, SECRET, fill_demo, fill_evil
+from .support.ui import EVIL, EVIL_BRANCH, EVIL_ID, EVIL_USER, SECRET, fill_demo, fill_evil
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # a server process and a browser per test
 ARTIFACTS = ROOT / ".artifacts" / "ui"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # The screenshots of the demo the docs show (docs/images/ui-NAME.png).
