@@ -1,11 +1,11 @@
-# Developer tasks: venv, demo, lint, test (against throwaway PostgreSQL, PgBouncer and
+# Developer tasks: venv, demo, lint, docs, test (against throwaway PostgreSQL, PgBouncer and
 # MariaDB servers) and bench, clean.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 PY := .venv/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
-PATHS := src tests examples benchmarks
+PATHS := src tests examples benchmarks scripts
 # Two pytest workers share the suite (much of it waits on child processes and servers);
 # PYTEST_ARGS="tests/test_x.py" replaces them, e.g. to run one file in one process.
 PYTEST_ARGS ?= -n 2 --dist worksteal
@@ -26,7 +26,7 @@ WITH_SERVERS = trap 'bash scripts/pgbouncer.sh stop; bash scripts/mariadb.sh sto
 	bash scripts/mariadb.sh start; \
 	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
 
-.PHONY: venv demo lint test bench bench-scale clean
+.PHONY: venv demo lint docs test bench bench-docs bench-scale clean
 
 venv: .venv/.installed
 
@@ -43,14 +43,22 @@ lint: venv
 	.venv/bin/ruff format --check $(PATHS)
 	.venv/bin/mypy
 
+# The documentation site into site/, strictly: a broken link, anchor or reference fails.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
+
 # Every server is required: a test that cannot reach one fails, it is never skipped.
-test: venv lint
+test: venv lint docs
 	$(WITH_SERVERS) export AGENTS_SQLALCHEMY_REQUIRE_PG=1 AGENTS_SQLALCHEMY_REQUIRE_MARIADB=1 \
 		AGENTS_SQLALCHEMY_REQUIRE_PGBOUNCER=1; \
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: venv
 	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
+
+# The quick run with search, written to the page the docs include (a few minutes).
+bench-docs: venv
+	$(WITH_PG) $(PY) benchmarks/bench.py --quick --search --markdown docs/benchmarks/results.md
 
 # 1,000,000 sessions and 10,000,000 items on PostgreSQL (2-4 min and 5 GB of disk);
 # BENCH_ARGS="--sessions 10000 --items 100000" for a one-minute run. Not part of `make test`.
@@ -61,5 +69,5 @@ clean:
 	-bash scripts/pgbouncer.sh stop
 	-bash scripts/mariadb.sh stop
 	-bash scripts/pg.sh stop
-	rm -rf .venv .pgtmp .pgbouncertmp .mariadbtmp .cache .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .venv site .pgtmp .pgbouncertmp .mariadbtmp .cache .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -75,12 +75,25 @@ def _values(settings: Settings) -> dict[str, object]:
     return {f.name: getattr(settings, f.name) for f in fields(settings)}
 
 
-def print_group(group: str, backends: list[Backend], results: Results, s: Settings) -> None:
+@dataclass(frozen=True)
+class GroupTable:
+    """One group's figures: a row per backend, then the speed-up rows, and what each
+    column means."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+
+
+def group_table(
+    group: str, backends: list[Backend], results: Results, s: Settings
+) -> GroupTable | None:
+    """The table of one group of metrics, or None when no backend has a figure in it."""
     metrics = [m for m in METRICS if m.group == group]
     shown = [b for b in backends if any(m.key in results.get(b.key, {}) for m in metrics)]
     if not shown:
-        return
-    print(f"\n{GROUPS[group]}")
+        return None
     header = ["backend", *(_column(m, s) for m in metrics)]
     rows = [
         [b.label, *(fmt(results.get(b.key, {}).get(m.key), m.unit) for m in metrics)] for b in shown
@@ -91,11 +104,23 @@ def print_group(group: str, backends: list[Backend], results: Results, s: Settin
             continue
         factors = [speedup(results, m, c.ours, c.other) if m.comparable else None for m in metrics]
         if any(factor is not None for factor in factors):
-            label = f"  speed-up {LABELS[c.ours]} / {LABELS[c.other]}"
+            label = f"speed-up {LABELS[c.ours]} / {LABELS[c.other]}"
             rows.append([label, *(fmt(factor, "x") for factor in factors)])
-    print(render_table(header, rows))
-    for m in metrics:
-        print(f"  {m.column.format(**_values(s))}: {m.description.format(**_values(s))}")
+    notes = [
+        f"{m.column.format(**_values(s))}: {m.description.format(**_values(s))}" for m in metrics
+    ]
+    return GroupTable(GROUPS[group], header, rows, notes)
+
+
+def print_group(group: str, backends: list[Backend], results: Results, s: Settings) -> None:
+    table = group_table(group, backends, results, s)
+    if table is None:
+        return
+    print(f"\n{table.title}")
+    rows = [[f"  {r[0]}" if r[0].startswith("speed-up") else r[0], *r[1:]] for r in table.rows]
+    print(render_table(table.header, rows))
+    for note in table.notes:
+        print(f"  {note}")
 
 
 def print_tables(
@@ -113,29 +138,43 @@ def print_tables(
             print(f"NOTE {backend.label}: {note}")
 
 
-def print_targets(
-    database_key: str, label: str, ran: set[str], results: Results, settings: Settings
-) -> list[bool]:
-    """One PASS/MISS line per target that applies (INFO for a watched figure); return the
-    targets' verdicts."""
-    outcomes: list[bool] = []
-    print(f"\nTargets ({label}):")
+@dataclass(frozen=True)
+class TargetLine:
+    """A target's verdict: PASS, MISS, INFO (a figure watched beside the targets) or n/a."""
+
+    verdict: str
+    issue: str
+    text: str
+    detail: str
+
+
+def target_lines(
+    database_key: str, ran: set[str], results: Results, settings: Settings
+) -> list[TargetLine]:
+    """One line per target that applies to this database and these backends."""
+    lines: list[TargetLine] = []
     for target in TARGETS:
         skipped = not target.backends <= ran or not target.when(settings)
         if database_key not in target.databases or skipped:
             continue
-        text = f"[{target.issue}] " + target.text.format(**_values(settings))
+        text = target.text.format(**_values(settings))
         verdict = target.check(results, settings)
         if verdict is None:
-            print(f"  n/a   {text}: figures missing")
+            lines.append(TargetLine("n/a", target.issue, text, "figures missing"))
             continue
         met, detail = verdict
         if met is None:
-            print(f"  n/a   {text}: {detail}")
-            continue
-        if target.watched:
-            print(f"  INFO  {text}: {detail}")
-            continue
-        outcomes.append(met)
-        print(f"  {'PASS' if met else 'MISS'}  {text}: {detail}")
-    return outcomes
+            lines.append(TargetLine("n/a", target.issue, text, detail))
+        elif target.watched:
+            lines.append(TargetLine("INFO", target.issue, text, detail))
+        else:
+            lines.append(TargetLine("PASS" if met else "MISS", target.issue, text, detail))
+    return lines
+
+
+def print_targets(label: str, lines: list[TargetLine]) -> list[bool]:
+    """Print the targets' lines; return the verdicts of those that are targets."""
+    print(f"\nTargets ({label}):")
+    for line in lines:
+        print(f"  {line.verdict.ljust(5)} [{line.issue}] {line.text}: {line.detail}")
+    return [line.verdict == "PASS" for line in lines if line.verdict in ("PASS", "MISS")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +22,14 @@ import pytest
 from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
 
-from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
+from agents_sqlalchemy import (
+    ConfigurationError,
+    HashingEmbedder,
+    SearchError,
+    SearchModelWarning,
+    SessionStore,
+    TableNames,
+)
 from agents_sqlalchemy.repository import SearchIndex
 from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
@@ -34,8 +42,6 @@ from agents_sqlalchemy.search import (
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.services import background as background_module
-from agents_sqlalchemy.services import indexer as indexer_module
-from agents_sqlalchemy.services import searcher as searcher_module
 from agents_sqlalchemy.types import Scope, SessionKey
 
 from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
@@ -304,6 +310,8 @@ async def test_compaction_replaces_the_index_with_the_compacted_history(
 async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:
+    """A database keeps its model until an explicit reindex: a store given another one says
+    so, searches by keyword only and writes no vector of its own model meanwhile."""
     old = HashingEmbedder()  # 256 dims: compared with the 64 of model2vec, it would raise
     async with SessionStore(db_url, create_tables=True, key=key, embedder=old) as store:
         await store.session("s", user_id="alice").add_items([DEPLOY, LUNCH, *ALL])
@@ -311,23 +319,24 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         session = store.session("s")
         new = message("the rollout broke when the volume ran out of space")
         await session.add_items([new])
-        # The first search in a scope indexes for the new model what it has not seen yet;
-        # the old model's vectors stay (until reindex), and are never compared.
-        hits = await session.search_hits("why did the release break?", mode="vector", limit=2)
-        assert {hit.item["content"] for hit in hits} == {DEPLOY["content"], new["content"]}
-        [hit] = await session.search_hits("what are we doing for lunch?", mode="vector", limit=1)
-        assert hit.item == LUNCH
+        with pytest.warns(SearchModelWarning) as warned:
+            hits = await session.search_hits("lunch friday", limit=2)
+        [text] = [str(w.message) for w in warned if w.category is SearchModelWarning]
+        assert old.model_id in text and model2vec.model_id in text and "reindex" in text
+        assert hits[0].item == LUNCH and all(hit.vector is None for hit in hits)
+        with pytest.raises(SearchError, match="reindex"):
+            await session.search_hits("why did the release break?", mode="vector")
+        await store.flush()
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
-        assert models == {old.model_id, model2vec.model_id}
-        # An item with a row of each model is ranked once, by the new model's row.
-        assert texts(await session.search_hits("lunch friday", mode="keyword")) == [
-            "lunch plans for friday"
-        ]
-        hits = await session.search_hits("disk full release", limit=20)
-        assert len({hit.seq for hit in hits}) == len(hits) == len(ALL) + 3
-        assert await store.reindex() == 0  # nothing left to index ...
+        assert models == {old.model_id}  # nothing of the new model until the reindex
+        assert await store.indexed_model() == old.model_id
+        assert await store.reindex() == len(ALL) + 3
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
         assert models == {model2vec.model_id}  # ... and the old model's vectors are deleted
+        hits = await session.search_hits("why did the release break?", mode="vector", limit=2)
+        assert {hit.item["content"] for hit in hits} == {DEPLOY["content"], new["content"]}
+        hits = await session.search_hits("disk full release", limit=20)
+        assert len({hit.seq for hit in hits}) == len(hits) == len(ALL) + 3
 
     third = HashingEmbedder(dim=64)
     async with SessionStore(db_url, key=key, embedder=third) as store:
@@ -344,22 +353,28 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert await store.reindex() == 0
 
 
-async def test_items_not_indexed_for_the_new_model_yet_are_found_by_their_terms(
-    db_url: str, key: bytes | None, model2vec: Embedder, monkeypatch: pytest.MonkeyPatch
+async def test_a_store_given_no_embedder_uses_the_databases_built_in_model(
+    db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:
-    async with SessionStore(db_url, create_tables=True, key=key) as store:
+    """Opened without `embedder=` on a database indexed with a built-in model, a store
+    searches and indexes with that model, not the default, and says nothing."""
+    async with SessionStore(db_url, create_tables=True, key=key, embedder="model2vec") as store:
         await store.session("s").add_items([DEPLOY, LUNCH])
-    # A search indexes at most one item for the new model (one batch of one).
-    monkeypatch.setattr(indexer_module, "CATCH_UP_BATCH", 1)
-    monkeypatch.setattr(searcher_module, "CATCH_UP_BATCH", 1)
-    monkeypatch.setattr(searcher_module, "SEARCH_CATCH_UP", 1)
-    async with SessionStore(db_url, key=key, embedder=model2vec) as store:
-        session = store.session("s")
-        hits = await session.search_hits("lunch friday", limit=5)
-        assert hits[0].item == LUNCH and hits[0].vector is None  # by the old model's row
-        assert [hit.item for hit in hits] == [LUNCH, DEPLOY]  # DEPLOY: by the new model's
-        models = [row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")]
-        assert sorted(models).count(model2vec.model_id) == 1 and len(models) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SearchModelWarning)
+        async with SessionStore(db_url, key=key) as store:
+            session = store.session("s")
+            new = message("the rollout broke when the volume ran out of space")
+            await session.add_items([new])
+            hits = await session.search_hits("why did the release break?", mode="vector")
+            assert {hit.item["content"] for hit in hits[:2]} == {
+                DEPLOY["content"],
+                new["content"],
+            }
+            await store.flush()
+            assert await store.indexed_model() == model2vec.model_id
+    models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
+    assert models == {model2vec.model_id}
 
 
 async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
@@ -396,7 +411,7 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
 async def test_a_history_loaded_with_search_off_is_indexed_by_reindex(
     db_url: str, key: bytes | None
 ) -> None:
-    """The bulk load the README advises: write with `search=False`, then `reindex()` on a
+    """The bulk load the search guide advises: write with `search=False`, then `reindex()` on a
     store with search on indexes each item once, and a search finds them."""
     history = [message(f"note {n} about topic{n}") for n in range(300)]
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as bulk:

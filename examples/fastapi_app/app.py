@@ -1,6 +1,6 @@
 """A multi-user chat API on FastAPI whose conversations live in SQL through agents_sqlalchemy.
 
-    pip install openai-agents-sqlalchemy fastapi uvicorn
+    pip install -e . fastapi uvicorn   # from a checkout, until the first release
     CHAT_DATABASE_URL=chat.db uvicorn app:app --app-dir examples/fastapi_app
     curl -s localhost:8000/chat -H 'X-User: alice' -H 'Content-Type: application/json' \\
         -d '{"message": "my dog is called Mochi"}'
@@ -72,7 +72,7 @@ async def check_owner(store: SessionStore, session_id: str, user: str) -> None:
 def create_app(database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # create_tables suits a demo; in production run the migrations (see the README).
+        # create_tables suits a demo; in production run the migrations (docs/guide/migrations.md).
         async with SessionStore(database_url, create_tables=True) as store:
             app.state.store = store
             yield

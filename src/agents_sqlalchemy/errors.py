@@ -150,6 +150,12 @@ class SdkHistoryError(ConfigurationError):
     the store with `import_sdk_history=True` to import each such session on first use."""
 
 
+class SearchModelWarning(UserWarning):
+    """The database was indexed with another embedding model than this store's: until
+    `store.reindex()` re-indexes it, the store searches by keyword only and indexes nothing
+    with its own model. The message names both models."""
+
+
 class SdkHistoryWarning(UserWarning):
     """The Agents SDK's own session tables hold history that this library's tables do not.
 

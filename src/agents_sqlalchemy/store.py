@@ -48,10 +48,13 @@ class SessionStore:
     sealed under its own data key; deleting an item destroys its key. `ttl` (seconds or a
     timedelta) makes items expire: reads never return them, `purge_expired` deletes them.
     Items are indexed for `search()` just after they are written, by `embedder` (an
-    `Embedder`, or a built-in's name; None: the built-in default, which downloads nothing);
-    `search=False` turns indexing off. A write waits at most `lock_timeout` seconds for
-    another writer of its session (`SessionBusyError`); with `statement_timeout`, no unit of
-    work waits longer than that for a server (`DatabaseTimeoutError`).
+    `Embedder`, or a built-in's name; None: the built-in the database was indexed with, else
+    the default, which downloads nothing); `search=False` turns indexing off. A database
+    keeps its embedding model until `reindex()`: a store with another one warns
+    (`SearchModelWarning`) and searches by keyword only. A write waits at most
+    `lock_timeout` seconds for another writer of its session (`SessionBusyError`); with
+    `statement_timeout`, no unit of work waits longer than that for a server
+    (`DatabaseTimeoutError`).
 
     On a database where the SDK's own `SQLAlchemySession` kept conversations, a session id
     with history there and none here is refused (`SdkHistoryError`, naming the command that
@@ -104,6 +107,7 @@ class SessionStore:
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
             import_sdk_history=import_sdk_history,
+            embedder_chosen=embedder is not None,
         )
         # Drop-in sessions sharing this store (see `SQLAlchemySession.close`).
         self._shares = 0
@@ -214,8 +218,8 @@ class SessionStore:
                     tables=tables,
                     create_tables=create_tables,
                     key=key,
-                    search=chosen is not None,
-                    embedder=chosen,
+                    search=search,
+                    embedder=embedder,
                     engine_kwargs=engine_kwargs,
                     import_sdk_history=import_sdk_history,
                 )

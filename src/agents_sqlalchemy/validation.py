@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -140,9 +140,20 @@ def json_object(value: object, what: str = "metadata") -> dict[str, Any] | None:
     return dict(value)
 
 
-def item_list(items: object) -> Iterable[Any]:
-    """The items given to `add_items`: a list (or tuple) of items, never one item alone."""
+#: Items one `add_items` call takes at most: a call is one transaction, held whole in memory;
+#: more is refused before anything is written (split it: each call is all-or-nothing).
+MAX_BATCH_ITEMS = 100_000
+
+
+def item_list(items: object) -> Sequence[Any]:
+    """The items given to `add_items`: a list (or tuple) of items, never one item alone,
+    at most `MAX_BATCH_ITEMS` of them."""
     if isinstance(items, (list, tuple)):
+        if len(items) > MAX_BATCH_ITEMS:
+            raise ItemError(
+                f"add_items takes at most {MAX_BATCH_ITEMS:,} items a call, got {len(items):,}: "
+                "split them into several calls (each is all-or-nothing); nothing was written"
+            )
         return items
     raise ItemError(
         f"add_items takes a list of items, got {type(items).__name__}"

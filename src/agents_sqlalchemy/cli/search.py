@@ -68,7 +68,8 @@ async def chosen_embedder(
     """The embedder named, else the built-in one the database's latest item was indexed with.
 
     A database indexed with a model the command line cannot load needs `--embedder`; a
-    model other than the database's is named on stderr, since it indexes as it goes.
+    model other than the database's is named on stderr: until `reindex`, it finds items
+    by keyword only.
     """
     embedder = load_embedder(name) if name else None
     async with opened(url, tables, key, search=False) as store:
@@ -83,8 +84,8 @@ async def chosen_embedder(
         embedder = load_embedder(known)
     if indexed and embedder.model_id != indexed:
         click.secho(
-            f"Note: the database is indexed with {indexed}; {embedder.model_id} indexes the "
-            "items it has not seen as it goes (`reindex` moves them all).",
+            f"Note: the database is indexed with {indexed}, not {embedder.model_id}: "
+            "`reindex` moves every item to it; until then search finds items by keyword only.",
             fg="yellow",
             err=True,
         )
@@ -220,9 +221,9 @@ def reindex(
     """Index every item for the embedder's model, and delete other models' vectors.
 
     Run it after the application changes its embedder (--embedder: the new one; by
-    default the database's own). Until then, a search indexes for the new model at most
-    2,000 items it has not seen, and finds the rest by keyword. It can run while the
-    application does; if interrupted, run it again: items already indexed are skipped.
+    default the database's own). Until then, a store with the new model finds items by
+    keyword only and indexes nothing. It can run while the application does; if
+    interrupted, run it again: items already indexed are skipped.
 
     \b
     Example:

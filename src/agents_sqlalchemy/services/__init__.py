@@ -87,6 +87,7 @@ class Services:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
         import_sdk_history: bool = False,
+        embedder_chosen: bool = True,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -115,7 +116,11 @@ class Services:
             background=background,
         )
         adoption = Adoption(db, opener, sessions, imports, tables, import_on_use=import_sdk_history)
-        indexer = None if embedder is None else Indexer(index, opener, embedder, background)
+        indexer = (
+            None
+            if embedder is None
+            else Indexer(index, opener, embedder, background, chosen=embedder_chosen)
+        )
         written = indexer.written if indexer else None
         return cls(
             db=db,

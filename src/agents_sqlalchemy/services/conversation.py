@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,10 @@ from ..repository import Compaction, Items, Sessions
 from ..types import Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
+
+# Items decoded or encoded in a worker thread beyond this many, so that one big session does
+# not hold the event loop (below it, the thread hop costs more than the work).
+OFF_LOOP = 1000
 
 #: Told after each write what went into the main line, if set: search indexes it.
 
@@ -54,14 +59,21 @@ class Conversation:
             if limit == 0:
                 return []
         codec = await self._opener.ready()
-        return codec.items(key, await self._items.read(key, limit, codec.kek_id))
+        rows = await self._items.read(key, limit, codec.kek_id)
+        if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
+            return await asyncio.to_thread(codec.items, key, rows)
+        return codec.items(key, rows)
 
     async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
         """Append a batch, all or nothing; items expire after `ttl` (else the store's).
 
         Search indexes the items after the write, off the caller's path.
         """
-        payloads = encode_items(item_list(items))
+        given = item_list(items)
+        if len(given) > OFF_LOOP:  # encoded in a worker thread: the event loop stays free
+            payloads = await asyncio.to_thread(encode_items, given)
+        else:
+            payloads = encode_items(given)
         if not payloads:
             return
         codec = await self._opener.ready()

@@ -14,19 +14,24 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
 from ..aio import holding
 from ..codec import Codec
+from ..errors import AgentsSQLAlchemyError, SearchModelWarning
 from ..repository import SearchIndex
 from ..search import (
     Embedder,
     HashingEmbedder,
+    builtin_for,
     embed_documents,
+    embedder_by_name,
     item_text,
     pack_vectors,
 )
@@ -45,9 +50,20 @@ class Indexer:
     """Indexes a store's items for one embedder: packed terms and a vector per item."""
 
     def __init__(
-        self, index: SearchIndex, opener: Opener, embedder: Embedder, background: Background
+        self,
+        index: SearchIndex,
+        opener: Opener,
+        embedder: Embedder,
+        background: Background,
+        *,
+        chosen: bool = True,
     ) -> None:
         self.embedder = embedder
+        # Whether the embedder was named (not the default): a default gives way to the
+        # database's model; see `model_agrees`.
+        self._chosen = chosen
+        self._agrees: bool | None = None
+        self._checking = threading.Lock()
         self._index = index
         self._opener = opener
         self._catching_up = threading.Lock()
@@ -74,10 +90,48 @@ class Indexer:
                 self._since[key.hash] = min(since, appended.first_seq)
         self._background.submit(("index", key.hash), lambda: self._index_written(key))
 
+    async def model_agrees(self) -> bool:
+        """Whether this store indexes with the model the database was indexed with (checked
+        once per store).
+
+        A database keeps its model until `reindex`: a store given no embedder takes the
+        built-in one that model belongs to, where it loads; otherwise it warns
+        (`SearchModelWarning`, naming both models) and indexes nothing with its own.
+        """
+        if self._agrees is None:
+            async with holding(self._checking):
+                if self._agrees is None:
+                    self._agrees = await self._agree()
+        return self._agrees
+
+    async def _agree(self) -> bool:
+        await self._opener.ready()
+        indexed = await self._index.latest_model_id()
+        if indexed is None or indexed == self.embedder.model_id:
+            return True
+        name = None if self._chosen else builtin_for(indexed)
+        if name is not None:
+            with contextlib.suppress(AgentsSQLAlchemyError):  # its extra is not installed
+                embedder = embedder_by_name(name)
+                if embedder.model_id == indexed:
+                    self.embedder = embedder
+                    return True
+        warnings.warn(
+            f"the database was indexed with the embedding model {indexed!r}, this store's is "
+            f"{self.embedder.model_id!r}: until `store.reindex()` (or `agents-sqlalchemy "
+            "reindex --embedder NAME`) re-indexes every item with it, this store searches by "
+            "keyword only and indexes nothing (open it with the database's embedder instead)",
+            SearchModelWarning,
+            stacklevel=2,
+        )
+        return False
+
     async def _index_written(self, key: SessionKey) -> None:
         with self._pending_lock:
             handed = self._handed.pop(key.hash, [])
             since = self._since.pop(key.hash, None)
+        if not await self.model_agrees():
+            return  # left to a store with the database's model, or to a reindex
         if handed:
             await self._index_handed(key, handed)
         if since is not None:
@@ -129,6 +183,7 @@ class Indexer:
         check_range("batch_size", batch_size, 1)
         await self._opener.ready()
         await self._index.drop_other_models(self.embedder.model_id)
+        self._agrees = True  # the database's model is this store's from now on
         return await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
 
     async def catch_up(
@@ -148,6 +203,8 @@ class Indexer:
         many items were gone over.
         """
         codec = await self._opener.ready()
+        if not await self.model_agrees():
+            return 0
         index, model_id = self._index, self.embedder.model_id
         async with holding(self._catching_up):  # one indexer per store at a time
             done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk

@@ -16,11 +16,12 @@ import asyncio
 import functools
 
 from ..codec import Codec
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SearchError
 from ..records import SearchHit
 from ..repository import SearchIndex
 from ..search import (
     SEARCH_MODES,
+    Embedder,
     SearchMode,
     bm25_postings,
     cosine_scores,
@@ -47,11 +48,15 @@ class Searcher:
     def __init__(
         self, index: SearchIndex, opener: Opener, indexer: Indexer, background: Background
     ) -> None:
-        self.embedder = indexer.embedder
         self._index = index
         self._opener = opener
         self._indexer = indexer
         self._background = background
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder the indexer indexes with (the database's model, see `Indexer`)."""
+        return self._indexer.embedder
 
     async def search(
         self, scope: Scope, query: str, limit: int, mode: SearchMode
@@ -68,6 +73,13 @@ class Searcher:
         codec = await self._opener.ready()
         if not query.strip():
             return []
+        if not await self._indexer.model_agrees():  # vectors of another model: keywords only
+            if mode == "vector":
+                raise SearchError(
+                    "the database was indexed with another embedding model than this store's: "
+                    "run store.reindex() first, or open the store with the database's embedder"
+                )
+            mode = "keyword"
         await self._background.flush()  # what this process wrote is indexed
         candidates = await self._candidates(scope, mode, codec)
         if not len(candidates):

@@ -1,0 +1,120 @@
+"""How long one big session holds the event loop: a 1 ms ticker on the same loop while
+another task reads, searches or appends on a session of many items.
+
+Prints, per database and mode, the ticker's p50/p99/longest lag (ms) during each operation
+and the operation's own time. The target (issue: no stall whatever the session's size) is
+a p99 under 20 ms.
+
+    python -m benchmarks.loop_lag --items 200000            # SQLite, and PostgreSQL if
+    AGENTS_SQLALCHEMY_PG_URL=... python -m benchmarks.loop_lag   # a server is named
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from agents_sqlalchemy import SessionStore
+
+from .databases import PG_URL_ENV, postgres_database, sqlite_database
+
+TICK = 0.001
+WORDS = [
+    "disk",
+    "full",
+    "deploy",
+    "lunch",
+    "invoice",
+    "dog",
+    "rollout",
+    "volume",
+    "space",
+    "friday",
+]
+
+
+async def ticking(operation: Callable[[], Awaitable[Any]]) -> tuple[list[float], float]:
+    """Run `operation` beside a 1 ms ticker; the ticker's lags (ms) and the operation's time."""
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        while not done.is_set():
+            before = time.perf_counter()
+            await asyncio.sleep(TICK)
+            lags.append((time.perf_counter() - before - TICK) * 1000)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    start = time.perf_counter()
+    await operation()
+    took = time.perf_counter() - start
+    done.set()
+    await task
+    return lags, took
+
+
+def item(i: int) -> dict[str, Any]:
+    words = " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(8))
+    return {"role": "user" if i % 2 else "assistant", "content": f"note {i}: {words}"}
+
+
+async def measure(url: str, items: int, key: str | None) -> list[tuple[str, list[float], float]]:
+    async with SessionStore(url, create_tables=True, key=key, search=False) as store:
+        session = store.session("big", user_id="u")
+        for start in range(0, items, 50_000):
+            await session.add_items([item(i) for i in range(start, min(items, start + 50_000))])
+    rows = []
+    async with SessionStore(url, key=key) as store:
+        await store.reindex(batch_size=2_000)
+        session = store.session("big", user_id="u")
+        extra = [item(i) for i in range(1_000)]
+        for name, operation in (
+            ("get_items()", session.get_items),
+            ("get_items(limit=20)", lambda: session.get_items(limit=20)),
+            ("session.search", lambda: session.search("why was the disk full?")),
+            ("store.search (user)", lambda: store.search("invoice for the dog", user_id="u")),
+            ("add_items(1,000)", lambda: session.add_items(extra)),
+        ):
+            lags, took = await ticking(operation)
+            rows.append((name, lags, took))
+    return rows
+
+
+def line(name: str, lags: list[float], took: float) -> str:
+    ordered = sorted(lags) or [0.0]
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return (
+        f"  {name:<22} took {took * 1000:9.1f} ms   ticker lag p50 "
+        f"{statistics.median(ordered):6.2f}  p99 {p99:8.2f}  max {ordered[-1]:8.2f} ms"
+        f"   {'PASS' if p99 < 20 else 'MISS'} (p99 < 20 ms)"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--items", type=int, default=200_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        databases = [sqlite_database(Path(tmp))]
+        if os.environ.get(PG_URL_ENV):
+            databases.append(postgres_database(os.environ[PG_URL_ENV]))
+        for database in databases:
+            for mode, key in (("plaintext", None), ("encrypted", "a passphrase")):
+                async with AsyncExitStack() as stack:
+                    location = await stack.enter_async_context(database.fresh(f"lag_{mode}"))
+                    print(f"{database.label}, {mode}, one session of {args.items:,} items:")
+                    for name, lags, took in await measure(location.url, args.items, key):
+                        print(line(name, lags, took), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
