@@ -1,5 +1,5 @@
 # Developer tasks: venv, demo, lint, docs, test (against throwaway PostgreSQL, PgBouncer and
-# MariaDB servers) and bench, clean.
+# MariaDB servers), test-fast (SQLite only), bench, clean.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -26,7 +26,7 @@ WITH_SERVERS = trap 'bash scripts/pgbouncer.sh stop; bash scripts/mariadb.sh sto
 	bash scripts/mariadb.sh start; \
 	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
 
-.PHONY: venv demo lint docs test bench bench-docs bench-scale clean
+.PHONY: venv demo ui-demo ui-screenshots lint docs test test-fast bench bench-docs bench-scale clean
 
 venv: .venv/.installed
 
@@ -38,6 +38,16 @@ venv: .venv/.installed
 demo: venv
 	$(PY) examples/quickstart.py
 
+# The session browser over a demo database (several users, tool calls, branches, usage):
+# http://127.0.0.1:8300/ until Ctrl+C.
+ui-demo: venv
+	$(PY) examples/ui_demo.py ui-demo.db
+
+# The docs' screenshots of the session browser, taken by its browser test on SQLite.
+ui-screenshots: venv
+	bash scripts/browser.sh
+	AGENTS_SQLALCHEMY_UI_DOCS=docs/images $(PY) -m pytest tests/test_ui_browser.py -k sqlite -q
+
 lint: venv
 	.venv/bin/ruff check $(PATHS)
 	.venv/bin/ruff format --check $(PATHS)
@@ -47,11 +57,18 @@ lint: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
-# Every server is required: a test that cannot reach one fails, it is never skipped.
+# Every server is required: a test that cannot reach one fails, it is never skipped; the
+# browser tests need Debian's chromium, which scripts/browser.sh installs when missing.
 test: venv lint docs
+	bash scripts/browser.sh
 	$(WITH_SERVERS) export AGENTS_SQLALCHEMY_REQUIRE_PG=1 AGENTS_SQLALCHEMY_REQUIRE_MARIADB=1 \
 		AGENTS_SQLALCHEMY_REQUIRE_PGBOUNCER=1; \
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The quick tier: SQLite only, no lint, no server, nothing marked slow (child interpreters,
+# embedding models, passphrase-heavy and racing tests, the SDK's own suite, the wheel).
+test-fast: venv
+	$(PY) -m pytest -m "not servers and not slow" $(PYTEST_ARGS)
 
 bench: venv
 	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)

@@ -12,10 +12,10 @@ import pytest
 
 from agents_sqlalchemy import BranchError, SessionStore, TableNames
 
-from .items import ALL, message
-from .test_concurrency import finish, spawn
-from .test_encryption import travel
-from .test_protocol import raw_rows
+from .support.clock import travel
+from .support.items import ALL, message
+from .support.processes import finish, spawn
+from .support.tables import raw_rows
 
 P = "agents_sqlalchemy_"
 
@@ -264,6 +264,7 @@ async def test_custom_table_names_hold_the_branches(sqlite_url: str) -> None:
     assert (refs, names) == (6, 2)  # main's four and the branch's two; main and b
 
 
+@pytest.mark.slow
 async def test_processes_racing_for_one_name_and_writing_to_branches(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("race")

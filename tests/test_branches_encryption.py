@@ -11,20 +11,11 @@ import pytest
 
 from agents_sqlalchemy import SessionStore
 
-from .items import message
-from .test_encryption import (
-    ITEM_MARKER,
-    MARKERS,
-    as_bytes,
-    blobs_of,
-    dump,
-    found_on_disk,
-    on_disk,
-    sealed_rows,
-    secret_items,
-    sqlite_path,
-    travel,
-)
+from .support.clock import travel
+from .support.disk import found_on_disk, on_disk, sqlite_path
+from .support.items import message
+from .support.sealed import ITEM_MARKER, MARKERS, as_bytes, blobs_of, sealed_rows, secret_items
+from .support.tables import dump
 
 
 @pytest.fixture

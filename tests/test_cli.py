@@ -24,9 +24,9 @@ from agents_sqlalchemy import SessionStore, TableNames, import_sdk
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.migrations import api as migrate
 
-from .app_alembic import objects, rows, table_names
-from .items import ALL, message
-from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
+from .support.app_alembic import objects, rows, table_names
+from .support.items import ALL, message
+from .support.sdk_tables import make_sdk_tables, sdk_needs_tables_made
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = migrate.head_revision()
@@ -58,6 +58,7 @@ def test_every_command_has_help() -> None:
         assert "Usage: " in result.output and "Show this message and exit." in result.output
 
 
+@pytest.mark.slow
 def test_commands_that_make_no_session_start_without_the_sdk(tmp_path: Path) -> None:
     """Importing the Agents SDK takes seconds: no command needs it, reading a transcript
     (which makes a session) included."""
@@ -304,6 +305,7 @@ async def _source_rows(url: str) -> object:
 
 
 @pytest.mark.wheel
+@pytest.mark.slow
 def test_the_wheel_runs_its_migrations_from_an_empty_directory(tmp_path: Path, pg_url: str) -> None:
     """Build the wheel, install it (and its dependencies) in a fresh venv, migrate both DBs."""
     dist, venv, empty = tmp_path / "dist", tmp_path / "venv", tmp_path / "empty"
@@ -318,6 +320,8 @@ def test_the_wheel_runs_its_migrations_from_an_empty_directory(tmp_path: Path, p
         )
     for shipped in ("env.py", "script.py.mako", "versions/0001_initial.py"):
         assert f"agents_sqlalchemy/migrations/{shipped}" in names
+    for shipped in ("templates/base.html", "templates/session.html", "static/style.css"):
+        assert f"agents_sqlalchemy/ui/{shipped}" in names  # the session browser's assets
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     run([str(python), "-m", "pip", "install", "-q", f"{wheel}[postgres]"])

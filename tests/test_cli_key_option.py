@@ -17,8 +17,8 @@ from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 
-from .items import message
-from .test_cli_keys import invoke
+from .support.cli import invoke
+from .support.items import message
 
 PROVIDER_MODULE = '''
 from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
@@ -129,6 +129,7 @@ def _load(directory: Path, name: str) -> Key:
     return provider
 
 
+@pytest.mark.slow
 def test_sessions_list_needs_no_key(db_url: str) -> None:
     asyncio.run(seed(db_url, "correct horse"))
     listed = invoke("sessions", "list", "--url", db_url)

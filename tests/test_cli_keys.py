@@ -6,42 +6,25 @@ import asyncio
 import base64
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import SQLiteSession
-from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import SessionStore, import_sdk
-from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.crypto import Key
 from agents_sqlalchemy.errors import WrongKeyError
 from agents_sqlalchemy.migrations import api as migrate
 from agents_sqlalchemy.services import keys as keys_module
 
-from .items import message
-from .test_encryption import (
-    ITEM_MARKER,
-    ITEMS,
-    MARKERS,
-    as_bytes,
-    dump,
-    on_disk,
-    secret_items,
-    sqlite_path,
-)
-from .test_protocol import raw_rows
+from .support.cli import invoke
+from .support.disk import on_disk, sqlite_path
+from .support.items import message
+from .support.sealed import ITEM_MARKER, MARKERS, as_bytes, secret_items
+from .support.tables import ITEMS, dump, raw_rows
 
 OLD, NEW = "the old passphrase", "the new passphrase"
-NO_KEYS = {"AGENTS_SQLALCHEMY_KEY": None, "AGENTS_SQLALCHEMY_NEW_KEY": None}
-
-
-def invoke(
-    *args: str, env: Mapping[str, str | None] | None = None, input: str | None = None
-) -> Result:
-    return CliRunner().invoke(app, list(args), env={**NO_KEYS, **(env or {})}, input=input)
 
 
 async def seed(url: str, key: Key, sessions: int = 3) -> dict[str, list[Any]]:
@@ -66,6 +49,7 @@ async def add_and_read(url: str, key: Key, session_id: str, item: Any) -> None:
 # -- rotate-key ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rotate_key_with_keys_from_the_environment(db_url: str) -> None:
     expected = asyncio.run(seed(db_url, OLD))
     count = sum(len(items) for items in expected.values())
@@ -94,6 +78,7 @@ def test_rotate_key_with_keys_from_the_environment(db_url: str) -> None:
         asyncio.run(read_back(db_url, OLD, list(expected)))
 
 
+@pytest.mark.slow
 def test_rotate_key_prompts_without_echo_and_takes_raw_keys(sqlite_url: str) -> None:
     old, new = os.urandom(32), os.urandom(32)
     expected = asyncio.run(seed(sqlite_url, old))
@@ -123,6 +108,7 @@ def test_rotate_key_prompts_without_echo_and_takes_raw_keys(sqlite_url: str) -> 
     assert asyncio.run(read_back(sqlite_url, NEW, list(expected))) == expected
 
 
+@pytest.mark.slow
 def test_rotate_key_refuses_bad_input_and_changes_nothing(sqlite_url: str) -> None:
     asyncio.run(seed(sqlite_url, OLD, sessions=1))
     before = asyncio.run(dump(sqlite_url))
@@ -191,6 +177,7 @@ async def sdk_source(path: Path) -> dict[str, list[Any]]:
     return expected
 
 
+@pytest.mark.slow
 def test_import_sdk_with_a_key_seals_every_item(db_url: str, tmp_path: Path) -> None:
     source = tmp_path / "conversations.db"
     expected = asyncio.run(sdk_source(source))

@@ -14,8 +14,8 @@ import agents_sqlalchemy.cli.search as search_module
 from agents_sqlalchemy import SessionStore, upgrade
 from agents_sqlalchemy.search import Embedder, HashingEmbedder, Model2VecEmbedder
 
-from .items import FUNCTION_CALL, message
-from .test_protocol import raw_rows
+from .support.items import FUNCTION_CALL, message
+from .support.tables import raw_rows
 
 NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 DEPLOY = message("the deployment failed because the disk was full")
@@ -94,6 +94,7 @@ def test_search_scopes_modes_and_json(db_url: str) -> None:
     assert cli("search", "disk", "--url", db_url, "--mode", "fuzzy").exit_code == 2
 
 
+@pytest.mark.slow
 def test_encrypted_database_needs_its_key(sqlite_url: str) -> None:
     seed(sqlite_url, key="correct horse")
     refused = cli("search", "disk", "--url", sqlite_url)
@@ -109,6 +110,7 @@ def test_encrypted_database_needs_its_key(sqlite_url: str) -> None:
     assert reindexed.exit_code == 0 and "Indexed 0 items" in reindexed.output
 
 
+@pytest.mark.slow
 def test_reindex_moves_the_database_to_the_bundled_model(db_url: str) -> None:
     seed(db_url, HashingEmbedder())
     before = cli("search", RELEASE, "--url", db_url, "--json")  # the database's model

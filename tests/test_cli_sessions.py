@@ -11,25 +11,17 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import SessionStore
-from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.cli.sessions import format_meta, meta_value
 from agents_sqlalchemy.cli.transcript import describe, transcript
 from agents_sqlalchemy.repository import schema as repository_module
 
-from .items import ALL, message
+from .support.cli import cli
+from .support.items import ALL, message
 
-NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 T0 = datetime(2026, 11, 29, 14, 3, 27, tzinfo=timezone.utc)
 LONG_ID = "conversation-" + "x" * 60
-
-
-def cli(*args: str, env: dict[str, str | None] | None = None, input: str | None = None) -> Result:
-    return CliRunner().invoke(
-        app, list(args), env={**NO_KEY, **(env or {})}, input=input, catch_exceptions=False
-    )
 
 
 @pytest.fixture
@@ -245,6 +237,7 @@ def test_show_cuts_long_tool_data_and_escapes_terminal_controls(sqlite_url: str)
     assert f"[2] tool result: {output}\n" in whole
 
 
+@pytest.mark.slow
 def test_show_an_encrypted_session(db_url: str, clock: Callable[[datetime], None]) -> None:
     seed(db_url, clock, key="correct horse")
     with_key = cli("sessions", "show", "support-42", "--url", db_url,

@@ -15,9 +15,9 @@ from agents.usage import Usage
 from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.repository import schema as repository_module
 
-from .items import message
-from .test_cli_sessions import cli
-from .test_protocol import raw_rows
+from .support.cli import cli
+from .support.items import message
+from .support.tables import raw_rows
 
 T0 = datetime(2026, 11, 29, 14, 3, 27, tzinfo=timezone.utc)
 

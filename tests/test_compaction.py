@@ -15,10 +15,11 @@ import pytest
 from agents_sqlalchemy import ItemError, SessionStore, SQLAlchemySession
 from agents_sqlalchemy.repository import schema as repository_module
 
-from .compaction import SUMMARY
-from .items import message
-from .test_encryption import ITEMS, SESSIONS, blobs_of, found_on_disk, sealed_rows, sqlite_path
-from .test_protocol import raw_rows
+from .support.compaction import SUMMARY
+from .support.disk import found_on_disk, sqlite_path
+from .support.items import message
+from .support.sealed import blobs_of, sealed_rows
+from .support.tables import ITEMS, SESSIONS, raw_rows
 
 KEY = os.urandom(32)
 

@@ -1,7 +1,7 @@
 """A compaction killed with SIGKILL at random points leaves the old history or the new one,
 never a mix and never nothing: on SQLite and PostgreSQL, manual and automatic compaction.
 
-Each child process compacts its own session (tests/crash_worker.py) and is killed at a
+Each child process compacts its own session (tests/support/crash_worker.py) and is killed at a
 random delay after the compaction request returns, spread over twice the time the
 replacement takes (measured first), so that kills land before, inside and after its
 transaction.
@@ -22,8 +22,10 @@ import pytest
 
 from agents_sqlalchemy import SessionStore
 
-from .compaction import turns
-from .crash_worker import compact, compacted
+from .support.compaction import turns
+from .support.crash_worker import compact, compacted
+
+pytestmark = pytest.mark.slow  # child processes, killed and restarted
 
 KILLS = 24  # per dialect, half of them manual compactions, half automatic
 MODES = ("manual", "automatic")
@@ -33,7 +35,7 @@ MODES = ("manual", "automatic")
 def forkserver() -> Iterator[BaseContext]:
     """Children forked from a server that has imported the SDK and the library once."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tests.crash_worker"])
+    context.set_forkserver_preload(["tests.support.crash_worker"])
     yield context
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import agents.memory.session as sdk_session
 import pytest
@@ -18,7 +17,7 @@ from agents.memory import SessionSettings
 
 from agents_sqlalchemy import SessionStore
 
-from .compaction import (
+from .support.compaction import (
     SUMMARY,
     CompactEndpoint,
     HookCalls,
@@ -27,7 +26,7 @@ from .compaction import (
     replying_agent,
     turns,
 )
-from .items import message
+from .support.items import message, texts
 
 __all__ = ["hooks"]  # the fixture, imported to be found by pytest
 
@@ -42,18 +41,6 @@ SDK_CHANGED = (
 @pytest.fixture(params=[None, KEY], ids=["plain", "sealed"])
 def key(request: pytest.FixtureRequest) -> bytes | None:
     return request.param  # type: ignore[no-any-return]
-
-
-def texts(items: list[Any]) -> list[str]:
-    """The text of each message item (a summary's input_text included)."""
-    out = []
-    for item in items:
-        content = item.get("content")
-        if isinstance(content, str):
-            out.append(content)
-        elif isinstance(content, list):
-            out.extend(part["text"] for part in content if "text" in part)
-    return out
 
 
 async def test_the_sdk_still_calls_our_hooks(sqlite_url: str, hooks: HookCalls) -> None:

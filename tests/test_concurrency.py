@@ -6,11 +6,8 @@ import asyncio
 import json
 import os
 import random
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from agents import Agent, Runner
@@ -20,20 +17,9 @@ from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.search import item_text, term_counts
 from agents_sqlalchemy.search.postings import term_id, unpack_terms
 
-from .items import message
-from .test_protocol import raw_rows
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.worker", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+from .support.items import message
+from .support.processes import finish, spawn
+from .support.tables import raw_rows
 
 
 def on_threads(work: Callable[[int], object], count: int) -> None:
@@ -55,12 +41,8 @@ def on_threads(work: Callable[[int], object], count: int) -> None:
     assert not errors, errors
 
 
-def finish(process: subprocess.Popen[str]) -> str:
-    out, err = process.communicate(timeout=300)
-    assert process.returncode == 0, err
-    return out
-
-
+@pytest.mark.slow
+@pytest.mark.pgbouncer
 async def test_eight_processes_never_lose_or_interleave_a_batch(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         await store.session("busy").get_items()
@@ -80,6 +62,8 @@ async def test_eight_processes_never_lose_or_interleave_a_batch(db_url: str) -> 
         assert [b for w, b, i in tags if w == writer and i == 0] == list(range(50))
 
 
+@pytest.mark.slow
+@pytest.mark.pgbouncer
 async def test_concurrent_pops_return_each_item_once(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("pops")
@@ -95,6 +79,7 @@ async def test_concurrent_pops_return_each_item_once(db_url: str) -> None:
     assert sorted(popped, key=int) == [str(i) for i in range(120)]
 
 
+@pytest.mark.pgbouncer
 async def test_first_write_to_a_new_session_from_many_tasks(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         sessions = [store.session("brand-new") for _ in range(25)]
@@ -103,6 +88,7 @@ async def test_first_write_to_a_new_session_from_many_tasks(db_url: str) -> None
     assert sorted(int(item["content"]) for item in items) == list(range(25))
 
 
+@pytest.mark.pgbouncer
 async def test_first_use_creates_tables_once_under_concurrency(db_url: str) -> None:
     stores = [SessionStore(db_url, create_tables=True) for _ in range(5)]
     try:
@@ -117,6 +103,7 @@ async def test_first_use_creates_tables_once_under_concurrency(db_url: str) -> N
             await store.close()
 
 
+@pytest.mark.pgbouncer
 def test_one_store_from_asyncio_run_three_times(db_url: str) -> None:
     store = SessionStore(db_url, create_tables=True)
     session = store.session("loops")
@@ -126,6 +113,7 @@ def test_one_store_from_asyncio_run_three_times(db_url: str) -> None:
     asyncio.run(store.close())
 
 
+@pytest.mark.pgbouncer
 def test_one_store_from_run_sync_in_three_threads(db_url: str) -> None:
     store = SessionStore(db_url, create_tables=True)
     asyncio.run(store.session("warm-up").get_items())  # the store has already served a loop
@@ -167,6 +155,7 @@ async def _churn(store: SessionStore, seed: int, session_ids: list[str]) -> None
             await asyncio.sleep(rnd.random() * 0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
 def test_stores_on_three_threads_churning_sessions_leave_every_item_indexed_as_itself(
     db_url: str, encrypted: bool

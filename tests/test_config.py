@@ -20,7 +20,7 @@ from agents_sqlalchemy import (
     TableNames,
 )
 
-from .items import message
+from .support.items import message
 
 
 async def table_names(engine: AsyncEngine, schema: str | None = None) -> set[str]:
@@ -213,6 +213,7 @@ async def test_a_database_that_went_away(db_url: str) -> None:
         assert await store.session("s").get_items() == [message("kept")]
 
 
+@pytest.mark.slow
 def test_a_session_that_only_writes_never_loads_the_sdk(tmp_path: Path) -> None:
     """The SDK (about 2.5 s to import) is loaded when a session's settings are first read,
     not when it is made without any: a worker that only writes, pops or branches starts

@@ -166,6 +166,7 @@ def test_weak_scrypt_parameters_cannot_be_chosen() -> None:
         ScryptParams(n=2**16)
 
 
+@pytest.mark.slow
 async def test_passphrase_reopens_off_the_event_loop(passphrase_kek: KeyEncryptionKey) -> None:
     ticks = 0
 
@@ -184,11 +185,13 @@ async def test_passphrase_reopens_off_the_event_loop(passphrase_kek: KeyEncrypti
     assert reopened.unwrap(passphrase_kek.wrap(data_key)) == data_key
 
 
+@pytest.mark.slow
 async def test_wrong_passphrase_fails_verification(passphrase_kek: KeyEncryptionKey) -> None:
     with pytest.raises(WrongKeyError, match=r"wrong key.*nothing was read or written"):
         await open_kek("correct horse battery stapler", passphrase_kek.record)
 
 
+@pytest.mark.slow
 async def test_salt_and_kek_id_are_random_per_keyring(passphrase_kek: KeyEncryptionKey) -> None:
     again = await create_kek(PASSPHRASE)
     first, second = passphrase_kek.record, again.record
@@ -464,6 +467,7 @@ async def test_rewrap_state_is_idempotent(kek: KeyEncryptionKey) -> None:
         rewrap_state(blob, third, new)
 
 
+@pytest.mark.slow
 async def test_term_hashes_are_stable_across_rotation(
     kek: KeyEncryptionKey, passphrase_kek: KeyEncryptionKey
 ) -> None:

@@ -22,7 +22,7 @@ from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository import schema as repository_module
 
-from .items import ALL, USER, message
+from .support.items import ALL, USER, message
 
 
 @pytest.mark.parametrize("key", [None, "passphrase"])
@@ -172,6 +172,7 @@ async def test_a_deadlock_victim_is_run_again(mariadb_url: str) -> None:
     await db.close()
 
 
+@pytest.mark.slow
 async def test_many_first_writes_at_once_on_new_sessions(db_url: str) -> None:
     """Gap locks of new rows side by side in the unique index (MySQL): none is lost."""
     async with SessionStore(db_url, create_tables=True) as warm:

@@ -21,8 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
@@ -40,35 +39,27 @@ from agents_sqlalchemy.errors import (
     TamperedItemError,
     WrongKeyError,
 )
-from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.services import keys as keys_module
 
-from .items import ALL, message
-from .test_protocol import raw_rows
+from .support.clock import travel
+from .support.disk import found_on_disk, on_disk, sqlite_path
+from .support.items import message
+from .support.sealed import (
+    ITEM_MARKER,
+    MARKERS,
+    STATE_MARKER,
+    as_bytes,
+    blob,
+    blobs_of,
+    sealed_rows,
+    secret_items,
+)
+from .support.tables import ITEMS, KEYRING, SESSIONS, dump, our_tables, raw_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-PREFIX = "agents_sqlalchemy_"
-ITEMS, SESSIONS, KEYRING = (f"{PREFIX}{name}" for name in ("items", "sessions", "keyring"))
-
-# Distinctive plaintext: none of it may appear in any column or on disk in encrypted mode.
-ITEM_MARKER = "plaintext-marker-item-Mochi-4f1c"
-ARGS_MARKER = "plaintext-marker-arguments-9b2e"
-STATE_MARKER = "plaintext-marker-state-77d0"
-MARKERS = (ITEM_MARKER, ARGS_MARKER, STATE_MARKER, "Zürich", "日本語も", "lookup_weather")
 
 
-def secret_items(tag: str) -> list[dict[str, Any]]:
-    """Items that carry the markers (and the realistic ones of `items.ALL`)."""
-    call = {
-        "type": "function_call",
-        "call_id": f"call-{tag}",
-        "name": "remember",
-        "arguments": json.dumps({"note": ARGS_MARKER, "tag": tag}),
-    }
-    return [message(f"{ITEM_MARKER} {tag}"), call, *ALL]
-
-
-# -- reading what lies in the database ---------------------------------------------------------
+# -- changing what lies in the database ----------------------------------------------------------
 
 
 async def execute(url: str, sql: str, params: dict[str, Any] | None = None) -> None:
@@ -79,102 +70,6 @@ async def execute(url: str, sql: str, params: dict[str, Any] | None = None) -> N
             await conn.execute(text(sql), params or {})
     finally:
         await engine.dispose()
-
-
-async def our_tables(url: str) -> dict[str, list[dict[str, Any]]]:
-    """Every table of the library, its columns as the database reports them."""
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as conn:
-
-            def read(sync_conn: Any) -> dict[str, list[dict[str, Any]]]:
-                found = inspect(sync_conn)
-                return {
-                    name: found.get_columns(name)
-                    for name in found.get_table_names()
-                    if name.startswith(PREFIX)
-                }
-
-            return await conn.run_sync(read)
-    finally:
-        await engine.dispose()
-
-
-async def dump(url: str) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table of the library, in a stable order."""
-    tables = await our_tables(url)
-    assert {ITEMS, SESSIONS, KEYRING} <= set(tables)
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as conn:
-            found = {}
-            for name in tables:
-                rows = await conn.execute(text(f"SELECT * FROM {name}"))
-                found[name] = sorted((tuple(map(_plain, row)) for row in rows), key=repr)
-            return found
-    finally:
-        await engine.dispose()
-
-
-def _plain(value: object) -> object:
-    return bytes(value) if isinstance(value, memoryview) else value
-
-
-def blob(value: object) -> bytes:
-    """A binary column's value (drivers give bytes or a memoryview)."""
-    assert isinstance(value, (bytes, memoryview)), type(value)
-    return bytes(value)
-
-
-def as_bytes(value: object) -> bytes:
-    """A column value as the bytes to search: binary as is, anything else as UTF-8 text."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False).encode()
-    return str(value).encode()
-
-
-def sqlite_path(url: str) -> Path | None:
-    return Path(str(make_url(url).database)) if url.startswith("sqlite") else None
-
-
-def on_disk(url: str) -> bytes:
-    """The raw bytes of a SQLite database file and of its write-ahead log."""
-    path = sqlite_path(url)
-    assert path is not None
-    wal = Path(f"{path}-wal")
-    return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-
-
-def pieces(blob: bytes) -> list[bytes]:
-    """The blob and every 16-byte piece of it: a remnant of part of it counts too."""
-    return [blob, *(blob[i : i + 16] for i in range(0, len(blob) - 15, 16))]
-
-
-def found_on_disk(url: str, blobs: list[bytes]) -> list[bytes]:
-    disk = on_disk(url)
-    return [blob for blob in blobs if any(piece in disk for piece in pieces(blob))]
-
-
-async def sealed_rows(url: str, session_id: str) -> list[tuple[int, bytes, bytes, str]]:
-    """(seq, ciphertext, wrapped key, kek_id) of every item of one session, in order."""
-    rows = await raw_rows(
-        url,
-        f"SELECT i.seq, i.ciphertext, i.wrapped_key, i.kek_id FROM {ITEMS} i "
-        f"JOIN {SESSIONS} s ON s.id = i.session_pk "
-        f"WHERE s.session_id = '{session_id}' ORDER BY i.seq",
-    )
-    return [(int(str(r[0])), blob(r[1]), blob(r[2]), str(r[3])) for r in rows]
-
-
-def blobs_of(rows: list[tuple[int, bytes, bytes, str]]) -> list[bytes]:
-    return [blob for _, ciphertext, wrapped, _ in rows for blob in (ciphertext, wrapped)]
-
-
-def travel(monkeypatch: pytest.MonkeyPatch, ahead: timedelta) -> None:
-    real = repository_module.utcnow
-    monkeypatch.setattr(repository_module, "utcnow", lambda: real() + ahead)
 
 
 @pytest.fixture
@@ -264,6 +159,7 @@ async def test_appends_of_two_stores_to_one_session_land_at_their_own_places(
     assert sorted(seqs) == list(range(1, len(written) + 1))
 
 
+@pytest.mark.slow
 async def test_passphrase_kdf_meets_owasp_and_runs_once_per_store(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -611,6 +507,7 @@ def _big(tag: str) -> dict[str, Any]:
     return message(f"{tag} " + os.urandom(12_000).hex())
 
 
+@pytest.mark.slow
 async def test_removals_destroy_keys_and_leave_no_bytes_behind(
     db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -695,6 +592,7 @@ def reachable_text(word: str, roots: list[object]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
     sqlite_url: str, key: bytes
 ) -> None:
@@ -811,6 +709,7 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
         assert await store.session("s3").get_state("k") == f"{STATE_MARKER}-3"
 
 
+@pytest.mark.slow
 async def test_rotation_on_the_same_store_and_to_a_passphrase(sqlite_url: str, key: bytes) -> None:
     async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
         session = store.session("s")

@@ -19,17 +19,12 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agents_sqlalchemy import SessionStore, TableNames
 from agents_sqlalchemy.tables import ROLES
 
-from .conftest import DIALECT_FIXTURES
+# The example's databases: its env.py compares every schema, which on MySQL and MariaDB
+# means every database of the server, the server's own included.
+pytestmark = [pytest.mark.dialects("sqlite", "postgresql"), pytest.mark.slow]
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "existing_app"
 Names = set[tuple[str | None, str]]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest) -> str:
-    """The example's databases: its env.py compares every schema, which on MySQL and MariaDB
-    means every database of the server, the server's own included."""
-    return str(request.getfixturevalue(DIALECT_FIXTURES[request.param]))
 
 
 @pytest.fixture

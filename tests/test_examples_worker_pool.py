@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agents_sqlalchemy import SessionStore
+
+pytestmark = pytest.mark.slow  # four worker processes
 
 SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "worker_pool.py"
 

@@ -27,9 +27,9 @@ from agents_sqlalchemy import (
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.migrations import api as migrate
 
-from .app_alembic import objects, table_names
-from .items import message
-from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
+from .support.app_alembic import objects, table_names
+from .support.items import message
+from .support.sdk_tables import make_sdk_tables, sdk_needs_tables_made
 
 NO_KEYS = {"AGENTS_SQLALCHEMY_KEY": None, "AGENTS_SQLALCHEMY_URL": None}
 

@@ -16,7 +16,7 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.aio import run_blocking
 
-from .items import message
+from .support.items import message
 
 
 def replying(*replies: str) -> Agent:

@@ -7,16 +7,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agents_sqlalchemy import ConfigurationError, ItemError, Removed, SessionStore
-from agents_sqlalchemy.repository import schema as repository_module
 
-from .items import message
-from .test_protocol import raw_rows
-
-
-def travel(monkeypatch: pytest.MonkeyPatch, ahead: timedelta) -> None:
-    """Make the store's reads and purges see a clock `ahead` of the real one."""
-    real = repository_module.utcnow
-    monkeypatch.setattr(repository_module, "utcnow", lambda: real() + ahead)
+from .support.clock import travel
+from .support.items import message
+from .support.tables import raw_rows
 
 
 async def test_expired_items_never_come_back(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

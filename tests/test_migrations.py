@@ -24,8 +24,8 @@ from agents_sqlalchemy.migrations import config as scripts_config
 from agents_sqlalchemy.models import build_models
 from agents_sqlalchemy.tables import ROLES
 
-from .app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
-from .items import message
+from .support.app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
+from .support.items import message
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = migrate.head_revision()
@@ -151,6 +151,7 @@ async def test_create_tables_migrates_to_head_and_a_later_upgrade_is_a_no_op(db_
         assert await store.session("dev").get_items() == [message("from development")]
 
 
+@pytest.mark.slow
 def test_app_tables_rows_and_alembic_history_are_left_alone(db_url: str, tmp_path: Path) -> None:
     app = make_app(tmp_path, db_url)
     app_revision(app, "app1")
@@ -187,6 +188,7 @@ def _app_rows(url: str) -> list[list[tuple[object, ...]]]:
     ]
 
 
+@pytest.mark.slow
 def test_app_autogenerate_produces_no_operation_on_our_tables(db_url: str, tmp_path: Path) -> None:
     app = make_app(tmp_path, db_url)
     app_revision(app, "app1")
@@ -204,6 +206,7 @@ def test_app_autogenerate_produces_no_operation_on_our_tables(db_url: str, tmp_p
     assert "op.drop_table('chat_version')" in unfiltered
 
 
+@pytest.mark.slow
 def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -239,6 +242,7 @@ def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
     assert bad.returncode != 0 and "prefx" in bad.stderr
 
 
+@pytest.mark.slow
 def test_upgrades_racing_from_processes_all_succeed(db_url: str) -> None:
     code = (
         "import asyncio, sys\n"

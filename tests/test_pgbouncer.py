@@ -1,8 +1,9 @@
 """Many workers through PgBouncer in transaction-pooling mode (Debian's 1.18, which keeps no
 prepared statement across transactions), with the URL setting `pgbouncer=true`.
 
-The concurrency, protocol and lock-timeout tests run again here, their `db_url` pointing at
-PgBouncer (where each write sets its lock timeout with `SET LOCAL`).
+The concurrency, protocol, runner and lock-timeout tests marked `pgbouncer` run through it too,
+as one more `db_url` (where each write sets its lock timeout with `SET LOCAL`); the tests
+here are about PgBouncer itself.
 """
 
 from __future__ import annotations
@@ -16,42 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore
 
-from .items import message
-from .test_concurrency import (
-    test_concurrent_pops_return_each_item_once,
-    test_eight_processes_never_lose_or_interleave_a_batch,
-    test_first_use_creates_tables_once_under_concurrency,
-    test_first_write_to_a_new_session_from_many_tasks,
-    test_one_store_from_asyncio_run_three_times,
-    test_one_store_from_run_sync_in_three_threads,
-)
-from .test_protocol import (
-    test_items_round_trip_verbatim,
-    test_limits_follow_the_sdk,
-    test_pop_and_clear,
-)
-from .test_runner import test_run_with_tools_then_history
-from .test_waits import test_a_write_behind_another_writer_gives_up_after_lock_timeout
-
-__all__ = [
-    "test_a_write_behind_another_writer_gives_up_after_lock_timeout",
-    "test_concurrent_pops_return_each_item_once",
-    "test_eight_processes_never_lose_or_interleave_a_batch",
-    "test_first_use_creates_tables_once_under_concurrency",
-    "test_first_write_to_a_new_session_from_many_tasks",
-    "test_items_round_trip_verbatim",
-    "test_limits_follow_the_sdk",
-    "test_one_store_from_asyncio_run_three_times",
-    "test_one_store_from_run_sync_in_three_threads",
-    "test_pop_and_clear",
-    "test_run_with_tools_then_history",
-]
-
-
-@pytest.fixture
-def db_url(pgbouncer_url: str) -> str:
-    """Every test of this module talks to PostgreSQL through PgBouncer."""
-    return pgbouncer_url
+from .support.items import message
 
 
 async def _busy_workers(url: str) -> list[BaseException]:

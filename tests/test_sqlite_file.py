@@ -12,7 +12,7 @@ import pytest
 from agents_sqlalchemy import SessionBusyError, SessionStore
 from agents_sqlalchemy.database.sqlite_file import CHECKPOINT_EVERY
 
-from .items import message
+from .support.items import message
 
 
 async def ticking(ticks: list[float]) -> None:

@@ -6,9 +6,9 @@ import os
 
 from agents_sqlalchemy import SessionStore
 
-from .items import message
-from .test_encryption import SESSIONS, on_disk, pieces
-from .test_protocol import raw_rows
+from .support.disk import on_disk, pieces
+from .support.items import message
+from .support.tables import SESSIONS, raw_rows
 
 
 async def sealed_state(url: str) -> bytes:

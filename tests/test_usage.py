@@ -15,9 +15,9 @@ from agents.usage import Usage
 
 from agents_sqlalchemy import DailyUsage, SessionStore, TokenUsage
 
-from .items import message
-from .test_encryption import travel
-from .test_protocol import raw_rows
+from .support.clock import travel
+from .support.items import message
+from .support.tables import raw_rows
 
 
 @function_tool

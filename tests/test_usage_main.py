@@ -13,8 +13,8 @@ from agents.usage import Usage
 
 from agents_sqlalchemy import SessionStore
 
-from .items import message
-from .test_protocol import raw_rows
+from .support.items import message
+from .support.tables import raw_rows
 
 P = "agents_sqlalchemy_"
 

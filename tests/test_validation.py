@@ -11,8 +11,8 @@ import pytest
 from agents_sqlalchemy import ConfigurationError, ItemError, SessionStore
 from agents_sqlalchemy.validation import MAX_JSON_DEPTH
 
-from .items import message
-from .test_protocol import raw_rows
+from .support.items import message
+from .support.tables import raw_rows
 
 
 def nested(depth: int) -> dict[str, Any]:

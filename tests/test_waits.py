@@ -28,8 +28,8 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.types import SessionKey
 
-from .conftest import MARIADB_URL, PG_URL, REQUIRE_PG
-from .items import message
+from .support.items import message
+from .support.servers import MARIADB_URL, PG_URL, REQUIRE_PG
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = "agents_sqlalchemy_sessions"
@@ -52,6 +52,7 @@ async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConn
         await engine.dispose()
 
 
+@pytest.mark.pgbouncer
 async def test_a_write_behind_another_writer_gives_up_after_lock_timeout(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True, lock_timeout=0.5) as store:
         session = store.session("contended")
@@ -129,6 +130,8 @@ def _server_processes(directory: Path) -> list[int]:
     return [postmaster, *map(int, children)]
 
 
+@pytest.mark.servers
+@pytest.mark.slow
 async def test_the_first_operations_after_a_server_restart_succeed(own_pg: Path) -> None:
     url = (own_pg / "url").read_text().strip()
     async with SessionStore(url, create_tables=True) as store:
@@ -147,6 +150,8 @@ async def test_the_first_operations_after_a_server_restart_succeed(own_pg: Path)
         assert [item["content"] for item in await session.get_items()] == list("01234")
 
 
+@pytest.mark.servers
+@pytest.mark.slow
 async def test_statement_timeout_bounds_a_hung_server(own_pg: Path) -> None:
     url = (own_pg / "url").read_text().strip()
     async with SessionStore(url, create_tables=True, statement_timeout=1) as store:
@@ -195,6 +200,7 @@ async def _kill_connections(kind: str, url: str) -> int:
         await engine.dispose()
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
 def test_connections_the_server_dropped_are_replaced(
     kind: str, request: pytest.FixtureRequest

@@ -10,7 +10,7 @@ import pytest
 from . import harness
 from .advanced_suite import ADVANCED
 
-pytestmark = pytest.mark.sdk_compat
+pytestmark = [pytest.mark.sdk_compat, pytest.mark.slow]
 
 PG_MODULE = "agents_sqlalchemy_pg_advanced"
 PG_MODULE_FILE = Path(__file__).with_name("pg_advanced.py")

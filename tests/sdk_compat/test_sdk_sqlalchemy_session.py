@@ -8,7 +8,7 @@ import pytest
 
 from . import harness
 
-pytestmark = pytest.mark.sdk_compat
+pytestmark = [pytest.mark.sdk_compat, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,7 @@ def _gap(scores: dict[SearchMode, Score]) -> float:
     return scores["hybrid"].mrr - max(scores["vector"].mrr, scores["keyword"].mrr)
 
 
+@pytest.mark.slow
 async def test_hybrid_never_loses_to_its_best_signal(corpus: tuple[str, Corpus]) -> None:
     """Every set and scope: the figures in tests/search_eval/README.md."""
     name, index = corpus
@@ -79,6 +80,7 @@ async def test_hybrid_never_loses_to_its_best_signal(corpus: tuple[str, Corpus])
     assert max(gaps.values()) > 0.005, gaps  # and better than both somewhere
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["model2vec", "minilm"])
 async def test_the_issue_example(name: str) -> None:
     index: MemoryIndex[str] = MemoryIndex(embedder_by_name(name))

@@ -1,4 +1,4 @@
-"""Work done in another Python process by the tests: `python -m tests.worker COMMAND ...`.
+"""Work done in another Python process by the tests: `python -m tests.support.worker COMMAND ...`.
 
 - `run URL SESSION TEXT`: one Runner.run turn with a scripted model that replies "seen N".
 - `write URL SESSION WRITER BATCHES`: append BATCHES batches of 3 tagged items.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 USER = {"role": "user", "content": "Remember: my dog is called Mochi 🐶, né à Zürich."}
@@ -70,3 +71,16 @@ ALL: list[dict[str, Any]] = [
 def message(text: str) -> dict[str, Any]:
     """A plain user message."""
     return {"role": "user", "content": text}
+
+
+def texts(items: Iterable[Any]) -> list[str]:
+    """The text of every message-like item, in order (a string content, or each text part of
+    a list, such as a summary's input_text)."""
+    out = []
+    for item in items:
+        content = item.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out.extend(part["text"] for part in content if "text" in part)
+    return out

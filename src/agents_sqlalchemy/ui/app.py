@@ -1,0 +1,480 @@
+"""The session browser: a Starlette app over a `SessionStore`, pages rendered on the server
+with Jinja (autoescaped), charts as inline SVG, no script.
+
+Read-only unless built with `allow_writes=True`, which adds archive, restore and delete
+behind a confirmation page and this run's CSRF token.
+
+Example::
+
+    store = SessionStore("agent.db")
+    app = create_app(store)                 # serve with any ASGI server
+    uvicorn.run(app, host="127.0.0.1", port=8300, access_log=False)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from .. import AgentsSQLAlchemyError, SessionInfo, SessionStore
+from . import charts, queries
+from .fields import (
+    BadRequest,
+    archived_filter,
+    day,
+    format_meta,
+    link,
+    metadata_filter,
+    size,
+    when,
+    whole,
+)
+from .security import LOCAL_HOSTS, Guard
+from .transcript import describe, shape, turn_numbers
+
+logger = logging.getLogger("agents_sqlalchemy.ui")
+PAGE_SIZES = (20, 50, 100, 200)
+TRANSCRIPT_PAGE = 50
+# Outputs of calls on a page may come a little later: looked for this far past it.
+_LOOKAHEAD = 50
+_CACHE_SECONDS = 60.0
+_CACHE_ENTRIES = 1000
+Mode = Literal["hybrid", "vector", "keyword"]
+MODES: dict[str, Mode] = {"hybrid": "hybrid", "vector": "vector", "keyword": "keyword"}
+ACTIONS = {
+    "archive": "Archive session",
+    "restore": "Restore session",
+    "delete-session": "Delete session",
+    "delete-user": "Delete every session of user",
+}
+
+
+class NotFound(Exception):
+    """No such session or branch; shown as a 404 page."""
+
+
+@dataclass
+class Browser:
+    """What every page needs: the store, the templates, the guard and the options."""
+
+    store: SessionStore
+    templates: Jinja2Templates
+    guard: Guard
+    allow_writes: bool
+    title: str
+    cache: dict[Any, tuple[float, Any]] = field(default_factory=dict)
+
+    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        context |= {
+            "title": self.title,
+            "allow_writes": self.allow_writes,
+            "csrf": self.guard.csrf,
+            "path": request.url.path,
+        }
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    async def cached(self, key: Any, make: Any) -> Any:
+        """`await make()`, kept for a minute (charts aggregate whole tables; a long
+        transcript's branches and usage are read once while it is paged through)."""
+        now = time.monotonic()
+        hit = self.cache.get(key)
+        if hit is not None and now - hit[0] < _CACHE_SECONDS:
+            return hit[1]
+        value = await make()
+        if len(self.cache) >= _CACHE_ENTRIES:
+            self.cache.clear()
+        self.cache[key] = (now, value)
+        return value
+
+
+def _templates() -> Jinja2Templates:
+    env = Environment(
+        loader=PackageLoader("agents_sqlalchemy.ui", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals |= {"link": link, "when": when, "size": size, "format_meta": format_meta}
+    env.filters["thousands"] = lambda value: f"{int(value or 0):,}"
+    return Jinja2Templates(env=env)
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+async def home(request: Request) -> Response:
+    return RedirectResponse("/sessions", status_code=303)
+
+
+async def sessions_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    params = request.query_params
+    user = params.get("user") or None
+    meta_raw = params.get("meta", "")
+    archived = params.get("archived", "")
+    limit = whole(request, "limit", 50, 1, 500)
+    page = await ui.store.list_sessions(
+        user_id=user,
+        metadata=metadata_filter(meta_raw),
+        updated_after=day(request, "after"),
+        updated_before=day(request, "before", end=True),
+        limit=limit,
+        cursor=params.get("cursor") or None,
+        archived=archived_filter(archived),
+    )
+    sizes = await queries.sizes(ui.store, list(page))
+    filters = {
+        "user": user,
+        "meta": meta_raw,
+        "after": params.get("after", ""),
+        "before": params.get("before", ""),
+        "archived": archived,
+        "limit": limit if limit != 50 else None,
+    }
+    return ui.page(
+        request,
+        "sessions.html",
+        sessions=list(page),
+        sizes=sizes,
+        filters=filters,
+        next_cursor=page.next_cursor,
+        first_page=not params.get("cursor"),
+        done=params.get("done", ""),
+    )
+
+
+async def users_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    archived = request.query_params.get("archived") == "with"
+    prefix = request.query_params.get("prefix", "")
+    owners, after = await queries.owners(
+        ui.store,
+        after=request.query_params.get("after") or None,
+        limit=whole(request, "limit", 50, 1, 500),
+        archived=archived,
+        prefix=prefix,
+    )
+    return ui.page(
+        request,
+        "users.html",
+        owners=owners,
+        next_after=after,
+        archived="with" if archived else "",
+        prefix=prefix,
+        first_page=not request.query_params.get("after"),
+    )
+
+
+async def _session_info(ui: Browser, session_id: str) -> SessionInfo:
+    if not session_id:
+        raise BadRequest("which session? (id=...)")
+    info = await ui.store.session_info(session_id)
+    if info is None:
+        raise NotFound(f"no session {session_id!r}")
+    return info
+
+
+async def session_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    session_id = request.query_params.get("id", "")
+    info = await _session_info(ui, session_id)
+    session = ui.store.session(session_id)
+    # What only a write changes, kept per version of the session (its last activity and
+    # size): paging through a long transcript reads its branches and usage once.
+    version = (session_id, info.updated_at, info.item_count)
+    branches = await ui.cached(("branches", *version), session.list_branches)
+    branch = request.query_params.get("branch") or "main"
+    line = next((b for b in branches if b["branch_id"] == branch), None)
+    if line is None and branch != "main":
+        raise NotFound(f"no branch {branch!r} in this session")
+    total = info.item_count if branch == "main" else int(line["message_count"]) if line else 0
+    if line is not None:
+        turns = int(line["user_turns"])
+    else:  # a session without its line's record (e.g. written by a bulk import)
+
+        async def count_turns() -> int:
+            return len(await session.get_conversation_turns(branch))
+
+        turns = await ui.cached(("turns", branch, *version), count_turns)
+    size_ = whole(request, "size", TRANSCRIPT_PAGE, 10, 1000)
+    pages = max(1, -(-total // size_))
+    number = whole(request, "page", 1, 1, max(pages, 1))
+    read = await session.get_items(limit=number * size_, branch_id=branch)
+    end = max(0, len(read) - (number - 1) * size_)
+    start = max(0, end - size_)
+    first = total - len(read) + 1
+    numbers = turn_numbers(read, turns)
+
+    async def turn_usage() -> Any:
+        return await session.get_turn_usage(branch_id=branch)
+
+    rows = await ui.cached(("usage", branch, *version), turn_usage)
+    usage = {row["user_turn_number"]: row for row in rows} if isinstance(rows, list) else {}
+    window = slice(start, min(len(read), end + _LOOKAHEAD))
+    entries = [
+        entry
+        for entry in shape(read[window], first=first + start, numbers=numbers[window], usage=usage)
+        if entry.position < first + end
+    ]
+
+    async def session_usage() -> Any:
+        return await session.get_session_usage(branch_id=branch)
+
+    async def stored() -> Any:
+        return await queries.sizes(ui.store, [info])
+
+    totals = await ui.cached(("total", branch, *version), session_usage)
+    sizes = await ui.cached(("size", *version), stored)
+    return ui.page(
+        request,
+        "session.html",
+        info=info,
+        stored=sizes.get(info.session_id),
+        branches=branches,
+        branch=branch,
+        entries=entries,
+        page=number,
+        pages=pages,
+        page_size=size_ if size_ != TRANSCRIPT_PAGE else None,
+        total=total,
+        first=first + start,
+        last=first + end - 1,
+        usage=totals,
+        turn_usage=[usage[k] for k in sorted({e.turn for e in entries}) if k in usage],
+    )
+
+
+async def search_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    params = request.query_params
+    query = params.get("q", "").strip()
+    user = params.get("user") or None
+    session_id = params.get("session") or None
+    mode = MODES.get(params.get("mode") or "hybrid")
+    if mode is None:
+        raise BadRequest("mode is hybrid, vector or keyword")
+    limit = whole(request, "limit", 10, 1, 100)
+    hits: list[Any] = []
+    elapsed = None
+    if query:
+        started = time.perf_counter()
+        if session_id is not None:
+            await _session_info(ui, session_id)
+            found = await ui.store.session(session_id).search_hits(query, limit=limit, mode=mode)
+        else:
+            found = await ui.store.search(query, user_id=user, limit=limit, mode=mode)
+        elapsed = (time.perf_counter() - started) * 1000
+        hits = [(hit, describe(hit.item, hit.seq, 0)) for hit in found]
+    return ui.page(
+        request,
+        "search.html",
+        query=query,
+        user=user or "",
+        session_id=session_id or "",
+        mode=mode,
+        limit=limit,
+        hits=hits,
+        elapsed=elapsed,
+    )
+
+
+async def charts_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    days = whole(request, "days", 30, 1, 3650)
+    user = request.query_params.get("user") or None
+    since = queries.days_back(days)
+    start = datetime.combine(since, datetime.min.time(), timezone.utc)
+
+    async def usage() -> Any:
+        return await ui.store.usage(user_id=user, since=start)
+
+    async def made(what: str) -> Any:
+        return await queries.made_per_day(ui.store, what, since=since, user_id=user)
+
+    report = await ui.cached(("usage", days, user), usage)
+    sessions = await ui.cached(("sessions", days, user), lambda: made("sessions"))
+    items = await ui.cached(("items", days, user), lambda: made("items"))
+    per_day: dict[date, int] = {}
+    per_user: dict[str, int] = {}
+    for row in report.days:
+        per_day[row.day] = per_day.get(row.day, 0) + row.usage.total_tokens
+        owner = row.user_id if row.user_id is not None else "(no user)"
+        per_user[owner] = per_user.get(owner, 0) + row.usage.total_tokens
+    top_users = sorted(per_user.items(), key=lambda kv: (-kv[1], kv[0]))[:15]
+    titles = {
+        "tokens-per-day": "Tokens per day (UTC)",
+        "tokens-per-user": "Tokens per user (the top 15)",
+        "sessions-per-day": "Sessions started per day (UTC)",
+        "items-per-day": "Items added per day (UTC)",
+    }
+    drawn = {
+        "tokens-per-day": charts.columns(
+            _daily(since, days, per_day), title=titles["tokens-per-day"], unit=" tokens"
+        ),
+        "tokens-per-user": charts.rows(
+            [(name, float(total)) for name, total in top_users],
+            title=titles["tokens-per-user"],
+            unit=" tokens",
+        ),
+        "sessions-per-day": charts.columns(
+            _daily(since, days, dict(sessions)), title=titles["sessions-per-day"]
+        ),
+        "items-per-day": charts.columns(
+            _daily(since, days, dict(items)), title=titles["items-per-day"]
+        ),
+    }
+    figures = [(name, titles[name], svg) for name, svg in drawn.items()]
+    return ui.page(
+        request,
+        "charts.html",
+        figures=figures,
+        days=days,
+        user=user or "",
+        total=report.total,
+    )
+
+
+def _daily(since: date, days: int, values: dict[date, int]) -> list[tuple[str, float]]:
+    """One point per day of the window, zero on days without any."""
+    return [
+        ((since + timedelta(days=n)).isoformat(), float(values.get(since + timedelta(days=n), 0)))
+        for n in range(days)
+    ]
+
+
+# -- writes ----------------------------------------------------------------------------------
+
+
+def _action(ui: Browser, action: str, target: str) -> None:
+    if not ui.allow_writes:
+        raise PermissionError("this session browser is read-only (start it with --allow-writes)")
+    if action not in ACTIONS:
+        raise BadRequest(f"unknown action {action!r}")
+    if not target:
+        raise BadRequest("the action needs a target")
+
+
+async def confirm_page(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    action = request.query_params.get("action", "")
+    target = request.query_params.get("target", "")
+    _action(ui, action, target)
+    info = None if action == "delete-user" else await _session_info(ui, target)
+    return ui.page(
+        request, "confirm.html", action=action, label=ACTIONS[action], target=target, info=info
+    )
+
+
+async def act(request: Request) -> Response:
+    ui: Browser = request.app.state.ui
+    form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+    if not ui.guard.check_csrf(form.get("csrf")):
+        return ui.page(request, "error.html", 403, message="the form's CSRF token is not valid")
+    action, target = form.get("action", ""), form.get("target", "")
+    _action(ui, action, target)
+    if form.get("confirm") != "yes":
+        raise BadRequest("the action was not confirmed")
+    store = ui.store
+    if action == "archive":
+        done = "archived" if await store.archive_session(target) else "not archived"
+    elif action == "restore":
+        done = "restored" if await store.restore_session(target) else "not restored"
+    elif action == "delete-session":
+        removed = await store.delete_session(target)
+        done = f"deleted {removed.sessions} session(s), {removed.items} item(s)"
+    else:
+        removed = await store.delete_user(target)
+        done = f"deleted {removed.sessions} session(s), {removed.items} item(s)"
+    ui.cache.clear()
+    logger.info("write: %s", action)  # the action only: no id, nothing from the items
+    return RedirectResponse(link("/sessions", done=done, archived="with"), status_code=303)
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    return ui.page(request, "error.html", 400, message=str(exc))
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    return ui.page(request, "error.html", 404, message=str(exc))
+
+
+async def _forbidden(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    return ui.page(request, "error.html", 403, message=str(exc))
+
+
+async def _library_error(request: Request, exc: Exception) -> Response:
+    ui: Browser = request.app.state.ui
+    logger.warning("%s on %s", type(exc).__name__, request.url.path)  # never the message
+    return ui.page(request, "error.html", 400, message=f"{type(exc).__name__}: {exc}")
+
+
+def create_app(
+    store: SessionStore,
+    *,
+    allow_writes: bool = False,
+    token: str | None = None,
+    hosts: Sequence[str] = (),
+    title: str = "Sessions",
+) -> Starlette:
+    """The session browser over `store` (which the caller opens and closes).
+
+    `allow_writes` adds archive, restore and delete (each confirmed, CSRF-checked);
+    `token`, required by the command line off this machine, guards every request; `hosts`
+    are the Host names accepted besides this machine's own (a guard against DNS rebinding).
+    """
+    ui = Browser(store, _templates(), Guard(token), allow_writes, title)
+    static = Path(__file__).with_name("static")
+    routes = [
+        Route("/", home),
+        Route("/sessions", sessions_page),
+        Route("/users", users_page),
+        Route("/session", session_page),
+        Route("/search", search_page),
+        Route("/charts", charts_page),
+        Route("/confirm", confirm_page),
+        Route("/act", act, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=static), name="static"),
+    ]
+    # Listening on every address (0.0.0.0, ::), the machine's names are not known: any Host
+    # is served, behind the token the command line then requires.
+    wildcard = any(host in ("*", "0.0.0.0", "::") for host in hosts)
+    allowed = ["*"] if wildcard else sorted({*LOCAL_HOSTS, "[::1]", *hosts})
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=allowed),
+            Middleware(BaseHTTPMiddleware, dispatch=ui.guard),
+        ],
+        exception_handlers={
+            BadRequest: _bad_request,
+            NotFound: _not_found,
+            PermissionError: _forbidden,
+            AgentsSQLAlchemyError: _library_error,
+        },
+    )
+    app.state.ui = ui
+    return app

@@ -1,0 +1,119 @@
+"""What keeps the session browser safe to run: where it may listen, a token for anyone
+reaching it from elsewhere, CSRF tokens on every write, strict response headers, and an
+access log that names routes only.
+
+Example::
+
+    check_bind("0.0.0.0", token=None)      # ConfigurationError: a token is required
+    guard = Guard(token="s3cret")           # ASGI middleware factory arguments
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from .. import ConfigurationError
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+TOKEN_COOKIE = "agents_sqlalchemy_ui_token"
+# No script at all: even a value that escaped escaping could not run.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+access_log = logging.getLogger("agents_sqlalchemy.ui.access")
+logger = logging.getLogger("agents_sqlalchemy.ui")
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen beyond this machine without a token (`ConfigurationError`).
+
+    >>> check_bind("127.0.0.1", None)
+    >>> check_bind("0.0.0.0", "a-long-enough-token")
+    """
+    if host not in LOCAL_HOSTS and not token:
+        raise ConfigurationError(
+            f"listening on {host} lets other machines in: give --token (or "
+            "$AGENTS_SQLALCHEMY_UI_TOKEN), or keep the default 127.0.0.1"
+        )
+    if token is not None and len(token) < 16:
+        raise ConfigurationError("the token must be at least 16 characters long")
+
+
+def same(given: str | None, expected: str) -> bool:
+    """A constant-time comparison of a secret."""
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+class Guard:
+    """Per-request checks and headers, as a Starlette `http` middleware callable.
+
+    With `token`, a request needs it: as `Authorization: Bearer ...`, as the cookie a first
+    visit with `?token=...` sets (the token then leaves the address bar), or it gets 401.
+    """
+
+    def __init__(self, token: str | None) -> None:
+        self.token = token
+        self.csrf = secrets.token_urlsafe(32)  # one per app run
+
+    async def __call__(self, request: Request, call_next: Handler) -> Response:
+        started = time.perf_counter()
+        response = await self._checked(request, call_next)
+        for name, value in HEADERS.items():
+            response.headers.setdefault(name, value)
+        # The route only: never a query string (search text) nor anything from the items.
+        access_log.info(
+            "%s %s %d %.1f ms",
+            request.method,
+            request.url.path,
+            response.status_code,
+            (time.perf_counter() - started) * 1000,
+        )
+        return response
+
+    async def _checked(self, request: Request, call_next: Handler) -> Response:
+        try:
+            return await self._guarded(request, call_next)
+        except Exception as exc:
+            # An unexpected failure: its message may quote what was read, so the log (and
+            # the page) name only its kind and the route.
+            logger.error("%s on %s %s", type(exc).__name__, request.method, request.url.path)
+            return PlainTextResponse(
+                f"500: {type(exc).__name__} (the server's log names the route)", status_code=500
+            )
+
+    async def _guarded(self, request: Request, call_next: Handler) -> Response:
+        if self.token is None:
+            return await call_next(request)
+        bearer = request.headers.get("authorization", "")
+        given = bearer[7:] if bearer.lower().startswith("bearer ") else None
+        if same(given, self.token) or same(request.cookies.get(TOKEN_COOKIE), self.token):
+            return await call_next(request)
+        if same(request.query_params.get("token"), self.token):
+            rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
+            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            return response
+        return PlainTextResponse(
+            "401: this session browser needs its token (open the address it printed)",
+            status_code=401,
+        )
+
+    def check_csrf(self, given: str | None) -> bool:
+        """Whether a form carried this run's CSRF token."""
+        return same(given, self.csrf)

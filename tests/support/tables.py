@@ -1,0 +1,60 @@
+"""The library's tables as they really are, read with plain SQL behind its back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+PREFIX = "agents_sqlalchemy_"
+ITEMS, SESSIONS, KEYRING = (f"{PREFIX}{name}" for name in ("items", "sessions", "keyring"))
+
+
+async def raw_rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    """What really lies in the tables, read with plain SQL."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return [tuple(row) for row in await conn.execute(text(sql))]
+    finally:
+        await engine.dispose()
+
+
+async def our_tables(url: str) -> dict[str, list[dict[str, Any]]]:
+    """Every table of the library, its columns as the database reports them."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+
+            def read(sync_conn: Any) -> dict[str, list[dict[str, Any]]]:
+                found = inspect(sync_conn)
+                return {
+                    name: found.get_columns(name)
+                    for name in found.get_table_names()
+                    if name.startswith(PREFIX)
+                }
+
+            return await conn.run_sync(read)
+    finally:
+        await engine.dispose()
+
+
+async def dump(url: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table of the library, in a stable order."""
+    tables = await our_tables(url)
+    assert {ITEMS, SESSIONS, KEYRING} <= set(tables)
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            found = {}
+            for name in tables:
+                rows = await conn.execute(text(f"SELECT * FROM {name}"))
+                found[name] = sorted((tuple(map(_plain, row)) for row in rows), key=repr)
+            return found
+    finally:
+        await engine.dispose()
+
+
+def _plain(value: object) -> object:
+    return bytes(value) if isinstance(value, memoryview) else value

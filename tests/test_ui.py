@@ -1,0 +1,344 @@
+"""The session browser served in-process (Starlette's TestClient): every page renders over a
+real store, values from the database are shown as text, writes need --allow-writes, a
+confirmation and the run's CSRF token, a token guards every request, and nothing from the
+items reaches the logs."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from html import unescape
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from agents.run_context import RunContextWrapper
+from agents.usage import Usage
+from starlette.testclient import TestClient
+
+from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.repository import schema as repository_module
+from agents_sqlalchemy.ui import check_bind, create_app
+
+from .test_cli_sessions import cli
+
+EVIL = '<script>alert("x")</script><b onmouseover=alert(1)>bold</b>'
+EVIL_ID = '<img src=x onerror=alert(1)>"session"'
+EVIL_USER = "<i>mallory</i>"
+EVIL_BRANCH = "<svg onload=alert(2)>branch"
+SECRET = "zebracorn-7731"  # a word only the items hold: never in a log
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "ui_demo.py"
+
+
+def demo() -> ModuleType:
+    """examples/ui_demo.py, loaded as a module."""
+    spec = importlib.util.spec_from_file_location("ui_demo_example", DEMO)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fill_demo(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's conversations (the SDK's Runner, tools, usage), spread over six days."""
+    now = [datetime.now(timezone.utc)]
+    monkeypatch.setattr(repository_module, "utcnow", lambda: now[0])
+    asyncio.run(demo().fill(url, now=now))
+    monkeypatch.undo()
+
+
+async def fill_evil(url: str, key: str | None = None) -> None:
+    """Markup everywhere a value from the database is shown, and a secret word in items."""
+    async with SessionStore(url, create_tables=True, key=key) as store:
+        session = store.session(EVIL_ID, user_id=EVIL_USER, metadata={"<k>": EVIL})
+        await session.add_items([{"role": "user", "content": f"{EVIL} {SECRET}"}])
+        await session.add_items(
+            [
+                {"type": "function_call", "call_id": EVIL, "name": EVIL, "arguments": EVIL},
+                {"type": "function_call_output", "call_id": EVIL, "output": EVIL},
+                {"role": "assistant", "content": [{"type": "output_text", "text": EVIL}]},
+            ],
+            wrapper=RunContextWrapper(None, Usage(requests=1, input_tokens=5, total_tokens=5)),
+        )
+        await session.add_items([{"role": "user", "content": "second"}])
+        await session.create_branch_from_turn(2, EVIL_BRANCH)
+        await session.add_items([{"role": "user", "content": f"on the branch {EVIL}"}])
+        await store.flush()
+
+
+def client(store: SessionStore, **options: Any) -> TestClient:
+    return TestClient(create_app(store, **options), base_url="http://127.0.0.1")
+
+
+@pytest.fixture
+def evil_store(sqlite_url: str) -> Iterator[SessionStore]:
+    asyncio.run(fill_evil(sqlite_url))
+    store = SessionStore(sqlite_url)
+    yield store
+    asyncio.run(store.close())
+
+
+def text_of(html: str) -> str:
+    """What a browser shows of a page, roughly: tags dropped, entities decoded."""
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def assert_escaped(html: str) -> None:
+    assert "<script>" not in html and "<b onmouseover" not in html
+    assert "<img src=x" not in html and "<svg onload" not in html and "<i>mallory" not in html
+
+
+def test_every_value_from_the_database_is_shown_as_text(evil_store: SessionStore) -> None:
+    from urllib.parse import quote
+
+    with client(evil_store, allow_writes=True) as http:
+        pages = {
+            "sessions": http.get("/sessions"),
+            "users": http.get("/users"),
+            "session": http.get(f"/session?id={quote(EVIL_ID)}"),
+            "branch": http.get(f"/session?id={quote(EVIL_ID)}&branch={quote(EVIL_BRANCH)}"),
+            "search": http.get(f"/search?q={quote('alert bold')}&user={quote(EVIL_USER)}"),
+            "charts": http.get(f"/charts?user={quote(EVIL_USER)}"),
+            "confirm": http.get(f"/confirm?action=delete-user&target={quote(EVIL_USER)}"),
+            "missing": http.get(f"/session?id={quote(EVIL)}"),
+        }
+    for name, response in pages.items():
+        assert response.status_code == (404 if name == "missing" else 200), name
+        assert_escaped(response.text)
+        assert "&lt;" in response.text, name
+    session = text_of(pages["session"].text)
+    assert EVIL_ID in session and EVIL_USER in session and EVIL_BRANCH in session
+    assert EVIL in session  # the message, the tool's name, arguments and output, as text
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in pages["session"].text
+    assert 'data-label="&lt;i&gt;mallory&lt;/i&gt;"' in pages["charts"].text
+    assert f"on the branch {EVIL}" in text_of(pages["branch"].text)
+    assert EVIL_USER in text_of(pages["search"].text)
+    for response in pages.values():  # no script could run even if escaping failed
+        assert "script-src" not in response.headers["content-security-policy"]
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+
+
+def test_read_only_by_default(evil_store: SessionStore) -> None:
+    with client(evil_store) as http:
+        page = http.get("/sessions")
+        assert "read-only" in page.text and "/confirm" not in page.text
+        confirm = http.get(f"/confirm?action=delete-user&target={EVIL_USER}")
+        assert confirm.status_code == 403
+        csrf = create_app(evil_store).state.ui.guard.csrf
+        posted = http.post(
+            "/act",
+            data={"csrf": csrf, "action": "delete-user", "target": EVIL_USER, "confirm": "yes"},
+        )
+        assert posted.status_code == 403
+    assert asyncio.run(evil_store.session_info(EVIL_ID)) is not None
+
+
+def test_writes_need_a_confirmation_and_the_csrf_token(evil_store: SessionStore) -> None:
+    app = create_app(evil_store, allow_writes=True)
+    csrf = app.state.ui.guard.csrf
+    form = {"action": "archive", "target": EVIL_ID, "confirm": "yes"}
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        confirm = http.get("/confirm", params={"action": "archive", "target": EVIL_ID})
+        assert f'name="csrf" value="{csrf}"' in confirm.text
+        assert http.post("/act", data=form).status_code == 403  # no token
+        assert http.post("/act", data=form | {"csrf": "x" * 43}).status_code == 403
+        unconfirmed = http.post("/act", data=form | {"csrf": csrf, "confirm": "no"})
+        assert unconfirmed.status_code == 400
+        info = asyncio.run(evil_store.session_info(EVIL_ID))
+        assert info is not None and info.archived_at is None
+        done = http.post("/act", data=form | {"csrf": csrf}, follow_redirects=False)
+        assert done.status_code == 303 and "done=archived" in done.headers["location"]
+        info = asyncio.run(evil_store.session_info(EVIL_ID))
+        assert info is not None and info.archived_at is not None
+        restore = form | {"csrf": csrf, "action": "restore"}
+        assert http.post("/act", data=restore).status_code == 200
+        assert asyncio.run(evil_store.list_sessions())[0].session_id == EVIL_ID
+        delete = form | {"csrf": csrf, "action": "delete-user", "target": EVIL_USER}
+        page = http.post("/act", data=delete)
+        assert re.search(r"Done: deleted 1 session\(s\), \d+ item\(s\)", text_of(page.text))
+    assert asyncio.run(evil_store.session_info(EVIL_ID)) is None
+    other = create_app(evil_store, allow_writes=True).state.ui.guard.csrf
+    assert other != csrf  # one token per app run
+
+
+def test_a_token_guards_every_request(evil_store: SessionStore) -> None:
+    token = "t" * 24
+    with client(evil_store, token=token) as http:
+        assert http.get("/sessions").status_code == 401
+        assert http.get("/static/style.css").status_code == 401
+        assert http.get("/sessions?token=wrong").status_code == 401
+        bearer = http.get("/sessions", headers={"Authorization": f"Bearer {token}"})
+        assert bearer.status_code == 200
+        first = http.get(f"/sessions?token={token}&user=x", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/sessions?user=x"
+        assert "httponly" in first.headers["set-cookie"].lower()
+        assert http.get("/sessions").status_code == 200  # the cookie it set
+    with pytest.raises(ValueError, match="--token"):
+        check_bind("0.0.0.0", None)
+    check_bind("0.0.0.0", token)
+    check_bind("localhost", None)
+
+
+def test_a_foreign_host_name_is_refused(evil_store: SessionStore) -> None:
+    """DNS rebinding: a page of another site whose name now points here is not served."""
+    with client(evil_store) as http:
+        assert http.get("/sessions", headers={"Host": "attacker.example"}).status_code == 400
+        assert http.get("/sessions", headers={"Host": "localhost:8300"}).status_code == 200
+    named = client(evil_store, hosts=["browser.internal"])
+    with named as http:
+        assert http.get("/sessions", headers={"Host": "browser.internal"}).status_code == 200
+        assert http.get("/sessions", headers={"Host": "attacker.example"}).status_code == 400
+    # On every address the machine's names are unknown: any is served, behind the token.
+    token = "t" * 24
+    with client(evil_store, hosts=["0.0.0.0"], token=token) as http:
+        answer = http.get(
+            "/sessions", headers={"Host": "10.1.2.3:8300", "Authorization": f"Bearer {token}"}
+        )
+        assert answer.status_code == 200
+        assert http.get("/sessions", headers={"Host": "10.1.2.3:8300"}).status_code == 401
+
+
+def test_the_command_refuses_other_hosts_without_a_token(sqlite_url: str) -> None:
+    asyncio.run(fill_evil(sqlite_url))
+    result = cli("ui", "--url", sqlite_url, "--host", "0.0.0.0")
+    assert result.exit_code == 2 and "--token" in result.output
+    short = cli("ui", "--url", sqlite_url, "--host", "0.0.0.0", "--token", "short")
+    assert short.exit_code == 2 and "16 characters" in short.output
+
+
+def test_the_command_asks_for_the_key_of_an_encrypted_store(sqlite_url: str) -> None:
+    asyncio.run(fill_evil(sqlite_url, key="passphrase"))
+    result = cli("ui", "--url", sqlite_url)
+    assert result.exit_code == 1 and "is encrypted" in result.output
+
+
+def test_an_encrypted_store_is_browsed_with_its_key(sqlite_url: str) -> None:
+    asyncio.run(fill_evil(sqlite_url, key="passphrase"))
+    store = SessionStore(sqlite_url, key="passphrase")
+    try:
+        with client(store) as http:
+            page = http.get("/session", params={"id": EVIL_ID})
+            hits = http.get("/search", params={"q": SECRET})
+        assert page.status_code == 200 and SECRET in page.text
+        assert hits.status_code == 200 and SECRET in text_of(hits.text)
+    finally:
+        asyncio.run(store.close())
+    wrong = SessionStore(sqlite_url, key="not it")
+    try:
+        with client(wrong) as http:
+            refused = http.get("/sessions")
+        assert refused.status_code == 400 and "WrongKeyError" in refused.text
+    finally:
+        asyncio.run(wrong.close())
+
+
+def test_nothing_from_the_items_reaches_the_logs(
+    evil_store: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    from urllib.parse import quote
+
+    caplog.set_level(logging.INFO)  # as the command serves: uvicorn's, the app's, the library's
+    app = create_app(evil_store, allow_writes=True)
+    csrf = app.state.ui.guard.csrf
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        http.get(f"/session?id={quote(EVIL_ID)}")
+        http.get(f"/search?q={SECRET}")
+        http.get(f"/session?id={quote(SECRET)}")  # a 404 whose message names the id
+        http.post(
+            "/act", data={"csrf": csrf, "action": "archive", "target": EVIL_ID} | {"confirm": "yes"}
+        )
+    server = [r for r in caplog.records if not r.name.startswith("httpx")]  # not the client's
+    logged = "\n".join(record.getMessage() for record in server)
+    assert "GET /search 200" in logged and "GET /session 200" in logged
+    assert SECRET not in logged and "alert" not in logged and "mallory" not in logged
+
+
+def test_pages_follow_their_cursors(sqlite_url: str) -> None:
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            for n in range(7):
+                await store.session(f"s{n}", user_id=f"user-{n % 3}").add_items(
+                    [{"role": "user", "content": f"turn {t}"} for t in range(25 if n == 0 else 1)]
+                )
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url, search=False)
+    try:
+        with client(store) as http:
+            seen, path = [], "/sessions?limit=3"
+            while path:
+                page = http.get(path)
+                seen += re.findall(r'class="id session-link" href="/session\?id=(s\d)"', page.text)
+                found = re.search(r'id="next" rel="next" href="([^"]+)"', page.text)
+                path = unescape(found.group(1)) if found else ""
+            assert sorted(seen) == [f"s{n}" for n in range(7)]
+            users, path = [], "/users?limit=2"
+            while path:
+                page = http.get(path)
+                users += re.findall(r'class="id user-link"[^>]*>([^<]+)<', page.text)
+                found = re.search(r'id="next" rel="next" href="([^"]+)"', page.text)
+                path = unescape(found.group(1)) if found else ""
+            assert users == ["user-0", "user-1", "user-2"]
+            ones = http.get("/users?prefix=user-1")
+            assert re.findall(r'class="id user-link"[^>]*>([^<]+)<', ones.text) == ["user-1"]
+            assert re.search(r"<td class=\"num\">2</td>", ones.text)  # s1 and s4
+            latest = http.get("/session?id=s0&size=10")
+            oldest = http.get("/session?id=s0&size=10&page=3")
+            too_far = http.get("/session?id=s0&size=10&page=4")
+    finally:
+        asyncio.run(store.close())
+    positions = [int(p) for p in re.findall(r'data-position="(\d+)"', latest.text)]
+    assert positions == list(range(16, 26))
+    assert re.findall(r'data-turn="(\d+)"', latest.text) == [str(t) for t in range(16, 26)]
+    assert [int(p) for p in re.findall(r'data-position="(\d+)"', oldest.text)] == [1, 2, 3, 4, 5]
+    assert "turn 0" in text_of(oldest.text) and "Older" not in oldest.text
+    assert too_far.status_code == 400
+
+
+def test_a_run_s_transcript_pairs_tool_calls_and_marks_failures(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's conversations, run by the SDK's Runner, on every database."""
+    fill_demo(db_url, monkeypatch)
+    store = SessionStore(db_url)
+    try:
+        with client(store) as http:
+            trip = http.get("/session?id=trip-planning")
+            branch = http.get("/session?id=trip-planning&branch=retry-lisbon")
+            sessions = http.get("/sessions?archived=with")
+            charts = http.get("/charts?days=10")
+            search = http.get("/search?q=weather+Oslo&user=alice&mode=hybrid")
+            in_session = http.get("/search?q=Mochi&session=dog-names")
+            meta = http.get("/sessions?meta=channel%3Dweb+tier%3D3")
+    finally:
+        asyncio.run(store.close())
+    assert trip.status_code == 200
+    calls = trip.text.count('class="item tool_call tool-call')
+    assert calls == 3 and trip.text.count('<span class="label">output</span>') == 3
+    assert trip.text.count("tag fail") == 1  # Atlantis has no weather station
+    assert "An error occurred while running the tool" in text_of(trip.text)
+    assert trip.text.count("reasoning (collapsed)") == 3
+    assert "Turn 4" in trip.text and 'id="turn-usage"' in trip.text
+    assert "2,250 tokens (1,800 in, 450 out, 2 requests)" in text_of(trip.text)
+    assert 'class="branch current"' in branch.text and "Lisbon" in text_of(branch.text)
+    assert branch.text.count('<div class="text">What is the weather in') == 2
+    rows = re.findall(r'session-link" href="/session\?id=([\w-]+)"', sessions.text)
+    assert sorted(rows) == sorted(session for _, session in demo().SCRIPTS)
+    assert "archived" in sessions.text
+    assert re.findall(r'session-link" href="/session\?id=([\w-]+)"', meta.text) == ["sql-help"]
+    per_user = re.search(r'id="tokens-per-user">.*?</figure>', charts.text, re.S)
+    assert per_user is not None
+    points = re.findall(r'data-label="(\w+)" data-value="(\d+)"', per_user.group())
+    assert [name for name, _ in points] == ["alice", "bob", "carol", "dave"]
+    assert re.findall(r'id="sessions-per-day">.*?</figure>', charts.text, re.S)[0].count(
+        'data-value="1"'
+    ) == len(demo().SCRIPTS)
+    hits = re.findall(r'session-link" href="/session\?id=([\w-]+)"', search.text)
+    assert hits and set(hits) <= {"trip-planning", "dog-names"}
+    assert 'class="keyword"' in search.text and 'class="recency"' in search.text
+    assert "Your dog is called Mochi" in text_of(in_session.text)
