@@ -30,7 +30,14 @@ class TailChanged(Exception):
 
 
 class Compaction:
-    """A session's tail as compaction reads it, and its atomic replacement."""
+    """A session's tail as compaction reads it, and its atomic replacement.
+
+    Example::
+
+        compaction = Compaction(schema)
+        tail = await compaction.tail(key, 20)
+        done = await compaction.replace_tail(key, [item.seq for item in tail.stored], 1, build)
+    """
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema

@@ -147,7 +147,14 @@ COUNT_CAP = 10_000
 
 class Imports:
     """Writes a session copied from elsewhere, whole, in one transaction; and tells whether
-    the SDK's own tables hold history that ours do not."""
+    the SDK's own tables hold history that ours do not.
+
+    Example::
+
+        imports = Imports(schema)
+        if await imports.sdk_history("agent_messages"):
+            await imports.import_session(key, (first, last), [(when, new_item), ...])
+    """
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema

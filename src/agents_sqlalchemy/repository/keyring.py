@@ -21,7 +21,13 @@ from .schema import Schema
 
 
 class KeyringRows:
-    """Rows of the keyring table, and the item keys and sealed states they wrap."""
+    """Rows of the keyring table, and the item keys and sealed states they wrap.
+
+    Example::
+
+        keyring = KeyringRows(schema)
+        rows = await keyring.keyring_rows()
+    """
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema

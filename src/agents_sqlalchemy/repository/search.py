@@ -78,7 +78,14 @@ def _aggregated(query: Select[Any], key: str) -> Select[Any]:
 
 
 class SearchIndex:
-    """The search index (one row per item and model), read and rebuilt beside the items."""
+    """The search index (one row per item and model), read and rebuilt beside the items.
+
+    Example::
+
+        index = SearchIndex(schema)
+        candidates, indexed = await index.candidates(Scope(user_id="alice"), model_id)
+        rows = await index.hit_rows([candidates.item_pks[0]])
+    """
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema

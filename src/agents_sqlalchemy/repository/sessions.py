@@ -29,7 +29,14 @@ from .schema import Schema
 
 
 class Sessions:
-    """Rows of the sessions table: owner, metadata, state, activity; and bulk removal."""
+    """Rows of the sessions table: owner, metadata, state, activity; and bulk removal.
+
+    Example::
+
+        sessions = Sessions(schema)
+        row = await sessions.describe(SessionKey.of("chat-1"))
+        removed = await sessions.delete_sessions(sessions.sessions_where(user_id="alice"), 500)
+    """
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema
