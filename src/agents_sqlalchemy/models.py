@@ -100,6 +100,9 @@ class ItemColumns:
     # The item as compact JSON text, or (with a key) sealed under its own data key.
     payload: Mapped[str | None] = mapped_column(LongText)
     ciphertext: Mapped[bytes | None] = mapped_column(LongBinary)
+    # On the first item of a batch appended with an idempotency key: the key's SHA-256 (hex),
+    # so that a retry of that batch finds it and writes nothing.
+    batch_key: Mapped[str | None] = mapped_column(String(64))
 
     @declared_attr
     def session_pk(cls) -> Mapped[int]:
@@ -112,6 +115,7 @@ class ItemColumns:
         expiring = text("expires_at IS NOT NULL")
         return (
             UniqueConstraint("session_pk", "seq"),
+            UniqueConstraint("session_pk", "batch_key"),
             Index(None, "expires_at", sqlite_where=expiring, postgresql_where=expiring),
             # What search reads of each live item of a session, from the index alone.
             Index(

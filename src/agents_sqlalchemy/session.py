@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
-from .errors import BranchError, StoreClosedError
+from .errors import BranchError, ConfigurationError, StoreClosedError
 from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
@@ -148,12 +148,36 @@ class StoreSession:
             return await self._live().conversation.read(self._key, self._limit(limit))
         return await self._read_line(limit, branch_id)
 
-    async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
-        """Append items to the current branch, all or nothing (with the run's usage so far)."""
+    async def add_items(
+        self,
+        items: list[TResponseInputItem],
+        *,
+        wrapper: Any = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        """Append items to the current branch, all or nothing (with the run's usage so far).
+
+        An append commits whole or not at all, even when its caller is cancelled: once it
+        has started, cancelling the call does not stop the commit. To retry safely after a
+        cancellation, a timeout or a lost connection, name the batch: a session that holds
+        a batch of this `idempotency_key` already is left as it is, so the batch is stored
+        once however often it is sent (the key is kept with the batch's first item, on the
+        main line).
+
+        Example::
+
+            await session.add_items(items, idempotency_key=f"turn-{turn_id}")
+        """
         if not self._adopted:
             await self._adopt()
         if wrapper is None and self._branch == MAIN:
-            await self._live().conversation.append(self._key, items, self._ttl)
+            conversation = self._live().conversation
+            await conversation.append(self._key, items, self._ttl, idempotency_key)
+        elif idempotency_key is not None:
+            raise ConfigurationError(
+                "idempotency_key names a batch of the main line, appended without a run's "
+                "usage: switch to 'main', or append without it; nothing was written"
+            )
         else:
             await self._append_line(items, wrapper)
 

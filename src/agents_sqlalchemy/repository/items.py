@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, delete, func, or_, select
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
@@ -56,6 +56,47 @@ class Items:
             small=count <= SMALL,
         )
         return session_pk, next_seq - count + 1
+
+    async def append_once(
+        self,
+        key: SessionKey,
+        count: int,
+        build: Callable[[int], Sequence[NewItem]],
+        ttl: timedelta | None,
+        batch_key: str,
+    ) -> tuple[int, int] | None:
+        """`append`, of a batch named by `batch_key` (an idempotency key's hash): None, and
+        nothing written, when the session holds that batch already."""
+        placed = await self._schema.db.write(
+            lambda conn: self._append_once(conn, key, count, build, ttl, batch_key),
+            session_id=key.session_id,
+            small=count <= SMALL,
+        )
+        return None if placed is None else (placed[0], placed[1] - count + 1)
+
+    def _append_once(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        count: int,
+        build: Callable[[int], Sequence[NewItem]],
+        ttl: timedelta | None,
+        batch_key: str,
+    ) -> tuple[int, int] | None:
+        now, items = self._schema.now(), self._schema.items
+        session_pk, _ = self._schema.claim(conn, key, 0, now)  # the lock, no place taken
+        held = select(items.c.id).where(
+            items.c.session_pk == session_pk, items.c.batch_key == batch_key
+        )
+        if conn.execute(held.limit(1)).first() is not None:
+            return None
+        session_pk, next_seq = self._schema.claim(conn, key, count, now)
+        first = next_seq - count + 1
+        expires_at = now + ttl if ttl else None
+        self._schema.insert_items(conn, session_pk, first, build(first), now, expires_at)
+        named = update(items).where(items.c.session_pk == session_pk, items.c.seq == first)
+        conn.execute(named.values(batch_key=batch_key))
+        return session_pk, next_seq
 
     async def read(
         self, key: SessionKey, limit: int | None, current_kek: str | None = None

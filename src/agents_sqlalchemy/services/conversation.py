@@ -14,6 +14,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -64,11 +66,20 @@ class Conversation:
             return await asyncio.to_thread(codec.items, key, rows)
         return codec.items(key, rows)
 
-    async def append(self, key: SessionKey, items: list[Any], ttl: timedelta | None = None) -> None:
-        """Append a batch, all or nothing; items expire after `ttl` (else the store's).
+    async def append(
+        self,
+        key: SessionKey,
+        items: list[Any],
+        ttl: timedelta | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        """Append a batch, all or nothing; items expire after `ttl` (else the store's). With
+        an `idempotency_key`, a session that holds a batch of that key already is left as
+        it is: a retry is stored once.
 
         Search indexes the items after the write, off the caller's path.
         """
+        batch_key = None if idempotency_key is None else batch_key_of(idempotency_key)
         given = item_list(items)
         if len(given) > OFF_LOOP:  # encoded in a worker thread: the event loop stays free
             payloads = await asyncio.to_thread(encode_items, given)
@@ -77,12 +88,16 @@ class Conversation:
         if not payloads:
             return
         codec = await self._opener.ready()
-        session_pk, first_seq = await self._items.append(
-            key,
-            len(payloads),
-            lambda first_seq: codec.rows(key, payloads, first_seq),
-            ttl or self.ttl,
+        build = functools.partial(codec.rows, key, payloads)
+        ttl = ttl or self.ttl
+        placed = (
+            await self._items.append(key, len(payloads), build, ttl)
+            if batch_key is None
+            else await self._items.append_once(key, len(payloads), build, ttl, batch_key)
         )
+        if placed is None:
+            return  # a batch of this idempotency key is stored already
+        session_pk, first_seq = placed
         if self._written is not None:  # a sealed store keeps no plaintext past the call
             handed = codec.kek_id is None
             self._written(Appended(key, first_seq, session_pk, tuple(payloads) if handed else None))
@@ -218,3 +233,16 @@ class Conversation:
         payloads = encode_items(items)  # ItemError before any write
         codec = await self._opener.ready()
         return lambda first_seq: codec.rows(key, payloads, first_seq)
+
+
+def batch_key_of(idempotency_key: str) -> str:
+    """What an items row keeps of an idempotency key: its SHA-256, in hex.
+
+    >>> len(batch_key_of("turn-7"))
+    64
+    """
+    if not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255:
+        raise ConfigurationError(
+            f"idempotency_key must be a string of 1 to 255 characters, got {idempotency_key!r}"
+        )
+    return hashlib.sha256(idempotency_key.encode("utf-8", "surrogatepass")).hexdigest()

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.engine import URL
 
-from ..aio import holding
+from ..aio import holding, settle
 from ..codec import Codec, PlainCodec, SealedCodec
 from ..crypto import (
     Key,
@@ -78,9 +78,17 @@ class Opener:
         self._schema_checked = False
 
     async def ready(self, *, rotating: bool = False) -> Codec:
-        """Check the schema and open the keyring, once per store; then return the codec."""
+        """Check the schema and open the keyring, once per store; then return the codec.
+
+        A caller cancelled meanwhile waits for the opening to finish (a passphrase's key
+        derivation takes a while): the next call finds the store open, instead of starting
+        over, and a caller that retries on a timeout gets through.
+        """
         if self._codec is not None:
             return self._codec
+        return await settle(self._open_once(rotating))
+
+    async def _open_once(self, rotating: bool) -> Codec:
         async with holding(self._opening):
             # A wrong key is refused once, not re-derived per call; a rotation may try the
             # key again (the previous key resumes an unfinished rotation).

@@ -122,9 +122,11 @@ def upgrade() -> None:
         sa.Column("wrapped_key", sa.LargeBinary(), nullable=True),
         sa.Column("payload", LONG_TEXT, nullable=True),
         sa.Column("ciphertext", LONG_BINARY, nullable=True),
+        sa.Column("batch_key", sa.String(64), nullable=True),
         sa.PrimaryKeyConstraint("id", name=pk(t)),
         cascade(t, "session_pk", "sessions"),
         sa.UniqueConstraint("session_pk", "seq", name=uq(t, "session_pk", "seq")),
+        sa.UniqueConstraint("session_pk", "batch_key", name=uq(t, "session_pk", "batch_key")),
         schema=schema(),
         **OPTIONS,
     )

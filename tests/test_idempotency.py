@@ -1,0 +1,83 @@
+"""Writes a caller can retry: an append commits whole or not at all even when its caller is
+cancelled, and a batch sent again with the same idempotency key is stored once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from agents_sqlalchemy import ConfigurationError, SessionStore
+
+from .support.items import message
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"], ids=["plaintext", "encrypted"])
+async def test_retries_after_random_cancellations_store_each_batch_once(
+    db_url: str, key: str | None
+) -> None:
+    """Hundreds of appends, each cancelled at a random point and sent again (with its key)
+    until one call finishes: every batch is stored exactly once, whole, in order."""
+    rounds, rng = 200, random.Random(7)
+    cancelled = 0
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("retried")
+        for n in range(rounds):
+            # some big enough to leave the caller's thread on SQLite (where a small one never waits)
+            size = rng.choice([1, 2, 3, 80])
+            batch = [message(f"batch {n} item {i}") for i in range(size)]
+            while True:
+                try:
+                    await asyncio.wait_for(
+                        session.add_items(batch, idempotency_key=f"batch-{n}"),
+                        rng.uniform(0, 0.004),
+                    )
+                    break
+                except asyncio.TimeoutError:
+                    cancelled += 1
+        await asyncio.sleep(0.2)  # cancelled appends that still commit are done by now
+        items = await session.get_items()
+    contents = [item["content"] for item in items]
+    assert len(contents) == len(set(contents)), "a batch was stored twice"
+    batches = [int(c.split()[1]) for c in contents]
+    assert batches == sorted(batches) and set(batches) == set(range(rounds))
+    assert cancelled > 10  # the test did cancel, often
+
+
+async def test_without_a_key_a_retry_after_a_cancelled_commit_stores_twice(
+    sqlite_url: str,
+) -> None:
+    """What the key is for: a cancelled append still commits, so a blind retry repeats it."""
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        session = store.session("s")
+        batch = [message(f"n{i}") for i in range(2_000)]
+        task = asyncio.ensure_future(session.add_items(batch))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.5)
+        assert len(await session.get_items()) in (0, 2_000)  # whole or nothing
+        await session.add_items(batch, idempotency_key="b")
+        await session.add_items(batch, idempotency_key="b")  # the retry: nothing more
+        assert len(await session.get_items()) in (2_000, 4_000)
+
+
+async def test_the_key_of_a_batch_and_where_it_applies(db_url: str) -> None:
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items([message("a")], idempotency_key="k1")
+        await session.add_items([message("a again")], idempotency_key="k1")
+        await store.session("other").add_items([message("b")], idempotency_key="k1")
+        assert await session.get_items() == [message("a")]  # keys are per session
+        assert await store.session("other").get_items() == [message("b")]
+        for bad in ("", "x" * 256, 7):
+            with pytest.raises(ConfigurationError, match="idempotency_key"):
+                await session.add_items([message("c")], idempotency_key=bad)  # type: ignore[arg-type]
+        await session.add_items([message("d")])
+        await session.create_branch_from_turn(1, "b")
+        with pytest.raises(ConfigurationError, match="main"):
+            await session.add_items([message("e")], idempotency_key="k2")
+        await session.switch_to_branch("main")
+        assert await session.get_items() == [message("a"), message("d")]
