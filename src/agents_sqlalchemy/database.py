@@ -299,9 +299,15 @@ class Database:
         await self._source.close()
 
 
+#: The longest `lock_timeout` or `statement_timeout` (about 24.8 days), in seconds.
+MAX_WAIT = (2**31 - 1) // 1000
+
+
 def _seconds(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+    if not value <= MAX_WAIT:  # PostgreSQL takes at most 2**31 - 1 milliseconds
+        raise ConfigurationError(f"{name} must be at most {MAX_WAIT} seconds, got {value!r}")
     return float(value)
 
 

@@ -87,16 +87,18 @@ class ManagementMethods:
         """Delete every session of a user, e.g. for an erasure request."""
         return await self._services.management.delete(user_id=user_id)
 
-    async def purge_inactive(self, older_than: timedelta) -> Removed:
-        """Delete the sessions with no activity for `older_than`."""
+    async def purge_inactive(self, older_than: timedelta | float) -> Removed:
+        """Delete the sessions with no activity for `older_than` (a timedelta or seconds,
+        positive: `delete_all(confirm=True)` removes every session)."""
         return await self._services.management.delete(inactive_for=older_than)
 
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
         return await self._services.management.purge_expired(batch_size)
 
-    async def archive_inactive(self, older_than: timedelta) -> int:
-        """Archive the sessions with no activity for `older_than`; return how many.
+    async def archive_inactive(self, older_than: timedelta | float) -> int:
+        """Archive the sessions with no activity for `older_than` (a timedelta or seconds);
+        return how many.
 
         Archived sessions keep their items and state and still read and write; they leave
         `list_sessions()` (see `archived=`) until `restore_session`. TTL, `purge_expired`,

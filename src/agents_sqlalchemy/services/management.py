@@ -12,14 +12,14 @@ Example::
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import Repository
 from ..types import SessionKey
-from ..validation import check_range, check_user_id, metadata_filter, session_key
+from ..validation import check_range, check_user_id, metadata_filter, older_than, session_key
 from .keyring import Keyring
 
 DELETE_BATCH = 500
@@ -86,8 +86,8 @@ class Management:
 
     async def archive(self, *, archive: bool = True, **where: Any) -> int:
         """Archive (or restore) the sessions matching `where`; return how many changed."""
-        if "inactive_for" in where and where["inactive_for"] <= timedelta(0):
-            raise ConfigurationError(f"older_than must be positive, got {where['inactive_for']}")
+        if "inactive_for" in where:
+            where["inactive_for"] = older_than(where["inactive_for"])
         await self._keyring.ready()
         condition = self._repository.sessions_where(**where)
         return await self._repository.archive_sessions(
@@ -104,6 +104,8 @@ class Management:
         """Delete the sessions matching `where` (see `Repository.sessions_where`)."""
         if "user_id" in where and check_user_id(where["user_id"]) is None:
             raise ConfigurationError("delete_user needs a user id, got None")
+        if "inactive_for" in where:
+            where["inactive_for"] = older_than(where["inactive_for"])
         await self._keyring.ready()
         condition = self._repository.sessions_where(**where)
         async with self._keyring.scrubbing():
