@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
-from .errors import StoreClosedError
+from .errors import BranchError, StoreClosedError
+from .history_check import HistoryReport, check_history, repaired
 from .records import SearchHit
 from .search import SearchMode
 from .services import Services
+from .services.conversation import WHOLE
 from .session_branches import BranchMethods
 from .store_options import default_settings, session_limit
 from .turns import MAIN
 from .types import Scope
-from .validation import session_key, ttl_delta
+from .validation import check_flag, session_key, ttl_delta
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -53,12 +55,14 @@ class StoreSession(BranchMethods):
         session_settings: SessionSettings | dict[str, Any] | None = None,
         ttl: float | timedelta | None = None,
         owns_store: bool = False,
+        repair_on_read: bool = False,
     ) -> None:
         self._key = session_key(session_id, user_id, metadata)
         self.session_id = session_id
         self._store = store
         self._services = services
         self._ttl = ttl_delta(ttl)
+        self.repair_on_read = check_flag("repair_on_read", repair_on_read)
         # The store's settings as they are now (None: the SDK's defaults, made with the SDK
         # when first read); this session's own are checked and resolved at once.
         self._settings_base = store._session_settings
@@ -104,8 +108,10 @@ class StoreSession(BranchMethods):
         """
         if branch_id is None and self._branch == MAIN:
             limit = session_limit(limit, self.session_settings)
-            return await self._live().conversation.read(self._key, limit)
-        return await self._read_line(limit, branch_id)
+            items = await self._live().conversation.read(self._key, limit)
+        else:
+            items = await self._read_line(limit, branch_id)
+        return repaired(items).items if self.repair_on_read else items
 
     async def add_items(self, items: list[TResponseInputItem], *, wrapper: Any = None) -> None:
         """Append items to the current branch, all or nothing (with the run's usage so far)."""
@@ -125,6 +131,37 @@ class StoreSession(BranchMethods):
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete every item of every branch (their keys too) and the usage; back to main."""
         await self._clear_lines()
+
+    # -- history health (history_check.py) -----------------------------------------------------
+
+    async def check(self) -> HistoryReport:
+        """What in the current branch's history the model API would refuse: tool outputs
+        without their call, calls never answered, an item id used twice.
+
+        Example::
+
+            report = await session.check()
+            if not report.ok:
+                print(report.summary())      # "1 orphaned tool output (12 items)"
+                await session.repair()
+        """
+        if self._branch == MAIN:
+            return await self._live().conversation.check(self._key)
+        return check_history(await self._read_line(WHOLE, None))
+
+    async def repair(self) -> HistoryReport:
+        """Mend what `check()` finds, in one transaction, keeping every other item; return
+        what was wrong (`report.ok`: nothing was). See `history_check` for what is done.
+
+        A session with branches is left as it is (`BranchError`): a repair would change
+        items other branches hold.
+        """
+        if not await self._one_line():
+            raise BranchError(
+                f"session {self.session_id[:80]!r} has branches: repair works on a session "
+                "without them (delete the branches it no longer needs first)"
+            )
+        return await self._live().conversation.repair(self._key)
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 

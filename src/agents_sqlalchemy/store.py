@@ -143,12 +143,15 @@ class SessionStore(ManagementMethods):
         metadata: dict[str, Any] | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         ttl: float | timedelta | None = None,
+        repair_on_read: bool = False,
     ) -> SQLAlchemySession:
         """A session object for `Runner.run(..., session=...)`; its row is made on first write.
 
         `user_id` and `metadata` are recorded when the session is first written (change
         them later with `session.update_metadata` and `session.set_user_id`); `ttl`, in
-        seconds or a timedelta, overrides the store's for items this object adds.
+        seconds or a timedelta, overrides the store's for items this object adds. With
+        `repair_on_read`, reads give the history mended as `session.repair()` would mend
+        it (what is stored is left as it is).
         """
         self._services.db.check_open()
         return SQLAlchemySession(
@@ -158,6 +161,7 @@ class SessionStore(ManagementMethods):
             metadata=metadata,
             session_settings=session_settings,
             ttl=ttl,
+            repair_on_read=repair_on_read,
         )
 
     @property
@@ -293,6 +297,7 @@ class SQLAlchemySession(StoreSession):
         search: bool = True,
         embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
+        repair_on_read: bool = False,
     ) -> None:
         session_key(session_id, user_id, metadata)  # a bad id fails before any store opens
         targets = [x for x in (url_or_engine, engine, store) if x is not None]
@@ -325,6 +330,7 @@ class SQLAlchemySession(StoreSession):
             session_settings=session_settings,
             ttl=ttl,
             owns_store=owns_store,
+            repair_on_read=repair_on_read,
         )
 
     @classmethod
