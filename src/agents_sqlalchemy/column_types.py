@@ -93,9 +93,8 @@ class SessionIdText(TypeDecorator[str]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in MYSQL:
-            return dialect.type_descriptor(mysql.LONGTEXT())
-        return dialect.type_descriptor(self.impl)
+        # Not through `type_descriptor`: on PostgreSQL that makes TEXT a VARCHAR.
+        return mysql.LONGTEXT() if dialect.name in MYSQL else Text()
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         if value is None or dialect.name != "postgresql":

@@ -123,6 +123,12 @@ class SchemaStatus:
     def _detail(self, where: str, *, cli: bool) -> str:
         run = command_line("upgrade", where, self.tables)
         found, expected = self.found_text, self.expected
+        if self.state == "missing" and in_memory(where):
+            return (
+                f"the tables of agents_sqlalchemy are not in the in-memory database {where}: "
+                "pass create_tables=True (no command reaches a database that lives in this "
+                "process only)"
+            )
         if self.state == "missing":
             detail = (
                 f"the tables of agents_sqlalchemy are not in {where} (revision found: none, "
@@ -187,6 +193,18 @@ class SchemaStatus:
         )
 
 
+def in_memory(where: str) -> bool:
+    """Whether a URL (as shown) names an in-memory SQLite database.
+
+    >>> in_memory("sqlite+aiosqlite:///%3Amemory%3A"), in_memory("sqlite+aiosqlite:///a.db")
+    (True, False)
+    """
+    if not where.startswith("sqlite"):
+        return False
+    marks = (":memory:", "%3Amemory%3A", "mode=memory")
+    return any(mark in where for mark in marks) or where.split("?")[0].endswith("://")
+
+
 def command_line(
     action: str,
     url: str,
@@ -197,7 +215,9 @@ def command_line(
 ) -> str:
     """The `agents-sqlalchemy db ...` command for `action` on these tables."""
     options = [
-        f"--{key.replace('_', '-')}-table {value}" if key in ROLES else f"--{key} {value}"
+        f"--{key.replace('_', '-')}-table {value}"
+        if key in ROLES
+        else f"--{key.replace('_', '-')} {value}"
         for key, value in tables.overrides().items()
     ]
     words = [program, action, revision, f"--url '{url}'", *options]

@@ -48,6 +48,13 @@ def session_key(session_id: object, user_id: object = None, metadata: object = N
     return SessionKey.of(session_id, user_id=check_user_id(user_id), metadata=json_object(metadata))
 
 
+def check_flag(name: str, value: object) -> bool:
+    """`value` if it is True or False, else a `ConfigurationError`."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_user_id(user_id: object) -> str | None:
     """A user id: None, or non-empty text of at most 255 characters, without NUL."""
     if user_id is None:
