@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import settle
@@ -39,6 +39,7 @@ from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
 from .errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
+    ConstraintError,
     DatabaseError,
     DatabaseTimeoutError,
     SessionBusyError,
@@ -276,6 +277,9 @@ class Database:
         )
 
     def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError:
+        if isinstance(exc, IntegrityError):  # what the SDK's class raises: catchable as such
+            message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
+            return ConstraintError(message, exc.statement, exc.params, exc.orig)
         problem = sqlite_open_problem(self.url) if "unable to open" in str(exc.orig) else None
         return DatabaseError(
             problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"

@@ -8,6 +8,7 @@ store mints sessions, and a session built the SDK's way opens (or shares) a stor
 
 from __future__ import annotations
 
+import secrets
 import threading
 import weakref
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from .crypto import Key, same_key
 from .engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
 from .records import SearchHit
+from .schema_status import in_memory
 from .search import Embedder, SearchMode
 from .services import ROTATE_BATCH, Services
 from .session import StoreSession
@@ -367,6 +369,8 @@ def _shared_store(
         if isinstance(url_or_engine, AsyncEngine)
         else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
     )
+    if in_memory(str(target[1])):  # as the SDK's class: a new in-memory database each time
+        target = ("memory", secrets.token_hex(8))
     identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
     with _shared_stores_lock:
         store = _shared_stores.get(identity)
