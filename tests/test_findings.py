@@ -168,3 +168,22 @@ def test_index_worker_is_quiet_at_interpreter_exit(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         assert "done" in proc.stdout
         assert "Traceback" not in proc.stderr, proc.stderr
+
+
+async def test_an_item_over_max_allowed_packet_names_it(mariadb_url: str) -> None:
+    """On MariaDB, a write larger than the server's max_allowed_packet says so (the server
+    only closes the connection), and nothing is written."""
+    from sqlalchemy import text
+
+    from agents_sqlalchemy import DatabaseError
+
+    async with SessionStore(mariadb_url, create_tables=True, search=False) as store:
+        async with store.engine.connect() as conn:
+            limit = (await conn.execute(text("SELECT @@max_allowed_packet"))).scalar_one()
+        session = store.session("big")
+        huge = {"role": "user", "content": "x" * (int(limit) + 1_000_000)}
+        with pytest.raises(DatabaseError, match="max_allowed_packet"):
+            await session.add_items([USER, huge])
+        assert await session.get_items() == []
+        await session.add_items([USER])
+        assert await session.get_items() == [USER]

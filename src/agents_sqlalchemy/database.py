@@ -280,6 +280,13 @@ class Database:
         if isinstance(exc, IntegrityError):  # what the SDK's class raises: catchable as such
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
+        if self.dialect_name in ("mysql", "mariadb") and _packet_too_big(exc):
+            return DatabaseError(
+                f"{self.dialect_name} closed the connection, {_outcome(attempt)} ({exc.orig}): "
+                "a statement larger than the server's max_allowed_packet does that, e.g. a "
+                "very large item; raise max_allowed_packet on the server (SET GLOBAL "
+                "max_allowed_packet = ...; 1 GB at most) or store smaller items"
+            )
         problem = sqlite_open_problem(self.url) if "unable to open" in str(exc.orig) else None
         return DatabaseError(
             problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"
@@ -313,6 +320,14 @@ def _seconds(name: str, value: float) -> float:
     if not value <= MAX_WAIT:  # PostgreSQL takes at most 2**31 - 1 milliseconds
         raise ConfigurationError(f"{name} must be at most {MAX_WAIT} seconds, got {value!r}")
     return float(value)
+
+
+def _packet_too_big(exc: DBAPIError) -> bool:
+    """Whether a MySQL/MariaDB failure is (or may be) a packet over max_allowed_packet: the
+    server says so (1153), or closes the connection as it reads one (2006, 2013)."""
+    args = getattr(exc.orig, "args", ())
+    number = args[0] if args and isinstance(args[0], int) else None
+    return number in (1153, 2006, 2013) or "max_allowed_packet" in str(exc.orig)
 
 
 def _outcome(attempt: _Attempt) -> str:
