@@ -261,7 +261,7 @@ def messages_view() -> None:
 
 
 def downgrade() -> None:
-    op.execute(f"DROP VIEW {qualified('messages_view')}")
+    op.execute(f"DROP VIEW IF EXISTS {qualified('messages_view')}")
     roles = ("turn_usage", "branch_items", "branches", "search_index", "keyring")
     for role in (*roles, "items", "sessions"):
         op.drop_table(name(role), schema=schema())
