@@ -237,7 +237,7 @@ OPERATIONS: dict[str, Operation] = {
     "list_sessions": lambda store: store.list_sessions(),
     "delete_session": lambda store: store.delete_session("a"),
     "delete_user": lambda store: store.delete_user("alice"),
-    "purge_inactive": lambda store: store.purge_inactive(timedelta(seconds=0)),
+    "purge_inactive": lambda store: store.purge_inactive(timedelta(seconds=1)),
     "purge_expired": lambda store: store.purge_expired(),
     "rotate_key": lambda store: store.rotate_key(os.urandom(32)),
 }

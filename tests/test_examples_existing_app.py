@@ -14,6 +14,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import MetaData, inspect, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import SessionStore, TableNames
@@ -145,3 +146,14 @@ def add_app_data(conn: Any) -> None:
         text("INSERT INTO tickets (customer_id, subject, chat_session_id) VALUES (1, :s, :c)"),
         {"s": "late parcel", "c": "ticket-1"},
     )
+
+
+def test_a_plain_postgresql_url_works(pg_url: str, tmp_path: Path) -> None:
+    """`postgresql://...`, which the library takes, works for the app's Alembic too."""
+    target = tmp_path / "existing_app"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    plain = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    alembic(target, plain, "upgrade", "head")
+    alembic(target, plain, "upgrade", "head", chat=True)
+    assert "No new upgrade operations detected" in alembic(target, plain, "check")
+    assert {(None, "customers"), ("agents", "chat_items")} <= tables(pg_url)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import importlib.util
+import json
 import socket
 import threading
 import time
@@ -95,8 +97,14 @@ def check_listing_and_transcript(client: httpx.Client, dog: str, garden: str) ->
         if not (cursor := page["next_cursor"]):
             break
     assert seen == [garden, dog]  # most recently active first
-    bad = client.get("/sessions", params={"cursor": "not-a-cursor"}, headers=ALICE)
-    assert bad.status_code == 400
+    forged = [
+        json.dumps(value).encode()
+        for value in (["2026-01-01T00:00:00+00:00", 10**30], ["0001-01-01T00:00:00+14:00", 1])
+    ]
+    for cursor in ["not-a-cursor", *(base64.urlsafe_b64encode(raw).decode() for raw in forged),
+                   base64.urlsafe_b64encode(b"[" * 100).decode()]:  # fmt: skip
+        bad = client.get("/sessions", params={"cursor": cursor}, headers=ALICE)
+        assert bad.status_code == 400, (cursor, bad.text)
 
     transcript = client.get(f"/sessions/{dog}", headers=ALICE).json()["items"]
     assert texts(transcript) == [

@@ -251,4 +251,4 @@ def test_cli_errors_give_cli_advice(db_url: str, tmp_path: Path) -> None:
         "import-sdk", "--from", str(source), "--url", db_url, "--prefix", "fresh_", "--create"
     )
     assert created.exit_code == 0, created.output
-    assert "Imported 1 sessions (1 items)" in created.output
+    assert "Imported 1 session (1 item)" in created.output

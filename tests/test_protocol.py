@@ -144,7 +144,7 @@ async def test_any_unicode_session_id(db_url: str, session_id: str) -> None:
     assert (session_id,) in rows
 
 
-@pytest.mark.parametrize("bad", ["", "\x00", "a\x00b", "\ud800", None, 42])
+@pytest.mark.parametrize("bad", ["", "\ud800", "a\udfffb", None, 42])
 async def test_bad_session_ids_are_rejected(sqlite_url: str, bad: object) -> None:
     async with SessionStore(sqlite_url, create_tables=True) as store:
         with pytest.raises(InvalidSessionIdError):

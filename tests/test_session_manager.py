@@ -108,7 +108,7 @@ def test_cli_archive_and_restore(sqlite_url: str) -> None:
 
     asyncio.run(seed())
     archived = cli("sessions", "archive", "a", "b", "missing", "--url", sqlite_url)
-    assert archived.exit_code == 0, archived.output
+    assert archived.exit_code == 1, archived.output  # "missing" was not there
     assert "Archived 2 sessions" in archived.output and "missing" in archived.output
     listed = cli("sessions", "list", "--url", sqlite_url)
     assert "c" in listed.output.split() and "a" not in listed.output.split()
@@ -117,7 +117,7 @@ def test_cli_archive_and_restore(sqlite_url: str) -> None:
     shown = cli("sessions", "show", "a", "--url", sqlite_url)
     assert "Archived" in shown.output, shown.output
     restored = cli("sessions", "restore", "a", "--url", sqlite_url)
-    assert restored.exit_code == 0 and "Restored 1 sessions" in restored.output
+    assert restored.exit_code == 0 and "Restored 1 session" in restored.output
     none_yet = cli("sessions", "archive", "--inactive-days", "30", "--yes", "--url", sqlite_url)
     assert none_yet.exit_code == 0 and "Archived 0 sessions" in none_yet.output
     usage = cli("sessions", "archive", "--url", sqlite_url)

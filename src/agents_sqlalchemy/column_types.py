@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -69,3 +70,40 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)
+
+
+# PostgreSQL text cannot hold NUL: there a NUL of a session id is stored as this noncharacter
+# (which Unicode keeps for internal use) and "0", and the noncharacter itself is doubled.
+_ESCAPE = "\uffff"
+_ESCAPED = re.compile(f"{_ESCAPE}(.)", re.DOTALL)
+
+
+class SessionIdText(TypeDecorator[str]):
+    """The SDK's session id as text, any character included, NUL too, on every dialect.
+
+    SQLite and MySQL/MariaDB store it as it is; PostgreSQL with each NUL as U+FFFF "0"
+    (and each U+FFFF doubled), which reads back as the id given.
+
+    >>> from sqlalchemy.dialects import postgresql
+    >>> SessionIdText().process_bind_param("a\\x00b", postgresql.dialect())
+    'a\\uffff0b'
+    """
+
+    impl = Text()
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        # Not through `type_descriptor`: on PostgreSQL that makes TEXT a VARCHAR.
+        return mysql.LONGTEXT() if dialect.name in MYSQL else Text()
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or dialect.name != "postgresql":
+            return value
+        if "\x00" in value or _ESCAPE in value:
+            return value.replace(_ESCAPE, _ESCAPE * 2).replace("\x00", f"{_ESCAPE}0")
+        return value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or dialect.name != "postgresql" or _ESCAPE not in value:
+            return value
+        return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), value)

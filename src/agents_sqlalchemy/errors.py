@@ -14,6 +14,8 @@ The tree::
     │   └── TamperedItemError
     ├── SchemaError .......................... the tables are missing or at another revision
     ├── DatabaseError ........................ the database failed or went away; rolled back
+    │   ├── ConstraintError .................. (also SQLAlchemy's IntegrityError) a constraint
+    │   │                                      or trigger of the database refused the write
     │   ├── SessionBusyError ................. another writer held the session past lock_timeout
     │   └── DatabaseTimeoutError ............. no answer within statement_timeout
     ├── KeyringError ......................... the keyring cannot be used
@@ -39,6 +41,10 @@ Example::
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
 
 
 class AgentsSQLAlchemyError(Exception):
@@ -84,6 +90,27 @@ class SchemaError(AgentsSQLAlchemyError):
 
 class DatabaseError(AgentsSQLAlchemyError):
     """The database failed or went away; the operation was rolled back."""
+
+
+class ConstraintError(DatabaseError, sa_exc.IntegrityError):
+    """A constraint or trigger of the database refused the write; it was rolled back.
+
+    Also a `sqlalchemy.exc.IntegrityError` (with its `orig`), as the SDK's own
+    `SQLAlchemySession` raises, so code written for that class catches it.
+    """
+
+    def __init__(
+        self, message: str, statement: str | None = None, params: Any = None, orig: Any = None
+    ) -> None:
+        sa_exc.IntegrityError.__init__(self, statement, params, orig)
+        self.args = (message,)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> Any:
+        return type(self), (self.message,)
 
 
 class SessionBusyError(DatabaseError):

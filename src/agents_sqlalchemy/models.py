@@ -32,7 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 
 # MYSQL and UTCDateTime are imported from here by the repository too.
 from .column_types import MYSQL as MYSQL
-from .column_types import NAMING_CONVENTION, TABLE_OPTIONS, Id, LongBinary, LongText
+from .column_types import NAMING_CONVENTION, TABLE_OPTIONS, Id, LongBinary, LongText, SessionIdText
 from .column_types import UTCDateTime as UTCDateTime
 from .tables import TableNames
 
@@ -43,8 +43,8 @@ class SessionColumns:
     sessions_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    # The SDK's id, any length and any Unicode; looked up through its SHA-256.
-    session_id: Mapped[str] = mapped_column(LongText)
+    # The SDK's id, any length and any Unicode (NUL too); looked up through its SHA-256.
+    session_id: Mapped[str] = mapped_column(SessionIdText)
     session_hash: Mapped[str] = mapped_column(String(64), unique=True)
     user_id: Mapped[str | None] = mapped_column(String(255))
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)

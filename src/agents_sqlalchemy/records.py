@@ -6,10 +6,14 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field, fields
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from typing import Any
 
 from .errors import ConfigurationError
+
+# A cursor is a few dozen characters; anything much longer is not one of ours.
+MAX_CURSOR_LENGTH = 200
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -61,13 +65,23 @@ def encode_cursor(updated_at: datetime, row_id: int) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, int]:
-    """The position a cursor of `encode_cursor` stands for."""
+    """The position a cursor of `encode_cursor` stands for.
+
+    Anything else, forged or damaged, is a `ConfigurationError` before any query runs.
+    """
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_LENGTH:
+        raise ConfigurationError(f"not a cursor of list_sessions: {cursor!r:.100}")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         stamp, row_id = json.loads(raw)
-        return datetime.fromisoformat(stamp), int(row_id)
-    except (ValueError, TypeError) as exc:
-        raise ConfigurationError(f"not a cursor of list_sessions: {cursor!r}") from exc
+        if not isinstance(stamp, str) or type(row_id) is not int or not 0 <= row_id <= INT64_MAX:
+            raise ValueError("not a time and a row id")
+        moment = datetime.fromisoformat(stamp)
+        if moment.tzinfo is None:
+            raise ValueError("a time without its zone")
+        return moment.astimezone(timezone.utc), row_id
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise ConfigurationError(f"not a cursor of list_sessions: {cursor!r:.100}") from exc
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
 from .errors import BranchError, ConfigurationError, StoreClosedError
+from .history_check import HistoryReport, check_history, repaired
 from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
 from .services import Services
+from .services.conversation import WHOLE
 from .turns import (
     MAIN,
     Turn,
@@ -52,7 +54,7 @@ from .turns import (
     used,
 )
 from .types import Scope
-from .validation import session_key, ttl_delta
+from .validation import check_flag, session_key, ttl_delta
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -90,12 +92,14 @@ class StoreSession:
         metadata: dict[str, Any] | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         ttl: float | timedelta | None = None,
+        repair_on_read: bool = False,
     ) -> None:
         self._key = session_key(session_id, user_id, metadata)
         self.session_id = session_id
         self._services = services
         self._ttl = ttl_delta(ttl)
         self._branch = MAIN
+        self.repair_on_read = check_flag("repair_on_read", repair_on_read)
         # The store's settings as they are now and this session's own (checked at once; a
         # dict of a limit stays a dict): the SDK's `SessionSettings` is made of them only
         # when `session_settings` is read, so a process that never runs the SDK never loads it.
@@ -145,8 +149,10 @@ class StoreSession:
         if not self._adopted:
             await self._adopt()
         if branch_id is None and self._branch == MAIN:
-            return await self._live().conversation.read(self._key, self._limit(limit))
-        return await self._read_line(limit, branch_id)
+            items = await self._live().conversation.read(self._key, self._limit(limit))
+        else:
+            items = await self._read_line(limit, branch_id)
+        return repaired(items).items if self.repair_on_read else items
 
     async def add_items(
         self,
@@ -202,6 +208,37 @@ class StoreSession:
         imported or refused (`services.adoption`), never used as a new, empty one."""
         await self._live().adoption.check(self._key)
         self._adopted = True
+
+    # -- history health (history_check.py) -----------------------------------------------------
+
+    async def check(self) -> HistoryReport:
+        """What in the current branch's history the model API would refuse: tool outputs
+        without their call, calls never answered, an item id used twice.
+
+        Example::
+
+            report = await session.check()
+            if not report.ok:
+                print(report.summary())      # "1 orphaned tool output (12 items)"
+                await session.repair()
+        """
+        if self._branch == MAIN:
+            return await self._live().conversation.check(self._key)
+        return check_history(await self._read_line(WHOLE, None))
+
+    async def repair(self) -> HistoryReport:
+        """Mend what `check()` finds, in one transaction, keeping every other item; return
+        what was wrong (`report.ok`: nothing was). See `history_check` for what is done.
+
+        A session with branches is left as it is (`BranchError`): a repair would change
+        items other branches hold.
+        """
+        if not await self._one_line():
+            raise BranchError(
+                f"session {self.session_id[:80]!r} has branches: repair works on a session "
+                "without them (delete the branches it no longer needs first)"
+            )
+        return await self._live().conversation.repair(self._key)
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 

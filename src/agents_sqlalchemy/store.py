@@ -9,6 +9,7 @@ those tables (`SessionStore.shared`), which the last such session to close close
 
 from __future__ import annotations
 
+import secrets
 import threading
 import weakref
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from .aio import run_blocking
 from .crypto import Key, same_key
 from .database.engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
+from .migrations.status import in_memory
 from .records import Removed, SearchHit, SessionInfo, SessionPage, UsageReport
 from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
@@ -147,12 +149,15 @@ class SessionStore:
         metadata: dict[str, Any] | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         ttl: float | timedelta | None = None,
+        repair_on_read: bool = False,
     ) -> SQLAlchemySession:
         """A session object for `Runner.run(..., session=...)`; its row is made on first write.
 
         `user_id` and `metadata` are recorded when the session is first written (change
         them later with `session.update_metadata` and `session.set_user_id`); `ttl`, in
-        seconds or a timedelta, overrides the store's for items this object adds.
+        seconds or a timedelta, overrides the store's for items this object adds. With
+        `repair_on_read`, reads give the history mended as `session.repair()` would mend
+        it (what is stored is left as it is).
         """
         self._services.db.check_open()
         return SQLAlchemySession(
@@ -162,6 +167,7 @@ class SessionStore:
             metadata=metadata,
             session_settings=session_settings,
             ttl=ttl,
+            repair_on_read=repair_on_read,
         )
 
     @property
@@ -209,6 +215,8 @@ class SessionStore:
             if isinstance(url_or_engine, AsyncEngine)
             else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
         )
+        if in_memory(str(target[1])):  # as the SDK's class: a new in-memory database each time
+            target = ("memory", secrets.token_hex(8))
         identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
         with _shared_stores_lock:
             store = _shared_stores.get(identity)
@@ -377,16 +385,18 @@ class SessionStore:
         """Delete every session of a user, e.g. for an erasure request."""
         return await self._services.management.delete(user_id=user_id)
 
-    async def purge_inactive(self, older_than: timedelta) -> Removed:
-        """Delete the sessions with no activity for `older_than`."""
+    async def purge_inactive(self, older_than: timedelta | float) -> Removed:
+        """Delete the sessions with no activity for `older_than` (a timedelta or seconds,
+        positive: `delete_all(confirm=True)` removes every session)."""
         return await self._services.management.delete(inactive_for=older_than)
 
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
         return await self._services.management.purge_expired(batch_size)
 
-    async def archive_inactive(self, older_than: timedelta) -> int:
-        """Archive the sessions with no activity for `older_than`; return how many.
+    async def archive_inactive(self, older_than: timedelta | float) -> int:
+        """Archive the sessions with no activity for `older_than` (a timedelta or seconds);
+        return how many.
 
         Archived sessions keep their items and state and still read and write; they leave
         `list_sessions()` (see `archived=`) until `restore_session`. TTL, `purge_expired`,
@@ -465,6 +475,7 @@ class SQLAlchemySession(StoreSession):
         embedder: Embedder | str | None = None,
         engine_kwargs: dict[str, Any] | None = None,
         import_sdk_history: bool = False,
+        repair_on_read: bool = False,
     ) -> None:
         session_key(session_id, user_id, metadata)  # a bad id fails before any store opens
         targets = [x for x in (url_or_engine, engine, store) if x is not None]
@@ -508,6 +519,7 @@ class SQLAlchemySession(StoreSession):
             metadata=metadata,
             session_settings=session_settings,
             ttl=ttl,
+            repair_on_read=repair_on_read,
         )
         self._store = store
 

@@ -21,6 +21,9 @@ ROLES = (
     "turn_usage",
     "version",
 )
+# The views, named the same way: `messages_view` shows the items in the layout of the Agents
+# SDK's `agent_messages` table (id, session_id, message_data, created_at).
+VIEWS = ("messages_view",)
 
 
 def check_identifier(what: str, value: str) -> str:
@@ -45,6 +48,7 @@ class TableNames:
         TableNames(prefix="chat_")                # chat_sessions, chat_items, ...
         TableNames(items="transcript", schema="agents")
         TableNames().items_table                  # "agents_sqlalchemy_items"
+        TableNames(prefix="chat_").messages_view_name   # "chat_messages_view"
     """
 
     prefix: str = "agents_sqlalchemy_"
@@ -57,6 +61,7 @@ class TableNames:
     branch_items: str | None = None
     turn_usage: str | None = None
     version: str | None = None
+    messages_view: str | None = None
 
     def __post_init__(self) -> None:
         if self.prefix:
@@ -64,11 +69,13 @@ class TableNames:
         if self.schema is not None:
             check_identifier("schema", self.schema)
         names = [check_identifier(f"{role} table name", self.name(role)) for role in ROLES]
+        names += [check_identifier(f"{view} name", self.name(view)) for view in VIEWS]
         if len(set(names)) != len(names):
             raise ConfigurationError(f"table names must be distinct, got {names}")
 
     def name(self, role: str) -> str:
-        """The table name for a role in `ROLES`: its override, else prefix + role."""
+        """The name for a role in `ROLES` (or a view of `VIEWS`): its override, else
+        prefix + role."""
         override: str | None = getattr(self, role)
         return override or f"{self.prefix}{role}"
 
@@ -89,7 +96,9 @@ class TableNames:
         "agents-sqlalchemy db upgrade --url 'sqlite:///a.db' --prefix chat_"
         """
         options = [
-            f"--{key.replace('_', '-')}-table {value}" if key in ROLES else f"--{key} {value}"
+            f"--{key.replace('_', '-')}-table {value}"
+            if key in ROLES
+            else f"--{key.replace('_', '-')} {value}"
             for key, value in self.overrides().items()
         ]
         words = [program, action, revision, f"--url '{url}'", *options]
@@ -102,6 +111,12 @@ class TableNames:
     @property
     def items_table(self) -> str:
         return self.name("items")
+
+    @property
+    def messages_view_name(self) -> str:
+        """The read-only view of the items in the SDK's `agent_messages` layout:
+        `id, session_id, message_data, created_at` (plaintext stores; see the README)."""
+        return self.name("messages_view")
 
     @property
     def version_table(self) -> str:

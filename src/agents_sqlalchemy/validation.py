@@ -29,17 +29,30 @@ MAX_JSON_DEPTH = 128
 MAX_USER_ID_LENGTH = 255
 #: Integers the databases store and compare (signed 64-bit).
 INT64_MAX = 2**63 - 1
+#: Digits an integer in an item may have: JSON readers (pydantic-core's, Python's `int` from
+#: text) refuse longer ones, so such an item could be written but never read back.
+MAX_INT_DIGITS = 4300
+_INT_TOO_BIG = 10**MAX_INT_DIGITS
+# Below this bit length an integer cannot reach `_INT_TOO_BIG` (a cheap first test).
+_INT_SAFE_BITS = 14_000
 
 
 def session_key(session_id: object, user_id: object = None, metadata: object = None) -> SessionKey:
-    """Validate an SDK session id (any non-empty Unicode text without NUL) and key it."""
+    """Validate an SDK session id (any non-empty Unicode text, NUL included) and key it."""
     if not isinstance(session_id, str) or not session_id:
-        raise InvalidSessionIdError(f"session id must be a non-empty string, got {session_id!r}")
-    if "\x00" in session_id:
-        raise InvalidSessionIdError("session id must not contain NUL characters")
+        raise InvalidSessionIdError(
+            f"session id must be a non-empty string, got {session_id!r:.100}"
+        )
     if not _is_utf8(session_id):
         raise InvalidSessionIdError("session id is not valid Unicode text (a lone surrogate)")
     return SessionKey.of(session_id, user_id=check_user_id(user_id), metadata=json_object(metadata))
+
+
+def check_flag(name: str, value: object) -> bool:
+    """`value` if it is True or False, else a `ConfigurationError`."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_user_id(user_id: object) -> str | None:
@@ -74,13 +87,38 @@ def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:
     return ttl
 
 
+def older_than(value: object) -> timedelta:
+    """How long sessions must have been inactive for a purge or an archive: seconds or a
+    timedelta, positive. None, zero and negatives would reach every session, so they are
+    refused (`delete_all(confirm=True)` deletes them all).
+
+    >>> older_than(3600)
+    datetime.timedelta(seconds=3600)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise ConfigurationError(
+            f"older_than is seconds or a timedelta, got {value!r}"
+            + (": to remove every session, use delete_all(confirm=True)" if value is None else "")
+        )
+    try:
+        delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    except (OverflowError, ValueError) as exc:
+        raise ConfigurationError(f"older_than out of range: {exc}") from None
+    if delta <= timedelta(0):
+        raise ConfigurationError(
+            f"older_than must be positive, got {value!r}: to remove every session, use "
+            "delete_all(confirm=True)"
+        )
+    return delta
+
+
 def check_json(value: Any, what: str, *, allow_nul: bool = True) -> None:
     """Raise `ItemError` unless `value` can be stored as JSON and read back unchanged.
 
-    Object keys must be strings (JSON would turn `1` into `"1"`), leaves strings, integers,
-    finite floats, booleans or None, and containers (dicts, lists, tuples) may nest at most
-    `MAX_JSON_DEPTH` deep. With `allow_nul=False` (metadata, which PostgreSQL filters as
-    jsonb), no key or string may hold a NUL character.
+    Object keys must be strings (JSON would turn `1` into `"1"`), leaves strings, integers
+    of at most `MAX_INT_DIGITS` digits, finite floats, booleans or None, and containers
+    (dicts, lists, tuples) may nest at most `MAX_JSON_DEPTH` deep. With `allow_nul=False`
+    (metadata, which PostgreSQL filters as jsonb), no key or string may hold a NUL character.
     """
     pending = [(value, 0)]
     while pending:
@@ -107,8 +145,11 @@ def check_json(value: Any, what: str, *, allow_nul: bool = True) -> None:
             if kind is str:  # the common leaves first, without a call
                 if not allow_nul and "\x00" in child:
                     raise ItemError(f"{what} has a string with a NUL character")
-            elif child is None or kind is int or kind is bool:
+            elif child is None or kind is bool:
                 continue
+            elif kind is int:
+                if child.bit_length() > _INT_SAFE_BITS:
+                    _check_int(child, what)
             else:
                 pending.append((child, depth + 1))
 
@@ -120,9 +161,20 @@ def _check_leaf(value: Any, what: str, allow_nul: bool) -> None:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ItemError(f"{what} holds {value!r}, which JSON cannot represent")
-    elif value is not None and not isinstance(value, int):
+    elif isinstance(value, int):
+        if not isinstance(value, bool) and value.bit_length() > _INT_SAFE_BITS:
+            _check_int(value, what)
+    elif value is not None:
         raise ItemError(
             f"{what} is not JSON-serialisable: it holds a {type(value).__name__} ({value!r:.80})"
+        )
+
+
+def _check_int(value: int, what: str) -> None:
+    if abs(value) >= _INT_TOO_BIG:
+        raise ItemError(
+            f"{what} holds an integer of more than {MAX_INT_DIGITS} digits, which JSON readers "
+            "refuse: store it as a string"
         )
 
 

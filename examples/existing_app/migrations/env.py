@@ -1,7 +1,8 @@
 """The app's Alembic environment (as `alembic init -t async` makes it), sharing its database
 with agents_sqlalchemy's tables: its autogenerate neither drops nor re-creates them.
 
-The database: `alembic -x url=...`, else `sqlalchemy.url` in alembic.ini.
+The database: `alembic -x url=...`, else `sqlalchemy.url` in alembic.ini; a plain URL
+(`postgresql://...`) gets the async driver the app installed with agents_sqlalchemy.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from alembic import context
 from models import Base  # the app's models (alembic.ini: prepend_sys_path)
 from sqlalchemy import pool
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import LibraryTables, TableNames
@@ -24,6 +25,16 @@ if config.config_file_name is not None:
 url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
     "sqlalchemy.url"
 )
+# The async driver for a URL that names none (as agents_sqlalchemy takes them).
+ASYNC_DRIVERS = {
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "sqlite": "sqlite+aiosqlite",
+    "mysql": "mysql+asyncmy",
+    "mariadb": "mariadb+asyncmy",
+}
+parsed = make_url(str(url))
+url = parsed.set(drivername=ASYNC_DRIVERS.get(parsed.drivername, parsed.drivername))
 
 # The chat tables' names, from the [agents_sqlalchemy] section that migrates them.
 chat = config.get_section("agents_sqlalchemy", {})
@@ -43,7 +54,7 @@ def run_migrations(connection: Connection) -> None:
 
 
 async def run_online() -> None:
-    engine = create_async_engine(str(url), poolclass=pool.NullPool)
+    engine = create_async_engine(url, poolclass=pool.NullPool)
     async with engine.connect() as connection:
         await connection.run_sync(run_migrations)
     await engine.dispose()

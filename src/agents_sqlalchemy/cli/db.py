@@ -51,12 +51,13 @@ def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
         click.secho(after.describe().removeprefix("at revision "), fg="green")
 
 
-@command.command()
+@command.command(context_settings={"ignore_unknown_options": True})
 @click.argument("revision")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @database_options
 def downgrade(url: str, tables: TableNames, revision: str, yes: bool) -> None:
-    """Migrate the tables down to REVISION ("base" removes every table of the library)."""
+    """Migrate the tables down to REVISION: a revision id, -1 (one step), or "base"
+    (removes every table of the library)."""
     if not yes:
         click.confirm(
             f"Downgrade {shown(url)} to {revision}? Tables dropped lose their rows", abort=True
@@ -82,6 +83,11 @@ def current(url: str, tables: TableNames) -> None:
     """Show the revision the database is at, and the one this version expects."""
     status = status_of(url, tables)
     click.echo(f"{shown(url)}: {status.describe()}")
+    if status.state == "missing" and status.others:
+        found = ", ".join(
+            f"{name} (--prefix {name.removesuffix('version')})" for name in status.others
+        )
+        click.echo(f"this library's tables are there under other names: {found}")
 
 
 @command.command()
@@ -93,5 +99,5 @@ def check(url: str, tables: TableNames) -> None:
         click.secho(f"{shown(url)}: {status.describe()}", fg="green")
         return
     click.secho(f"{shown(url)}: {status.describe()}", fg="yellow", err=True)
-    click.echo(str(status.error(shown(url))), err=True)
+    click.echo(status.error(shown(url)).cli_message, err=True)
     raise SystemExit(1)

@@ -13,9 +13,11 @@ from typing import Any, get_args
 import click
 
 from ..crypto import Key
-from ..services.importer import Order, import_sdk
+from ..errors import WrongKeyError
+from ..services.importer import ImportReport, Order, import_sdk
 from ..tables import TableNames
-from .options import database_options, key_options, missing_sqlite_file, run
+from .layout import counted
+from .options import database_options, encrypted_hint, key_options, missing_sqlite_file, run
 
 
 class ProgressBar:
@@ -97,7 +99,7 @@ def command(
     bar = ProgressBar(progress, "Importing items")
     try:
         report = run(
-            import_sdk(
+            _import(
                 source,
                 url,
                 tables=tables,
@@ -113,7 +115,7 @@ def command(
     finally:
         bar.close()
     click.secho(
-        f"Imported {report.sessions} sessions ({report.items} items); "
+        f"Imported {counted(report.sessions, 'session')} ({counted(report.items, 'item')}); "
         f"skipped {report.skipped_sessions} already present",
         fg="green",
     )
@@ -129,8 +131,18 @@ def command(
         )
     if report.unreadable:
         click.secho(
-            f"{report.unreadable} rows were not JSON objects and were left out "
+            f"Left out {counted(report.unreadable, 'row')} that did not hold a JSON object "
             "(the SDK skips them too)",
             fg="yellow",
             err=True,
         )
+
+
+async def _import(source: str, url: str, **options: Any) -> ImportReport:
+    """`import_sdk`; an encrypted target opened without a key says how to give it here."""
+    try:
+        return await import_sdk(source, url, **options)
+    except WrongKeyError as exc:
+        if options.get("key") is not None:
+            raise
+        raise WrongKeyError(encrypted_hint(url)) from exc

@@ -23,6 +23,7 @@ from ..services import ROTATE_BATCH
 from ..store import SessionStore
 from ..tables import TableNames
 from .importer import ProgressBar
+from .layout import counted
 from .options import ENV_PREFIX, database_options, key_options, run
 
 NEW_KEY_ENV = f"{ENV_PREFIX}NEW_KEY"
@@ -78,7 +79,7 @@ def command(
         bar.close()
     shown = normalize_url(url).render_as_string(hide_password=True)
     click.secho(
-        f"Re-wrapped {done} data keys in {time.perf_counter() - started:.1f} s; "
+        f"Re-wrapped {counted(done, 'data key')} in {time.perf_counter() - started:.1f} s; "
         f"only the new key opens {shown} now",
         fg="green",
     )

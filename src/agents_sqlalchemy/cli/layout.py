@@ -35,6 +35,15 @@ def width(text: str) -> int:
     )
 
 
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """`number` and the word that agrees with it.
+
+    >>> counted(1, "session"), counted(2, "session"), counted(0, "entry", "entries")
+    ('1 session', '2 sessions', '0 entries')
+    """
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
 def fit(text: str, columns: int) -> str:
     """`text` on one line, cut to `columns` terminal columns with a trailing "…"."""
     text = clean(text).replace("\n", " ").replace("\t", " ")

@@ -29,12 +29,12 @@ from ..crypto import Key, KeyProvider, validate_key
 from ..database.engines import normalize_url, sqlite_file
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
 from ..store import SessionStore
-from ..tables import ROLES, TableNames
+from ..tables import ROLES, VIEWS, TableNames
 
 T = TypeVar("T")
 ENV_PREFIX = "AGENTS_SQLALCHEMY_"
 # The click parameter of each table role's override, e.g. --items-table -> items_table.
-_ROLE_PARAMS = {f"{role}_table": role for role in ROLES}
+_ROLE_PARAMS = {f"{role}_table": role for role in ROLES} | {view: view for view in VIEWS}
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -60,10 +60,11 @@ def _table_options() -> list[Decorator]:
     ]
     options += [
         click.option(
-            f"--{role.replace('_', '-')}-table",
+            f"--{param.replace('_', '-')}",
             param,
             metavar="NAME",
-            help=f"Name of the {role.replace('_', ' ')} table [default: PREFIX{role}].",
+            help=f"Name of the {role.replace('_', ' ')} "
+            f"{'' if role in VIEWS else 'table '}[default: PREFIX{role}].",
         )
         for param, role in _ROLE_PARAMS.items()
     ]
@@ -181,6 +182,19 @@ def read_key(source: KeySource, *, prompt: str | None = None, confirm: bool = Fa
     if not value and prompt is None and not source.ask:
         return None
     if not value:
+        stdin = sys.stdin
+        if stdin is sys.__stdin__ and stdin is not None and not stdin.isatty():
+            # No terminal to ask: a key piped in is read as a line (no echo to hide), and
+            # none at all says where a key goes.
+            value = stdin.readline().rstrip("\r\n")
+            if not value:
+                variable = source.env or source.default_env
+                raise click.UsageError(
+                    f"no key given and no terminal to ask for it: set ${variable} (or name "
+                    f"another variable with {source.option}-env, or a provider with "
+                    f"{source.option}-provider), or pipe the key in"
+                )
+            return decode_key(value, source.form, f"{source.option}-format")
         text = prompt or "Key"
         value = str(click.prompt(text, hide_input=True, confirmation_prompt=confirm))
     return decode_key(str(value), source.form, f"{source.option}-format")
@@ -333,11 +347,16 @@ async def opened(
         except WrongKeyError as exc:
             if key is not None:
                 raise
-            raise WrongKeyError(
-                f"{shown(url)} is encrypted: give its key in ${KEY_ENV} (or the variable "
-                "named by --key-env, with --key-format hex|base64 for a raw key), name a "
-                "provider with --key-provider MODULE:ATTR, or use --ask-key"
-            ) from exc
+            raise WrongKeyError(encrypted_hint(url)) from exc
+
+
+def encrypted_hint(url: str) -> str:
+    """What to say when an encrypted database was opened without a key."""
+    return (
+        f"{shown(url)} is encrypted: give its key in ${KEY_ENV} (or the variable "
+        "named by --key-env, with --key-format hex|base64 for a raw key), name a "
+        "provider with --key-provider MODULE:ATTR, or use --ask-key"
+    )
 
 
 def iso_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:

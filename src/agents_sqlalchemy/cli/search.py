@@ -31,6 +31,7 @@ from ..search import (
 )
 from ..tables import TableNames
 from .importer import ProgressBar
+from .layout import counted
 from .options import (
     database_options,
     key_options,
@@ -234,7 +235,7 @@ def reindex(
         model_id, done = run(_reindex(url, tables, key, embedder_name, batch_size, bar))
     finally:
         bar.close()
-    click.secho(f"Indexed {done} items for {model_id} in {shown(url)}", fg="green")
+    click.secho(f"Indexed {counted(done, 'item')} for {model_id} in {shown(url)}", fg="green")
 
 
 async def _reindex(

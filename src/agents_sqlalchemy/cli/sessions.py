@@ -30,7 +30,8 @@ from .options import (
     run,
 )
 from .sessions_admin import commands as admin_commands
-from .transcript import clean, transcript
+from .sessions_health import commands as health_commands
+from .transcript import one_line, transcript
 from .usage import branches_line, read_session, turn_usage_lines, usage_command
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
@@ -95,7 +96,7 @@ def info_json(info: SessionInfo) -> dict[str, Any]:
 
 @click.group("sessions")
 def command() -> None:
-    """List, read, archive, restore, delete and purge sessions.
+    """List, read, check, repair, archive, restore, delete and purge sessions.
 
     An encrypted database needs its key: from $AGENTS_SQLALCHEMY_KEY, the variable named
     by --key-env, or typed at the --ask-key prompt (never as an argument).
@@ -275,9 +276,9 @@ def show(
     total = counts.get(branch or "main", len(items))
     count = f"{total}" if len(items) >= total else f"{total} (showing the latest {len(items)})"
     header = [
-        ("Session", clean(info.session_id)),
-        ("Owner", clean(info.user_id) if info.user_id is not None else "-"),
-        ("Metadata", clean(format_meta(info.metadata)) or "-"),
+        ("Session", one_line(info.session_id)),
+        ("Owner", one_line(info.user_id) if info.user_id is not None else "-"),
+        ("Metadata", one_line(format_meta(info.metadata)) or "-"),
         ("Created", f"{second(info.created_at)} UTC"),
         ("Updated", f"{second(info.updated_at)} UTC"),
         ("Items", count),
@@ -297,5 +298,5 @@ def show(
         click.echo(line)
 
 
-for _command in [*admin_commands, usage_command]:
+for _command in [*admin_commands, *health_commands, usage_command]:
     command.add_command(_command)

@@ -18,6 +18,7 @@ import click
 from ..crypto import Key
 from ..records import Removed
 from ..tables import TableNames
+from .layout import counted
 from .options import database_options, key_options, opened, run, shown
 from .transcript import clean
 
@@ -46,7 +47,8 @@ def delete(
 ) -> None:
     """Delete sessions by id, or every session of a user (--user).
 
-    Items, their keys, state and the session rows go; asks first unless --yes.
+    Items, their keys, state and the session rows go; asks first unless --yes. Exits 1
+    if a session named does not exist (the others are deleted).
 
     \b
     Example:
@@ -61,7 +63,9 @@ def delete(
     removed, missing = run(_delete(url, tables, key, session_ids, user_id))
     for session_id in missing:
         click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)
-    click.echo(f"Removed {removed.sessions} sessions ({removed.items} items)")
+    click.echo(f"Removed {counted(removed.sessions, 'session')} ({counted(removed.items, 'item')})")
+    if missing:
+        raise SystemExit(1)
 
 
 async def _delete(
@@ -113,9 +117,12 @@ def purge(
         )
     items, removed = run(_purge(url, tables, key, expired, inactive_days))
     if items is not None:
-        click.echo(f"Removed {items} expired items")
+        click.echo(f"Removed {counted(items, 'expired item')}")
     if removed is not None:
-        click.echo(f"Removed {removed.sessions} inactive sessions ({removed.items} items)")
+        click.echo(
+            f"Removed {counted(removed.sessions, 'inactive session')} "
+            f"({counted(removed.items, 'item')})"
+        )
 
 
 async def _purge(
@@ -165,7 +172,9 @@ def archive(
     count, missing = run(_archive(url, tables, key, session_ids, inactive_days, archive=True))
     for session_id in missing:
         click.secho(f"No session {clean(repr(session_id))} to archive", fg="yellow", err=True)
-    click.echo(f"Archived {count} sessions")
+    click.echo(f"Archived {counted(count, 'session')}")
+    if missing:
+        raise SystemExit(1)
 
 
 @click.command()
@@ -182,7 +191,9 @@ def restore(url: str, tables: TableNames, key: Key | None, session_ids: tuple[st
     count, missing = run(_archive(url, tables, key, session_ids, None, archive=False))
     for session_id in missing:
         click.secho(f"No archived session {clean(repr(session_id))}", fg="yellow", err=True)
-    click.echo(f"Restored {count} sessions")
+    click.echo(f"Restored {counted(count, 'session')}")
+    if missing:
+        raise SystemExit(1)
 
 
 async def _archive(

@@ -33,7 +33,11 @@ _STYLES: dict[str, dict[str, Any]] = {
     "reasoning": {"fg": "bright_black"},
 }
 # C0/C1 controls but newline and tab, and the bidirectional overrides: shown as \xNN.
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+# The same, and newline and tab: for values shown on one line (ids, owners, metadata).
+_UNSAFE_LINE = re.compile(f"[\n\t{_UNSAFE.pattern[1:-1]}]")
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _TOOL_OUTPUTS = frozenset(
     {
@@ -63,6 +67,16 @@ def clean(text: str) -> str:
     'red\\\\x1b[31m'
     """
     return _UNSAFE.sub(_escaped, text)
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character escaped, newline and tab too: one line that
+    cannot pass for another or turn the text after it around.
+
+    >>> one_line("alice\\nSession   forged\\u202e")
+    'alice\\\\x0aSession   forged\\\\u202e'
+    """
+    return _UNSAFE_LINE.sub(_escaped, text)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -19,7 +19,7 @@ from ..crypto import Key
 from ..records import SessionInfo, TokenUsage, UsageReport
 from ..session import StoreSession
 from ..tables import TableNames
-from .layout import fit, table
+from .layout import counted, fit, table
 from .options import database_options, iso_time, key_options, opened, run, shown
 from .transcript import clean
 
@@ -71,7 +71,7 @@ def branches_line(branches: list[dict[str, Any]], shown: str) -> str:
     """`main (12 items), retry* (7 items)`: the branch shown is starred."""
     return ", ".join(
         f"{clean(b['branch_id'])}{'*' if b['branch_id'] == shown else ''} "
-        f"({b['message_count']} items)"
+        f"({counted(b['message_count'], 'item')})"
         for b in branches
     )
 

@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from ..errors import ConfigurationError
 
@@ -95,6 +96,20 @@ def pgbouncer_options(url: URL, options: dict[str, Any]) -> tuple[URL, dict[str,
     }
     url = url.update_query_dict({"prepared_statement_cache_size": "0"})
     return url, {**options, "connect_args": connect_args}
+
+
+def shared_memory(url: URL) -> URL:
+    """An in-memory SQLite URL as a named in-memory database that every connection of this
+    process can open while one stays open, so that `store.engine` reaches the store's own
+    data (`:memory:` would give each connection a database of its own); other URLs as they
+    are.
+    """
+    if url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:"):
+        return url
+    name = f"file:agents_sqlalchemy_{uuid.uuid4().hex}"
+    return url.set(database=name).update_query_dict(
+        {"mode": "memory", "cache": "shared", "uri": "true"}
+    )
 
 
 def sqlite_file(url: URL) -> Path | None:
@@ -206,7 +221,7 @@ class EngineSource:
             self.url = url_or_engine.url
         else:
             self._given = None
-            self.url = normalize_url(url_or_engine)
+            self.url = shared_memory(normalize_url(url_or_engine))
             self._engine_url, self.pooled = pgbouncer_mode(self.url)
             self._engine_kwargs = dict(engine_kwargs or {})
 
@@ -257,6 +272,8 @@ class EngineSource:
             url, options = pgbouncer_options(url, options)
         elif self.sets_lock_timeout:
             options = _pg_lock_timeout(options, self._lock_timeout)
+        if url.query.get("mode") == "memory":  # kept alive by the store's own connection
+            options = {"poolclass": NullPool, **options}
         try:
             engine = create_async_engine(url, **options)
         except ImportError as exc:

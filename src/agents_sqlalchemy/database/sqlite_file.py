@@ -57,7 +57,7 @@ class SQLiteFile:
         self, url: URL, engine_kwargs: dict[str, Any], synchronous: str, *, lock_timeout: float
     ) -> None:
         options = dict(engine_kwargs)
-        memory = url.database in (None, "", ":memory:")
+        memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
         if memory:  # one in-memory database for every thread: one connection, used in turn
             options |= {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         self.engine = _engine(url, options)

@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..aio import settle
 from ..errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
+    ConstraintError,
     DatabaseError,
     DatabaseTimeoutError,
     SessionBusyError,
@@ -267,6 +268,16 @@ class Database:
         )
 
     def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError:
+        if isinstance(exc, IntegrityError):  # what the SDK's class raises: catchable as such
+            message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
+            return ConstraintError(message, exc.statement, exc.params, exc.orig)
+        if self.dialect_name in ("mysql", "mariadb") and _packet_too_big(exc):
+            return DatabaseError(
+                f"{self.dialect_name} closed the connection, {_outcome(attempt)} ({exc.orig}): "
+                "a statement larger than the server's max_allowed_packet does that, e.g. a "
+                "very large item; raise max_allowed_packet on the server (SET GLOBAL "
+                "max_allowed_packet = ...; 1 GB at most) or store smaller items"
+            )
         problem = sqlite_open_problem(self.url) if "unable to open" in str(exc.orig) else None
         return DatabaseError(
             problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"
@@ -290,10 +301,24 @@ class Database:
         await self._source.close()
 
 
+#: The longest `lock_timeout` or `statement_timeout` (about 24.8 days), in seconds.
+MAX_WAIT = (2**31 - 1) // 1000
+
+
 def _seconds(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+    if not value <= MAX_WAIT:  # PostgreSQL takes at most 2**31 - 1 milliseconds
+        raise ConfigurationError(f"{name} must be at most {MAX_WAIT} seconds, got {value!r}")
     return float(value)
+
+
+def _packet_too_big(exc: DBAPIError) -> bool:
+    """Whether a MySQL/MariaDB failure is (or may be) a packet over max_allowed_packet: the
+    server says so (1153), or closes the connection as it reads one (2006, 2013)."""
+    args = getattr(exc.orig, "args", ())
+    number = args[0] if args and isinstance(args[0], int) else None
+    return number in (1153, 2006, 2013) or "max_allowed_packet" in str(exc.orig)
 
 
 def _outcome(attempt: _Attempt) -> str:

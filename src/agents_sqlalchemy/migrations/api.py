@@ -32,6 +32,7 @@ from ..database.units import Database, database_errors, sqlite_open_problem
 from ..errors import ConfigurationError, DatabaseError
 from ..tables import TableNames
 from .config import alembic_config, head_revision, mysql_migration_lock
+from .logs import quiet_alembic
 from .status import SchemaStatus, schema_status
 
 __all__ = [
@@ -111,6 +112,10 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
     """
 
     def migrate(conn: Connection) -> SchemaStatus:
+        with quiet_alembic():  # not into the app's logs
+            return migrate_loudly(conn)
+
+    def migrate_loudly(conn: Connection) -> SchemaStatus:
         if not create:
             return schema_status(conn, tables)
         with mysql_migration_lock(conn, tables):  # DDL there is not transactional

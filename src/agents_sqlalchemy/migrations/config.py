@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from ..database.locks import advisory_lock
 from ..errors import ConfigurationError
-from ..tables import ROLES, TableNames
+from ..tables import ROLES, VIEWS, TableNames
 
 # Where Alembic finds the scripts: a path for our own calls, a resource name for an app's ini.
 SCRIPT_DIR = Path(__file__).resolve().parent
@@ -34,7 +34,11 @@ TABLES_KEY = "agents_sqlalchemy.tables"
 # The `context.configure()` option through which each revision reads the table names.
 REVISION_OPTION = "agents_sqlalchemy_tables"
 # Keys of `-x key=value` and of an app's alembic.ini section, besides `url`.
-NAME_KEYS = {"prefix": "prefix", "schema": "schema"} | {f"{role}_table": role for role in ROLES}
+NAME_KEYS = (
+    {"prefix": "prefix", "schema": "schema"}
+    | {f"{role}_table": role for role in ROLES}
+    | {view: view for view in VIEWS}
+)
 
 
 def tables_from_options(options: Mapping[str, str], *, strict: bool) -> TableNames:
@@ -53,8 +57,9 @@ def tables_from_options(options: Mapping[str, str], *, strict: bool) -> TableNam
 
 
 def revision_options(tables: TableNames) -> dict[str, str | None]:
-    """What the revisions read from their context: the schema and a name per table role."""
-    return {"schema": tables.schema, **{role: tables.name(role) for role in ROLES}}
+    """What the revisions read from their context: the schema and a name per table role
+    (and per view)."""
+    return {"schema": tables.schema, **{role: tables.name(role) for role in (*ROLES, *VIEWS)}}
 
 
 def alembic_config(

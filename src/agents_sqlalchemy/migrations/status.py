@@ -123,6 +123,12 @@ class SchemaStatus:
     def _detail(self, where: str, *, cli: bool) -> str:
         run = self.tables.command_line("upgrade", where)
         found, expected = self.found_text, self.expected
+        if self.state == "missing" and in_memory(where):
+            return (
+                f"the tables of agents_sqlalchemy are not in the in-memory database {where}: "
+                "pass create_tables=True (no command reaches a database that lives in this "
+                "process only)"
+            )
         if self.state == "missing":
             detail = (
                 f"the tables of agents_sqlalchemy are not in {where} (revision found: none, "
@@ -185,6 +191,18 @@ class SchemaStatus:
             f"`await agents_sqlalchemy.import_sdk('{where}', '{where}', "
             f"sessions_table={sessions!r}, messages_table={messages!r}, create_tables=True)`"
         )
+
+
+def in_memory(where: str) -> bool:
+    """Whether a URL (as shown) names an in-memory SQLite database.
+
+    >>> in_memory("sqlite+aiosqlite:///%3Amemory%3A"), in_memory("sqlite+aiosqlite:///a.db")
+    (True, False)
+    """
+    if not where.startswith("sqlite"):
+        return False
+    marks = (":memory:", "%3Amemory%3A", "mode=memory")
+    return any(mark in where for mark in marks) or where.split("?")[0].endswith("://")
 
 
 def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:

@@ -173,6 +173,31 @@ class Imports:
         capped = select(messages.c.message_data).limit(COUNT_CAP).subquery()
         return int(conn.execute(select(func.count()).select_from(capped)).scalar_one())
 
+    async def sdk_session_ids(self, messages_table: str) -> list[str]:
+        """The distinct session ids (at most `COUNT_CAP`) of the SDK's `messages_table`
+        beside ours; [] when it does not exist."""
+        return await self._schema.db.read(lambda conn: self._sdk_session_ids(conn, messages_table))
+
+    def _sdk_session_ids(self, conn: Connection, messages_table: str) -> list[str]:
+        if not inspect(conn).has_table(messages_table):
+            return []
+        messages = Table(messages_table, MetaData(), Column("session_id", Text))
+        found = select(messages.c.session_id).distinct().limit(COUNT_CAP)
+        return [str(session_id) for session_id in conn.execute(found).scalars()]
+
+    async def known_hashes(self, hashes: Sequence[str]) -> set[str]:
+        """Which of these session hashes have a session row here."""
+        column = self._schema.sessions.c.session_hash
+
+        def work(conn: Connection) -> set[str]:
+            known: set[str] = set()
+            for start in range(0, len(hashes), 500):
+                chunk = list(hashes[start : start + 500])
+                known.update(conn.execute(select(column).where(column.in_(chunk))).scalars())
+            return known
+
+        return await self._schema.db.read(work)
+
     async def import_session(
         self,
         key: SessionKey,

@@ -67,9 +67,9 @@ _STALE = object()
 
 
 def companion_hash(key: SessionKey) -> str:
-    """The lookup hash of a session's companion row; no session id contains NUL, so no
-    session's own hash is ever this."""
-    return hashlib.sha256(f"{key.session_id}\x00branches".encode()).hexdigest()
+    """The lookup hash of a session's companion row; it hashes a byte no UTF-8 text holds
+    (0xFF) first, so no session's own hash is ever this."""
+    return hashlib.sha256(b"\xffbranches\x00" + key.session_id.encode()).hexdigest()
 
 
 def inserted(conn: Connection, statement: Any) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Hashable
@@ -130,8 +131,11 @@ class Background:
                 for key, job in jobs:
                     try:
                         await job()
-                    except Exception:  # the next search or removal tries again, and raises
-                        logger.warning("background job %r failed", key, exc_info=True)
+                    except Exception as exc:  # the next search or removal tries again
+                        if _at_exit(exc):  # the process is ending: left for the next one
+                            logger.debug("background job %r left at exit", key)
+                        else:
+                            logger.warning("background job %r failed", key, exc_info=True)
         finally:
             if not finished:  # cancelled with its loop: what is left is caught up later
                 with self._lock:
@@ -157,6 +161,13 @@ class Background:
                 return
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(hurry.wait(), wait)
+
+
+def _at_exit(exc: Exception) -> bool:
+    """Whether `exc` says the interpreter is ending (its thread pools take no more work)."""
+    return isinstance(exc, RuntimeError) and (
+        sys.is_finalizing() or "after shutdown" in str(exc) or "interpreter shutdown" in str(exc)
+    )
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

@@ -21,7 +21,8 @@ from datetime import timedelta
 from typing import Any
 
 from ..codec import encode_item, encode_items
-from ..errors import AgentsSQLAlchemyError, ConfigurationError
+from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
+from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..types import Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
@@ -30,6 +31,11 @@ from .opener import Opener
 # Items decoded or encoded in a worker thread beyond this many, so that one big session does
 # not hold the event loop (below it, the thread hop costs more than the work).
 OFF_LOOP = 1000
+
+#: A limit that reads a whole history (the SDK's compaction reads "all" the same way).
+WHOLE = 2**31 - 1
+#: Times `repair` reads again when a writer changed the history meanwhile.
+REPAIR_ATTEMPTS = 5
 
 #: Told after each write what went into the main line, if set: search indexes it.
 
@@ -227,6 +233,25 @@ class Conversation:
             await self._compaction.replace_all(key, len(items), build, ttl or self.ttl)
         if self._written is not None:
             self._written(Appended(key))
+
+    async def check(self, key: SessionKey) -> HistoryReport:
+        """What in the session's history the model API would refuse (`history_check`)."""
+        return check_history(await self.read(key, None))
+
+    async def repair(self, key: SessionKey) -> HistoryReport:
+        """Mend the session's history (`history_check.repaired`) in one transaction that
+        fails, and is tried again on a fresh read, if a writer changed it meanwhile; return
+        what was wrong. Items kept keep their place in time (`created_at`)."""
+        for _ in range(REPAIR_ATTEMPTS):
+            items, tail = await self.tail(key, WHOLE)
+            fix = repaired(items)
+            if not fix.changed or await self.replace_tail(key, tail, 0, fix.items):
+                return fix.report
+        raise SessionBusyError(
+            f"session {key.session_id[:80]!r} kept changing while it was being repaired: "
+            "nothing was changed, try again",
+            key.session_id,
+        )
 
     async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
         """Rows for `items` once their first number is known (search indexes them after)."""

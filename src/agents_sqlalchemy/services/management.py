@@ -12,14 +12,14 @@ Example::
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import SearchIndex, Sessions
 from ..types import SessionKey
-from ..validation import check_range, check_user_id, metadata_filter, session_key
+from ..validation import check_range, check_user_id, metadata_filter, older_than, session_key
 from .opener import Opener
 
 DELETE_BATCH = 500
@@ -87,8 +87,8 @@ class Management:
 
     async def archive(self, *, archive: bool = True, **where: Any) -> int:
         """Archive (or restore) the sessions matching `where`; return how many changed."""
-        if "inactive_for" in where and where["inactive_for"] <= timedelta(0):
-            raise ConfigurationError(f"older_than must be positive, got {where['inactive_for']}")
+        if "inactive_for" in where:
+            where["inactive_for"] = older_than(where["inactive_for"])
         await self._opener.ready()
         condition = self._sessions.sessions_where(**where)
         return await self._sessions.archive_sessions(condition, archive=archive, batch=DELETE_BATCH)
@@ -103,6 +103,8 @@ class Management:
         """Delete the sessions matching `where` (see `Sessions.sessions_where`)."""
         if "user_id" in where and check_user_id(where["user_id"]) is None:
             raise ConfigurationError("delete_user needs a user id, got None")
+        if "inactive_for" in where:
+            where["inactive_for"] = older_than(where["inactive_for"])
         await self._opener.ready()
         condition = self._sessions.sessions_where(**where)
         async with self._opener.scrubbing():

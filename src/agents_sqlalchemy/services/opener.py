@@ -117,6 +117,12 @@ class Opener:
             await self._check_schema()
             await self._announce()
 
+    async def encrypted(self) -> bool:
+        """Whether the database has a keyring (its items are sealed), read without a key."""
+        async with holding(self._opening):
+            await self._check_schema()
+        return bool(await self._keyring.keyring_rows())
+
     async def _check_schema(self) -> None:
         """The schema at head (the version table and the catalog only: no row of ours)."""
         if not self._schema_checked:

@@ -1,4 +1,5 @@
-"""Initial schema: sessions, items (and their keys), keyring, search index, branches.
+"""Initial schema: sessions, items (and their keys), keyring, search index, branches, and
+a view of the items in the Agents SDK's `agent_messages` layout.
 
 Revision ID: 0001
 Revises:
@@ -228,9 +229,41 @@ def branches() -> None:
     )
     index(t, "session_pk")
     index(t, "created_at")
+    messages_view()
+
+
+def qualified(role: str) -> str:
+    """`[schema.]name`, quoted as the database needs."""
+    quote = op.get_context().dialect.identifier_preparer.quote
+    schema_name = schema()
+    return f"{quote(schema_name)}.{quote(name(role))}" if schema_name else quote(name(role))
+
+
+def messages_view() -> None:
+    """A read-only view in the layout of the SDK's `agent_messages` table: `id`,
+    `session_id`, `message_data` (the item's JSON text) and `created_at`, for the live items
+    of every session's main line (a plaintext store's; sealed items have no text to show).
+
+    Queries written for the SDK's tables run against it with its name, e.g.
+    `SELECT session_id, COUNT(*) FROM chat_messages_view GROUP BY session_id`.
+    """
+    dialect = op.get_context().dialect.name
+    now = {
+        "postgresql": "now()",
+        "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')",  # as the naive UTC text stored
+    }.get(dialect, "UTC_TIMESTAMP(6)")
+    op.execute(
+        f"CREATE VIEW {qualified('messages_view')} AS "
+        "SELECT i.id AS id, s.session_id AS session_id, i.payload AS message_data, "
+        "i.created_at AS created_at "
+        f"FROM {qualified('items')} i JOIN {qualified('sessions')} s ON s.id = i.session_pk "
+        "WHERE s.parent_pk IS NULL AND i.payload IS NOT NULL "
+        f"AND (i.expires_at IS NULL OR i.expires_at > {now})"
+    )
 
 
 def downgrade() -> None:
+    op.execute(f"DROP VIEW IF EXISTS {qualified('messages_view')}")
     roles = ("turn_usage", "branch_items", "branches", "search_index", "keyring")
     for role in (*roles, "items", "sessions"):
         op.drop_table(name(role), schema=schema())

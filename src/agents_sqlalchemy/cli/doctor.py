@@ -1,0 +1,237 @@
+"""`agents-sqlalchemy doctor`: what a deployment gets wrong, checked in one go, each finding
+with the command that fixes it.
+
+The checks, in order: the schema (revision, and the prefix the tables are under), the key
+(an encrypted database opened without one, a wrong one, an unfinished rotation), the
+embedder against the model the items were indexed with, the Agents SDK's own tables
+holding sessions not imported, and the histories the model API would refuse
+(`sessions check`). Nothing is written.
+
+Example::
+
+    agents-sqlalchemy doctor --url postgresql://app@db/app --prefix chat_
+    AGENTS_SQLALCHEMY_KEY=... agents-sqlalchemy doctor --url agent.db --embedder model2vec
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import click
+
+from ..crypto import Key
+from ..errors import AgentsSQLAlchemyError, KeyringError, SdkHistoryWarning, WrongKeyError
+from ..migrations import api as migrate
+from ..search import BUILTIN_EMBEDDERS, HashingEmbedder
+from ..services import Services
+from ..services.opener import IMPORT_COMMAND, SDK_MESSAGES
+from ..store import SessionStore
+from ..tables import TableNames
+from ..types import SessionKey
+from .layout import counted
+from .options import (
+    ENV_PREFIX,
+    database_options,
+    encrypted_hint,
+    key_options,
+    missing_sqlite_file,
+    run,
+    shown,
+)
+from .search import load_embedder
+from .sessions_health import check_sessions
+from .transcript import clean
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check: what it looked at, whether it is fine, what was found, and the fix."""
+
+    check: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+async def diagnose(
+    url: str, tables: TableNames, key: Key | None, embedder_name: str | None
+) -> list[Finding]:
+    """Every check, in order; a check whose ground is missing (no schema, no key) stops
+    the ones that need it."""
+    warnings.simplefilter("ignore", SdkHistoryWarning)  # a finding of its own here
+    where = shown(url)
+    if missing_sqlite_file(url) is not None:
+        status = migrate.SchemaStatus("missing", (), migrate.head_revision(), tables)
+    else:
+        status = await migrate.check(url, tables=tables)
+    if not status.at_head:
+        error = status.error(where)
+        return [Finding("schema", False, status.describe(), error.cli_message)]
+    findings = [
+        Finding(
+            "schema",
+            True,
+            f"{status.describe()}; tables {tables.sessions_table}, {tables.items_table}, ...",
+        )
+    ]
+    findings.append(await _key(url, tables, key))
+    if not findings[-1].ok:
+        return findings
+    findings += await _with_store(url, tables, key, embedder_name)
+    return findings
+
+
+async def _key(url: str, tables: TableNames, key: Key | None) -> Finding:
+    plain = Services.build(
+        url, tables=tables, key=None, ttl=None, embedder=None, create_tables=False
+    )
+    try:
+        rows = await plain.opener.encrypted()
+    finally:
+        await plain.close()
+    if not rows:
+        note = "; the key given would make new items sealed" if key is not None else ""
+        return Finding("key", True, f"plaintext database (no keyring){note}")
+    if key is None:
+        return Finding("key", False, "the database is encrypted and no key was given",
+                       encrypted_hint(url))  # fmt: skip
+    keyed = Services.build(
+        url, tables=tables, key=key, ttl=None, embedder=None, create_tables=False
+    )
+    try:
+        await keyed.opener.ready()
+    except WrongKeyError as exc:
+        return Finding(
+            "key",
+            False,
+            str(exc),
+            f"give the key this database was encrypted with in ${ENV_PREFIX}KEY (or "
+            "--key-env/--key-provider); after a rotation, the new one",
+        )
+    except KeyringError as exc:
+        return Finding("key", False, str(exc), "agents-sqlalchemy rotate-key (to finish it)")
+    finally:
+        await keyed.close()
+    return Finding("key", True, "encrypted; the key given opens it")
+
+
+async def _with_store(
+    url: str, tables: TableNames, key: Key | None, embedder_name: str | None
+) -> list[Finding]:
+    findings: list[Finding] = []
+    async with SessionStore(url, tables=tables, key=key, search=False) as store:
+        findings.append(await _embedder(url, tables, store, embedder_name))
+        findings.append(await _sdk_history(url, tables))
+        reports, _ = await check_sessions(store, ())
+        unhealthy = [session_id for session_id, report in reports if not report.ok]
+        if unhealthy:
+            ids = " ".join(clean(repr(session_id)) for session_id in unhealthy[:5])
+            more = " ..." if len(unhealthy) > 5 else ""
+            findings.append(
+                Finding(
+                    "histories",
+                    False,
+                    f"{counted(len(unhealthy), 'session')} of {len(reports)} hold a history the "
+                    "model API would refuse (see `sessions check`)",
+                    f"{tables.command_line('repair', shown(url), program=REPAIR)} {ids}{more}",
+                )
+            )
+        else:
+            findings.append(
+                Finding("histories", True, f"{counted(len(reports), 'session')}, all healthy")
+            )
+    return findings
+
+
+REPAIR = "agents-sqlalchemy sessions"
+
+
+async def _embedder(
+    url: str, tables: TableNames, store: SessionStore, embedder_name: str | None
+) -> Finding:
+    indexed = await store.indexed_model()
+    expected = (
+        load_embedder(embedder_name).model_id if embedder_name else HashingEmbedder().model_id
+    )
+    which = f"--embedder {embedder_name}" if embedder_name else "the default embedder"
+    if indexed is None:
+        return Finding("embedder", True, "nothing indexed yet")
+    if indexed == expected:
+        return Finding("embedder", True, f"items indexed with {indexed}, as {which} indexes")
+    name = embedder_name or "NAME"
+    return Finding(
+        "embedder",
+        False,
+        f"items were indexed with {indexed}, not {expected} ({which}): searches with it find "
+        "the older items by keyword only",
+        f"{tables.command_line('', shown(url), program='agents-sqlalchemy reindex')} "
+        f"--embedder {name} (or give the application the embedder {indexed})",
+    )
+
+
+async def _sdk_history(url: str, tables: TableNames) -> Finding:
+    if SDK_MESSAGES in (tables.sessions_table, tables.items_table):
+        return Finding("sdk tables", True, f"{SDK_MESSAGES} is this library's own table here")
+    services = Services.build(
+        url, tables=tables, key=None, ttl=None, embedder=None, create_tables=False
+    )
+    try:  # nothing sealed is read: no key needed
+        await services.opener.schema_ready()
+        ids = await services.imports.sdk_session_ids(SDK_MESSAGES)
+        hashes = {SessionKey.of(session_id).hash: session_id for session_id in ids}
+        known = await services.imports.known_hashes(list(hashes))
+    finally:
+        await services.close()
+    if not ids:
+        return Finding("sdk tables", True, f"no {SDK_MESSAGES} history beside these tables")
+    missing = [session_id for digest, session_id in hashes.items() if digest not in known]
+    if not missing:
+        return Finding("sdk tables", True, f"every session of {SDK_MESSAGES} was imported")
+    where = shown(url)
+    return Finding(
+        "sdk tables",
+        False,
+        f"{SDK_MESSAGES} holds {counted(len(missing), 'session')} not imported into these "
+        "tables (an import skips those already there)",
+        tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND),
+    )
+
+
+@click.command("doctor")
+@click.option(
+    "--embedder",
+    "embedder_name",
+    type=click.Choice(BUILTIN_EMBEDDERS),
+    default=None,
+    help="The embedder the application uses [default: the built-in default, hashing].",
+)
+@key_options
+@database_options
+def command(url: str, tables: TableNames, key: Key | None, embedder_name: str | None) -> None:
+    """Check in one go what a deployment gets wrong: the schema's revision and prefix, the
+    key, the embedder against the indexed model, the Agents SDK's tables holding sessions
+    not imported, and histories the model API would refuse. Each finding comes with the
+    command that fixes it; exits 1 if there is any. Nothing is written.
+
+    \b
+    Example:
+      AGENTS_SQLALCHEMY_KEY=... agents-sqlalchemy doctor --url agent.db
+    """
+    try:
+        findings = run(diagnose(url, tables, key, embedder_name))
+    except AgentsSQLAlchemyError as exc:  # pragma: no cover - run() turns these into errors
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"Checking {shown(url)}")
+    for finding in findings:
+        mark = (
+            click.style("ok     ", fg="green") if finding.ok else click.style("PROBLEM", fg="red")
+        )
+        click.echo(f"  {mark}  {finding.check:<11} {clean(finding.detail)}")
+        if finding.fix:
+            click.echo(f"           {'':<11} fix: {finding.fix}")
+    problems = [finding for finding in findings if not finding.ok]
+    if problems:
+        click.echo(f"{counted(len(problems), 'problem')} found")
+        raise SystemExit(1)
+    click.echo("No problems found")

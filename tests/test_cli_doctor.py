@@ -1,0 +1,95 @@
+"""`agents-sqlalchemy doctor` finds, in one run, what a deployment gets wrong, each finding
+with the command that fixes it; and the fixes it names work."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from typing import Any
+
+from agents_sqlalchemy.engines import normalize_url
+from click.testing import CliRunner, Result
+
+from agents_sqlalchemy import SessionStore, TableNames
+from agents_sqlalchemy.cli import app
+from agents_sqlalchemy.search import HashingEmbedder
+
+from .items import ASSISTANT, USER
+from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
+
+NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
+ORPHAN = {"type": "function_call_output", "call_id": "call_gone", "output": "late"}
+
+
+def cli(*args: str, env: dict[str, str | None] | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), env={**NO_KEY, **(env or {})},
+                              catch_exceptions=False)  # fmt: skip
+
+
+def fix_of(output: str, check: str, url: str) -> list[str]:
+    """The command a finding names, as arguments for `cli` (without the program name), with
+    the URL's password put back (the output hides it)."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if f"PROBLEM  {check}" in line)
+    command = lines[start + 1].split("fix: ", 1)[1].split(" (or ")[0]
+    words = shlex.split(command)[1:]
+    return [url if words[i - 1] in ("--url", "--from") else w for i, w in enumerate(words)]
+
+
+def seed(url: str, **options: Any) -> None:
+    async def write() -> None:
+        async with SessionStore(url, create_tables=True, **options) as store:
+            await store.session("healthy").add_items([USER, ASSISTANT])
+            await store.session("broken").add_items([USER, ORPHAN])
+
+    asyncio.run(write())
+
+
+async def sdk_history(url: str) -> None:
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession as SdkSession
+
+    if sdk_needs_tables_made(url):
+        await make_sdk_tables(normalize_url(url).render_as_string(hide_password=False))
+    create = not sdk_needs_tables_made(url)
+    session = SdkSession.from_url("from-the-sdk", url=normalize_url(url), create_tables=create)
+    await session.add_items([USER])
+    await session.engine.dispose()
+
+
+def test_doctor_finds_each_problem_and_names_its_fix(db_url: str) -> None:
+    seed(db_url, embedder=HashingEmbedder(dim=64))
+    asyncio.run(sdk_history(db_url))
+    found = cli("doctor", "--url", db_url)
+    assert found.exit_code == 1, found.output
+    assert "ok       schema      at revision 0001 (head)" in found.output
+    assert "ok       key         plaintext database" in found.output
+    assert "PROBLEM  embedder    items were indexed with hashing-v1-64" in found.output
+    assert "PROBLEM  sdk tables  agent_messages holds 1 session not imported" in found.output
+    assert "PROBLEM  histories   1 session of 2 hold" in found.output
+    assert "3 problems found" in found.output
+    for check in ("histories", "sdk tables"):
+        command = fix_of(found.output, check, db_url)
+        fixed = cli(*command, *(["--yes"] if check == "histories" else []))
+        assert fixed.exit_code == 0, fixed.output
+    again = cli("doctor", "--url", db_url)
+    assert "PROBLEM  embedder" in again.output and "1 problem found" in again.output
+    assert "ok       sdk tables  every session of agent_messages was imported" in again.output
+    assert "ok       histories   3 sessions, all healthy" in again.output
+
+
+def test_doctor_on_the_schema_and_the_key(sqlite_url: str) -> None:
+    seed(sqlite_url, tables=TableNames(prefix="chat_"), key="right key")
+    wrong_prefix = cli("doctor", "--url", sqlite_url)
+    assert wrong_prefix.exit_code == 1
+    assert "PROBLEM  schema" in wrong_prefix.output and "--prefix chat_" in wrong_prefix.output
+    no_key = cli("doctor", "--url", sqlite_url, "--prefix", "chat_")
+    assert "PROBLEM  key         the database is encrypted" in no_key.output
+    assert "$AGENTS_SQLALCHEMY_KEY" in no_key.output
+    wrong = cli("doctor", "--url", sqlite_url, "--prefix", "chat_",
+                env={"AGENTS_SQLALCHEMY_KEY": "wrong key"})  # fmt: skip
+    assert "PROBLEM  key" in wrong.output and "AGENTS_SQLALCHEMY_KEY" in wrong.output
+    right = cli("doctor", "--url", sqlite_url, "--prefix", "chat_",
+                env={"AGENTS_SQLALCHEMY_KEY": "right key"})  # fmt: skip
+    assert "ok       key         encrypted; the key given opens it" in right.output
+    assert "PROBLEM  histories   1 session of 2" in right.output
+    assert "ok       embedder" in right.output and "ok       sdk tables" in right.output
