@@ -40,7 +40,6 @@ from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
 from .services import Services
-from .services.conversation import WHOLE
 from .turns import (
     MAIN,
     Turn,
@@ -53,7 +52,7 @@ from .turns import (
     usage_values,
     used,
 )
-from .types import Scope
+from .types import WHOLE, Scope
 from .validation import check_flag, session_key, ttl_delta
 
 if TYPE_CHECKING:

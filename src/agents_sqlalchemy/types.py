@@ -158,6 +158,9 @@ class Appended:
     payloads: tuple[str, ...] | None = None
 
 
+#: A limit that reads a whole history (the SDK's compaction reads "all" the same way).
+WHOLE = 2**31 - 1
+
 #: What a store calls after a write with the items it added (to have them indexed).
 Written = Callable[[Appended], None]
 

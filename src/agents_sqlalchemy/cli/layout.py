@@ -66,3 +66,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
         return "  ".join(padded).rstrip()
 
     return [click.style(line(headers), bold=True), *(line(row) for row in rows)]
+
+
+def described(session_ids: Sequence[str]) -> str:
+    """How a prompt names the sessions given: one, or a count and the first few."""
+    if len(session_ids) == 1:
+        return f"session {session_ids[0]!r}"
+    names = ", ".join(repr(s) for s in session_ids[:3])
+    return f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"

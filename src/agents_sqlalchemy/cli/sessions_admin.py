@@ -18,17 +18,9 @@ import click
 from ..crypto import Key
 from ..records import Removed
 from ..tables import TableNames
-from .layout import counted
+from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
 from .transcript import clean
-
-
-def described(session_ids: Sequence[str]) -> str:
-    """How a prompt names the sessions given: one, or a count and the first few."""
-    if len(session_ids) == 1:
-        return f"session {session_ids[0]!r}"
-    names = ", ".join(repr(s) for s in session_ids[:3])
-    return f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"
 
 
 @click.command()

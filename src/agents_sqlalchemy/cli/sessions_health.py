@@ -18,9 +18,8 @@ from ..crypto import Key
 from ..history_check import HistoryReport
 from ..store import SessionStore
 from ..tables import TableNames
-from .layout import counted
+from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
-from .sessions_admin import described
 from .transcript import clean
 
 # Problems listed per session; the rest are counted.

@@ -24,7 +24,7 @@ from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
-from ..types import Appended, NewItem, SessionKey, StoredItem, Tail, Written
+from ..types import WHOLE, Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
 
@@ -32,8 +32,6 @@ from .opener import Opener
 # not hold the event loop (below it, the thread hop costs more than the work).
 OFF_LOOP = 1000
 
-#: A limit that reads a whole history (the SDK's compaction reads "all" the same way).
-WHOLE = 2**31 - 1
 #: Times `repair` reads again when a writer changed the history meanwhile.
 REPAIR_ATTEMPTS = 5
 
