@@ -121,8 +121,8 @@ class Conversation:
     ) -> None:
         """Set (or delete) one named state value, under the session's lock.
 
-        A deletion is scrubbed like a removal of items: with a key, the sealed state it
-        replaced leaves no copy in a SQLite write-ahead log.
+        A deletion or an overwrite is scrubbed like a removal of items: with a key, the
+        sealed state it replaced leaves no copy in a SQLite write-ahead log.
         """
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
@@ -138,10 +138,8 @@ class Conversation:
                 state[name] = value
             return codec.state_values(key, state)
 
-        if not delete:
-            await self._repository.update_session(key, change, codec.state_columns)
-            return
-        async with self._opener.scrubbing():  # a removal: no copy left in a SQLite WAL
+        # The sealed state replaced leaves no copy in a SQLite WAL, deleted or overwritten.
+        async with self._opener.scrubbing(forget=delete):
             await self._repository.update_session(key, change, codec.state_columns)
 
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------

@@ -113,11 +113,13 @@ class Opener:
             self._schema_checked = True
 
     @asynccontextmanager
-    async def scrubbing(self) -> AsyncIterator[None]:
-        """Around a removal in encrypted mode: forget cached keys at once, and have the
-        SQLite WAL checkpointed just after, off the caller's path (`Background`)."""
+    async def scrubbing(self, *, forget: bool = True) -> AsyncIterator[None]:
+        """Around a removal (or an overwrite) in encrypted mode: forget cached keys at once,
+        and have the SQLite WAL checkpointed just after, off the caller's path
+        (`Background`). `forget=False` keeps the cache (an overwritten state was never in
+        it): only the WAL is checkpointed."""
         yield
-        if isinstance(self._codec, SealedCodec):
+        if forget and isinstance(self._codec, SealedCodec):
             self._codec.forget_keys()
         if self.key is not None:
             self._background.submit(("scrub",), self._repository.scrub)
