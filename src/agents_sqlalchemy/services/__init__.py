@@ -37,6 +37,7 @@ from .indexer import Indexer
 from .keys import ROTATE_BATCH, KeyRotation
 from .management import Management
 from .opener import Opener
+from .portability import Portability
 from .searcher import Searcher
 
 __all__ = ["ROTATE_BATCH", "Services"]
@@ -54,6 +55,7 @@ class Services:
     conversation: Conversation
     management: Management
     branches: Branches
+    portability: Portability
     indexer: Indexer | None
     searcher: Searcher | None
 
@@ -88,15 +90,19 @@ class Services:
         )
         indexer = None if embedder is None else Indexer(repository, opener, embedder, background)
         written = indexer.written if indexer else None
+        conversation = Conversation(repository, opener, written, ttl=ttl)
+        management = Management(repository, opener)
+        branches = Branches(repository, opener, written, ttl=ttl)
         return cls(
             db=db,
             repository=repository,
             background=background,
             opener=opener,
             keys=KeyRotation(opener, repository),
-            conversation=Conversation(repository, opener, written, ttl=ttl),
-            management=Management(repository, opener),
-            branches=Branches(repository, opener, written, ttl=ttl),
+            conversation=conversation,
+            management=management,
+            branches=branches,
+            portability=Portability(conversation, branches, management),
             indexer=indexer,
             searcher=None if indexer is None else Searcher(repository, opener, indexer, background),
         )

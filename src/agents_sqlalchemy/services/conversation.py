@@ -142,6 +142,17 @@ class Conversation:
         async with self._opener.scrubbing(forget=delete):
             await self._repository.update_session(key, change, codec.state_columns)
 
+    async def replace_state(self, key: SessionKey, state: dict[str, Any]) -> None:
+        """Replace the session's whole state mapping at once (an import's), scrubbed as
+        `change_state` is."""
+        encode_item(state, "state")  # ItemError before any write
+        state = dict(state)
+        codec = await self._opener.ready()
+        async with self._opener.scrubbing(forget=False):
+            await self._repository.update_session(
+                key, lambda _: codec.state_values(key, state), codec.state_columns
+            )
+
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
 
     async def tail(self, key: SessionKey, limit: int) -> tuple[list[Any], Tail]:
