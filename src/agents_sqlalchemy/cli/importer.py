@@ -8,7 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, TextIO, get_args
 
 import click
 
@@ -21,15 +21,17 @@ from .options import database_options, key_options, missing_sqlite_file, run
 class ProgressBar:
     """Feeds (done, total) reports to a click progress bar, made on the first report."""
 
-    def __init__(self, enabled: bool, label: str) -> None:
-        self._enabled, self._label, self._done = enabled, label, 0
+    def __init__(self, enabled: bool, label: str, *, file: TextIO | None = None) -> None:
+        self._enabled, self._label, self._done, self._file = enabled, label, 0, file
         self._bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self._enabled:
             return
         if self._bar is None:
-            self._bar = click.progressbar(length=total, label=self._label, show_pos=True)
+            self._bar = click.progressbar(
+                length=total, label=self._label, show_pos=True, file=self._file
+            )
             self._bar.__enter__()
         self._bar.update(done - self._done)
         self._done = done
