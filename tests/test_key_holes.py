@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 
-from agents_sqlalchemy import SessionStore
+import pytest
+
+from agents_sqlalchemy import KeyringError, SessionStore, WrongKeyError
 
 from .items import message
 from .test_encryption import on_disk, pieces
@@ -26,3 +28,45 @@ async def test_set_state_scrubs_the_state_it_overwrites(sqlite_url: str) -> None
         left = [piece for piece in pieces(before) if piece not in after and piece in disk]
         assert left == [], f"{len(left)} pieces of the overwritten state are still on disk"
         assert await session.get_state("card") == "replaced"
+
+
+async def test_a_store_holding_a_rotated_key_is_refused_before_it_writes(db_url: str) -> None:
+    """Two stores, as two processes would hold them: one rotates; the other, still on the
+    old key, has every sealed write refused (items, on main and on a branch, and state),
+    and everything stays readable with the new key."""
+    old, new = os.urandom(32), os.urandom(32)
+    async with (
+        SessionStore(db_url, create_tables=True, key=old) as stale,
+        SessionStore(db_url, create_tables=True, key=old) as rotating,
+    ):
+        session = stale.session("s", user_id="alice")
+        await session.add_items([message("one"), {"role": "assistant", "content": "ok"}])
+        await session.set_state("step", 1)
+        on_branch = stale.session("s")
+        await on_branch.create_branch_from_turn(1, "b")  # holds nothing of main yet
+        await rotating.rotate_key(new)
+
+        fresh = stale.session("fresh")
+        for write in (
+            lambda: session.add_items([message("two")]),
+            lambda: fresh.add_items([message("first words of a new session")]),
+            lambda: fresh.set_state("step", 2),  # no sealed state to read first
+            lambda: on_branch.add_items([message("on the branch")]),
+        ):
+            with pytest.raises(WrongKeyError, match="rotated away"):
+                await write()
+        # A write that reads sealed data first fails at that read, naming the rotation.
+        with pytest.raises(KeyringError, match="rotated away"):
+            await session.set_state("step", 2)
+
+    async with SessionStore(db_url, key=new) as reopened:
+        again = reopened.session("s")
+        assert await again.get_items() == [message("one"), {"role": "assistant", "content": "ok"}]
+        assert await again.get_state("step") == 1
+        assert await reopened.session("fresh").get_items() == []
+        assert await again.get_items(branch_id="b") == []
+        await again.add_items([message("two")])  # the new key writes
+        assert len(await again.get_items()) == 3
+    async with SessionStore(db_url, key=old) as refused:
+        with pytest.raises(WrongKeyError):
+            await refused.session("s").get_items()

@@ -81,6 +81,8 @@ class AppendOps(RepositoryBase):
         values |= {"expires_at": expires_at, "first": first}
         [(session_pk, next_seq, inserted)] = self._one_statement.run(conn, values)
         if self._sealed:
+            if rows and inserted:
+                self._refuse_retired_kek(conn, rows[0].kek_id)
             if len(self._next_seqs) >= SESSIONS_REMEMBERED:
                 self._next_seqs.clear()
             self._next_seqs[key.hash] = next_seq

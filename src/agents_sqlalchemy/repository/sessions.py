@@ -142,6 +142,8 @@ class SessionOps(RepositoryBase):
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
         values = change(row)
+        if values.get("sealed_state") is not None:
+            self._refuse_retired_kek(conn, self.sealing_kek)
         if values:
             conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
 

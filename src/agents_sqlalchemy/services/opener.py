@@ -92,6 +92,7 @@ class Opener:
                     self._refused = exc
                     raise
                 self._codec = PlainCodec() if self._kek is None else SealedCodec(self._kek)
+                self._repository.sealing_kek = None if self._kek is None else self._kek.kek_id
         return self._codec
 
     async def schema_ready(self) -> None:
@@ -132,6 +133,7 @@ class Opener:
     def adopt(self, key: Key, kek: KeyEncryptionKey) -> None:
         """A rotation finished: from now on `key` and its `kek` are the store's."""
         self.key, self._kek, self._codec = key, kek, SealedCodec(kek)
+        self._repository.sealing_kek = kek.kek_id
 
     async def _open(self, rotating: bool) -> KeyEncryptionKey | None:
         """The store's key-encryption key; a wrong or missing key fails before any item I/O."""
