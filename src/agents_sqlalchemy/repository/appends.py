@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import bindparam, exists, func, or_, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
@@ -62,7 +62,8 @@ class AppendOps(RepositoryBase):
 
         Plaintext items go in at once. Sealed ones are bound to their place, so they are
         sealed at the place this store last saw free, and go in only if it still is (else
-        the caller seals them again at the place claimed, in the same transaction).
+        the caller seals them again at the place claimed, in the same transaction), and
+        only under the keyring's active kek (else the caller's insert refuses the write).
         """
         assert self._one_statement is not None
         first: int | None = None
@@ -79,10 +80,10 @@ class AppendOps(RepositoryBase):
         }
         values = self._claim_values(key, count, now) | columns
         values |= {"expires_at": expires_at, "first": first}
+        if self._sealed:  # sealed items go in only under the keyring's active kek
+            values["kek"] = rows[0].kek_id if rows else None
         [(session_pk, next_seq, inserted)] = self._one_statement.run(conn, values)
         if self._sealed:
-            if rows and inserted:
-                self._refuse_retired_kek(conn, rows[0].kek_id)
             if len(self._next_seqs) >= SESSIONS_REMEMBERED:
                 self._next_seqs.clear()
             self._next_seqs[key.hash] = next_seq
@@ -117,6 +118,12 @@ class AppendOps(RepositoryBase):
             bindparam("expires_at", type_=items.c.expires_at.type),
             *(given.c[name] for name in names),
         ).where(or_(first.is_(None), claimed.c.next_seq - count + 1 == first))
+        if self._sealed:  # else the caller's `_insert_items` refuses the retired kek
+            keyring = self._models.table(self._models.keyring)
+            active = select(keyring.c.kek_id).where(
+                keyring.c.kek_id == bindparam("kek"), keyring.c.retired_at.is_(None)
+            )
+            rows = rows.where(exists(active.with_for_update(read=True)))
         columns = ["session_pk", "seq", "created_at", "expires_at", *names]
         inserted = items.insert().from_select(columns, rows).returning(items.c.id).cte("inserted")
         went_in = select(func.count()).select_from(inserted).scalar_subquery()
