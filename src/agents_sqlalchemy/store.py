@@ -313,6 +313,12 @@ class SessionStore:
         database, and the old keyring row is deleted (on SQLite, scrubbed from the file).
         `progress(done, total)` is called before the first batch and after each one.
         Returns how many item keys were re-wrapped.
+
+        From its start, a store still holding the old key (another process's) has every
+        sealed write refused with `WrongKeyError`. The search-term secret is kept (a
+        re-wrap, not a reindex): the old key opens nothing of the rotated database, but
+        can still confirm a guessed word in its keyword index. If the old key may have
+        leaked, copy the data into a fresh database instead (`export_user`/`import_user`).
         """
         return await self._services.keys.rotate(new_key, batch_size=batch_size, progress=progress)
 
