@@ -194,3 +194,54 @@ async def test_erasure_returns_a_receipt_without_content(db_url: str, key: str |
         assert (again.sessions, again.items) == (0, 0)
         with pytest.raises(ConfigurationError):
             await store.erase_user(None)  # type: ignore[arg-type]
+
+
+def turn(n: int) -> list[dict[str, Any]]:
+    return [message(f"question {n}"), {"role": "assistant", "content": f"answer {n}"}]
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_branches_of_branches_and_a_main_line_changed_since(
+    sqlite_url: str, tmp_path: Any, key: str | None
+) -> None:
+    """A branch made from a branch, and branches whose source line has changed since (items
+    popped and others added): each is rebuilt with exactly its items."""
+    async with (
+        SessionStore(sqlite_url, create_tables=True, key=key) as source,
+        SessionStore(tmp_path / "copy.db", create_tables=True, key="other") as target,
+    ):
+        chat = source.session("tree", user_id="alice")
+        await chat.add_items([{"role": "system", "content": "be brief"}, *turn(1), *turn(2)])
+        await chat.add_items(turn(3))
+        await chat.create_branch_from_turn(2, "b1")  # holds turn 1
+        await chat.add_items([*turn(20), *turn(21)])
+        await chat.create_branch_from_turn(3, "b2")  # b1's turns 1 and 2
+        await chat.add_items(turn(30))
+        await chat.switch_to_branch("main")
+        await chat.pop_item()
+        await chat.pop_item()
+        await chat.pop_item()  # main now ends inside turn 2
+        await chat.add_items([{"role": "assistant", "content": "second thoughts"}, *turn(4)])
+        # A branch that shares no first item with any line left: rebuilt from a line's
+        # first turn, whose items are popped off the new branch.
+        bare = source.session("bare", user_id="alice")
+        await bare.add_items([*turn(1), *turn(2)])
+        await bare.create_branch_from_turn(2, "kept")
+
+        await bare.add_items([message("other question 2")])
+        await bare.switch_to_branch("main")
+        for _ in range(4):
+            await bare.pop_item()
+        await bare.add_items([{"role": "system", "content": "new rules"}, *turn(1)])
+        exported = [line async for line in source.export_user("alice")]
+        await target.import_user(exported)
+        assert await target.session("bare").get_items(branch_id="kept") == [
+            *turn(1),
+            message("other question 2"),
+        ]
+        again = [json.loads(line) async for line in target.export_user("alice")]
+        assert by_session(again) == by_session([json.loads(line) for line in exported])
+        copy = target.session("tree")
+        for name in ("main", "b1", "b2"):
+            assert await copy.get_items(branch_id=name) == await chat.get_items(branch_id=name)
+        assert len(await copy.get_items(branch_id="b2")) == 3 + 2 + 2  # b1 before its turn 3
