@@ -3,6 +3,7 @@ holding a key that was rotated away is refused before it writes anything."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -70,3 +71,48 @@ async def test_a_store_holding_a_rotated_key_is_refused_before_it_writes(db_url:
     async with SessionStore(db_url, key=old) as refused:
         with pytest.raises(WrongKeyError):
             await refused.session("s").get_items()
+
+
+async def test_writes_racing_a_rotation_stay_readable_or_are_refused(db_url: str) -> None:
+    """A writer on the old key appends while another store rotates: each append either went
+    in before the key was retired (and was re-wrapped) or was refused; every item that went
+    in reads back with the new key."""
+    old, new = os.urandom(32), os.urandom(32)
+    async with (
+        SessionStore(db_url, create_tables=True, key=old, search=False) as writer,
+        SessionStore(db_url, create_tables=True, key=old, search=False) as rotating,
+    ):
+        sessions = [writer.session(f"s{n}") for n in range(4)]
+        for session in sessions:
+            await session.add_items([message("before")])
+        written: dict[str, list[dict[str, object]]] = {
+            s.session_id: [message("before")] for s in sessions
+        }
+        refused = 0
+
+        rotated = asyncio.Event()
+
+        async def write() -> None:
+            nonlocal refused
+            n = after = 0
+            while after < 5:  # until the rotation is over, and five more
+                session = sessions[n % len(sessions)]
+                item = message(f"during {n}")
+                n, after = n + 1, after + rotated.is_set()
+                try:
+                    await session.add_items([item])
+                except WrongKeyError:
+                    refused += 1
+                else:
+                    written[session.session_id].append(item)
+                await asyncio.sleep(0)
+
+        async def rotate() -> None:
+            await rotating.rotate_key(new, batch_size=2)
+            rotated.set()
+
+        await asyncio.gather(write(), rotate())
+    assert refused >= 5  # at least the writes after the rotation
+    async with SessionStore(db_url, key=new) as reopened:
+        for session_id, items in written.items():
+            assert await reopened.session(session_id).get_items() == items
