@@ -178,7 +178,7 @@ async def test_erasure_returns_a_receipt_without_content(db_url: str, key: str |
         assert await store.session_info("bob-1") is not None
         assert receipt.sessions == 2
         assert receipt.items >= live  # the branch's own items too
-        assert receipt.keys_destroyed == (receipt.items if key else 0)
+        assert receipt.item_keys_deleted == (receipt.items if key else 0)
         assert receipt.encrypted is (key is not None)
         assert receipt.dialect == store.engine.dialect.name
         assert "agents_sqlalchemy_items" in receipt.tables

@@ -139,10 +139,14 @@ class ErasureReceipt:
 
     It holds no content and not the user id itself: `user_sha256` is the SHA-256 (hex) of
     the id as given, which proves which request it answers to whoever holds the id, and
-    names nobody to whoever does not. `keys_destroyed` counts the item data keys deleted
-    with their rows (0 in a store without a key: nothing was sealed). Fields added later
-    (the destruction of an owner's key, a scheduled erasure) come with defaults, so a kept
-    receipt's `as_dict()` reads back with `from_dict()` whatever version wrote it.
+    names nobody to whoever does not. `item_keys_deleted` counts the item data keys
+    deleted with their rows (0 in a store without a key: nothing was sealed). On SQLite an
+    encrypted store scrubs them from the file and its WAL; a server may keep copies of
+    deleted rows in its WAL, free space and backups, which only destroying a key held
+    outside the database makes unreadable: that is what later fields will record (whether
+    an owner's key was destroyed, or its destruction scheduled). They come with defaults,
+    so a receipt kept as `as_dict()` reads back with `from_dict()` whatever version wrote
+    it.
 
     Example::
 
@@ -154,7 +158,7 @@ class ErasureReceipt:
     user_sha256: str
     sessions: int
     items: int
-    keys_destroyed: int
+    item_keys_deleted: int
     erased_at: datetime
     dialect: str
     tables: tuple[str, ...]

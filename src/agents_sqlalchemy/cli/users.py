@@ -206,7 +206,7 @@ def erase(
         receipt.write_text(text + "\n", encoding="utf-8")
     click.echo(text)
     click.secho(
-        f"Erased {done.sessions} sessions ({done.items} items, {done.keys_destroyed} keys)",
+        f"Erased {done.sessions} sessions ({done.items} items, {done.item_keys_deleted} item keys)",
         fg="green",
         err=True,
     )

@@ -349,7 +349,7 @@ async def erase(
         user_sha256=ErasureReceipt.hash_user(user_id),
         sessions=removed.sessions,
         items=removed.items,
-        keys_destroyed=removed.items if encrypted else 0,
+        item_keys_deleted=removed.items if encrypted else 0,
         erased_at=datetime.now(timezone.utc),
         dialect=dialect,
         tables=tuple(prefix + tables.name(role) for role in ERASED_ROLES),
