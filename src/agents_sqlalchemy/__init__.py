@@ -42,6 +42,8 @@ from .errors import (
 from .migrations.api import SchemaStatus, downgrade, upgrade
 from .records import (
     DailyUsage,
+    ErasureReceipt,
+    ImportedUser,
     Removed,
     SearchHit,
     SessionInfo,
@@ -73,8 +75,10 @@ __all__ = [
     "DecryptionError",
     "Embedder",
     "EmbedderError",
+    "ErasureReceipt",
     "HashingEmbedder",
     "ImportReport",
+    "ImportedUser",
     "InvalidKeyError",
     "InvalidSessionIdError",
     "ItemError",

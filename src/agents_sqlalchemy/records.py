@@ -1,9 +1,10 @@
 """What the management API returns: session descriptions, pages of them, removal counts,
-search hits and token usage."""
+search hits, token usage, erasure receipts and what an import of a user's export wrote."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime, timezone
@@ -144,3 +145,70 @@ class UsageReport:
     def total(self) -> TokenUsage:
         """The sums over every row."""
         return sum((row.usage for row in self.days), TokenUsage())
+
+
+@dataclass(frozen=True)
+class ErasureReceipt:
+    """What `store.erase_user()` destroyed, and when: a record an operator can keep.
+
+    It holds no content and not the user id itself: `user_sha256` is the SHA-256 (hex) of
+    the id as given, which proves which request it answers to whoever holds the id, and
+    names nobody to whoever does not. `item_keys_deleted` counts the item data keys
+    deleted with their rows (0 in a store without a key: nothing was sealed). On SQLite an
+    encrypted store scrubs them from the file and its WAL; a server may keep copies of
+    deleted rows in its WAL, free space and backups, which only destroying a key held
+    outside the database makes unreadable: that is what later fields will record (whether
+    an owner's key was destroyed, or its destruction scheduled). They come with defaults,
+    so a receipt kept as `as_dict()` reads back with `from_dict()` whatever version wrote
+    it.
+
+    Example::
+
+        receipt = await store.erase_user("alice")
+        json.dump(receipt.as_dict(), open("erasure-alice.json", "w"))
+        receipt.user_sha256 == ErasureReceipt.hash_user("alice")   # True
+    """
+
+    user_sha256: str
+    sessions: int
+    items: int
+    item_keys_deleted: int
+    erased_at: datetime
+    dialect: str
+    tables: tuple[str, ...]
+    encrypted: bool
+    format: str = "agents-sqlalchemy/erasure-receipt"
+    version: int = 1
+
+    @staticmethod
+    def hash_user(user_id: str) -> str:
+        """The SHA-256 (hex) a receipt names a user by."""
+        return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The receipt as JSON values (the time in ISO 8601, UTC)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["erased_at"] = self.erased_at.isoformat()
+        values["tables"] = list(self.tables)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ErasureReceipt:
+        """A receipt back from `as_dict()` (names it does not know are left out)."""
+        known = {f.name for f in fields(cls)}
+        kept = {name: value for name, value in values.items() if name in known}
+        kept["erased_at"] = datetime.fromisoformat(kept["erased_at"])
+        kept["tables"] = tuple(kept["tables"])
+        return cls(**kept)
+
+
+@dataclass(frozen=True)
+class ImportedUser:
+    """What `store.import_user()` wrote: sessions and items, sessions skipped because their
+    id was already in the store (with `skip_existing=True`), and usage rows of turns that
+    no longer hold an item in the export (kept nowhere: there is no turn to put them on)."""
+
+    sessions: int = 0
+    items: int = 0
+    skipped_sessions: int = 0
+    usage_left_out: int = 0

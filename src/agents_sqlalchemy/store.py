@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,9 +25,18 @@ from .crypto import Key, same_key
 from .database.engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
 from .migrations.status import in_memory
-from .records import Removed, SearchHit, SessionInfo, SessionPage, UsageReport
+from .records import (
+    ErasureReceipt,
+    ImportedUser,
+    Removed,
+    SearchHit,
+    SessionInfo,
+    SessionPage,
+    UsageReport,
+)
 from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
 from .services import ROTATE_BATCH, Services
+from .services.portability import Lines, erase
 from .session import StoreSession, default_settings, sdk_settings, settings_option
 from .tables import TableNames
 from .types import Scope
@@ -326,6 +335,12 @@ class SessionStore:
         database, and the old keyring row is deleted (on SQLite, scrubbed from the file).
         `progress(done, total)` is called before the first batch and after each one.
         Returns how many item keys were re-wrapped.
+
+        From its start, a store still holding the old key (another process's) has every
+        sealed write refused with `WrongKeyError`. The search-term secret is kept (a
+        re-wrap, not a reindex): the old key opens nothing of the rotated database, but
+        can still confirm a guessed word in its keyword index. If the old key may have
+        leaked, copy the data into a fresh database instead (`export_user`/`import_user`).
         """
         return await self._services.keys.rotate(new_key, batch_size=batch_size, progress=progress)
 
@@ -384,6 +399,60 @@ class SessionStore:
     async def delete_user(self, user_id: str) -> Removed:
         """Delete every session of a user, e.g. for an erasure request."""
         return await self._services.management.delete(user_id=user_id)
+
+    async def erase_user(self, user_id: str) -> ErasureReceipt:
+        """Erase a user: delete every session of theirs (items and their keys, state,
+        branches, usage), as `delete_user` does, and return the receipt to keep.
+
+        The receipt holds counts, the time, the database's dialect and tables, and the
+        SHA-256 of the user id, never the id nor any content (see `ErasureReceipt`).
+        """
+        services = self._services
+        return await erase(
+            services.management,
+            user_id,
+            dialect=services.db.dialect_name,
+            tables=self.tables,
+            encrypted=self.key is not None,
+        )
+
+    def export_user(
+        self, user_id: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> AsyncIterator[str]:
+        """The export of every session of a user (archived ones too), as JSON Lines: an
+        async iterator of lines of text, each ending with a newline.
+
+        The format (a first line naming it and its version; then, per session, its
+        metadata and state, each line of history with its items verbatim and its usage
+        per turn) is described in `agents_sqlalchemy.services.portability`. Sessions are
+        read a page at a time, and one session's items at once. `progress(done, total)`
+        counts sessions.
+
+        Example::
+
+            with open("alice.jsonl", "w", encoding="utf-8") as out:
+                async for line in store.export_user("alice"):
+                    out.write(line)
+        """
+        return self._services.portability.export_user(user_id, progress)
+
+    async def import_user(self, lines: Lines, *, skip_existing: bool = False) -> ImportedUser:
+        """Write the sessions of an `export_user` stream into this store, whatever store
+        made it: items (sealed under this store's key if it has one), metadata, state,
+        branches and usage per turn, under the same session ids and owner.
+
+        `lines` is any iterable or async iterable of lines (text or bytes): an open file,
+        `export_user(...)` of another store. A session whose id this store already has is
+        refused (`ConfigurationError`), or skipped with `skip_existing=True`. Sessions are
+        written one at a time as they are read; a malformed or truncated stream raises
+        `ConfigurationError` after the sessions it held whole.
+
+        Example::
+
+            with open("alice.jsonl", encoding="utf-8") as export:
+                report = await store.import_user(export)
+        """
+        return await self._services.portability.import_user(lines, skip_existing=skip_existing)
 
     async def purge_inactive(self, older_than: timedelta | float) -> Removed:
         """Delete the sessions with no activity for `older_than` (a timedelta or seconds,

@@ -15,7 +15,7 @@ import click
 
 # Each module defines `command`, a click command or group (or `commands`, several of them);
 # add a name here to add one.
-COMMAND_MODULES = ("db", "importer", "sessions", "keys", "search", "doctor", "ui")
+COMMAND_MODULES = ("db", "importer", "sessions", "users", "keys", "search", "doctor", "ui")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

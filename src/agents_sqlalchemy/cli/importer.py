@@ -16,29 +16,8 @@ from ..crypto import Key
 from ..errors import WrongKeyError
 from ..services.importer import ImportReport, Order, import_sdk
 from ..tables import TableNames
-from .layout import counted
+from .layout import ProgressBar, counted
 from .options import database_options, encrypted_hint, key_options, missing_sqlite_file, run
-
-
-class ProgressBar:
-    """Feeds (done, total) reports to a click progress bar, made on the first report."""
-
-    def __init__(self, enabled: bool, label: str) -> None:
-        self._enabled, self._label, self._done = enabled, label, 0
-        self._bar: Any = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self._enabled:
-            return
-        if self._bar is None:
-            self._bar = click.progressbar(length=total, label=self._label, show_pos=True)
-            self._bar.__enter__()
-        self._bar.update(done - self._done)
-        self._done = done
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
 
 
 @click.command("import-sdk")

@@ -22,8 +22,7 @@ from ..database.engines import normalize_url
 from ..services import ROTATE_BATCH
 from ..store import SessionStore
 from ..tables import TableNames
-from .importer import ProgressBar
-from .layout import counted
+from .layout import ProgressBar, counted
 from .options import ENV_PREFIX, database_options, key_options, run
 
 NEW_KEY_ENV = f"{ENV_PREFIX}NEW_KEY"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any, TextIO
 
 import click
 
@@ -74,3 +75,26 @@ def described(session_ids: Sequence[str]) -> str:
         return f"session {session_ids[0]!r}"
     names = ", ".join(repr(s) for s in session_ids[:3])
     return f"{len(session_ids)} sessions ({names}{', ...' if len(session_ids) > 3 else ''})"
+
+
+class ProgressBar:
+    """Feeds (done, total) reports to a click progress bar, made on the first report."""
+
+    def __init__(self, enabled: bool, label: str, *, file: TextIO | None = None) -> None:
+        self._enabled, self._label, self._done, self._file = enabled, label, 0, file
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled:
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(
+                length=total, label=self._label, show_pos=True, file=self._file
+            )
+            self._bar.__enter__()
+        self._bar.update(done - self._done)
+        self._done = done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)

@@ -30,8 +30,7 @@ from ..search import (
     embedder_by_name,
 )
 from ..tables import TableNames
-from .importer import ProgressBar
-from .layout import counted
+from .layout import ProgressBar, counted
 from .options import (
     database_options,
     key_options,

@@ -233,7 +233,8 @@ def _unwrap(
     if kek_id is not None and kek_id != kek.kek_id:
         raise KeyringError(
             f"{where or place} is wrapped by key-encryption key {kek_id!r}, not the store's "
-            f"{kek.kek_id!r}: a key rotation is unfinished; run it again to finish it"
+            f"{kek.kek_id!r}: a key rotation is unfinished (run it again to finish it), or "
+            "this store holds a key that was rotated away (open it again with the new key)"
         )
     try:
         return DataKey(kek.unwrap(wrapped_key))

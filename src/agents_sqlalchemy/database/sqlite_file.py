@@ -34,8 +34,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from ..errors import ConfigurationError
-from .engines import sqlite_pragmas
 from .failures import failure_kind
+from .pragmas import sqlite_pragmas
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
@@ -187,7 +187,8 @@ class Items:
 
         Plaintext items go in at once. Sealed ones are bound to their place, so they are
         sealed at the place this store last saw free, and go in only if it still is (else
-        the caller seals them again at the place claimed, in the same transaction).
+        the caller seals them again at the place claimed, in the same transaction), and
+        only under the keyring's active kek (else the caller's insert refuses the write).
         """
         assert self._one_statement is not None
         first: int | None = None
@@ -204,6 +205,8 @@ class Items:
         }
         values = self._schema.claim_values(key, count, now) | columns
         values |= {"expires_at": expires_at, "first": first}
+        if self._schema.sealed:  # sealed items go in only under the keyring's active kek
+            values["kek"] = rows[0].kek_id if rows else None
         [(session_pk, next_seq, inserted)] = self._one_statement.run(conn, values)
         if self._schema.sealed:
             if len(self._next_seqs) >= SESSIONS_REMEMBERED:
@@ -235,6 +238,12 @@ class Items:
             bindparam("expires_at", type_=items.c.expires_at.type),
             *(given.c[name] for name in names),
         ).where(or_(first.is_(None), claimed.c.next_seq - count + 1 == first))
+        if self._schema.sealed:  # else the caller's `insert_items` refuses the retired kek
+            keyring = self._schema.keyring
+            active = select(keyring.c.kek_id).where(
+                keyring.c.kek_id == bindparam("kek"), keyring.c.retired_at.is_(None)
+            )
+            rows = rows.where(exists(active.with_for_update(read=True)))
         columns = ["session_pk", "seq", "created_at", "expires_at", *names]
         inserted = items.insert().from_select(columns, rows).returning(items.c.id).cte("inserted")
         went_in = select(func.count()).select_from(inserted).scalar_subquery()

@@ -32,6 +32,11 @@ class KeyringRows:
     def __init__(self, schema: Schema) -> None:
         self._schema = schema
 
+    def seal_with(self, kek_id: str | None) -> None:
+        """The key-encryption key this store seals with from now on: every sealed write
+        checks, in its own transaction, that it is still the keyring's active one."""
+        self._schema.sealing_kek = kek_id
+
     async def scrub(self) -> None:
         """Leave no bytes of deleted rows in a SQLite file's WAL: checkpoint and truncate it.
 

@@ -20,7 +20,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..database.units import Database
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, WrongKeyError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem
 from .prepared import Prepared, PreparedRows
@@ -134,6 +134,36 @@ class Schema:
         # MySQL and MariaDB: no ON CONFLICT, no UPDATE ... RETURNING, no RETURNING at all on
         # MySQL; their branches are named `mysql`.
         self.mysql = db.dialect_name in MYSQL
+        # The key-encryption key this store seals with (set when its keyring is opened):
+        # a sealed write checks, in its transaction, that it is still the active one.
+        self.sealing_kek: str | None = None
+
+    def refuse_retired_kek(self, conn: Connection, kek_id: str | None) -> None:
+        """Raise `WrongKeyError` (the transaction then rolls back) unless `kek_id` is the
+        keyring's active row: a rotation, maybe in another process, retired the key this
+        store seals with, and what it sealed now would open with neither key.
+
+        A locking read on a server: a rotation's retiring `UPDATE` waits for the writers
+        that saw the row active (their items are then there for it to re-wrap), and a
+        writer after it sees the row retired. On SQLite the write lock, held since the
+        claim, orders them the same way.
+        """
+        if kek_id is None:
+            return
+        if conn.execute(self._active_kek, {"kek_id": kek_id}).first() is None:
+            raise WrongKeyError(
+                "the key this store seals with was rotated away (rotate_key or "
+                "`agents-sqlalchemy rotate-key`, perhaps in another process): nothing was "
+                "written; open the store again with the new key"
+            )
+
+    @cached_property
+    def _active_kek(self) -> Any:
+        keyring = self.keyring
+        query = select(keyring.c.kek_id).where(
+            keyring.c.kek_id == bindparam("kek_id"), keyring.c.retired_at.is_(None)
+        )
+        return query if self.db.dialect_name == "sqlite" else query.with_for_update(read=True)
 
     def now(self) -> datetime:
         """The repository's clock: `utcnow` of this module, which tests move."""
@@ -256,6 +286,8 @@ class Schema:
         expires_at: datetime | None,
     ) -> None:
         """Insert items numbered from `first_seq`, sealed ones with their wrapped keys."""
+        if self.sealed and new:
+            self.refuse_retired_kek(conn, new[0].kek_id)
         if self.db.dialect_name == "sqlite":
             keys = self.sealed
             self.statements.insert_item_rows.run(

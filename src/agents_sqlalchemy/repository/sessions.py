@@ -154,6 +154,8 @@ class Sessions:
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
         values = change(row)
+        if values.get("sealed_state") is not None:
+            self._schema.refuse_retired_kek(conn, self._schema.sealing_kek)
         if values:
             conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
 

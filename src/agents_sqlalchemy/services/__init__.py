@@ -49,6 +49,7 @@ from .indexer import Indexer
 from .keys import ROTATE_BATCH, KeyRotation
 from .management import Management
 from .opener import Opener
+from .portability import Portability
 from .searcher import Searcher
 
 __all__ = ["ROTATE_BATCH", "Services"]
@@ -69,6 +70,7 @@ class Services:
     conversation: Conversation
     management: Management
     branches: Branches
+    portability: Portability
     indexer: Indexer | None
     searcher: Searcher | None
 
@@ -122,6 +124,9 @@ class Services:
             else Indexer(index, opener, embedder, background, chosen=embedder_chosen)
         )
         written = indexer.written if indexer else None
+        conversation = Conversation(items, sessions, Compaction(schema), opener, written, ttl=ttl)
+        management = Management(sessions, index, opener)
+        branches_service = Branches(branches, usage, opener, written, ttl=ttl)
         return cls(
             db=db,
             imports=imports,
@@ -130,11 +135,10 @@ class Services:
             opener=opener,
             keys=KeyRotation(opener, keyring),
             adoption=adoption,
-            conversation=Conversation(
-                items, sessions, Compaction(schema), opener, written, ttl=ttl
-            ),
-            management=Management(sessions, index, opener),
-            branches=Branches(branches, usage, opener, written, ttl=ttl),
+            conversation=conversation,
+            management=management,
+            branches=branches_service,
+            portability=Portability(conversation, branches_service, management),
             indexer=indexer,
             searcher=None if indexer is None else Searcher(index, opener, indexer, background),
         )

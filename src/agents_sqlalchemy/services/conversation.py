@@ -157,8 +157,8 @@ class Conversation:
     ) -> None:
         """Set (or delete) one named state value, under the session's lock.
 
-        A deletion is scrubbed like a removal of items: with a key, the sealed state it
-        replaced leaves no copy in a SQLite write-ahead log.
+        A deletion or an overwrite is scrubbed like a removal of items: with a key, the
+        sealed state it replaced leaves no copy in a SQLite write-ahead log.
         """
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
@@ -174,11 +174,20 @@ class Conversation:
                 state[name] = value
             return codec.state_values(key, state)
 
-        if not delete:
+        # The sealed state replaced leaves no copy in a SQLite WAL, deleted or overwritten.
+        async with self._opener.scrubbing(forget=delete):
             await self._sessions.update_session(key, change, codec.state_columns)
-            return
-        async with self._opener.scrubbing():  # a removal: no copy left in a SQLite WAL
-            await self._sessions.update_session(key, change, codec.state_columns)
+
+    async def replace_state(self, key: SessionKey, state: dict[str, Any]) -> None:
+        """Replace the session's whole state mapping at once (an import's), scrubbed as
+        `change_state` is."""
+        encode_item(state, "state")  # ItemError before any write
+        state = dict(state)
+        codec = await self._opener.ready()
+        async with self._opener.scrubbing(forget=False):
+            await self._sessions.update_session(
+                key, lambda _: codec.state_values(key, state), codec.state_columns
+            )
 
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
 

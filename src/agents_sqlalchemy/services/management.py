@@ -85,6 +85,11 @@ class Management:
             if await self._sessions.create_session(key):
                 return key.session_id
 
+    async def create_as(self, key: SessionKey) -> bool:
+        """Make the row of session `key` (its owner and metadata); False if the id exists."""
+        await self._opener.ready()
+        return await self._sessions.create_session(key)
+
     async def archive(self, *, archive: bool = True, **where: Any) -> int:
         """Archive (or restore) the sessions matching `where`; return how many changed."""
         if "inactive_for" in where:

@@ -102,6 +102,7 @@ class Opener:
                     self._refused = exc
                     raise
                 self._codec = PlainCodec() if self._kek is None else SealedCodec(self._kek)
+                self._keyring.seal_with(None if self._kek is None else self._kek.kek_id)
                 await self._announce()  # the first read of a table: after the key is verified
         return self._codec
 
@@ -135,11 +136,13 @@ class Opener:
             await announce_sdk_history(self._imports, self._db.url, self._tables)
 
     @asynccontextmanager
-    async def scrubbing(self) -> AsyncIterator[None]:
-        """Around a removal in encrypted mode: forget cached keys at once, and have the
-        SQLite WAL checkpointed just after, off the caller's path (`Background`)."""
+    async def scrubbing(self, *, forget: bool = True) -> AsyncIterator[None]:
+        """Around a removal (or an overwrite) in encrypted mode: forget cached keys at once,
+        and have the SQLite WAL checkpointed just after, off the caller's path
+        (`Background`). `forget=False` keeps the cache (an overwritten state was never in
+        it): only the WAL is checkpointed."""
         yield
-        if isinstance(self._codec, SealedCodec):
+        if forget and isinstance(self._codec, SealedCodec):
             self._codec.forget_keys()
         if self.key is not None:
             self._background.submit(("scrub",), self._keyring.scrub)
@@ -152,6 +155,7 @@ class Opener:
     def adopt(self, key: Key, kek: KeyEncryptionKey) -> None:
         """A rotation finished: from now on `key` and its `kek` are the store's."""
         self.key, self._kek, self._codec = key, kek, SealedCodec(kek)
+        self._keyring.seal_with(kek.kek_id)
 
     async def _open(self, rotating: bool) -> KeyEncryptionKey | None:
         """The store's key-encryption key; a wrong or missing key fails before any item I/O."""

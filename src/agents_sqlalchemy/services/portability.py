@@ -1,0 +1,435 @@
+"""A user's data carried out and back in: export, import, and erasure with its receipt.
+
+The export is JSON Lines, one JSON object a line, UTF-8, in this order::
+
+    {"format": "agents-sqlalchemy/user-export", "version": 1, "user_id": "alice",
+     "exported_at": "2026-12-03T09:00:00+00:00"}
+    {"type": "session", "session_id": "chat-1", "user_id": "alice", "metadata": {...},
+     "state": {...}, "created_at": "...", "updated_at": "...", "archived_at": null}
+    {"type": "line", "name": "main", "created_at": null, "items": 2,
+     "usage": [{"turn": 1, "requests": 1, "input_tokens": 9, "output_tokens": 4,
+                "total_tokens": 13, "input_details": null, "output_details": null}]}
+    {"type": "item", "turn": 1, "user": true, "item": {"role": "user", "content": "hi"}}
+    {"type": "item", "turn": 1, "user": false, "item": {...}}
+    {"type": "line", "name": "draft", "created_at": "...", "items": 1, "usage": []}
+    {"type": "item", "turn": 1, "user": true, "item": {...}}
+    {"type": "end", "session_id": "chat-1", "lines": 2, "items": 3}
+    ...                                    (the next session, from its "session" line on)
+    {"type": "done", "sessions": 1, "items": 3}
+
+A session's lines of history come main first, then its other branches oldest first; each
+line lists every live item it holds, in order and verbatim (a branch repeats the items it
+shares with the line it was made from), with the user turn each opens or belongs to. Times
+are ISO 8601 in UTC and informative: an import stamps its own. Items keep no expiry: an
+import gives them the target store's `ttl`.
+
+The export reads a page of sessions at a time and one session at a time (its items are
+read whole, as the session itself reads them); the import holds one session at a time, and
+writes it through the target store (sealed under that store's key if it has one). The
+stream is checked as it is read: a truncated one raises after the sessions it held whole.
+
+Example::
+
+    portability = Portability(conversation, branches, management)
+    async for line in portability.export_user("alice"):
+        out.write(line)
+    report = await portability.import_user(open("alice.jsonl", encoding="utf-8"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic_core import from_json, to_json
+
+from ..errors import ConfigurationError
+from ..records import ErasureReceipt, ImportedUser, SessionInfo
+from ..repository import GONE
+from ..tables import ROLES, TableNames
+from ..turns import MAIN, is_user
+from ..types import SessionKey
+from ..validation import check_user_id, session_key
+from .branches import Branches
+from .conversation import Conversation
+from .management import Management
+
+FORMAT = "agents-sqlalchemy/user-export"
+VERSION = 1
+#: Sessions listed per page while exporting.
+PAGE = 100
+#: Items appended per transaction while importing.
+BATCH = 500
+USAGE_FIELDS = (
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "input_details",
+    "output_details",
+)
+#: The tables an erasure deletes from (the keyring holds no user's data).
+ERASED_ROLES = tuple(role for role in ROLES if role not in ("keyring", "version"))
+
+Lines = Iterable[str | bytes] | AsyncIterable[str | bytes]
+
+
+def _line(record: dict[str, Any]) -> str:
+    return to_json(record).decode() + "\n"
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+@dataclass
+class _Line:
+    """One line of history of a session being imported: its items, with their turns."""
+
+    name: str
+    usage: list[dict[str, Any]]
+    expected: int
+    items: list[tuple[int, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Session:
+    """A session being imported, held until its "end" line."""
+
+    key: SessionKey
+    state: dict[str, Any]
+    archived: bool
+    lines: list[_Line] = field(default_factory=list)
+
+
+class Portability:
+    """Exports a user's sessions as a JSON Lines stream, and imports such a stream."""
+
+    def __init__(self, conversation: Conversation, branches: Branches, management: Management):
+        self._conversation = conversation
+        self._branches = branches
+        self._management = management
+
+    # -- export -------------------------------------------------------------------------------
+
+    async def export_user(
+        self, user_id: str, progress: Callable[[int, int], None] | None = None
+    ) -> AsyncIterator[str]:
+        """The lines of the export of every session of `user_id`, archived ones too.
+
+        `progress(done, total)` counts sessions: before the first and after each one.
+        """
+        if check_user_id(user_id) is None:
+            raise ConfigurationError("export_user needs a user id, got None")
+        total = await self._count(user_id)
+        now = datetime.now(timezone.utc).isoformat()
+        yield _line({"format": FORMAT, "version": VERSION, "user_id": user_id, "exported_at": now})
+        if progress is not None:
+            progress(0, total)
+        sessions = items = 0
+        cursor: str | None = None
+        while True:
+            page = await self._management.list_sessions(
+                user_id=user_id, limit=PAGE, cursor=cursor, archived=None
+            )
+            for info in page:
+                async for line, count in self._session(info):
+                    items += count
+                    yield line
+                sessions += 1
+                if progress is not None:
+                    progress(sessions, max(total, sessions))
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        yield _line({"type": "done", "sessions": sessions, "items": items})
+
+    async def _count(self, user_id: str) -> int:
+        count, cursor = 0, None
+        while True:
+            page = await self._management.list_sessions(
+                user_id=user_id, limit=1000, cursor=cursor, archived=None
+            )
+            count += len(page)
+            if page.next_cursor is None:
+                return count
+            cursor = page.next_cursor
+
+    async def _session(self, info: SessionInfo) -> AsyncIterator[tuple[str, int]]:
+        """One session's lines, each with how many items it carries."""
+        key = session_key(info.session_id)
+        yield (
+            _line(
+                {
+                    "type": "session",
+                    "session_id": info.session_id,
+                    "user_id": info.user_id,
+                    "metadata": info.metadata,
+                    "state": await self._conversation.state(key),
+                    "created_at": _time(info.created_at),
+                    "updated_at": _time(info.updated_at),
+                    "archived_at": _time(info.archived_at),
+                }
+            ),
+            0,
+        )
+        others = [s for s in await self._branches.summaries(key) if s.name != MAIN]
+        names = [(MAIN, None), *((s.name, s.created_at) for s in sorted(others, key=_created))]
+        lines = items = 0
+        for name, created_at in names:
+            turns = await self._branches.turns(key, name, users_only=False)
+            usage = await self._branches.turn_usage(key, name, None)
+            if turns is GONE or usage is GONE:  # deleted while exporting
+                continue
+            assert isinstance(turns, list) and isinstance(usage, list)
+            header: dict[str, Any] = {"type": "line", "name": name}
+            header["created_at"] = _time(created_at)
+            header |= {"items": len(turns), "usage": usage}
+            yield _line(header), 0
+            for turn, user, _, item in turns:
+                yield _line({"type": "item", "turn": turn, "user": user, "item": item}), 1
+            lines, items = lines + 1, items + len(turns)
+        end = {"type": "end", "session_id": info.session_id, "lines": lines, "items": items}
+        yield _line(end), 0
+
+    # -- import -------------------------------------------------------------------------------
+
+    async def import_user(self, lines: Lines, *, skip_existing: bool = False) -> ImportedUser:
+        """Write the sessions of an export into this store; see `SessionStore.import_user`."""
+        report = ImportedUser()
+        number = 0
+        session: _Session | None = None
+        done = header = False
+        async for number, record in _records(lines):
+            kind = record.get("type") if header else "header"
+            header = True
+            if done:
+                raise _bad(number, "a line after the final 'done' line")
+            if kind == "header":
+                _check_header(record)
+            elif kind == "session":
+                if session is not None:
+                    raise _bad(number, "a session starts before the previous one ended")
+                session = _new_session(record, number)
+            elif kind == "line" and session is not None:
+                usage = record.get("usage")
+                if not isinstance(record.get("name"), str) or not isinstance(usage, list):
+                    raise _bad(number, "a line of history needs a name and a usage list")
+                session.lines.append(_Line(record["name"], usage, int(record.get("items", -1))))
+            elif kind == "item" and session is not None and session.lines:
+                turn, item = record.get("turn"), record.get("item")
+                if not isinstance(turn, int) or not isinstance(item, dict):
+                    raise _bad(number, "an item line needs a turn number and an item object")
+                session.lines[-1].items.append((turn, item))
+            elif kind == "end" and session is not None:
+                if any(len(line.items) != line.expected for line in session.lines):
+                    raise _bad(number, "a line of history holds fewer items than it announced")
+                report = _add(report, await self._write(session, skip_existing))
+                session = None
+            elif kind == "done" and session is None:
+                if record.get("sessions") != report.sessions + report.skipped_sessions:
+                    raise _bad(number, "the export announces another number of sessions")
+                done = True
+            else:
+                raise _bad(number, f"an unexpected {kind!r} line here")
+        if number == 0:
+            raise ConfigurationError("the export is empty: not an export of agents-sqlalchemy")
+        if not done:
+            raise ConfigurationError(
+                f"the export ends before its final 'done' line (truncated?): {report.sessions} "
+                "whole sessions were imported; the rest of the export was not"
+            )
+        return report
+
+    async def _write(self, session: _Session, skip_existing: bool) -> ImportedUser:
+        key = session.key
+        if not await self._management.create_as(key):
+            if skip_existing:
+                return ImportedUser(skipped_sessions=1)
+            raise ConfigurationError(
+                f"session {key.session_id[:80]!r} is already in this store: nothing of it was "
+                "imported (skip_existing=True, or --skip-existing, skips such sessions)"
+            )
+        if session.state:
+            await self._conversation.replace_state(key, session.state)
+        built: dict[str, list[tuple[int, Any]]] = {}
+        left_out = items = 0
+        for line in session.lines:
+            usage = {
+                row["turn"]: {name: row.get(name) for name in USAGE_FIELDS} for row in line.usage
+            }
+            if line.name == MAIN:
+                await self._fill(key, MAIN, line.items, usage, 0)
+            else:
+                await self._rebuild(key, line, usage, built)
+            built[line.name] = line.items
+            left_out, items = left_out + len(usage), items + len(line.items)
+        if session.archived:
+            await self._management.archive(session_hash=key.hash)
+        return ImportedUser(sessions=1, items=items, usage_left_out=left_out)
+
+    async def _fill(
+        self,
+        key: SessionKey,
+        name: str,
+        items: list[tuple[int, Any]],
+        usage: dict[int, dict[str, Any]],
+        start: int,
+    ) -> None:
+        """Append `items[start:]` to line `name`, each turn's usage once its last item is in
+        (the line's current turn is the one usage is recorded on). Takes what it places out
+        of `usage`."""
+        if start and (start == len(items) or items[start][0] != items[start - 1][0]):
+            values = usage.pop(items[start - 1][0], None)  # the kept part's last turn ended
+            if values is not None:
+                await self._branches.record(key, name, values)
+        batch: list[Any] = []
+        for index in range(start, len(items)):
+            turn, item = items[index]
+            batch.append(item)
+            ends_turn = index + 1 == len(items) or items[index + 1][0] != turn
+            values = usage.pop(turn, None) if ends_turn else None
+            if values is not None or len(batch) >= BATCH or index + 1 == len(items):
+                await self._branches.append(key, name, batch, None, values)
+                batch = []
+
+    async def _rebuild(
+        self,
+        key: SessionKey,
+        line: _Line,
+        usage: dict[int, dict[str, Any]],
+        built: dict[str, list[tuple[int, Any]]],
+    ) -> None:
+        """Make branch `line.name` from the line built so far that shares the longest run of
+        its first items (by reference, as the original did), then append the rest."""
+        wanted = [item for _, item in line.items]
+        best: tuple[int, int, str, int, int] | None = None  # (-pops, kept, source, turn, start)
+        for source, items in built.items():
+            same = _common(wanted, [item for _, item in items])
+            for start, (turn, item) in enumerate(items):
+                if not is_user(item) or (start and items[start - 1][0] == turn):
+                    continue  # not the user message that opens turn `turn`
+                pops = max(start - same, 0)
+                kept = min(start, same)
+                ends = line.items[kept - 1][0] if kept else None
+                if ends is not None and any(turn < ends for turn in usage):
+                    pops += len(wanted)  # would leave usage of the shared turns out: worse
+                choice = (-pops, kept, source, turn, start)
+                if best is None or choice[:2] > best[:2]:
+                    best = choice
+        if best is None:
+            raise ConfigurationError(
+                f"branch {line.name!r} of session {key.session_id[:80]!r} cannot be rebuilt: "
+                "no line of history before it holds a user message to branch from"
+            )
+        _, kept, source, turn, start = best
+        name, _ = await self._branches.create(key, source, turn, line.name)
+        for _ in range(start - kept):  # the branch holds the source's `start` first items
+            await self._branches.pop(key, name)
+        await self._fill(key, name, line.items, usage, kept)
+
+
+async def erase(
+    management: Management,
+    user_id: str,
+    *,
+    dialect: str,
+    tables: TableNames,
+    encrypted: bool,
+) -> ErasureReceipt:
+    """Delete every session of `user_id` (items, their keys, state, branches, usage) and
+    return the receipt of what was destroyed; see `SessionStore.erase_user`."""
+    if check_user_id(user_id) is None:
+        raise ConfigurationError("erase_user needs a user id, got None")
+    removed = await management.delete(user_id=user_id)
+    prefix = f"{tables.schema}." if tables.schema else ""
+    return ErasureReceipt(
+        user_sha256=ErasureReceipt.hash_user(user_id),
+        sessions=removed.sessions,
+        items=removed.items,
+        item_keys_deleted=removed.items if encrypted else 0,
+        erased_at=datetime.now(timezone.utc),
+        dialect=dialect,
+        tables=tuple(prefix + tables.name(role) for role in ERASED_ROLES),
+        encrypted=encrypted,
+    )
+
+
+def _created(summary: Any) -> datetime:
+    created: datetime = summary.created_at
+    return created
+
+
+def _common(a: list[Any], b: list[Any]) -> int:
+    """How many first items `a` and `b` share."""
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
+def _add(report: ImportedUser, more: ImportedUser) -> ImportedUser:
+    return ImportedUser(
+        sessions=report.sessions + more.sessions,
+        items=report.items + more.items,
+        skipped_sessions=report.skipped_sessions + more.skipped_sessions,
+        usage_left_out=report.usage_left_out + more.usage_left_out,
+    )
+
+
+def _bad(number: int, what: str) -> ConfigurationError:
+    return ConfigurationError(f"line {number} of the export: {what}")
+
+
+def _check_header(record: dict[str, Any]) -> None:
+    if record.get("format") != FORMAT:
+        raise ConfigurationError(
+            f"not an export of agents-sqlalchemy: its first line names no format {FORMAT!r}"
+        )
+    if record.get("version") != VERSION:
+        raise ConfigurationError(
+            f"an export of version {record.get('version')!r}: this version of the library "
+            f"reads version {VERSION}"
+        )
+
+
+def _new_session(record: dict[str, Any], number: int) -> _Session:
+    state = record.get("state") or {}
+    if not isinstance(state, dict):
+        raise _bad(number, "a session's state is not an object")
+    try:
+        key = session_key(record.get("session_id"), record.get("user_id"), record.get("metadata"))
+    except ConfigurationError as exc:
+        raise _bad(number, str(exc)) from exc
+    return _Session(key, state, record.get("archived_at") is not None)
+
+
+async def _records(lines: Lines) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line, from lines of text or bytes."""
+    number = 0
+
+    def parsed(raw: str | bytes) -> dict[str, Any] | None:
+        if not raw.strip():
+            return None
+        try:
+            record = from_json(raw)
+        except ValueError as exc:
+            raise _bad(number, f"not JSON ({exc})") from exc
+        if not isinstance(record, dict):
+            raise _bad(number, "not a JSON object")
+        return record
+
+    if isinstance(lines, AsyncIterable):
+        async for raw in lines:
+            number += 1
+            if (record := parsed(raw)) is not None:
+                yield number, record
+    else:
+        for raw in lines:
+            number += 1
+            if (record := parsed(raw)) is not None:
+                yield number, record

@@ -1,0 +1,80 @@
+"""`agents-sqlalchemy users export|import|erase`, on every dialect, with keys."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from agents_sqlalchemy import ErasureReceipt, SessionStore
+from agents_sqlalchemy.cli import app
+
+from .test_portability import fill
+
+KEY = "AGENTS_SQLALCHEMY_KEY"
+
+
+def cli(*args: str, key: str | None = None, input: str | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), env={KEY: key}, input=input)
+
+
+def seed(url: str, key: str | None) -> None:
+    async def run() -> None:
+        async with SessionStore(url, create_tables=True, key=key) as store:
+            await fill(store)
+
+    asyncio.run(run())
+
+
+def sessions_of(url: str, key: str | None, user_id: str) -> list[str]:
+    async def run() -> list[str]:
+        async with SessionStore(url, key=key) as store:
+            page = await store.list_sessions(user_id=user_id, archived=None)
+            return sorted(info.session_id for info in page)
+
+    return asyncio.run(run())
+
+
+def test_export_import_erase(db_url: str, tmp_path: Path) -> None:
+    seed(db_url, "source key")
+    export = tmp_path / "alice.jsonl"
+    done = cli("users", "export", "alice", "--url", db_url, "-o", str(export), key="source key")
+    assert done.exit_code == 0, done.output
+    assert "Exported 2 sessions of 'alice'" in done.stderr
+    lines = export.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["format"] == "agents-sqlalchemy/user-export"
+    # To standard output, the progress bar (on stderr) leaves the stream whole.
+    piped = cli("users", "export", "alice", "--url", db_url, key="source key")
+    assert piped.exit_code == 0, piped.output
+    assert [json.loads(line) for line in piped.stdout.splitlines()][1:-1] == [
+        json.loads(line) for line in lines
+    ][1:-1]
+    refused = cli("users", "export", "alice", "--url", db_url)
+    assert refused.exit_code == 1 and "is encrypted" in refused.output
+
+    target = str(tmp_path / "target.db")
+    imported = cli("users", "import", str(export), "--url", target, "--create", key="new key")
+    assert imported.exit_code == 0, imported.output
+    assert "Imported 2 sessions" in imported.stdout
+    assert sessions_of(target, "new key", "alice") == ["chat-1", "chat-2"]
+    again = cli("users", "import", str(export), "--url", target, key="new key")
+    assert again.exit_code == 1 and "already in this store" in again.output
+    skipped = cli("users", "import", str(export), "--url", target, "--skip-existing", key="new key")
+    assert skipped.exit_code == 0 and "skipped 2 already present" in skipped.stdout
+
+    kept = cli("users", "erase", "alice", "--url", target, key="new key", input="n\n")
+    assert kept.exit_code == 1 and "Aborted" in kept.output
+    assert sessions_of(target, "new key", "alice") == ["chat-1", "chat-2"]
+    path = tmp_path / "receipt.json"
+    erased = cli(
+        "users", "erase", "alice", "--url", target, "--yes", "--receipt", str(path), key="new key"
+    )
+    assert erased.exit_code == 0, erased.output
+    receipt = ErasureReceipt.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    assert json.loads(erased.stdout) == receipt.as_dict()
+    assert (receipt.sessions, receipt.encrypted, receipt.dialect) == (2, True, "sqlite")
+    assert receipt.user_sha256 == ErasureReceipt.hash_user("alice")
+    assert sessions_of(target, "new key", "alice") == []
+    assert sessions_of(db_url, "source key", "alice") == ["chat-1", "chat-2"]

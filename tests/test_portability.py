@@ -1,0 +1,247 @@
+"""A user's export, its import into any store, and erasure with a receipt."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from agents import Agent, Runner
+from agents.testing import ScriptedModel
+
+from agents_sqlalchemy import (
+    ConfigurationError,
+    ErasureReceipt,
+    SessionStore,
+    TableNames,
+)
+
+from .items import message
+from .test_usage import lookup, steps
+
+TIMES = ("exported_at", "created_at", "updated_at", "archived_at")
+
+
+async def fill(store: SessionStore) -> None:
+    """Alice: a session run by the Runner (usage per turn, a tool) with a branch that ran
+    too, and state; an archived session of plain items; Bob: one session."""
+    agent = Agent(name="a", model=ScriptedModel([*steps(1), *steps(2), *steps(3)]), tools=[lookup])
+    chat = store.session("chat-1", user_id="alice", metadata={"channel": "web", "n": 1})
+    await Runner.run(agent, "one", session=chat)
+    await Runner.run(agent, "two", session=chat)
+    await chat.set_state("cart", {"items": ["tea", "ça"], "total": 12.5})
+    await chat.set_state("step", 3)
+    await chat.create_branch_from_turn(2, "retry")
+    await Runner.run(agent, "two, again", session=chat)
+    plain = store.session("chat-2", user_id="alice")
+    await plain.add_items([{"role": "system", "content": "be brief"}, message("héllo 日本")])
+    await plain.add_items([{"role": "assistant", "content": "hi", "extra": [1, None, True]}])
+    await store.archive_session("chat-2")
+    await store.session("bob-1", user_id="bob").add_items([message("not alice's")])
+
+
+async def lines_of(store: SessionStore, user_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) async for line in store.export_user(user_id)]
+
+
+def by_session(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each session's records without their times (an import stamps its own, and so lists
+    the sessions in another order of activity)."""
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for record in records[1:-1]:
+        if record["type"] == "session":
+            current = sessions.setdefault(record["session_id"], [])
+        current.append({k: v for k, v in record.items() if k not in TIMES})
+    assert records[-1]["type"] == "done"
+    return sessions
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_a_round_trip_is_exact(db_url: str, key: str | None) -> None:
+    other_key = None if key else os.urandom(32)  # plaintext to encrypted, and back
+    async with (
+        SessionStore(db_url, create_tables=True, key=key) as source,
+        SessionStore(
+            db_url, create_tables=True, key=other_key, tables=TableNames(prefix="copy_")
+        ) as target,
+    ):
+        await fill(source)
+        exported = [line async for line in source.export_user("alice")]
+        assert all(line.endswith("\n") and line.count("\n") == 1 for line in exported)
+        first = json.loads(exported[0])
+        assert (first["format"], first["version"], first["user_id"]) == (
+            "agents-sqlalchemy/user-export",
+            1,
+            "alice",
+        )
+        assert "not alice's" not in "".join(exported)
+
+        report = await target.import_user(exported)
+        assert (report.sessions, report.skipped_sessions, report.usage_left_out) == (2, 0, 0)
+
+        again = await lines_of(target, "alice")
+        assert by_session(again) == by_session([json.loads(line) for line in exported])
+        assert again[-1] == json.loads(exported[-1])
+        # The store's own reads agree, line by line.
+        for session_id in ("chat-1", "chat-2"):
+            before, after = source.session(session_id), target.session(session_id)
+            assert await after.get_items() == await before.get_items()
+            for branch in await before.list_branches():
+                name = branch["branch_id"]
+                assert await after.get_items(branch_id=name) == await before.get_items(
+                    branch_id=name
+                )
+                assert await after.get_turn_usage(branch_id=name) == await before.get_turn_usage(
+                    branch_id=name
+                )
+            assert [b["branch_id"] for b in await after.list_branches()] == [
+                b["branch_id"] for b in await before.list_branches()
+            ]
+            old, new = await source.session_info(session_id), await target.session_info(session_id)
+            assert old is not None and new is not None
+            assert (new.user_id, new.metadata, new.item_count) == (
+                old.user_id,
+                old.metadata,
+                old.item_count,
+            )
+            assert (new.archived_at is None) == (old.archived_at is None)
+        chat = target.session("chat-1")
+        assert await chat.get_state("cart") == {"items": ["tea", "ça"], "total": 12.5}
+        assert await chat.get_state("step") == 3
+        assert len(await target.session("chat-1").get_turn_usage(branch_id="retry")) == 1
+        assert await target.session_info("bob-1") is None
+
+
+async def test_import_refuses_a_session_it_has_and_can_skip_it(sqlite_url: str) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        await fill(store)
+        exported = [line async for line in store.export_user("alice")]
+        with pytest.raises(ConfigurationError, match="already in this store"):
+            await store.import_user(exported)
+        report = await store.import_user(exported, skip_existing=True)
+        assert (report.sessions, report.skipped_sessions) == (0, 2)
+
+
+async def test_a_truncated_or_foreign_stream_is_refused(sqlite_url: str, tmp_path: Any) -> None:
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        await fill(store)
+        exported = [line async for line in store.export_user("alice")]
+    ends = [i for i, line in enumerate(exported) if json.loads(line).get("type") == "end"]
+    target_url = f"sqlite+aiosqlite:///{tmp_path / 'target.db'}"
+    async with SessionStore(target_url, create_tables=True) as target:
+        cut = exported[: ends[0] + 3]  # the first session whole, the second begun
+        with pytest.raises(ConfigurationError, match=r"truncated.*1 whole sessions"):
+            await target.import_user(cut)
+        page = await target.list_sessions(user_id="alice", archived=None)
+        assert [info.session_id for info in page] == [json.loads(exported[1])["session_id"]]
+        with pytest.raises(ConfigurationError, match="not an export"):
+            await target.import_user(['{"hello": 1}\n'])
+        with pytest.raises(ConfigurationError, match="line 2 of the export: not JSON"):
+            await target.import_user([exported[0], "{oops\n"])
+        bad_version = json.dumps({**json.loads(exported[0]), "version": 99})
+        with pytest.raises(ConfigurationError, match="version 99"):
+            await target.import_user([bad_version])
+
+
+async def test_an_export_streams_from_a_file(sqlite_url: str, tmp_path: Any) -> None:
+    path = tmp_path / "alice.jsonl"
+    async with SessionStore(sqlite_url, create_tables=True, key="k") as store:
+        await fill(store)
+        seen: list[tuple[int, int]] = []
+        with path.open("w", encoding="utf-8") as out:
+            async for line in store.export_user("alice", progress=lambda *a: seen.append(a)):
+                out.write(line)
+        assert seen == [(0, 2), (1, 2), (2, 2)]
+    async with SessionStore(tmp_path / "copy.db", create_tables=True) as copy:
+        with path.open("rb") as export:  # bytes do as well as text
+            report = await copy.import_user(export)
+        done = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+        assert done["type"] == "done"
+        assert (report.sessions, report.items) == (2, done["items"])
+        assert await copy.session("chat-2").get_items() == [
+            {"role": "system", "content": "be brief"},
+            message("héllo 日本"),
+            {"role": "assistant", "content": "hi", "extra": [1, None, True]},
+        ]
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_erasure_returns_a_receipt_without_content(db_url: str, key: str | None) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await fill(store)
+        infos = await store.list_sessions(user_id="alice", archived=None)
+        live = sum(info.item_count for info in infos)
+        receipt = await store.erase_user("alice")
+        assert await store.list_sessions(user_id="alice", archived=None) == []
+        assert await store.session_info("bob-1") is not None
+        assert receipt.sessions == 2
+        assert receipt.items >= live  # the branch's own items too
+        assert receipt.item_keys_deleted == (receipt.items if key else 0)
+        assert receipt.encrypted is (key is not None)
+        assert receipt.dialect == store.engine.dialect.name
+        assert "agents_sqlalchemy_items" in receipt.tables
+        assert receipt.user_sha256 == ErasureReceipt.hash_user("alice")
+        kept = json.dumps(receipt.as_dict())
+        for word in ("alice", "chat-1", "Oslo", "tea"):
+            assert word not in kept
+        assert ErasureReceipt.from_dict(json.loads(kept)) == receipt
+        # A receipt written by a later version, with fields this one does not know, reads.
+        later = {**json.loads(kept), "owner_key_destroyed": True}
+        assert ErasureReceipt.from_dict(later) == receipt
+        again = await store.erase_user("alice")
+        assert (again.sessions, again.items) == (0, 0)
+        with pytest.raises(ConfigurationError):
+            await store.erase_user(None)  # type: ignore[arg-type]
+
+
+def turn(n: int) -> list[dict[str, Any]]:
+    return [message(f"question {n}"), {"role": "assistant", "content": f"answer {n}"}]
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_branches_of_branches_and_a_main_line_changed_since(
+    sqlite_url: str, tmp_path: Any, key: str | None
+) -> None:
+    """A branch made from a branch, and branches whose source line has changed since (items
+    popped and others added): each is rebuilt with exactly its items."""
+    async with (
+        SessionStore(sqlite_url, create_tables=True, key=key) as source,
+        SessionStore(tmp_path / "copy.db", create_tables=True, key="other") as target,
+    ):
+        chat = source.session("tree", user_id="alice")
+        await chat.add_items([{"role": "system", "content": "be brief"}, *turn(1), *turn(2)])
+        await chat.add_items(turn(3))
+        await chat.create_branch_from_turn(2, "b1")  # holds turn 1
+        await chat.add_items([*turn(20), *turn(21)])
+        await chat.create_branch_from_turn(3, "b2")  # b1's turns 1 and 2
+        await chat.add_items(turn(30))
+        await chat.switch_to_branch("main")
+        await chat.pop_item()
+        await chat.pop_item()
+        await chat.pop_item()  # main now ends inside turn 2
+        await chat.add_items([{"role": "assistant", "content": "second thoughts"}, *turn(4)])
+        # A branch that shares no first item with any line left: rebuilt from a line's
+        # first turn, whose items are popped off the new branch.
+        bare = source.session("bare", user_id="alice")
+        await bare.add_items([*turn(1), *turn(2)])
+        await bare.create_branch_from_turn(2, "kept")
+
+        await bare.add_items([message("other question 2")])
+        await bare.switch_to_branch("main")
+        for _ in range(4):
+            await bare.pop_item()
+        await bare.add_items([{"role": "system", "content": "new rules"}, *turn(1)])
+        exported = [line async for line in source.export_user("alice")]
+        await target.import_user(exported)
+        assert await target.session("bare").get_items(branch_id="kept") == [
+            *turn(1),
+            message("other question 2"),
+        ]
+        again = [json.loads(line) async for line in target.export_user("alice")]
+        assert by_session(again) == by_session([json.loads(line) for line in exported])
+        copy = target.session("tree")
+        for name in ("main", "b1", "b2"):
+            assert await copy.get_items(branch_id=name) == await chat.get_items(branch_id=name)
+        assert len(await copy.get_items(branch_id="b2")) == 3 + 2 + 2  # b1 before its turn 3
