@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
+
+from .telemetry import current
 
 T = TypeVar("T")
 
@@ -39,8 +42,12 @@ async def holding(lock: threading.Lock) -> AsyncIterator[None]:
     Polled rather than awaited: an `asyncio.Lock` belongs to one loop, and a cancelled
     waiter of a lock acquired in a worker thread would strand it.
     """
-    while not lock.acquire(blocking=False):  # noqa: ASYNC110
-        await asyncio.sleep(0.005)
+    if not lock.acquire(blocking=False):
+        started = time.perf_counter()
+        while not lock.acquire(blocking=False):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        if (operation := current()) is not None:
+            operation.waited(time.perf_counter() - started)
     try:
         yield
     finally:

@@ -239,6 +239,14 @@ class EngineSource:
                 self._engines[loop] = engine
             return engine
 
+    def engines(self) -> list[AsyncEngine]:
+        """The engines in use (the app's, or those made here), for pool gauges."""
+        if self._given is not None:
+            return [self._given]
+        with self._lock:
+            made = list(self._engines.values())
+            return made if self._unbound is None else [*made, self._unbound]
+
     def get_unbound(self) -> AsyncEngine:
         """An engine for callers outside any loop; the first loop to run adopts it."""
         if self._given is not None:

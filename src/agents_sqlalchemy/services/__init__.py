@@ -30,6 +30,7 @@ from ..models import build_models
 from ..repository import Repository
 from ..search import Embedder
 from ..tables import TableNames
+from ..telemetry import Telemetry
 from .background import Background
 from .branches import Branches
 from .conversation import Conversation
@@ -71,6 +72,7 @@ class Services:
         sqlite_synchronous: str = "NORMAL",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
+        telemetry: Telemetry | None = None,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -80,9 +82,15 @@ class Services:
             sqlite_synchronous=sqlite_synchronous,
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
+            telemetry=telemetry,
         )
         repository = Repository(db, build_models(tables), sealed=key is not None)
-        background = Background(release=repository.release_loop, thread=db.owns_engines)
+        background = Background(
+            release=repository.release_loop, thread=db.owns_engines, telemetry=db.telemetry
+        )
+        db.telemetry.describe(
+            tables, sealed=key is not None, backlog=background.backlog, pools=db.pools
+        )
         opener = Opener(
             db, repository, tables, key=key, create_tables=create_tables, background=background
         )

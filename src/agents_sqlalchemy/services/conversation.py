@@ -19,6 +19,7 @@ from typing import Any
 from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError
 from ..repository import Repository
+from ..telemetry import current
 from ..types import Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
@@ -59,6 +60,8 @@ class Conversation:
         payloads = encode_items(item_list(items))
         if not payloads:
             return
+        if (operation := current()) is not None:
+            operation.wrote(len(payloads), sum(map(len, payloads)))
         codec = await self._opener.ready()
         session_pk, first_seq = await self._repository.append(
             key,
@@ -199,5 +202,7 @@ class Conversation:
     async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
         """Rows for `items` once their first number is known (search indexes them after)."""
         payloads = encode_items(items)  # ItemError before any write
+        if (operation := current()) is not None:
+            operation.wrote(len(payloads), sum(map(len, payloads)))
         codec = await self._opener.ready()
         return lambda first_seq: codec.rows(key, payloads, first_seq)

@@ -28,6 +28,7 @@ from ..crypto import Key
 from ..repository import SdkSource
 from ..repository.imports import Order
 from ..tables import TableNames
+from ..telemetry import Telemetry, current, telemetry_option
 from ..validation import session_key
 from . import Services
 
@@ -61,6 +62,7 @@ async def import_sdk(
     progress: Callable[[int, int], None] | None = None,
     key: Key | None = None,
     create_tables: bool = False,
+    telemetry: Telemetry | bool | None = None,
 ) -> ImportReport:
     """Copy every SDK session of `source` into the library's tables in `target`.
 
@@ -70,6 +72,7 @@ async def import_sdk(
     at head (`agents-sqlalchemy db upgrade`), or `create_tables=True` migrates it there
     first. `key` is the target's key: an encrypted target
     refuses an import without it, and with it every item is sealed on the way in.
+    `telemetry` is the target store's option (`Telemetry`): the import is one operation.
 
     Example::
 
@@ -83,29 +86,31 @@ async def import_sdk(
         ttl=None,
         embedder=None,
         create_tables=create_tables,
+        telemetry=telemetry_option(telemetry),
     )
     services.opener.announce_history = False  # the history is being imported
     counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
     try:
-        codec = await services.opener.ready()  # the schema and the key, checked first
-        if order == "auto":
-            order = await reader.order()
-        groups = await reader.groups()
-        total, done = sum(group.messages for group in groups), 0
-        if progress:
-            progress(0, total)
-        for group in groups:
-            copied, unreadable = await _copy(services, codec, reader, group, order)
-            if copied is None:
-                counts["skipped_sessions"] += 1
-            else:
-                counts["sessions"] += 1
-                counts["items"] += copied
-                counts["unreadable"] += unreadable
-            done += group.messages
+        with services.db.telemetry.operation("import"):
+            codec = await services.opener.ready()  # the schema and the key, checked first
+            if order == "auto":
+                order = await reader.order()
+            groups = await reader.groups()
+            total, done = sum(group.messages for group in groups), 0
             if progress:
-                progress(done, total)
-        return ImportReport(**counts)
+                progress(0, total)
+            for group in groups:
+                copied, unreadable = await _copy(services, codec, reader, group, order)
+                if copied is None:
+                    counts["skipped_sessions"] += 1
+                else:
+                    counts["sessions"] += 1
+                    counts["items"] += copied
+                    counts["unreadable"] += unreadable
+                done += group.messages
+                if progress:
+                    progress(done, total)
+            return ImportReport(**counts)
     finally:
         await services.close()
         await reader.close()
@@ -127,6 +132,8 @@ async def _copy(
             continue
         times.append(_utc(row.created_at, first))
     items = list(zip(times, codec.rows(key, payloads, 1), strict=True))
+    if (operation := current()) is not None:
+        operation.wrote(len(payloads), sum(map(len, payloads)))
     if not await services.repository.import_session(key, (first, last), items):
         return None, unreadable
     return len(items), unreadable
