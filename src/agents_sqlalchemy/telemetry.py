@@ -171,14 +171,18 @@ def telemetry_option(value: Telemetry | bool | None) -> Telemetry:
 
 
 class _Api:
-    """The `opentelemetry` modules, or None when the `[otel]` extra is not installed."""
+    """The `opentelemetry` modules, or None when the `[otel]` extra is not installed.
+
+    The global providers are read from where the API keeps them, when it does: its public
+    getters look an environment variable up on every call (microseconds, per operation).
+    """
 
     loaded = False
     trace: Any = None
     metrics: Any = None
     context: Any = None
-    noop_tracers: tuple[type, ...] = ()
-    noop_meters: tuple[type, ...] = ()
+    _trace_globals: Any = None
+    _metrics_globals: Any = None
 
     @classmethod
     def load(cls) -> bool:
@@ -186,23 +190,44 @@ class _Api:
             cls.loaded = True
             try:
                 from opentelemetry import context, metrics, trace
+                from opentelemetry.metrics import _internal as metrics_globals
             except ImportError:
                 return False
             cls.trace, cls.metrics, cls.context = trace, metrics, context
-            cls.noop_tracers = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-            cls.noop_meters = (metrics.NoOpMeterProvider, _proxy_meter_provider(metrics))
+            if hasattr(trace, "_TRACER_PROVIDER"):
+                cls._trace_globals = trace
+            if hasattr(metrics_globals, "_METER_PROVIDER"):
+                cls._metrics_globals = metrics_globals
+            # A provider named by the environment is made by the first getter call.
+            trace.get_tracer_provider()
+            metrics.get_meter_provider()
         return cls.trace is not None
 
+    @classmethod
+    def tracer_provider(cls) -> Any:
+        """The provider the app set globally, or None (none set, or a no-op one)."""
+        if cls._trace_globals is not None:
+            provider = cls._trace_globals._TRACER_PROVIDER
+        else:
+            provider = cls.trace.get_tracer_provider()
+        if provider is None or isinstance(
+            provider, (cls.trace.ProxyTracerProvider, cls.trace.NoOpTracerProvider)
+        ):
+            return None
+        return provider
 
-def _proxy_meter_provider(metrics: Any) -> type:
-    from opentelemetry.metrics import _internal
-
-    proxy: type = _internal._ProxyMeterProvider
-    return proxy
-
-
-def _real(provider: Any, noop: tuple[type, ...]) -> Any:
-    return None if isinstance(provider, noop) else provider
+    @classmethod
+    def meter_provider(cls) -> Any:
+        """The meter provider the app set globally, or None (none set, or a no-op one)."""
+        if cls._metrics_globals is not None:
+            provider = cls._metrics_globals._METER_PROVIDER
+        else:
+            provider = cls.metrics.get_meter_provider()
+        if provider is None or isinstance(provider, cls.metrics.NoOpMeterProvider):
+            return None
+        if type(provider).__name__ == "_ProxyMeterProvider":
+            return None
+        return provider
 
 
 # -- per provider: the tracer and the instruments ----------------------------------------------
@@ -324,6 +349,9 @@ class Probe:
         self.backlog: Callable[[], dict[str, int]] | None = None
         self.pools: Pools | None = None
         self._watched: set[int] = set()
+        self._off = not option.enabled or not _Api.load()
+        self._own = option.tracer_provider is not None or option.meter_provider is not None
+        self._found: tuple[Any, Any] | None = None
 
     def describe(
         self,
@@ -338,22 +366,33 @@ class Probe:
         self.sealed, self.backlog, self.pools = sealed, backlog, pools
 
     def listening(self) -> tuple[Any, Any] | None:
-        """(tracer provider, meter provider), either None; None when nothing listens."""
-        tracing, metering = self._providers()
-        return None if tracing is None and metering is None else (tracing, metering)
+        """(tracer provider, meter provider), either None; None when nothing listens.
 
-    def _providers(self) -> tuple[Any, Any]:
-        """(tracer provider, meter provider) to report to; (None, None) when nothing listens."""
-        option = self.option
-        if not option.enabled or not _Api.load():
-            return None, None
-        tracing = option.tracer_provider or _real(
-            _Api.trace.get_tracer_provider(), _Api.noop_tracers
-        )
-        metering = option.meter_provider or _real(
-            _Api.metrics.get_meter_provider(), _Api.noop_meters
-        )
+        What every operation asks first, so it is kept cheap: a store's own providers, or
+        the global ones once both are set (the API sets each once), are remembered.
+        """
+        if self._found is not None:
+            return self._found
+        if self._off:
+            return None
+        if self._globals_unset():  # the common case: one read of each global, nothing made
+            return None
+        tracing = self.option.tracer_provider or _Api.tracer_provider()
+        metering = self.option.meter_provider or _Api.meter_provider()
+        if tracing is None and metering is None:
+            return None
+        if tracing is not None and metering is not None:
+            self._found = (tracing, metering)
         return tracing, metering
+
+    def _globals_unset(self) -> bool:
+        """Whether no provider of this store's own is given and the API holds no global one."""
+        if self._own:
+            return False
+        tracing, metering = _Api._trace_globals, _Api._metrics_globals
+        if tracing is None or metering is None:
+            return False  # an API without those globals: ask its getters
+        return tracing._TRACER_PROVIDER is None and metering._METER_PROVIDER is None
 
     def operation(
         self,
@@ -365,9 +404,10 @@ class Probe:
         providers: tuple[Any, Any] | None = None,
     ) -> Operation:
         """A span (and metrics) around one operation; a no-op when nothing listens."""
-        tracing, metering = providers or self._providers()
-        if tracing is None and metering is None:
+        providers = providers or self.listening()
+        if providers is None:
             return _NOTHING
+        tracing, metering = providers
         instruments = None
         if metering is not None:
             instruments = _instruments_of(metering)

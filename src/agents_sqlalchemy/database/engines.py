@@ -266,7 +266,8 @@ class EngineSource:
         elif self.sets_lock_timeout:
             options = _pg_lock_timeout(options, self._lock_timeout)
         try:
-            engine = create_async_engine(url, **options)
+            # A failed statement's message leaves its parameters (items) out of logs.
+            engine = create_async_engine(url, **{"hide_parameters": True, **options})
         except ImportError as exc:
             name = "aiomysql" if self.url.get_driver_name() == "aiomysql" else self.dialect_name
             extra = f"[{_EXTRAS[name]}]" if name in _EXTRAS else ""
