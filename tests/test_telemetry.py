@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 from agents import Agent, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from agents_sqlalchemy import (
@@ -188,6 +190,16 @@ async def test_spans_nest_under_the_app_and_the_runner_across_the_worker_thread(
             await original(key)
 
         store._services.indexer._index_written = noting_thread  # type: ignore[union-attr,method-assign]
+        # Whatever runs SQL sees the current span: on a SQLite file, in worker threads too.
+        sync = store._services.db._sync
+        engine = sync.engine if sync is not None else store.engine.sync_engine
+        executed: list[tuple[str, int]] = []
+
+        def seen(*_: Any) -> None:
+            span = trace.get_current_span().get_span_context()
+            executed.append((threading.current_thread().name, span.span_id))
+
+        event.listen(engine, "before_cursor_execute", seen)
         session = store.session("chat-1")
         with out.tracer.start_as_current_span("POST /chat") as request:
             result = await Runner.run(agent, "What is my dog called?", session=session)
@@ -205,6 +217,10 @@ async def test_spans_nest_under_the_app_and_the_runner_across_the_worker_thread(
     append_ids = {span.context.span_id for span in appends}
     assert all(span.parent is not None and span.parent.span_id in append_ids for span in indexes)
     assert threads == {"agents-sqlalchemy-background"}  # the job ran on the worker thread
+    ours = {span.context.span_id for span in out.spans()}
+    assert executed and all(span_id in ours for _, span_id in executed)
+    if make_url(db_url).get_backend_name() == "sqlite":  # units run in a thread pool there
+        assert {name for name, _ in executed} - {threading.current_thread().name}
     waits = out.metrics()["agents_sqlalchemy.background.wait"]
     assert sum(point.count for point in waits) == len(indexes)
 
@@ -432,6 +448,10 @@ def test_loggers_carry_no_content(sqlite_url: str, caplog: pytest.LogCaptureFixt
     with caplog.at_level("DEBUG", logger="agents_sqlalchemy"):
         asyncio.run(run())
     assert caplog.records, "the branch switches are logged"
+    with SessionStore(sqlite_url) as store:  # a failed statement's message hides its values
+        assert store.engine.sync_engine.hide_parameters
+        assert store._services.db._sync is not None
+        assert store._services.db._sync.engine.hide_parameters
     for record in caplog.records:
         assert record.name.startswith("agents_sqlalchemy")
         assert secret not in record.getMessage()

@@ -67,7 +67,10 @@ Loggers
 -------
 `agents_sqlalchemy` (background jobs that failed, a search that left items unindexed),
 `agents_sqlalchemy.session` (branch switches), `agents_sqlalchemy.advanced` (usage not
-stored): messages name ids, branches, counts and exception classes, never an item.
+stored): messages name ids, branches, counts and exception classes, never an item; the
+store's engines hide a failed statement's parameters (`hide_parameters=True`).
+
+`db.system.name` is what the URL says: a `mysql://` URL is `mysql`, MariaDB included.
 
 Example::
 
@@ -375,8 +378,15 @@ class Probe:
             return self._found
         if self._off:
             return None
-        if self._globals_unset():  # the common case: one read of each global, nothing made
-            return None
+        if not self._own:  # the common case: the API's two globals read, nothing made
+            tracing, metering = _Api._trace_globals, _Api._metrics_globals
+            if (
+                tracing is not None
+                and metering is not None
+                and tracing._TRACER_PROVIDER is None
+                and metering._METER_PROVIDER is None
+            ):
+                return None
         tracing = self.option.tracer_provider or _Api.tracer_provider()
         metering = self.option.meter_provider or _Api.meter_provider()
         if tracing is None and metering is None:
@@ -384,15 +394,6 @@ class Probe:
         if tracing is not None and metering is not None:
             self._found = (tracing, metering)
         return tracing, metering
-
-    def _globals_unset(self) -> bool:
-        """Whether no provider of this store's own is given and the API holds no global one."""
-        if self._own:
-            return False
-        tracing, metering = _Api._trace_globals, _Api._metrics_globals
-        if tracing is None or metering is None:
-            return False  # an API without those globals: ask its getters
-        return tracing._TRACER_PROVIDER is None and metering._METER_PROVIDER is None
 
     def operation(
         self,
@@ -596,7 +597,9 @@ class Operation:
             self._instruments.background_wait.record(seconds, job)
 
     def retried(self, reason: str) -> None:
-        """A unit of work runs again (`deadlock`, `disconnect`)."""
+        """A unit of work runs again (`deadlock`, `disconnect`, `creator`)."""
+        if self._probe is None:
+            return
         self.retries += 1
         if self._span is not None:
             self._span.add_event("retry", {PREFIX + "retry.reason": reason})
@@ -669,12 +672,10 @@ def traced(
             position = names.index(name)
             return args[position] if len(args) > position else None
 
-        @functools.wraps(method)
-        async def operation(self: Any, *args: Any, **kwargs: Any) -> T:
+        async def traced_call(
+            self: Any, providers: tuple[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> T:
             probe: Probe = self._services.db.telemetry
-            providers = probe.listening()
-            if providers is None:
-                return await method(self, *args, **kwargs)
             key = getattr(self, "_key", None)
             session = argument(session_argument, args, kwargs)
             user = argument(user_argument, args, kwargs)
@@ -693,6 +694,17 @@ def traced(
                     op.removed(removed(result))
                 return result
 
+        # Not a coroutine function itself: when nothing listens it hands back the method's
+        # own coroutine, so an operation costs no extra coroutine (half a microsecond).
+        @functools.wraps(method)
+        def operation(self: Any, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, T]:
+            providers = self._services.db.telemetry.listening()
+            if providers is None:
+                return method(self, *args, **kwargs)
+            return traced_call(self, providers, args, kwargs)
+
+        if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+
+            inspect.markcoroutinefunction(operation)
         return operation
 
     return decorate
