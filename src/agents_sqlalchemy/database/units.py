@@ -245,15 +245,15 @@ class Database:
 
     async def _waited(self, operation: Operation, work: Work[T], write: bool) -> T:
         """A small unit that met the SQLite file locked, in a worker thread; the time it
-        took there counts as the operation's lock wait."""
+        took there counts as the operation's lock wait (a unit that gave up counts
+        `lock_timeout`, in `run`)."""
         assert self._sync is not None
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         done = loop.run_in_executor(None, in_context(self._sync.run_in_thread), work, write)
-        try:
-            return await (settle(done) if write else done)
-        finally:
-            operation.waited(time.perf_counter() - started)
+        result: T = await (settle(done) if write else done)
+        operation.waited(time.perf_counter() - started)
+        return result
 
     def pools(self) -> list[tuple[str, int, int]]:
         """(name, connections in use, idle ones) of each connection pool this object made."""
