@@ -455,3 +455,27 @@ def test_loggers_carry_no_content(sqlite_url: str, caplog: pytest.LogCaptureFixt
     for record in caplog.records:
         assert record.name.startswith("agents_sqlalchemy")
         assert secret not in record.getMessage()
+
+
+async def test_metrics_alone_and_a_passphrase_never_exported(sqlite_url: str) -> None:
+    """A meter provider without a tracer provider: metrics, and no span anywhere."""
+    out = Exported()
+    passphrase = "passphrase-secret-pangolin"
+    telemetry = Telemetry(meter_provider=out.meter_provider)
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=passphrase, telemetry=telemetry
+    ) as store:
+        session = store.session("chat-1")
+        await session.add_items([{"role": "user", "content": "hello"}] * 2)
+        assert len(await session.get_items()) == 2
+        await session.clear_session()
+        await store.flush()
+    assert out.spans() == []
+    assert out.total("agents_sqlalchemy.items.written") == 2
+    assert out.total("agents_sqlalchemy.items.read") == 2
+    durations = out.metrics()["db.client.operation.duration"]
+    assert {"append", "read", "clear", "index", "scrub"} <= {
+        point.attributes["db.operation.name"] for point in durations
+    }
+    data = out.reader.get_metrics_data()
+    assert data is not None and passphrase not in data.to_json()
