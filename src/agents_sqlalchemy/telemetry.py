@@ -86,6 +86,7 @@ import functools
 import hashlib
 import hmac
 import inspect
+import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -106,6 +107,7 @@ ID_POLICIES = ("hashed", "plain", "none")
 SCOPE = "agents_sqlalchemy"
 PREFIX = "agents_sqlalchemy."
 DEFAULT_SALT = b"agents_sqlalchemy"
+_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -189,22 +191,30 @@ class _Api:
 
     @classmethod
     def load(cls) -> bool:
-        if not cls.loaded:
-            cls.loaded = True
-            try:
-                from opentelemetry import context, metrics, trace
-                from opentelemetry.metrics import _internal as metrics_globals
-            except ImportError:
-                return False
-            cls.trace, cls.metrics, cls.context = trace, metrics, context
-            if hasattr(trace, "_TRACER_PROVIDER"):
-                cls._trace_globals = trace
-            if hasattr(metrics_globals, "_METER_PROVIDER"):
-                cls._metrics_globals = metrics_globals
-            # A provider named by the environment is made by the first getter call.
-            trace.get_tracer_provider()
-            metrics.get_meter_provider()
+        """Import the API (once per process); False when it is not installed."""
+        if cls.loaded:
+            return cls.trace is not None
+        with _LOCK:
+            if not cls.loaded:
+                cls._import()
+                cls.loaded = True
         return cls.trace is not None
+
+    @classmethod
+    def _import(cls) -> None:
+        try:
+            from opentelemetry import context, metrics, trace
+            from opentelemetry.metrics import _internal as metrics_globals
+        except ImportError:
+            return
+        cls.trace, cls.metrics, cls.context = trace, metrics, context
+        if hasattr(trace, "_TRACER_PROVIDER"):
+            cls._trace_globals = trace
+        if hasattr(metrics_globals, "_METER_PROVIDER"):
+            cls._metrics_globals = metrics_globals
+        # A provider named by the environment is made by the first getter call.
+        trace.get_tracer_provider()
+        metrics.get_meter_provider()
 
     @classmethod
     def tracer_provider(cls) -> Any:
@@ -290,14 +300,20 @@ _tracers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 def _instruments_of(provider: Any) -> _Instruments:
     found = _instruments.get(provider)
     if found is None:
-        found = _instruments[provider] = _Instruments(provider.get_meter(SCOPE))
+        with _LOCK:  # one set of instruments per provider, whichever thread comes first
+            found = _instruments.get(provider)
+            if found is None:
+                found = _instruments[provider] = _Instruments(provider.get_meter(SCOPE))
     return found
 
 
 def _tracer_of(provider: Any) -> Any:
     found = _tracers.get(provider)
     if found is None:
-        found = _tracers[provider] = provider.get_tracer(SCOPE)
+        with _LOCK:
+            found = _tracers.get(provider)
+            if found is None:
+                found = _tracers[provider] = provider.get_tracer(SCOPE)
     return found
 
 
