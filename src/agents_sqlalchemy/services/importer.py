@@ -132,10 +132,10 @@ async def _copy(
             continue
         times.append(_utc(row.created_at, first))
     items = list(zip(times, codec.rows(key, payloads, 1), strict=True))
-    if (operation := current()) is not None:
-        operation.wrote(len(payloads), sum(map(len, payloads)))
     if not await services.repository.import_session(key, (first, last), items):
         return None, unreadable
+    if (operation := current()) is not None:  # copied, not skipped
+        operation.wrote(len(payloads), sum(map(len, payloads)))
     return len(items), unreadable
 
 
