@@ -61,6 +61,7 @@ from .search import (
 from .services.importer import ImportReport, import_sdk
 from .store import SessionStore, SQLAlchemySession
 from .tables import TableNames
+from .telemetry import Telemetry
 
 __all__ = [
     "AdvancedSQLiteSession",
@@ -106,6 +107,7 @@ __all__ = [
     "StoreClosedError",
     "TableNames",
     "TamperedItemError",
+    "Telemetry",
     "TokenUsage",
     "UsageReport",
     "WrongKeyError",

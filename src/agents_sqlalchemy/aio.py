@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,10 @@ async def settle(operation: Awaitable[T]) -> T:
     return task.result()
 
 
+#: Told how long `holding` waited for its lock, when something listens (telemetry sets it).
+lock_waited: Callable[[float], None] | None = None
+
+
 @asynccontextmanager
 async def holding(lock: threading.Lock) -> AsyncIterator[None]:
     """Hold a thread lock from a coroutine without blocking its loop; works across loops.
@@ -39,8 +44,12 @@ async def holding(lock: threading.Lock) -> AsyncIterator[None]:
     Polled rather than awaited: an `asyncio.Lock` belongs to one loop, and a cancelled
     waiter of a lock acquired in a worker thread would strand it.
     """
-    while not lock.acquire(blocking=False):  # noqa: ASYNC110
-        await asyncio.sleep(0.005)
+    if not lock.acquire(blocking=False):
+        started = time.perf_counter()
+        while not lock.acquire(blocking=False):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        if lock_waited is not None:
+            lock_waited(time.perf_counter() - started)
     try:
         yield
     finally:

@@ -37,6 +37,7 @@ from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringE
 from .search import forget_terms
 from .search.postings import term_id
 from .search.vocabulary import Vocabulary
+from .telemetry import current
 from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
 from .validation import check_json
 
@@ -202,6 +203,8 @@ class PlainCodec:
         return list(candidates.vectors)
 
     def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        if (operation := current()) is not None:
+            operation.read(len(rows), sum(len(row[1] or "") for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
             items = [from_json(row[1]) for row in rows]
             if all(type(item) is dict for item in items):
@@ -343,6 +346,8 @@ class SealedCodec:
         return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
     def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        if (operation := current()) is not None:
+            operation.read(len(rows), sum(len(row[2] or b"") for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
             return parse_objects(self._plaintexts_of(key.hash, rows))
         except (AgentsSQLAlchemyError, TypeError, ValueError):

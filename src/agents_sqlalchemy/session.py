@@ -40,6 +40,7 @@ from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
 from .services import Services
+from .telemetry import traced
 from .turns import (
     MAIN,
     Turn,
@@ -138,6 +139,7 @@ class StoreSession:
         """The engine for the running event loop."""
         return self._live().db.engine
 
+    @traced("read")
     async def get_items(
         self, limit: int | None = None, branch_id: str | None = None, *, wrapper: Any = None
     ) -> list[TResponseInputItem]:
@@ -153,6 +155,7 @@ class StoreSession:
             items = await self._read_line(limit, branch_id)
         return repaired(items).items if self.repair_on_read else items
 
+    @traced("append")
     async def add_items(
         self,
         items: list[TResponseInputItem],
@@ -186,6 +189,7 @@ class StoreSession:
         else:
             await self._append_line(items, wrapper)
 
+    @traced("pop")
     async def pop_item(self, *, wrapper: Any = None) -> TResponseInputItem | None:
         """Remove and return the current branch's latest item, or None when there is none.
 
@@ -196,6 +200,7 @@ class StoreSession:
         item: TResponseInputItem | None = await self._pop_line()
         return item
 
+    @traced("clear")
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete every item of every branch (their keys too) and the usage; back to main."""
         if not self._adopted:
@@ -210,6 +215,7 @@ class StoreSession:
 
     # -- history health (history_check.py) -----------------------------------------------------
 
+    @traced("check")
     async def check(self) -> HistoryReport:
         """What in the current branch's history the model API would refuse: tool outputs
         without their call, calls never answered, an item id used twice.
@@ -225,6 +231,7 @@ class StoreSession:
             return await self._live().conversation.check(self._key)
         return check_history(await self._read_line(WHOLE, None))
 
+    @traced("repair")
     async def repair(self) -> HistoryReport:
         """Mend what `check()` finds, in one transaction, keeping every other item; return
         what was wrong (`report.ok`: nothing was). See `history_check` for what is done.
@@ -241,6 +248,7 @@ class StoreSession:
 
     # -- the SDK's compaction hooks (private names of openai-agents 0.24; README "Compaction")
 
+    @traced("compaction_snapshot")
     async def _get_compaction_snapshot(
         self, limit: int, *, prune_prefix: Callable[[Any], bool] | None = None
     ) -> Any:
@@ -256,10 +264,13 @@ class StoreSession:
         items, tail = await conversation.tail(self._key, limit)
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
-            return await conversation.replace_tail(self._key, tail, start, output, prune_prefix)
+            probe = self._services.db.telemetry
+            with probe.operation("replace_tail", session_id=self.session_id):
+                return await conversation.replace_tail(self._key, tail, start, output, prune_prefix)
 
         return snapshot(items, tail.complete, replace_suffix)
 
+    @traced("replace_all")
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
         """For `OpenAIResponsesCompactionSession`: replace the whole history in one transaction."""
         if not self._owns_storage() or not await self._one_line():
@@ -287,6 +298,7 @@ class StoreSession:
         hits = await self.search_hits(query, limit=limit, mode=mode)
         return [hit.item for hit in hits]  # type: ignore[misc]
 
+    @traced("search", search=True)
     async def search_hits(
         self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
     ) -> list[SearchHit]:
@@ -294,26 +306,32 @@ class StoreSession:
         searcher = self._live().search()
         return await searcher.search(Scope(session=self._key), query, limit, mode)
 
+    @traced("get_metadata", sessions=True)
     async def get_metadata(self) -> dict[str, Any]:
         """This session's metadata ({} if none)."""
         return await self._live().conversation.metadata(self._key)
 
+    @traced("update_metadata", sessions=True)
     async def update_metadata(self, values: dict[str, Any]) -> dict[str, Any]:
         """Merge `values` into the metadata (None removes a name); return the result."""
         return await self._live().conversation.update_metadata(self._key, values)
 
+    @traced("set_user_id", sessions=True)
     async def set_user_id(self, user_id: str | None) -> None:
         """Give this session to another owner (None: to nobody)."""
         await self._live().conversation.set_user_id(self._key, user_id)
 
+    @traced("get_state", sessions=True)
     async def get_state(self, name: str, default: Any = None) -> Any:
         """One named state value (JSON), or `default`."""
         return (await self._live().conversation.state(self._key)).get(name, default)
 
+    @traced("set_state", sessions=True)
     async def set_state(self, name: str, value: Any) -> None:
         """Set one named state value; `value` must be JSON-serialisable."""
         await self._live().conversation.change_state(self._key, name, value)
 
+    @traced("delete_state", sessions=True)
     async def delete_state(self, name: str) -> None:
         """Remove one named state value (no error if absent)."""
         await self._live().conversation.change_state(self._key, name, delete=True)
@@ -391,6 +409,7 @@ class StoreSession:
 
     # -- usage ------------------------------------------------------------------------------
 
+    @traced("store_run_usage")
     async def store_run_usage(self, result: Any) -> None:
         """Record a run's token usage on the current user turn of the current branch.
 
@@ -403,11 +422,13 @@ class StoreSession:
             branches = self._live().branches
             await self._on(None, lambda name: branches.record(self._key, name, values), False)
 
+    @traced("get_session_usage")
     async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
         """Usage summed over one branch's turns, or over every branch's; None if none."""
         found = await self._live().branches.session_usage(self._key, branch_id or None)
         return None if found is None else _session_usage(found)
 
+    @traced("get_turn_usage")
     async def get_turn_usage(
         self, user_turn_number: int | None = None, branch_id: str | None = None
     ) -> list[dict[str, Any]] | dict[str, Any]:
@@ -433,6 +454,7 @@ class StoreSession:
         )
         return found
 
+    @traced("get_conversation_turns")
     async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
         """The user turns of a branch: number, content (a preview and in full), time."""
         return [
@@ -440,6 +462,7 @@ class StoreSession:
             for number, _, at, item in await self._turns(branch_id, users_only=True)
         ]
 
+    @traced("find_turns_by_content")
     async def find_turns_by_content(
         self, search_term: str, branch_id: str | None = None
     ) -> list[dict[str, Any]]:
@@ -452,6 +475,7 @@ class StoreSession:
             if any(pattern.search(text) for text in texts(item.get("content", "")))
         ]
 
+    @traced("get_conversation_by_turns")
     async def get_conversation_by_turns(
         self, branch_id: str | None = None
     ) -> dict[int, list[dict[str, str | None]]]:
@@ -463,6 +487,7 @@ class StoreSession:
             )
         return grouped
 
+    @traced("get_tool_usage")
     async def get_tool_usage(
         self, branch_id: str | None = None
     ) -> list[tuple[str | None, int, int]]:
@@ -472,6 +497,7 @@ class StoreSession:
 
     # -- branches ---------------------------------------------------------------------------
 
+    @traced("create_branch")
     async def create_branch_from_turn(
         self, turn_number: int, branch_name: str | None = None
     ) -> str:
@@ -491,6 +517,7 @@ class StoreSession:
         self._branch = name
         return name
 
+    @traced("create_branch")
     async def create_branch_from_content(
         self, search_term: str, branch_name: str | None = None
     ) -> str:
@@ -500,6 +527,7 @@ class StoreSession:
             raise BranchError(f"No user turns found containing '{search_term}'")
         return await self.create_branch_from_turn(matches[0]["turn"], branch_name)
 
+    @traced("switch_branch")
     async def switch_to_branch(self, branch_id: str) -> None:
         """Read and write branch `branch_id` from now on (`BranchError` if it holds nothing)."""
         if branch_id != MAIN and not await self._live().branches.exists(self._key, branch_id):
@@ -507,6 +535,7 @@ class StoreSession:
         self._logger.debug("switched from branch %r to %r", self._branch, branch_id)
         self._branch = branch_id
 
+    @traced("delete_branch")
     async def delete_branch(self, branch_id: str, force: bool = False) -> None:
         """Delete a branch, its usage, and the items no other branch holds (their keys too).
 
@@ -531,6 +560,7 @@ class StoreSession:
             raise BranchError(f"Branch '{branch_id}' does not exist")
         self._logger.debug("deleted branch %r", branch_id)
 
+    @traced("list_branches")
     async def list_branches(self) -> list[dict[str, Any]]:
         """The branches that hold items: id, item count, user turns, current or not, since."""
         branches = self._live().branches

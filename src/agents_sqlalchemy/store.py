@@ -39,6 +39,7 @@ from .services import ROTATE_BATCH, Services
 from .services.portability import Lines, erase
 from .session import StoreSession, default_settings, sdk_settings, settings_option
 from .tables import TableNames
+from .telemetry import Telemetry, telemetry_option, traced
 from .types import Scope
 from .validation import check_user_id, session_key, ttl_delta
 
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 Target = str | Path | URL | AsyncEngine
+
+
+def _removed_items(removed: Removed) -> int:
+    return removed.items
 
 
 class SessionStore:
@@ -65,7 +70,8 @@ class SessionStore:
     (`SearchModelWarning`) and searches by keyword only. A write waits at most
     `lock_timeout` seconds for another writer of its session (`SessionBusyError`); with
     `statement_timeout`, no unit of work waits longer than that for a server
-    (`DatabaseTimeoutError`).
+    (`DatabaseTimeoutError`). `telemetry` (a `Telemetry`, or False) says how operations
+    are reported to OpenTelemetry.
 
     On a database where the SDK's own `SQLAlchemySession` kept conversations, a session id
     with history there and none here is refused (`SdkHistoryError`, naming the command that
@@ -101,6 +107,7 @@ class SessionStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
         import_sdk_history: bool = False,
+        telemetry: Telemetry | bool | None = None,
     ) -> None:
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
@@ -119,6 +126,7 @@ class SessionStore:
             statement_timeout=statement_timeout,
             import_sdk_history=import_sdk_history,
             embedder_chosen=embedder is not None,
+            telemetry=telemetry_option(telemetry),
         )
         # Drop-in sessions sharing this store (see `SQLAlchemySession.close`).
         self._shares = 0
@@ -280,6 +288,7 @@ class SessionStore:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    @traced("search", search=True, user_argument="user_id")
     async def search(
         self, query: str, *, user_id: str | None = None, limit: int = 5, mode: SearchMode = "hybrid"
     ) -> list[SearchHit]:
@@ -291,6 +300,7 @@ class SessionStore:
         searcher = self._services.search()
         return await searcher.search(Scope(user_id=check_user_id(user_id)), query, limit, mode)
 
+    @traced("reindex")
     async def reindex(
         self, *, batch_size: int = 200, progress: Callable[[int, int], None] | None = None
     ) -> int:
@@ -305,6 +315,7 @@ class SessionStore:
         indexer = self._services.index()
         return await indexer.reindex(batch_size=batch_size, progress=progress)
 
+    @traced("indexed_model")
     async def indexed_model(self) -> str | None:
         """The `model_id` of the embedder the latest item was indexed with (None: none yet).
 
@@ -312,6 +323,7 @@ class SessionStore:
         """
         return await self._services.management.indexed_model()
 
+    @traced("flush")
     async def flush(self) -> None:
         """Wait for the work that follows writes: new items indexed for search, and (in
         encrypted mode, on SQLite) removed keys checkpointed out of the WAL.
@@ -321,6 +333,7 @@ class SessionStore:
         """
         await self._services.background.flush()
 
+    @traced("rotate_key")
     async def rotate_key(
         self,
         new_key: Key,
@@ -346,6 +359,7 @@ class SessionStore:
 
     # -- sessions as an operator sees them -------------------------------------------------
 
+    @traced("create_session", sessions=True, user_argument="user_id")
     async def create_session(
         self,
         *,
@@ -361,10 +375,12 @@ class SessionStore:
         session_id = await self._services.management.create(user_id, metadata)
         return self.session(session_id, user_id=user_id, metadata=metadata, **session_options)
 
+    @traced("session_info", session_argument="session_id", sessions=True)
     async def session_info(self, session_id: str) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
         return await self._services.management.info(session_key(session_id))
 
+    @traced("list_sessions", sessions=True, user_argument="user_id")
     async def list_sessions(
         self,
         *,
@@ -392,14 +408,17 @@ class SessionStore:
             archived=archived,
         )
 
+    @traced("delete_session", session_argument="session_id", removed=_removed_items, sessions=True)
     async def delete_session(self, session_id: str) -> Removed:
         """Delete a session: its items (and their keys), state and row."""
         return await self._services.management.delete(session_hash=session_key(session_id).hash)
 
+    @traced("delete_user", removed=_removed_items, sessions=True, user_argument="user_id")
     async def delete_user(self, user_id: str) -> Removed:
         """Delete every session of a user, e.g. for an erasure request."""
         return await self._services.management.delete(user_id=user_id)
 
+    @traced("erase_user")
     async def erase_user(self, user_id: str) -> ErasureReceipt:
         """Erase a user: delete every session of theirs (items and their keys, state,
         branches, usage), as `delete_user` does, and return the receipt to keep.
@@ -436,6 +455,7 @@ class SessionStore:
         """
         return self._services.portability.export_user(user_id, progress)
 
+    @traced("import_user")
     async def import_user(self, lines: Lines, *, skip_existing: bool = False) -> ImportedUser:
         """Write the sessions of an `export_user` stream into this store, whatever store
         made it: items (sealed under this store's key if it has one), metadata, state,
@@ -454,15 +474,18 @@ class SessionStore:
         """
         return await self._services.portability.import_user(lines, skip_existing=skip_existing)
 
+    @traced("purge_inactive", removed=_removed_items, sessions=True)
     async def purge_inactive(self, older_than: timedelta | float) -> Removed:
         """Delete the sessions with no activity for `older_than` (a timedelta or seconds,
         positive: `delete_all(confirm=True)` removes every session)."""
         return await self._services.management.delete(inactive_for=older_than)
 
+    @traced("purge_expired", removed=int)
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
         return await self._services.management.purge_expired(batch_size)
 
+    @traced("archive_inactive", sessions=True)
     async def archive_inactive(self, older_than: timedelta | float) -> int:
         """Archive the sessions with no activity for `older_than` (a timedelta or seconds);
         return how many.
@@ -473,20 +496,24 @@ class SessionStore:
         """
         return await self._services.management.archive(inactive_for=older_than)
 
+    @traced("archive_session", session_argument="session_id", sessions=True)
     async def archive_session(self, session_id: str) -> bool:
         """Archive one session; False if it has no row or was archived already."""
         key = session_key(session_id)
         return bool(await self._services.management.archive(session_hash=key.hash))
 
+    @traced("restore_session", session_argument="session_id", sessions=True)
     async def restore_session(self, session_id: str) -> bool:
         """Bring an archived session back into `list_sessions()`; False if it was not archived."""
         key = session_key(session_id)
         return bool(await self._services.management.archive(archive=False, session_hash=key.hash))
 
+    @traced("delete_all", removed=_removed_items, sessions=True)
     async def delete_all(self, *, confirm: bool = False) -> Removed:
         """Delete every session of these tables, archived ones too; needs `confirm=True`."""
         return await self._services.management.delete_all(confirm=confirm)
 
+    @traced("usage", user_argument="user_id")
     async def usage(
         self,
         *,

@@ -13,9 +13,21 @@ from importlib import import_module
 
 import click
 
-# Each module defines `command`, a click command or group (or `commands`, several of them);
-# add a name here to add one.
-COMMAND_MODULES = ("db", "importer", "sessions", "users", "keys", "search", "doctor", "ui")
+# Each module defines `command`, a click command or group (or `commands`, several of them),
+# and `GROUP` when they are subcommands of one (after that group's module); add a name here
+# to add one.
+COMMAND_MODULES = (
+    "db",
+    "importer",
+    "sessions",
+    "sessions_admin",
+    "sessions_health",
+    "users",
+    "keys",
+    "search",
+    "doctor",
+    "ui",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -30,8 +42,9 @@ def app() -> None:
 
 for _name in COMMAND_MODULES:
     _module = import_module(f"{__name__}.{_name}")
+    _group = app.commands[_module.GROUP] if hasattr(_module, "GROUP") else app
     for _command in getattr(_module, "commands", None) or (_module.command,):
-        app.add_command(_command)
+        _group.add_command(_command)  # type: ignore[attr-defined]
 
 
 def main() -> None:

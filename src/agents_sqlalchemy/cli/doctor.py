@@ -35,11 +35,11 @@ from .options import (
     database_options,
     encrypted_hint,
     key_options,
+    load_embedder,
     missing_sqlite_file,
     run,
     shown,
 )
-from .search import load_embedder
 from .sessions_health import check_sessions
 from .transcript import clean
 

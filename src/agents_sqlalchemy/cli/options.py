@@ -28,6 +28,7 @@ import click
 from ..crypto import Key, KeyProvider, validate_key
 from ..database.engines import normalize_url, sqlite_file
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
+from ..search import Embedder, embedder_by_name
 from ..store import SessionStore
 from ..tables import ROLES, VIEWS, TableNames
 
@@ -373,3 +374,11 @@ def iso_time(ctx: click.Context, param: click.Parameter, value: str | None) -> d
             f"{value!r} is not an ISO time such as 2026-11-29T14:03Z"
         ) from None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def load_embedder(name: str) -> Embedder:
+    """A built-in embedder; a missing extra is a usage error that names it."""
+    try:
+        return embedder_by_name(name)
+    except AgentsSQLAlchemyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--embedder") from exc

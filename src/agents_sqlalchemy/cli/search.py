@@ -19,7 +19,6 @@ from typing import Any
 import click
 
 from ..crypto import Key
-from ..errors import AgentsSQLAlchemyError
 from ..records import SearchHit
 from ..search import (
     BUILTIN_EMBEDDERS,
@@ -27,13 +26,13 @@ from ..search import (
     Embedder,
     SearchMode,
     builtin_for,
-    embedder_by_name,
 )
 from ..tables import TableNames
 from .layout import ProgressBar, counted
 from .options import (
     database_options,
     key_options,
+    load_embedder,
     max_chars_option,
     opened,
     run,
@@ -52,14 +51,6 @@ def embedder_option(command: Callable[..., Any]) -> Callable[..., Any]:
         help="The embedding model: by default the one the database was indexed with "
         "(hashing when it has none yet).",
     )(command)
-
-
-def load_embedder(name: str) -> Embedder:
-    """A built-in embedder; a missing extra is a usage error that names it."""
-    try:
-        return embedder_by_name(name)
-    except AgentsSQLAlchemyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--embedder") from exc
 
 
 async def chosen_embedder(

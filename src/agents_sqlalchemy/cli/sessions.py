@@ -18,8 +18,9 @@ from typing import Any
 import click
 
 from ..crypto import Key
-from ..records import SessionInfo
+from ..records import SessionInfo, UsageReport
 from ..services import Services
+from ..session import StoreSession
 from ..tables import TableNames
 from .layout import fit, minute, second, table
 from .options import (
@@ -27,12 +28,12 @@ from .options import (
     iso_time,
     key_options,
     max_chars_option,
+    opened,
     run,
+    shown,
 )
-from .sessions_admin import commands as admin_commands
-from .sessions_health import commands as health_commands
 from .transcript import one_line, transcript
-from .usage import branches_line, read_session, turn_usage_lines, usage_command
+from .usage import branches_line, report_json, report_lines, turn_usage_lines
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
 SESSION_WIDTH, USER_WIDTH, METADATA_WIDTH = 40, 24, 48
@@ -298,5 +299,85 @@ def show(
         click.echo(line)
 
 
-for _command in [*admin_commands, *health_commands, usage_command]:
-    command.add_command(_command)
+async def read_session(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    session_id: str,
+    limit: int | None,
+    branch: str | None,
+    with_usage: bool,
+) -> tuple[SessionInfo, list[Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """What `sessions show` prints: the session, the items of the branch shown, the session's
+    branches and (with `with_usage`) that branch's usage per turn."""
+    async with opened(url, tables, key) as store:
+        info = await store.session_info(session_id)
+        if info is None:
+            raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
+        session = store.session(session_id)
+        branches, usage = await branch_view(session, branch, with_usage)
+        items = list(await session.get_items(limit=limit, branch_id=branch))
+        return info, items, branches, usage
+
+
+async def branch_view(
+    session: StoreSession, branch: str | None, with_usage: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The session's branches, and (with `with_usage`) the usage rows of the branch shown."""
+    branches = await session.list_branches()
+    if branch is not None and branch not in {"main", *(b["branch_id"] for b in branches)}:
+        names = ", ".join(b["branch_id"] for b in branches) or "main"
+        raise click.ClickException(f"no branch {branch!r} in this session (it has: {names})")
+    rows = await session.get_turn_usage(branch_id=branch or "main") if with_usage else []
+    return branches, list(rows) if isinstance(rows, list) else []
+
+
+@click.command("usage")
+@click.option("--user", "user_id", metavar="ID", help="Only this user's sessions.")
+@click.option("--since", metavar="ISO", callback=iso_time, help="Turns recorded from this time.")
+@click.option("--until", metavar="ISO", callback=iso_time, help="Turns recorded before it.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per day and user.")
+@key_options
+@database_options
+def usage_command(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    user_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_json: bool,
+) -> None:
+    """Token usage summed across sessions, per day (UTC) and user, with the total.
+
+    Sums what sessions recorded per user turn, on every branch; the database adds it up.
+
+    \b
+    Example:
+      agents-sqlalchemy sessions usage --url agent.db --user alice --since 2026-11-01
+    """
+    report = run(_report(url, tables, key, user_id, since, until))
+    if as_json:
+        for row in report_json(report):
+            click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    if not report.days:
+        click.echo("No usage recorded.")
+        return
+    for line in report_lines(report):
+        click.echo(line)
+
+
+async def _report(
+    url: str,
+    tables: TableNames,
+    key: Key | None,
+    user_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> UsageReport:
+    async with opened(url, tables, key) as store:
+        return await store.usage(user_id=user_id, since=since, until=until)
+
+
+command.add_command(usage_command)

@@ -205,4 +205,6 @@ async def _archive(
         return len(session_ids) - len(missing), missing
 
 
+#: The group these commands belong to (cli/__init__.py adds them to it).
+GROUP = "sessions"
 commands = (delete, purge, archive, restore)

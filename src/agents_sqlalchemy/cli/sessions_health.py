@@ -153,4 +153,6 @@ async def _repair(
         return reports, missing
 
 
+#: The group these commands belong to (cli/__init__.py adds them to it).
+GROUP = "sessions"
 commands = (check, repair)

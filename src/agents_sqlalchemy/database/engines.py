@@ -218,6 +218,14 @@ class EngineSource:
                 self._engines[loop] = engine
             return engine
 
+    def engines(self) -> list[AsyncEngine]:
+        """The engines in use (the app's, or those made here), for pool gauges."""
+        if self._given is not None:
+            return [self._given]
+        with self._lock:
+            made = list(self._engines.values())
+            return made if self._unbound is None else [*made, self._unbound]
+
     def get_unbound(self) -> AsyncEngine:
         """An engine for callers outside any loop; the first loop to run adopts it."""
         if self._given is not None:
@@ -239,7 +247,8 @@ class EngineSource:
         if url.query.get("mode") == "memory":  # kept alive by the store's own connection
             options = {"poolclass": NullPool, **options}
         try:
-            engine = create_async_engine(url, **options)
+            # A failed statement's message leaves its parameters (items) out of logs.
+            engine = create_async_engine(url, **{"hide_parameters": True, **options})
         except ImportError as exc:
             name = "aiomysql" if self.url.get_driver_name() == "aiomysql" else self.dialect_name
             extra = f"[{_EXTRAS[name]}]" if name in _EXTRAS else ""

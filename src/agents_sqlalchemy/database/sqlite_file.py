@@ -207,7 +207,8 @@ def _drop(connections: weakref.ref[ThreadConnections], key: int) -> None:
 
 def _engine(url: URL, options: dict[str, Any]) -> Engine:
     try:
-        return create_engine(url, **options)
+        # A failed statement's message leaves its parameters (items) out of logs.
+        return create_engine(url, **{"hide_parameters": True, **options})
     except (ArgumentError, TypeError) as exc:
         raise ConfigurationError(f"cannot create an engine for {url!r}: {exc}") from exc
 

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import os
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from ..errors import (
     SessionBusyError,
     StoreClosedError,
 )
+from ..telemetry import Operation, Probe, Telemetry, current, in_context
 from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
 from .failures import failure_kind
 from .sqlite_file import Locked, SQLiteFile
@@ -113,6 +115,7 @@ class Database:
         sqlite_synchronous: str = "NORMAL",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if sqlite_synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ConfigurationError(f"unknown SQLite synchronous mode {sqlite_synchronous!r}")
@@ -130,6 +133,8 @@ class Database:
                 sqlite_synchronous.upper(),
                 lock_timeout=self.lock_timeout,
             )
+        # The store's spans and metrics (telemetry.py); the store names its tables to it.
+        self.telemetry = Probe(telemetry or Telemetry(), self.url)
 
     @property
     def url(self) -> URL:
@@ -199,8 +204,11 @@ class Database:
                             await self._sync.checkpoint()
                         with contextlib.suppress(Locked):
                             return self._sync.run_here(work, write)
+                        if (locked := current()) is not None:  # waits for the lock there
+                            return await self._waited(locked, work, write)
                     loop = asyncio.get_running_loop()
-                    done = loop.run_in_executor(None, self._sync.run_in_thread, work, write)
+                    run = in_context(self._sync.run_in_thread)  # under the caller's span
+                    done = loop.run_in_executor(None, run, work, write)
                     # A write's future is settled as it is: no task is made to wrap it.
                     return await (settle(done) if write else done)
                 return await asyncio.wait_for(
@@ -211,13 +219,19 @@ class Database:
             except DBAPIError as exc:
                 kind = failure_kind(self.dialect_name, exc)
                 if kind == "busy":
+                    if (operation := current()) is not None:
+                        operation.busy(self.lock_timeout)
                     raise self._busy(exc, session_id) from exc
                 if kind == "deadlock" and deadlocks < DEADLOCK_RETRIES:
                     deadlocks += 1
+                    if (operation := current()) is not None:
+                        operation.retried("deadlock")
                     await asyncio.sleep(random.uniform(0.005, 0.02) * deadlocks)
                     continue
                 if kind == "disconnect" and not attempt.committing and not reconnected:
                     reconnected = True  # the pool has dropped its dead connections
+                    if (operation := current()) is not None:
+                        operation.retried("disconnect")
                     continue
                 raise self._failed(exc, attempt) from exc
             except asyncio.TimeoutError as exc:
@@ -229,6 +243,23 @@ class Database:
                 ) from exc
             except OSError as exc:
                 raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+
+    async def _waited(self, operation: Operation, work: Work[T], write: bool) -> T:
+        """A small unit that met the SQLite file locked, in a worker thread; the time it
+        took there counts as the operation's lock wait (a unit that gave up counts
+        `lock_timeout`, in `run`)."""
+        assert self._sync is not None
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        done = loop.run_in_executor(None, in_context(self._sync.run_in_thread), work, write)
+        result: T = await (settle(done) if write else done)
+        operation.waited(time.perf_counter() - started)
+        return result
+
+    def pools(self) -> list[tuple[str, int, int]]:
+        """(name, connections in use, idle ones) of each connection pool this object made."""
+        engines = [] if self._sync is None else [self._sync.engine]
+        return pool_usage([*engines, *self._source.engines()])
 
     async def _run_async(self, work: Work[T], write: bool, attempt: _Attempt) -> T:
         engine = self._source.get()
@@ -303,6 +334,17 @@ class Database:
 
 #: The longest `lock_timeout` or `statement_timeout` (about 24.8 days), in seconds.
 MAX_WAIT = (2**31 - 1) // 1000
+
+
+def pool_usage(engines: list[Any]) -> list[tuple[str, int, int]]:
+    """(name, in use, idle) of each engine's pool that counts its connections."""
+    found = []
+    for number, engine in enumerate(engines):
+        pool = getattr(engine, "sync_engine", engine).pool
+        if hasattr(pool, "checkedout") and hasattr(pool, "checkedin"):
+            name = f"{engine.url.get_backend_name()}#{number}"  # no host, user or path
+            found.append((name, pool.checkedout(), pool.checkedin()))
+    return found
 
 
 def _seconds(name: str, value: float) -> float:

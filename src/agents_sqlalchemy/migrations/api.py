@@ -31,6 +31,7 @@ from ..database.engines import EngineSource, normalize_url
 from ..database.units import Database, database_errors, sqlite_open_problem
 from ..errors import ConfigurationError, DatabaseError
 from ..tables import TableNames
+from ..telemetry import Probe, Telemetry
 from .config import alembic_config, head_revision, mysql_migration_lock
 from .logs import quiet_alembic
 from .status import SchemaStatus, schema_status
@@ -125,26 +126,37 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
                 status = schema_status(conn, tables)
         return status
 
-    for delay in (*CREATE_RETRY_DELAYS, None):
-        try:
-            async with migration_lock():
-                status = await (db.write(migrate) if create else db.read(migrate))
-            break
-        except DatabaseError:
-            if not create or delay is None or sqlite_open_problem(db.url):
-                raise
-            await asyncio.sleep(delay)
+    with db.telemetry.operation("ensure_schema", collection=tables.version_table) as operation:
+        for delay in (*CREATE_RETRY_DELAYS, None):
+            try:
+                async with migration_lock():
+                    status = await (db.write(migrate) if create else db.read(migrate))
+                break
+            except DatabaseError:
+                if not create or delay is None or sqlite_open_problem(db.url):
+                    raise
+                operation.retried("creator")
+                await asyncio.sleep(delay)
     if not status.at_head:
         raise status.error(db.url)
 
 
 @asynccontextmanager
 async def _connection(
-    url_or_engine: str | Path | URL | AsyncEngine, *, write: bool
+    url_or_engine: str | Path | URL | AsyncEngine,
+    *,
+    write: bool,
+    operation: str,
+    tables: TableNames | None,
 ) -> AsyncIterator[AsyncConnection]:
     source = EngineSource(url_or_engine, None)
+    probe = Probe(Telemetry(), source.url)
+    version_table = (tables or TableNames()).version_table
     try:
-        with database_errors(source.url, "migrations failed"):
+        with (
+            probe.operation(operation, collection=version_table),
+            database_errors(source.url, "migrations failed"),
+        ):
             engine = source.get()
             async with engine.begin() if write else engine.connect() as conn:
                 yield conn
@@ -164,7 +176,7 @@ async def upgrade(
 
         await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
     """
-    async with _connection(url_or_engine, write=True) as conn:
+    async with _connection(url_or_engine, write=True, operation="upgrade", tables=tables) as conn:
         await run_command(conn, tables or TableNames(), lambda cfg: command.upgrade(cfg, revision))
 
 
@@ -182,7 +194,7 @@ async def downgrade(
 
         await downgrade("agent.db", "base")
     """
-    async with _connection(url_or_engine, write=True) as conn:
+    async with _connection(url_or_engine, write=True, operation="downgrade", tables=tables) as conn:
         await _refuse_without_tables(conn, tables or TableNames(), "downgrade", "untracked")
         await run_command(
             conn, tables or TableNames(), lambda cfg: command.downgrade(cfg, revision)
@@ -203,7 +215,7 @@ async def stamp(
 
         await stamp("agent.db", "head")
     """
-    async with _connection(url_or_engine, write=True) as conn:
+    async with _connection(url_or_engine, write=True, operation="stamp", tables=tables) as conn:
         await _refuse_without_tables(conn, tables or TableNames(), "stamp")
         await run_command(conn, tables or TableNames(), lambda cfg: command.stamp(cfg, revision))
 
@@ -248,7 +260,7 @@ async def check(
         print(status.describe())        # "at revision 0001 (head)"
     """
     names = tables or TableNames()
-    async with _connection(url_or_engine, write=False) as conn:
+    async with _connection(url_or_engine, write=False, operation="check", tables=names) as conn:
         return await conn.run_sync(schema_status, names)
 
 

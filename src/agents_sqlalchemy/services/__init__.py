@@ -41,6 +41,7 @@ from ..repository import (
 )
 from ..search import Embedder
 from ..tables import TableNames
+from ..telemetry import Telemetry
 from .adoption import Adoption
 from .background import Background
 from .branches import Branches
@@ -90,6 +91,7 @@ class Services:
         statement_timeout: float | None = None,
         import_sdk_history: bool = False,
         embedder_chosen: bool = True,
+        telemetry: Telemetry | None = None,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -99,6 +101,7 @@ class Services:
             sqlite_synchronous=sqlite_synchronous,
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
+            telemetry=telemetry,
         )
         # The repository: one schema context, one object per concern built on it.
         schema = Schema(db, build_models(tables), sealed=key is not None)
@@ -107,7 +110,16 @@ class Services:
         usage = Usage(schema, items, lines, branches)
         keyring, imports, index = KeyringRows(schema), Imports(schema), SearchIndex(schema)
 
-        background = Background(release=db.release_loop, thread=db.owns_engines)
+        background = Background(
+            release=db.release_loop, thread=db.owns_engines, telemetry=db.telemetry
+        )
+        db.telemetry.describe(
+            items_table=tables.items_table,
+            sessions_table=tables.sessions_table,
+            sealed=key is not None,
+            backlog=background.backlog,
+            pools=db.pools,
+        )
         opener = Opener(
             db,
             keyring,

@@ -28,6 +28,8 @@ from collections.abc import Callable, Coroutine, Hashable
 from concurrent.futures import Future
 from typing import Any
 
+from ..telemetry import Probe
+
 logger = logging.getLogger("agents_sqlalchemy")
 
 # How long the writes must pause before the worker does what they call for ...
@@ -46,7 +48,9 @@ class Background:
     engine, whose connections belong to the app's loop.
     """
 
-    def __init__(self, *, release: Job, thread: bool = True) -> None:
+    def __init__(
+        self, *, release: Job, thread: bool = True, telemetry: Probe | None = None
+    ) -> None:
         self._release = release  # frees the worker loop's connections before it stops
         self._threaded = thread
         self._lock = threading.Lock()
@@ -60,9 +64,16 @@ class Background:
         self._thread: threading.Thread | None = None
         self._running: Future[None] | asyncio.Task[None] | None = None
         self._running_loop: asyncio.AbstractEventLoop | None = None
+        self._telemetry = telemetry
 
     def submit(self, key: Hashable, job: Job) -> None:
-        """Run `job` soon; a job already waiting under the same key is replaced."""
+        """Run `job` soon; a job already waiting under the same key is replaced.
+
+        Traced, it runs under the caller's current span, as an operation named by the
+        key's first part (`index`, `scrub`).
+        """
+        if self._telemetry is not None and isinstance(key, tuple):
+            job = self._telemetry.background(str(key[0]), job)
         with self._lock:
             self._pending[key] = job
             self._last_submit = time.monotonic()
@@ -76,6 +87,16 @@ class Background:
                 loop = asyncio.get_running_loop()
                 self._running = loop.create_task(self._drain())
             self._running_loop = loop
+
+    def backlog(self) -> dict[str, int]:
+        """Jobs waiting, by kind (`index`: sessions to index, `scrub`: scrubs)."""
+        with self._lock:
+            keys = list(self._pending)
+        counts: dict[str, int] = {}
+        for key in keys:
+            kind = str(key[0]) if isinstance(key, tuple) else "other"
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     async def flush(self) -> None:
         """Wait until every job submitted so far has run (or failed, and been logged)."""

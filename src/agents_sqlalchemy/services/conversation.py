@@ -24,6 +24,7 @@ from ..codec import encode_item, encode_items
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
+from ..telemetry import current
 from ..types import WHOLE, Appended, NewItem, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
@@ -91,6 +92,8 @@ class Conversation:
             payloads = encode_items(given)
         if not payloads:
             return
+        if (operation := current()) is not None:
+            operation.wrote(len(payloads), sum(map(len, payloads)))
         codec = await self._opener.ready()
         build = functools.partial(codec.rows, key, payloads)
         ttl = ttl or self.ttl
@@ -263,6 +266,8 @@ class Conversation:
     async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
         """Rows for `items` once their first number is known (search indexes them after)."""
         payloads = encode_items(items)  # ItemError before any write
+        if (operation := current()) is not None:
+            operation.wrote(len(payloads), sum(map(len, payloads)))
         codec = await self._opener.ready()
         return lambda first_seq: codec.rows(key, payloads, first_seq)
 

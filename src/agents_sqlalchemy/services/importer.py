@@ -26,6 +26,7 @@ from ..crypto import Key
 from ..repository import SdkSource
 from ..repository.imports import Order
 from ..tables import TableNames
+from ..telemetry import Telemetry, current, telemetry_option
 from ..validation import session_key
 from . import Services
 from .adoption import copy_session
@@ -62,6 +63,7 @@ async def import_sdk(
     progress: Callable[[int, int], None] | None = None,
     key: Key | None = None,
     create_tables: bool = False,
+    telemetry: Telemetry | bool | None = None,
 ) -> ImportReport:
     """Copy every SDK session of `source` into the library's tables in `target`.
 
@@ -71,6 +73,7 @@ async def import_sdk(
     at head (`agents-sqlalchemy db upgrade`), or `create_tables=True` migrates it there
     first. `key` is the target's key: an encrypted target
     refuses an import without it, and with it every item is sealed on the way in.
+    `telemetry` is the target store's option (`Telemetry`): the import is one operation.
 
     Example::
 
@@ -84,31 +87,33 @@ async def import_sdk(
         ttl=None,
         embedder=None,
         create_tables=create_tables,
+        telemetry=telemetry_option(telemetry),
     )
     services.opener.announce_history = False  # the history is being imported
     counts = {"sessions": 0, "items": 0, "skipped_sessions": 0, "unreadable": 0}
     skipped: list[str] = []
     try:
-        codec = await services.opener.ready()  # the schema and the key, checked first
-        if order == "auto":
-            order = await reader.order()
-        groups = await reader.groups()
-        total, done = sum(group.messages for group in groups), 0
-        if progress:
-            progress(0, total)
-        for group in groups:
-            copied, unreadable = await _copy(services, codec, reader, group, order)
-            if copied is None:
-                counts["skipped_sessions"] += 1
-                skipped.append(group.session_id)
-            else:
-                counts["sessions"] += 1
-                counts["items"] += copied
-                counts["unreadable"] += unreadable
-            done += group.messages
+        with services.db.telemetry.operation("import"):
+            codec = await services.opener.ready()  # the schema and the key, checked first
+            if order == "auto":
+                order = await reader.order()
+            groups = await reader.groups()
+            total, done = sum(group.messages for group in groups), 0
             if progress:
-                progress(done, total)
-        return ImportReport(**counts, skipped_ids=tuple(skipped))
+                progress(0, total)
+            for group in groups:
+                copied, unreadable = await _copy(services, codec, reader, group, order)
+                if copied is None:
+                    counts["skipped_sessions"] += 1
+                    skipped.append(group.session_id)
+                else:
+                    counts["sessions"] += 1
+                    counts["items"] += copied
+                    counts["unreadable"] += unreadable
+                done += group.messages
+                if progress:
+                    progress(done, total)
+            return ImportReport(**counts, skipped_ids=tuple(skipped))
     finally:
         await services.close()
         await reader.close()
@@ -120,4 +125,9 @@ async def _copy(
     """Copy one SDK session: (items copied, or None if the target had it; rows unreadable)."""
     key = session_key(group.session_id)
     rows = await reader.rows(key.session_id, order)
-    return await copy_session(services.imports, codec, key, rows, (group.first, group.last))
+    copied, unreadable = await copy_session(
+        services.imports, codec, key, rows, (group.first, group.last)
+    )
+    if copied is not None and (operation := current()) is not None:  # copied, not skipped
+        operation.wrote(copied, sum(len(row.message_data or "") for row in rows))
+    return copied, unreadable

@@ -35,6 +35,7 @@ from ..search import (
     item_text,
     pack_vectors,
 )
+from ..telemetry import current
 from ..types import Appended, IndexEntry, Scope, SessionKey, StoredItem
 from ..validation import check_range
 from .background import Background
@@ -165,6 +166,8 @@ class Indexer:
         with its keys, after a removal.
         """
         embedder = self.embedder
+        if (operation := current()) is not None:
+            operation.indexed(len(items))
         texts = [item_text(item) for item in items]
         table = codec.vocabulary.table(texts)
         if isinstance(embedder, HashingEmbedder):

@@ -32,6 +32,7 @@ from ..search import (
     recency_scores,
     term_counts,
 )
+from ..telemetry import current
 from ..types import Candidates, Scope
 from ..validation import check_range
 from .background import Background
@@ -82,6 +83,8 @@ class Searcher:
             mode = "keyword"
         await self._background.flush()  # what this process wrote is indexed
         candidates = await self._candidates(scope, mode, codec)
+        if (operation := current()) is not None:
+            operation.candidates(len(candidates))
         if not len(candidates):
             return []
         keyword = None
@@ -126,6 +129,8 @@ class Searcher:
                     recency=hit.recency,
                 )
             )
+        if (operation := current()) is not None:
+            operation.set(search_hits=len(results))
         return results
 
     async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:

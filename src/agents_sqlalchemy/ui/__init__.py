@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from .. import MissingExtraError
+from ..errors import MissingExtraError
 
 try:
     import jinja2  # noqa: F401

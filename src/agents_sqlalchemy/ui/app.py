@@ -33,7 +33,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from .. import AgentsSQLAlchemyError, SessionInfo, SessionStore
+from ..errors import AgentsSQLAlchemyError
+from ..records import SessionInfo
+from ..store import SessionStore
 from . import charts, queries
 from .fields import (
     BadRequest,

@@ -21,7 +21,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Date, and_, cast, column, func, select, table
 from sqlalchemy.sql.expression import TableClause
 
-from .. import SessionInfo, SessionStore
+from ..records import SessionInfo
+from ..store import SessionStore
 
 
 @dataclass(frozen=True)

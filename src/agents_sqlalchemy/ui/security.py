@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .. import ConfigurationError
+from ..errors import ConfigurationError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_COOKIE = "agents_sqlalchemy_ui_token"

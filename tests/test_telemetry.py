@@ -1,0 +1,481 @@
+"""OpenTelemetry: spans and metrics of every operation, read back through the SDK's own
+in-memory span exporter and metric reader, on every dialect; nothing secret in any of it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner, SQLiteSession
+from agents.testing import ScriptedModel, assistant_message
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from agents_sqlalchemy import (
+    BranchError,
+    ConfigurationError,
+    SessionBusyError,
+    SessionStore,
+    Telemetry,
+    import_sdk,
+)
+
+from .test_waits import holding_the_lock
+
+ROOT = Path(__file__).resolve().parent.parent
+# A `mysql://` URL says `mysql`, whichever server answers it (the URL is all that is known).
+SYSTEMS = {"sqlite": "sqlite", "postgresql": "postgresql", "mysql": "mysql"}
+
+
+class Exported:
+    """A tracer provider and a meter provider of a test's own, read back in memory."""
+
+    def __init__(self) -> None:
+        self.spans_out = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans_out))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.tracer = self.tracer_provider.get_tracer("app")
+
+    def telemetry(self, **options: Any) -> Telemetry:
+        return Telemetry(
+            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, **options
+        )
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.spans_out.get_finished_spans())
+
+    def named(self, operation: str) -> list[ReadableSpan]:
+        return [
+            span
+            for span in self.spans()
+            if (span.attributes or {}).get("db.operation.name") == operation
+        ]
+
+    def metrics(self) -> dict[str, list[Any]]:
+        """Every metric's data points, by name (one collection)."""
+        found: dict[str, list[Any]] = {}
+        data = self.reader.get_metrics_data()
+        for resource in data.resource_metrics if data else []:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found.setdefault(metric.name, []).extend(metric.data.data_points)
+        return found
+
+    def total(self, name: str, **where: Any) -> float:
+        points = self.metrics().get(name, [])
+        return sum(
+            getattr(point, "value", None) or getattr(point, "sum", 0)
+            for point in points
+            if all(point.attributes.get(k) == v for k, v in where.items())
+        )
+
+
+def system_of(url: str) -> str:
+    return SYSTEMS[make_url(url).get_backend_name()]
+
+
+async def test_every_operation_is_a_span_with_the_conventions(db_url: str) -> None:
+    out = Exported()
+    async with SessionStore(db_url, create_tables=True, telemetry=out.telemetry()) as store:
+        session = store.session("chat-1", user_id="alice")
+        await session.add_items([{"role": "user", "content": "the dog is called Mochi"}])
+        await session.add_items([{"role": "assistant", "content": "noted"}] * 3)
+        assert len(await session.get_items(limit=2)) == 2
+        assert await store.search("dog", mode="keyword")
+        assert await session.pop_item() is not None
+        await session.set_state("step", 2)
+        await store.list_sessions(user_id="alice")
+        assert await store.purge_expired() == 0
+        await session.clear_session()
+        await store.delete_user("alice")
+        await store.flush()
+
+    system = system_of(db_url)
+    url = make_url(db_url)
+    for span in out.spans():
+        attributes = dict(span.attributes or {})
+        assert span.kind is SpanKind.CLIENT
+        assert attributes["db.system.name"] == system
+        operation = attributes["db.operation.name"]
+        assert span.name == f"{operation} {attributes['db.collection.name']}"
+        if system == "sqlite":
+            assert "server.address" not in attributes
+        else:
+            assert attributes["server.address"] == url.host
+            assert attributes["server.port"] == url.port
+            assert attributes["db.namespace"] == url.database
+        shown = json.dumps(attributes, default=str)
+        assert f":{url.password}@" not in shown and f"{url.username}:" not in shown
+        credentials = {url.username, url.password} - {None}
+        assert not credentials & {str(value) for value in attributes.values()}
+    names = {(span.attributes or {})["db.operation.name"] for span in out.spans()}
+    assert {
+        "ensure_schema",
+        "append",
+        "read",
+        "search",
+        "pop",
+        "set_state",
+        "list_sessions",
+        "purge_expired",
+        "clear",
+        "delete_user",
+        "index",
+        "flush",
+    } <= names
+
+    first, second = (span.attributes or {} for span in out.named("append"))
+    assert (first["agents_sqlalchemy.items"], second["agents_sqlalchemy.items"]) == (1, 3)
+    assert first["agents_sqlalchemy.bytes"] == len(
+        '{"role":"user","content":"the dog is called Mochi"}'
+    )
+    read = out.named("read")[0].attributes or {}
+    assert read["agents_sqlalchemy.items"] == 2 and read["agents_sqlalchemy.bytes"] > 0
+    search = out.named("search")[0].attributes or {}
+    assert search["agents_sqlalchemy.search.mode"] == "keyword"
+    assert search["agents_sqlalchemy.search.candidates"] >= 1
+    assert search["agents_sqlalchemy.search.hits"] >= 1
+    assert out.named("delete_user")[0].attributes["db.collection.name"].endswith("_sessions")
+    # Ids are hashed by default: the same id, the same hash; never the id itself.
+    hashed = Telemetry().identify("chat-1")
+    assert {
+        (span.attributes or {}).get("agents_sqlalchemy.session.id") for span in out.named("append")
+    } == {hashed}
+    assert out.named("delete_user")[0].attributes[
+        "agents_sqlalchemy.user.id"
+    ] == Telemetry().identify("alice")
+
+    assert out.total("agents_sqlalchemy.items.written") == 4
+    assert out.total("agents_sqlalchemy.items.read") >= 2
+    assert out.total("agents_sqlalchemy.bytes.written") > 0
+    assert out.total("agents_sqlalchemy.index.items") >= 4
+    durations = out.metrics()["db.client.operation.duration"]
+    assert {point.attributes["db.operation.name"] for point in durations} >= {"append", "read"}
+    assert all(point.attributes["db.system.name"] == system for point in durations)
+    assert out.metrics()["agents_sqlalchemy.search.duration"][0].count == 1
+    backlog = out.metrics()["agents_sqlalchemy.background.backlog"]
+    assert {point.attributes["agents_sqlalchemy.job"] for point in backlog} == {"index", "scrub"}
+
+
+async def test_spans_nest_under_the_app_and_the_runner_across_the_worker_thread(
+    db_url: str,
+) -> None:
+    """An app's span around `Runner.run`: the session's reads and writes nest under it, and
+    the indexing each write leaves for the worker thread nests under that write."""
+    out = Exported()
+    agent = Agent(name="assistant", model=ScriptedModel([[assistant_message("Mochi")]]))
+    threads: set[str] = set()
+    async with SessionStore(db_url, create_tables=True, telemetry=out.telemetry()) as store:
+        original = store._services.indexer._index_written  # type: ignore[union-attr]
+
+        async def noting_thread(key: Any) -> None:
+            threads.add(threading.current_thread().name)
+            await original(key)
+
+        store._services.indexer._index_written = noting_thread  # type: ignore[union-attr,method-assign]
+        # Whatever runs SQL sees the current span: on a SQLite file, in worker threads too.
+        sync = store._services.db._sync
+        engine = sync.engine if sync is not None else store.engine.sync_engine
+        executed: list[tuple[str, int]] = []
+
+        def seen(*_: Any) -> None:
+            span = trace.get_current_span().get_span_context()
+            executed.append((threading.current_thread().name, span.span_id))
+
+        event.listen(engine, "before_cursor_execute", seen)
+        session = store.session("chat-1")
+        with out.tracer.start_as_current_span("POST /chat") as request:
+            result = await Runner.run(agent, "What is my dog called?", session=session)
+        assert result.final_output == "Mochi"
+        await store.flush()
+
+    request_id = request.get_span_context().span_id
+    reads, appends = out.named("read"), out.named("append")
+    assert reads and appends
+    for span in reads + appends:
+        assert span.parent is not None and span.parent.span_id == request_id
+        assert span.context.trace_id == request.get_span_context().trace_id
+    indexes = out.named("index")
+    assert indexes
+    append_ids = {span.context.span_id for span in appends}
+    assert all(span.parent is not None and span.parent.span_id in append_ids for span in indexes)
+    assert threads == {"agents-sqlalchemy-background"}  # the job ran on the worker thread
+    ours = {span.context.span_id for span in out.spans()}
+    assert executed and all(span_id in ours for _, span_id in executed)
+    if make_url(db_url).get_backend_name() == "sqlite":  # units run in a thread pool there
+        assert {name for name, _ in executed} - {threading.current_thread().name}
+    waits = out.metrics()["agents_sqlalchemy.background.wait"]
+    assert sum(point.count for point in waits) == len(indexes)
+
+
+async def test_nothing_secret_in_any_span_event_attribute_or_metric(
+    db_url: str, tmp_path: Path
+) -> None:
+    key = bytes(range(7, 39))  # 32 raw bytes
+    secret_sentence = "the vault code is 4242-kumquat-zebra"
+    secret_value = "metadata-secret-platypus"
+    secret_state = "state-secret-quokka"
+    session_id = "session-secret-narwhal"
+    user_id = "user-secret-axolotl"
+    out = Exported()
+    async with SessionStore(
+        db_url, create_tables=True, key=key, telemetry=out.telemetry(), ttl=3600
+    ) as store:
+        session = store.session(session_id, user_id=user_id, metadata={"note": secret_value})
+        await session.add_items([{"role": "user", "content": secret_sentence}])
+        await session.update_metadata({"other": secret_value})
+        await session.set_state("vault", secret_state)
+        assert (await session.get_items())[0]["content"] == secret_sentence
+        assert await session.search(secret_sentence)
+        assert await store.search("kumquat", user_id=user_id)
+        await store.list_sessions(metadata={"note": secret_value})
+        await session.get_state("vault")
+        with pytest.raises(BranchError):  # its message quotes the search term
+            await session.create_branch_from_content("zebra-not-there " + secret_sentence)
+        await session.delete_state("vault")
+        await store.rotate_key(bytes(range(100, 132)))
+        await session.pop_item()
+        await store.delete_session(session_id)
+        await store.flush()
+
+    spans = out.spans()
+    assert len(spans) > 10
+    errors = [span for span in spans if span.status.status_code is StatusCode.ERROR]
+    assert errors and all(span.status.description is None for span in errors)
+    assert errors[0].attributes["error.type"] == "agents_sqlalchemy.errors.BranchError"
+    exported = "\n".join(span.to_json() for span in spans)
+    data = out.reader.get_metrics_data()
+    assert data is not None
+    exported += "\n" + data.to_json()
+    assert "db.client.operation.duration" in exported and "rotate_key" in exported
+    secrets = [secret_sentence, "kumquat", secret_value, secret_state, session_id, user_id]
+    for secret in [*secrets, key.hex(), key.hex().upper(), bytes(range(100, 132)).hex()]:
+        assert secret not in exported
+    raw = exported.encode("utf-8", "surrogateescape")
+    assert key not in raw and key.decode("latin-1") not in exported
+    assert repr(key)[2:-1] not in exported
+
+
+async def test_id_options_and_options_checked(sqlite_url: str) -> None:
+    out = Exported()
+    for ids in ("plain", "none"):
+        async with SessionStore(
+            sqlite_url, create_tables=True, telemetry=out.telemetry(ids=ids)
+        ) as store:
+            await store.session("chat-7", user_id="bob").add_items(
+                [{"role": "user", "content": "x"}]
+            )
+    plain, none = out.named("append")
+    assert plain.attributes["agents_sqlalchemy.session.id"] == "chat-7"
+    assert plain.attributes["agents_sqlalchemy.user.id"] == "bob"
+    assert "agents_sqlalchemy.session.id" not in none.attributes
+    assert "agents_sqlalchemy.user.id" not in none.attributes
+    salted = Telemetry(salt=b"app secret").identify("chat-7")
+    assert salted != Telemetry().identify("chat-7") and len(salted or "") == 16
+    with pytest.raises(ConfigurationError, match="ids"):
+        Telemetry(ids="clear")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="telemetry"):
+        SessionStore(sqlite_url, telemetry="on")  # type: ignore[arg-type]
+    # Off: no span, whatever the providers.
+    before = len(out.spans())
+    async with SessionStore(sqlite_url, telemetry=out.telemetry(enabled=False)) as store:
+        await store.session("chat-7").get_items()
+    assert len(out.spans()) == before
+
+
+async def test_busy_writes_record_the_lock_wait_and_the_error(db_url: str) -> None:
+    out = Exported()
+    async with SessionStore(
+        db_url, create_tables=True, lock_timeout=0.5, telemetry=out.telemetry()
+    ) as store:
+        session = store.session("contended")
+        await session.add_items([{"role": "user", "content": "before"}])
+        async for _ in holding_the_lock(db_url, "contended"):
+            with pytest.raises(SessionBusyError):
+                await session.add_items([{"role": "user", "content": "blocked"}])
+    failed = [span for span in out.named("append") if span.status.status_code is StatusCode.ERROR]
+    assert len(failed) == 1
+    attributes = failed[0].attributes or {}
+    assert attributes["error.type"] == "agents_sqlalchemy.errors.SessionBusyError"
+    assert 0.5 <= attributes["agents_sqlalchemy.lock.wait"] < 1.0  # lock_timeout, once
+    assert out.total("agents_sqlalchemy.session.busy") == 1
+    waits = out.metrics()["agents_sqlalchemy.lock.wait"]
+    assert sum(point.count for point in waits) >= 1
+    durations = out.metrics()["db.client.operation.duration"]
+    assert any(
+        point.attributes.get("error.type", "").endswith("SessionBusyError") for point in durations
+    )
+
+
+async def test_pool_usage_is_observed(pg_url: str) -> None:
+    out = Exported()
+    async with SessionStore(pg_url, create_tables=True, telemetry=out.telemetry()) as store:
+        await store.session("chat-1").add_items([{"role": "user", "content": "hi"}])
+        points = out.metrics()["db.client.connection.count"]
+        states = {point.attributes["db.client.connection.state"]: point.value for point in points}
+        assert states["idle"] >= 1 and states["used"] == 0
+        assert all(
+            "@" not in point.attributes["db.client.connection.pool.name"] for point in points
+        )
+
+
+async def test_import_is_one_operation(tmp_path: Path) -> None:
+    source = tmp_path / "sdk.db"
+    sdk = SQLiteSession("imported", str(source))
+    await sdk.add_items([{"role": "user", "content": "from the SDK"}] * 3)
+    sdk.close()
+    out = Exported()
+    report = await import_sdk(
+        source, tmp_path / "ours.db", create_tables=True, telemetry=out.telemetry()
+    )
+    assert report.items == 3
+    (span,) = out.named("import")
+    assert span.attributes["agents_sqlalchemy.items"] == 3
+    schema = out.named("ensure_schema")[0]
+    assert schema.parent is not None and schema.parent.span_id == span.context.span_id
+
+
+GLOBAL_PROVIDERS = """
+import asyncio, json, sys
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from agents_sqlalchemy import SessionStore, upgrade
+from agents_sqlalchemy.migrations.api import check
+
+url = sys.argv[1]
+async def main():
+    # Before any provider is set: nothing listens, nothing is made.
+    async with SessionStore(url, create_tables=True) as store:
+        await store.session("a").add_items([{"role": "user", "content": "x"}])
+        assert store._services.db.telemetry.listening() is None
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    await upgrade(url)
+    await check(url)
+    async with SessionStore(url) as store:
+        await store.session("a").get_items()
+    names = [span.name for span in exporter.get_finished_spans()]
+    print(json.dumps(names))
+asyncio.run(main())
+"""
+
+
+def test_global_providers_and_migrations(sqlite_url: str) -> None:
+    """The providers an app sets globally; migrations run outside a store are spans too."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDERS, sqlite_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    names = json.loads(done.stdout.strip().splitlines()[-1])
+    assert names[:2] == ["upgrade agents_sqlalchemy_version", "check agents_sqlalchemy_version"]
+    assert "read agents_sqlalchemy_items" in names
+
+
+WITHOUT_API = """
+import asyncio, sys
+import agents  # its MCP support imports OpenTelemetry's API itself: blocked after it
+sys.modules["opentelemetry"] = None  # for this library, the [otel] extra not installed
+from agents_sqlalchemy import MissingExtraError, SessionStore, Telemetry
+
+async def main():
+    async with SessionStore(sys.argv[1], create_tables=True) as store:
+        session = store.session("a")
+        await session.add_items([{"role": "user", "content": "x"}])
+        assert len(await session.get_items()) == 1
+    try:
+        Telemetry(tracer_provider=object())
+    except MissingExtraError as exc:
+        print("refused:", exc)
+asyncio.run(main())
+"""
+
+
+def test_without_the_extra_the_store_works_and_a_provider_is_refused(sqlite_url: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_API, sqlite_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    assert "refused:" in done.stdout and "[otel]" in done.stdout
+
+
+def test_loggers_carry_no_content(sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Every logger the library uses is under `agents_sqlalchemy`; none logs an item."""
+    secret = "logged-secret-wombat"
+
+    async def run() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            session = store.session("chat-1")
+            await session.add_items([{"role": "user", "content": secret}])
+            turns = await session.get_conversation_turns()
+            await session.create_branch_from_turn(turns[0]["turn"], "retry")
+            await session.switch_to_branch("main")
+            await store.archive_inactive(timedelta(days=1))
+
+    with caplog.at_level("DEBUG", logger="agents_sqlalchemy"):
+        asyncio.run(run())
+    assert caplog.records, "the branch switches are logged"
+    with SessionStore(sqlite_url) as store:  # a failed statement's message hides its values
+        assert store.engine.sync_engine.hide_parameters
+        assert store._services.db._sync is not None
+        assert store._services.db._sync.engine.hide_parameters
+    for record in caplog.records:
+        assert record.name.startswith("agents_sqlalchemy")
+        assert secret not in record.getMessage()
+
+
+async def test_metrics_alone_and_a_passphrase_never_exported(sqlite_url: str) -> None:
+    """A meter provider without a tracer provider: metrics, and no span anywhere."""
+    out = Exported()
+    passphrase = "passphrase-secret-pangolin"
+    telemetry = Telemetry(meter_provider=out.meter_provider)
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=passphrase, telemetry=telemetry
+    ) as store:
+        session = store.session("chat-1")
+        await session.add_items([{"role": "user", "content": "hello"}] * 2)
+        assert len(await session.get_items()) == 2
+        await session.clear_session()
+        await store.flush()
+    assert out.spans() == []
+    assert out.total("agents_sqlalchemy.items.written") == 2
+    assert out.total("agents_sqlalchemy.items.read") == 2
+    durations = out.metrics()["db.client.operation.duration"]
+    assert {"append", "read", "clear", "index", "scrub"} <= {
+        point.attributes["db.operation.name"] for point in durations
+    }
+    data = out.reader.get_metrics_data()
+    assert data is not None and passphrase not in data.to_json()
