@@ -21,10 +21,17 @@ import pytest
 from agents.memory import OpenAIResponsesCompactionSession
 from sqlalchemy.engine import make_url
 
-from agents_sqlalchemy import ConfigurationError, HashingEmbedder, SessionStore, TableNames
+from agents_sqlalchemy import (
+    ConfigurationError,
+    HashingEmbedder,
+    QueryTooLongError,
+    SessionStore,
+    TableNames,
+)
 from agents_sqlalchemy.repository import Repository
 from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
+    MAX_QUERY_CHARS,
     Embedder,
     Model2VecEmbedder,
     embed_documents,
@@ -543,6 +550,26 @@ async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
             with pytest.raises(ConfigurationError, match="limit"):
                 await session.search_hits("x", limit=limit)
         assert await store.session("never-written").search_hits("checkout") == []
+
+
+async def test_hits_need_evidence_and_queries_have_a_maximum_length(
+    db_url: str, key: bytes | None
+) -> None:
+    """The example app's bob: a search for "dog" among items about other things finds
+    nothing, unless `min_score` asks for whatever scores; a query past the bound raises."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("bob", user_id="bob")
+        garden, bike = message("Plant the tomatoes before the frost."), message("Fix the bike")
+        await session.add_items([garden, bike])
+        assert await session.search("dog") == []
+        assert await store.search("dog", user_id="bob") == []
+        assert len(await session.search("dog", min_score=0.0)) == 2
+        assert len(await store.search("dog", user_id="bob", min_score=0.0)) == 2
+        assert await session.search("tomatoes") == [garden]
+        assert await session.search("x" * MAX_QUERY_CHARS) == []
+        for call in (session.search, store.search):
+            with pytest.raises(QueryTooLongError, match="at most 2,000"):
+                await call("x" * (MAX_QUERY_CHARS + 1))
 
 
 async def test_search_is_on_by_default_and_returns_the_items(sqlite_url: str) -> None:

@@ -30,12 +30,14 @@ from ..search import (
     HashingEmbedder,
     SearchMode,
     bm25_postings,
+    check_query,
     cosine_scores,
     embed_documents,
     embed_query,
     fuse,
     fusion_weight,
     item_text,
+    literal_terms,
     pack_vectors,
     postings,
     recency_scores,
@@ -138,7 +140,7 @@ class Searcher:
         ]
 
     async def search(
-        self, scope: Scope, query: str, limit: int, mode: SearchMode
+        self, scope: Scope, query: str, limit: int, mode: SearchMode, min_score: float | None = None
     ) -> list[SearchHit]:
         """The items in scope that best answer `query`, best first.
 
@@ -149,6 +151,7 @@ class Searcher:
         if mode not in SEARCH_MODES:
             raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         check_range("limit", limit, 1, 1000)
+        check_query(query)
         codec = await self._keyring.ready()
         if not query.strip():
             return []
@@ -174,6 +177,8 @@ class Searcher:
             mode=mode,
             limit=limit,
             vector_weight=fusion_weight(self.embedder),
+            literal=bool(literal_terms(query)),
+            min_score=min_score,
         )
         rows = await self._repository.hit_rows([candidates.item_pks[hit.key] for hit in hits])
         results: list[SearchHit] = []
