@@ -2,9 +2,13 @@
 
 `check_query` bounds what one search costs: a query longer than `MAX_QUERY_CHARS`
 characters raises `QueryTooLongError` (a question, a name, a pasted error line fit; a
-whole document does not: search with a sentence from it). Beyond that bound nothing of
-the query is cut, and the work of a search is linear in its candidates (each query term is
-looked up once per candidate holding it; the vector is scored once per candidate).
+whole document does not: search with a sentence from it). Nothing of a query is cut. Within
+the bound a query has at most a few hundred distinct terms, and a search's work is linear
+in its candidates: one pass over their packed terms, one vector product, `bm25_postings`
+summing the matches term by term (so a bounded number of passes), and `fuse`'s median
+and partition. Unbounded, that term-by-term pass made a 2 MB query take 7.6 s; measured
+with the bound, a 2,000-character query in a 1,000-item SQLite session takes 9.5 ms
+(median), a short question 4.8 ms.
 
 `literal_terms` finds what a query names literally: identifiers (`ERR-4411`, `user_42`,
 `v2.2.9`, `max.poll.interval.ms`, `ChangeResourceRecordSets`, `QX7Z2L`, an e-mail) and
