@@ -293,13 +293,15 @@ def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
     constants are shared by all, `min_vector_z` fitted last. It starts at 1: below it, of
     two candidates one always counts as standing out (z = 0.67).
     """
-    names = [n for n in by_embedder if n != "minilm"]  # minilm: minilm-protocol's rows
+    shared = "minilm-protocol" in by_embedder  # then minilm's rows are the same
+    names = [n for n in by_embedder if not (shared and n == "minilm")]
+    capable = "minilm-protocol" if shared else "minilm"
 
     def judge(fusion: Fusion, weights: Mapping[str, float]) -> tuple[float, ...]:
         total = [0.0, 0.0, 0.0, 0.0]
         for name in names:
             penalty, worst, mean = judge_one(fusion, name, weights[name])
-            if name == "minilm-protocol":
+            if name == capable:
                 total[0] += penalty
             total[1:] = [total[1] + penalty, total[2] + worst, total[3] + mean]
         return tuple(total)
@@ -326,8 +328,8 @@ def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
         (replace(fusion, min_vector_z=z) for z in MIN_VECTOR_ZS),
         key=lambda f: (judge(f, weights), -f.min_vector_z),
     )
-    if "minilm" in by_embedder:
-        weights["minilm"] = weights.get("minilm-protocol", DEFAULT_WEIGHTS[0])
+    if shared and "minilm" in by_embedder:
+        weights["minilm"] = weights["minilm-protocol"]
     return Fit(fusion, weights)
 
 
@@ -423,19 +425,19 @@ def markdown(report: Report) -> str:
     ):
         cells = " | ".join(str(columns[c]) for c in columns)
         lines.append(f"| {set_name} | {name} | {scope} | {cells} | {gap(columns):+.3f} |")
+    names = [n for n in EMBEDDERS if any(key[3] == n for key in report.fold_gaps)]
     lines += [
         "",
         "Folds: the constants fitted on the other folds, and the worst held-out gap of each "
         "embedder over the fold's sets and scopes.",
         "",
-        "| fold | held-out transcripts | fitted on the others | " + " | ".join(EMBEDDERS) + " |",
-        "|---|---|---|" + "---|" * len(EMBEDDERS),
+        "| fold | held-out transcripts | fitted on the others | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
     ]
     for k, fitted in enumerate(report.fold_fits):
         worst = [
             min(g for (f, _, _, n), g in report.fold_gaps.items() if f == k and n == name)
-            for name in EMBEDDERS
-            if any(n == name for (_, _, _, n) in report.fold_gaps)
+            for name in names
         ]
         lines.append(
             f"| {k} | {', '.join(report.fold_transcripts[k])} | {fitted} | "
