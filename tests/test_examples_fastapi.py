@@ -125,6 +125,8 @@ def check_other_users_are_kept_out(client: httpx.Client, dog: str, secret: str) 
     assert client.get(f"/sessions/{dog}").status_code == 401
     assert client.get(f"/sessions/{dog}", headers=ALICE).json() == before
     hits = client.get("/search", params={"q": "dog Mochi"}, headers=BOB).json()["hits"]
+    assert hits == []  # none of alice's, and nothing of bob's is about a dog
+    hits = client.get("/search", params={"q": "surprise party"}, headers=BOB).json()["hits"]
     assert hits and {hit["session_id"] for hit in hits} == {secret}
 
 

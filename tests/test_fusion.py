@@ -12,16 +12,19 @@ import numpy as np
 import pytest
 
 import agents_sqlalchemy.search.fusion as fusion_module
-from agents_sqlalchemy import ConfigurationError
+from agents_sqlalchemy import ConfigurationError, QueryTooLongError
 from agents_sqlalchemy.search import (
     DEFAULT_VECTOR_WEIGHT,
+    MAX_QUERY_CHARS,
     HashingEmbedder,
     MiniLMEmbedder,
     Model2VecEmbedder,
     bm25_postings,
+    check_query,
     cosine_scores,
     fuse,
     fusion_weight,
+    literal_terms,
     pack_vectors,
     recency_scores,
 )
@@ -105,11 +108,17 @@ def test_fuse_modes_keep_their_own_candidates_and_ties_go_to_the_newer() -> None
     assert [h.key for h in fuse(keys, mode="vector", **signals)] == ["a", "d", "b"]
     assert [h.key for h in fuse(keys, mode="keyword", **signals)] == ["b", "c"]
     hybrid = fuse(keys, **signals)
-    assert {h.key for h in hybrid} == set(keys)
+    # "a" and "d" hold no query word; of three cosines "a" stands 0.4 above the median
+    assert {h.key for h in hybrid} == {"a", "b", "c"}
     assert hybrid[0].key == "b"  # holds the whole query
+    assert {h.key for h in fuse(keys, min_score=-1.0, **signals)} == set(keys)
     assert (hybrid[0].vector, hybrid[0].keyword, hybrid[0].recency) == (0.1, 1.0, 0.3)
     assert len(fuse(keys, limit=2, **signals)) == 2
     tie = fuse(["old", "new"], vector=np.array([0.5, 0.5]), recency=np.array([0.0, 1.0]))
+    assert tie == []  # two equal cosines and no word: no evidence for either
+    tie = fuse(
+        ["old", "new"], vector=np.array([0.5, 0.5]), recency=np.array([0.0, 1.0]), min_score=0
+    )
     assert [h.key for h in tie] == ["new", "old"]
     assert fuse([], mode="hybrid") == []
     with pytest.raises(ConfigurationError):
@@ -118,6 +127,8 @@ def test_fuse_modes_keep_their_own_candidates_and_ties_go_to_the_newer() -> None
         fuse(keys, vector=np.array([0.1]))
     with pytest.raises(ConfigurationError, match="vector_weight"):
         fuse(keys, vector_weight=-1.0, **signals)
+    with pytest.raises(ConfigurationError, match="min_score"):
+        fuse(keys, min_score=math.nan, **signals)
 
 
 def _scene(
@@ -148,8 +159,8 @@ def test_a_clear_semantic_match_beats_shared_words_with_a_strong_model_only() ->
     weak = fuse(keys, vector=vector, keyword=keyword, recency=recency, vector_weight=0.0002)
     assert strong[0].key == 10
     # A lexical embedder's outliers are word overlaps anyway: the two partial matches lead
-    # (an exact keyword tie: the newer first).
-    assert [h.key for h in weak[:3]] == [21, 20, 10]
+    # (the vector orders partial matches that tie on coverage).
+    assert [h.key for h in weak[:3]] == [20, 21, 10]
     # Without such an outlier, an item holding the whole query beats the partial matches.
     vector[10] = 0.2
     keyword[30], vector[30] = 1.0, 0.3
@@ -176,10 +187,11 @@ def test_vector_evidence_is_scale_free_and_grows_in_the_tail() -> None:
 
 
 def test_fusion_weight_comes_from_the_embedder() -> None:
-    assert fusion_weight(HashingEmbedder()) < fusion_weight(PlainEmbedder()) < 0.2
+    """An embedder that declares nothing is taken for a capable model, not the weakest."""
+    hashing, static = fusion_weight(HashingEmbedder()), Model2VecEmbedder.fusion_weight
+    assert hashing < static < fusion_weight(PlainEmbedder()) / 100
     assert fusion_weight(PlainEmbedder()) == fusion_weight(None) == DEFAULT_VECTOR_WEIGHT
-    assert MiniLMEmbedder.fusion_weight == 0.25
-    assert Model2VecEmbedder.fusion_weight == DEFAULT_VECTOR_WEIGHT
+    assert not hasattr(MiniLMEmbedder, "fusion_weight")  # the same as any other model
 
     class Declared(PlainEmbedder):
         fusion_weight = 0.5
@@ -190,3 +202,45 @@ def test_fusion_weight_comes_from_the_embedder() -> None:
     assert fusion_weight(Declared()) == 0.5
     with pytest.raises(ConfigurationError):
         fusion_weight(Broken())
+
+
+def test_a_query_naming_an_identifier_is_ranked_by_keywords_first() -> None:
+    """Records that read alike (a strong model puts them all near the query) told apart by
+    the identifier only keywords see."""
+    keys, vector, keyword = _scene()
+    vector[0:20] = np.linspace(0.55, 0.75, 20)  # twenty incidents, all close in meaning
+    keyword[0:20] = 0.05  # each holds "inc", a piece of every incident id
+    keyword[4], vector[4] = 1.0, 0.56  # the one holding INC-50670
+    recency = recency_scores(keys)
+    signals: dict[str, Any] = {"vector": vector, "keyword": keyword, "recency": recency}
+    assert fuse(keys, literal=True, vector_weight=DEFAULT_VECTOR_WEIGHT, **signals)[0].key == 4
+    assert fuse(keys, literal=False, vector_weight=DEFAULT_VECTOR_WEIGHT, **signals)[0].key == 19
+    assert literal_terms("what was the cause of INC-50670?") == ("INC-50670",)
+
+
+def test_literal_terms_are_identifiers_and_names_not_english() -> None:
+    for query, found in [
+        ("ERR-4411", ("ERR-4411",)),
+        ("max.poll.interval.ms", ("max.poll.interval.ms",)),
+        ("route53:ChangeResourceRecordSets", ("route53:ChangeResourceRecordSets",)),
+        ("KeyError user_id", ("KeyError", "user_id")),
+        ("alex.m@oldmail.com", ("alex.m@oldmail.com",)),
+        ("QX7Z2L", ("QX7Z2L",)),
+        ("Dana Whitfield", ("Dana", "Whitfield")),
+        ("what did we do for Amara Okonkwo?", ("Amara", "Okonkwo")),
+        ("how much VAT do we owe?", ("VAT",)),
+        ("which drink gives me headaches?", ()),
+        ("when does the heating need its next check-up?", ()),
+        ("What do I eat on Monday?", ()),
+        ("Why did the release break?", ()),
+    ]:
+        assert literal_terms(query) == found, query
+
+
+def test_queries_have_a_documented_maximum_length() -> None:
+    assert check_query("x" * MAX_QUERY_CHARS) == "x" * MAX_QUERY_CHARS
+    with pytest.raises(QueryTooLongError, match="at most 2,000"):
+        check_query("x" * (MAX_QUERY_CHARS + 1))
+    with pytest.raises(QueryTooLongError):
+        check_query(b"disk")  # type: ignore[arg-type]
+    assert issubclass(QueryTooLongError, ValueError)

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from agents_sqlalchemy import (
     ConfigurationError,
     HashingEmbedder,
+    QueryTooLongError,
     SearchError,
     SearchModelWarning,
     SessionStore,
@@ -33,6 +34,7 @@ from agents_sqlalchemy import (
 from agents_sqlalchemy.repository import SearchIndex
 from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
+    MAX_QUERY_CHARS,
     Embedder,
     Model2VecEmbedder,
     embed_documents,
@@ -337,7 +339,7 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert models == {model2vec.model_id}  # ... and the old model's vectors are deleted
         hits = await session.search_hits("why did the release break?", mode="vector", limit=2)
         assert {hit.item["content"] for hit in hits} == {DEPLOY["content"], new["content"]}
-        hits = await session.search_hits("disk full release", limit=20)
+        hits = await session.search_hits("disk full release", limit=20, min_score=0.0)
         assert len({hit.seq for hit in hits}) == len(hits) == len(ALL) + 3
 
     third = HashingEmbedder(dim=64)
@@ -492,7 +494,7 @@ async def test_store_search_says_which_session_and_keeps_to_the_user(
         await store.session("b1", user_id="bob").add_items([message("invoice INV-2207 lost")])
         await store.session("n1").add_items([message("invoice INV-2207 unowned")])
         hits = await store.search("invoice INV-2207", user_id="alice")
-        assert [(h.session_id, h.seq) for h in hits] == [("a1", 1), ("a2", 1), ("a1", 2)]
+        assert [(h.session_id, h.seq) for h in hits] == [("a1", 1), ("a2", 1)]  # not the cat
         assert hits[0].item == message("invoice INV-2207 was paid")
 
         async def sessions(query: str, user_id: str | None = None) -> set[str]:
@@ -522,7 +524,7 @@ async def test_candidates_read_as_many_small_arrays_rank_as_one_read(
 
         async def ranked() -> list[tuple[str, int, float, float | None]]:
             hits = [
-                *await store.session("s1").search_hits("disk", limit=4),
+                *await store.session("s1").search_hits("disk", limit=4, min_score=0.0),
                 *await store.search("disk host", user_id="ana", limit=8),
                 *await store.search("deploy", user_id="ana", mode="vector", limit=8),
             ]
@@ -563,6 +565,26 @@ async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
             with pytest.raises(ConfigurationError, match="limit"):
                 await session.search_hits("x", limit=limit)
         assert await store.session("never-written").search_hits("checkout") == []
+
+
+async def test_hits_need_evidence_and_queries_have_a_maximum_length(
+    db_url: str, key: bytes | None
+) -> None:
+    """The example app's bob: a search for "dog" among items about other things finds
+    nothing, unless `min_score` asks for whatever scores; a query past the bound raises."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=True) as store:
+        session = store.session("bob", user_id="bob")
+        garden, bike = message("Plant the tomatoes before the frost."), message("Fix the bike")
+        await session.add_items([garden, bike])
+        assert await session.search("dog") == []
+        assert await store.search("dog", user_id="bob") == []
+        assert len(await session.search("dog", min_score=0.0)) == 2
+        assert len(await store.search("dog", user_id="bob", min_score=0.0)) == 2
+        assert await session.search("tomatoes") == [garden]
+        assert await session.search("x" * MAX_QUERY_CHARS) == []
+        for call in (session.search, store.search):
+            with pytest.raises(QueryTooLongError, match="at most 2,000"):
+                await call("x" * (MAX_QUERY_CHARS + 1))
 
 
 async def test_search_is_on_by_default_and_returns_the_items(sqlite_url: str) -> None:

@@ -167,6 +167,10 @@ class EmbedderError(SearchError, ValueError):
     """An embedder returned vectors of the wrong shape, or was given text it cannot embed."""
 
 
+class QueryTooLongError(SearchError, ValueError):
+    """A search query is longer than `search.MAX_QUERY_CHARS` characters (or not a string)."""
+
+
 class MissingExtraError(SearchError, ImportError):
     """An optional package is not installed; the message names the extra that brings it."""
 

@@ -286,25 +286,40 @@ class StoreSession:
     # -- beyond the protocol: search, owner, metadata, state -----------------------------------
 
     async def search(
-        self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        mode: SearchMode = "hybrid",
+        min_score: float | None = None,
     ) -> list[TResponseInputItem]:
         """The items of this session that best answer `query`, most relevant first.
+
+        Only items with evidence are returned (a query term, or a vector standing out
+        among the session's); none is an answer. `min_score` keeps instead every item whose
+        score reaches it; queries hold at most `search.MAX_QUERY_CHARS` characters
+        (`QueryTooLongError`).
 
         Example::
 
             await session.search("what is the dog called?", limit=1)
             # [{'role': 'user', 'content': 'remember my dog is called Mochi'}]
         """
-        hits = await self.search_hits(query, limit=limit, mode=mode)
+        hits = await self.search_hits(query, limit=limit, mode=mode, min_score=min_score)
         return [hit.item for hit in hits]  # type: ignore[misc]
 
     @traced("search", search=True)
     async def search_hits(
-        self, query: str, *, limit: int = 5, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        mode: SearchMode = "hybrid",
+        min_score: float | None = None,
     ) -> list[SearchHit]:
         """`search`, with each item's place and scores (`SearchHit`)."""
         searcher = self._live().search()
-        return await searcher.search(Scope(session=self._key), query, limit, mode)
+        return await searcher.search(Scope(session=self._key), query, limit, mode, min_score)
 
     @traced("get_metadata", sessions=True)
     async def get_metadata(self) -> dict[str, Any]:

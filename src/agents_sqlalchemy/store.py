@@ -290,15 +290,24 @@ class SessionStore:
 
     @traced("search", search=True, user_argument="user_id")
     async def search(
-        self, query: str, *, user_id: str | None = None, limit: int = 5, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        limit: int = 5,
+        mode: SearchMode = "hybrid",
+        min_score: float | None = None,
     ) -> list[SearchHit]:
         """The stored items that best answer `query`, across sessions (one user's, or all).
 
         Ranks on vector similarity, keyword rank and recency together (`mode="vector"` or
-        `"keyword"` for one signal); each hit says which session it came from.
+        `"keyword"` for one signal); each hit says which session it came from. Only hits
+        with evidence are returned (see `SQLAlchemySession.search`), or with `min_score`
+        every hit whose score reaches it.
         """
         searcher = self._services.search()
-        return await searcher.search(Scope(user_id=check_user_id(user_id)), query, limit, mode)
+        scope = Scope(user_id=check_user_id(user_id))
+        return await searcher.search(scope, query, limit, mode, min_score)
 
     @traced("reindex")
     async def reindex(

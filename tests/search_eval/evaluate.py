@@ -1,32 +1,57 @@
-"""Search quality on the evaluation sets: recall@1 and MRR per embedder, set, scope and signal.
+"""Search quality on the evaluation sets, cross-validated: every constant of the fusion is
+fitted on some transcripts and reported on the others.
 
 Items are indexed in memory (`memory_index.MemoryIndex`, which ranks exactly as the store
-does) once per embedder; every question is then ranked in each mode. Scope "session"
-searches the question's own transcript (`session.search`), scope "all" every transcript of
-every set at once (`store.search`).
+does) once per embedder; every question is ranked by each signal alone and by the hybrid
+fusion. Scope "session" searches the question's own transcript (`session.search`), scope
+"all" every transcript of every set at once (`store.search`).
+
+Cross-validation: the transcripts are dealt into `FOLDS` folds; for each fold the fusion's
+constants (`Fusion`: keyword power, literal ratio, the vector evidence a hit needs; the
+vector weight of an embedder that declares none, fitted on MiniLM; the weights the hashing
+and static models declare) are chosen on the other folds' questions, as the ones whose
+worst row (hybrid MRR minus the better single signal's) is best, and the fold's questions
+are ranked with them. The "hybrid (held out)" figures put every question's held-out rank
+together. "hybrid (shipped)" ranks with the library's own constants.
+
+Embedders: hashing (the default), model2vec (the bundled static model), minilm
+(all-MiniLM-L6-v2, int8 ONNX), and minilm-protocol: the same vectors with the weight an
+embedder gets that declares nothing (an embedder passed through the `Embedder` protocol).
 
 Run:
-    python -m tests.search_eval.evaluate                     # every embedder, as text
-    python -m tests.search_eval.evaluate --markdown          # the README's table
-    python -m tests.search_eval.evaluate --embedder minilm --by-kind
+    python -m tests.search_eval.evaluate            # every table, as text
+    python -m tests.search_eval.evaluate --write    # and regenerate docs/search/evaluation.md
+                                                    # and the tables in tests/search_eval/README.md
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from agents_sqlalchemy.search import (
-    BUILTIN_EMBEDDERS,
-    SEARCH_MODES,
     Embedder,
+    Evidence,
+    Fusion,
     SearchMode,
     embed_documents,
     embedder_by_name,
+    evidence,
+    fused_scores,
+    fusion_weight,
+    has_evidence,
     item_text,
 )
 
@@ -36,25 +61,25 @@ from .sets import all_conversations, eval_sets
 
 Key = tuple[str, int]
 SCOPES = ("session", "all")
-#: Ranks signals into keys, best first: the library's `fuse` by default.
-Ranker = Callable[[Signals[Key], SearchMode], Sequence[Key]]
+FOLDS = 4
+EMBEDDERS = ("hashing", "model2vec", "minilm", "minilm-protocol")
+#: Allowed shortfall of hybrid MRR against the better single signal.
+TOLERANCE = 0.01
 
+# The grid the constants are fitted on.
+KEYWORD_POWERS = (2.0, 4.0, 8.0)
+LITERAL_RATIOS = (0.002, 0.005)
+MIN_VECTOR_ZS = (1.0, 1.5, 2.0)
+DEFAULT_WEIGHTS = (1.0, 2.0, 4.0)
+DECLARED_WEIGHTS = {
+    "hashing": (0.0001, 0.0002, 0.0005),
+    "model2vec": (0.001, 0.002, 0.005),
+}
 
-def library_ranker(signals: Signals[Key], mode: SearchMode) -> list[Key]:
-    """The ranking `SessionStore.search` returns."""
-    return [hit.key for hit in signals.rank(mode)]
-
-
-@dataclass(frozen=True)
-class Score:
-    """Recall@1 and mean reciprocal rank over some queries."""
-
-    recall_at_1: float
-    mrr: float
-    count: int
-
-    def __str__(self) -> str:
-        return f"R@1 {self.recall_at_1:.3f}  MRR {self.mrr:.3f}  (n={self.count})"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "search" / "evaluation.md"
+README = Path(__file__).with_name("README.md")
+START, END = "<!-- evaluation tables: start -->", "<!-- evaluation tables: end -->"
 
 
 @dataclass
@@ -64,6 +89,7 @@ class Corpus:
     sessions: dict[str, MemoryIndex[Key]]
     everything: MemoryIndex[Key]
     answers: dict[Query, set[Key]]
+    weight: float
     _signals: dict[tuple[str, str, str, SearchMode], Signals[Key]] = field(default_factory=dict)
 
     async def signals(self, query: Query, scope: str, mode: SearchMode) -> Signals[Key]:
@@ -73,6 +99,23 @@ class Corpus:
             index = self.everything if scope == "all" else self.sessions[query.conversation]
             self._signals[cache_key] = await index.signals(query.text, mode)
         return self._signals[cache_key]
+
+
+class ProtocolOnly:
+    """An embedder seen only through the `Embedder` protocol: it declares no weight."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+
+    dim = property(lambda self: self._inner.dim)
+    metric = property(lambda self: self._inner.metric)
+    model_id = property(lambda self: self._inner.model_id)
+
+    def embed(self, texts: list[str]) -> Any:
+        return self._inner.embed(texts)
+
+    def embed_queries(self, texts: list[str]) -> Any:
+        return self._inner.embed_queries(texts)
 
 
 async def build(embedder: Embedder | None) -> Corpus:
@@ -97,113 +140,374 @@ async def build(embedder: Embedder | None) -> Corpus:
         for s in eval_sets().values()
         for q in s.queries
     }
-    return Corpus(sessions, everything, answers)
+    return Corpus(sessions, everything, answers, fusion_weight(embedder))
+
+
+async def corpora(names: Sequence[str]) -> dict[str, Corpus]:
+    """A corpus per embedder name; "minilm-protocol" shares MiniLM's vectors."""
+    out: dict[str, Corpus] = {}
+    for name in names:
+        if name == "minilm-protocol":
+            minilm = out.get("minilm") or await build(embedder_by_name("minilm"))
+            weight = fusion_weight(ProtocolOnly(embedder_by_name("minilm")))
+            out[name] = replace(minilm, weight=weight, _signals=minilm._signals)
+        else:
+            out[name] = await build(embedder_by_name(name))
+    return out
+
+
+def first_rank(
+    score: npt.NDArray[np.float64],
+    keep: npt.NDArray[np.bool_],
+    recency: npt.NDArray[np.float64],
+    answers: npt.NDArray[np.bool_],
+) -> int | None:
+    """The rank `fuse` gives the first answer (higher score, then newer, then earlier
+    candidate first), or None if no answer is kept: linear, no sort."""
+    best: int | None = None
+    for a in np.flatnonzero(answers & keep):
+        ahead = keep & (
+            (score > score[a])
+            | ((score == score[a]) & (recency > recency[a]))
+            | ((score == score[a]) & (recency == recency[a]) & (np.arange(score.size) < a))
+        )
+        rank = int(ahead.sum()) + 1
+        best = rank if best is None else min(best, rank)
+    return best
+
+
+@dataclass(frozen=True)
+class Case:
+    """One question in one scope for one embedder, ready to rank with any constants."""
+
+    query: Query
+    set_name: str
+    scope: str
+    found: Evidence
+    literal: bool
+    recency: npt.NDArray[np.float64]
+    answers: npt.NDArray[np.bool_]
+    vector_rank: int | None
+    keyword_rank: int | None
+
+    def hybrid_rank(self, fusion: Fusion, weight: float) -> int | None:
+        found = self.found
+        score = fused_scores(found, weight=weight, literal=self.literal, fusion=fusion)
+        return first_rank(score, has_evidence(found, fusion), self.recency, self.answers)
+
+
+async def cases(corpus: Corpus) -> list[Case]:
+    """Every question of every set, in both scopes."""
+    out = []
+    for set_name, eval_set in eval_sets().items():
+        for scope in SCOPES:
+            for query in eval_set.queries:
+                signals = await corpus.signals(query, scope, "hybrid")
+                n = len(signals.keys)
+                vec = np.full(n, np.nan) if signals.vector is None else signals.vector
+                kw = np.zeros(n) if signals.keyword is None else signals.keyword
+                answers = np.array([k in corpus.answers[query] for k in signals.keys], bool)
+                has_vec, has_kw = ~np.isnan(vec), kw > 0
+                rec = signals.recency
+                out.append(
+                    Case(
+                        query,
+                        set_name,
+                        scope,
+                        evidence(vec, kw),
+                        signals.literal,
+                        rec,
+                        answers,
+                        first_rank(np.where(has_vec, vec, -np.inf), has_vec, rec, answers),
+                        first_rank(kw, has_kw, rec, answers),
+                    )
+                )
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    """Recall@1 and mean reciprocal rank over some questions."""
+
+    recall_at_1: float
+    mrr: float
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.recall_at_1:.3f} / {self.mrr:.3f}"
 
 
 def score(ranks: Sequence[int | None]) -> Score:
-    """Recall@1 and MRR from the rank of each query's first answer (None: not found)."""
-    n = len(ranks)
+    """Recall@1 and MRR from the rank of each question's first answer (None: not found)."""
+    n = max(len(ranks), 1)
     return Score(
         recall_at_1=sum(1 for r in ranks if r == 1) / n,
         mrr=sum(1.0 / r for r in ranks if r) / n,
-        count=n,
+        count=len(ranks),
     )
 
 
-async def ranks(
-    corpus: Corpus,
-    queries: Sequence[Query],
-    mode: SearchMode,
-    scope: str,
-    ranker: Ranker = library_ranker,
-) -> list[int | None]:
-    """The rank of the first answer of each query (None: not found)."""
-    out: list[int | None] = []
-    for query in queries:
-        ranked = ranker(await corpus.signals(query, scope, mode), mode)
-        found = [i for i, key in enumerate(ranked, 1) if key in corpus.answers[query]]
-        out.append(found[0] if found else None)
-    return out
+def _worst(groups: Mapping[Any, list[tuple[Case, int | None]]]) -> tuple[float, float]:
+    """(worst, mean) over rows of hybrid MRR minus the better single signal's."""
+    gaps = []
+    for rows in groups.values():
+        hybrid = score([r for _, r in rows]).mrr
+        vector = score([c.vector_rank for c, _ in rows]).mrr
+        keyword = score([c.keyword_rank for c, _ in rows]).mrr
+        gaps.append(hybrid - max(vector, keyword))
+    return (min(gaps), sum(gaps) / len(gaps)) if gaps else (0.0, 0.0)
 
 
-async def evaluate(
-    corpus: Corpus,
-    queries: Sequence[Query],
-    *,
-    scope: str = "session",
-    ranker: Ranker = library_ranker,
-) -> dict[SearchMode, Score]:
-    """Recall@1 and MRR of each mode (signal) over `queries`."""
-    return {mode: score(await ranks(corpus, queries, mode, scope, ranker)) for mode in SEARCH_MODES}
+def _rows(cases: Iterable[Case], ranks: Iterable[int | None]) -> dict[Any, list[Any]]:
+    groups: dict[Any, list[Any]] = defaultdict(list)
+    for case, rank in zip(cases, ranks, strict=True):
+        groups[case.set_name, case.scope].append((case, rank))
+    return groups
 
 
-async def table(names: Sequence[str]) -> dict[tuple[str, str, str], dict[SearchMode, Score]]:
-    """Scores by (embedder, set, scope), for every named embedder."""
-    out: dict[tuple[str, str, str], dict[SearchMode, Score]] = {}
-    for name in names:
-        corpus = await build(embedder_by_name(name))
-        for set_name, eval_set in eval_sets().items():
-            for scope in SCOPES:
-                out[name, set_name, scope] = await evaluate(corpus, eval_set.queries, scope=scope)
-    return out
+@dataclass(frozen=True)
+class Fit:
+    """Constants fitted on some questions: the fusion's, and a weight per embedder."""
+
+    fusion: Fusion
+    weights: dict[str, float]
+
+    def __str__(self) -> str:
+        f = self.fusion
+        weights = ", ".join(f"{k} {v:g}" for k, v in self.weights.items())
+        return (
+            f"keyword power {f.keyword_power:g}, literal ratio {f.literal_ratio:g}, "
+            f"min vector z {f.min_vector_z:g}; weights: {weights}"
+        )
 
 
-def markdown(results: dict[tuple[str, str, str], dict[SearchMode, Score]]) -> str:
-    """The README's table: one row per embedder, set and scope, best MRR in bold."""
-    lines = [
-        "| embedder | set | scope | hybrid R@1 / MRR | vector R@1 / MRR | keyword R@1 / MRR |",
-        "|---|---|---|---|---|---|",
+def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
+    """The constants that leave the smallest shortfall beyond `TOLERANCE`.
+
+    Each embedder's worst row (hybrid MRR minus the better single signal's, over sets and
+    scopes) counts where it is more than `TOLERANCE` below zero: first that of an embedder
+    declaring nothing (minilm-protocol: what any capable model gets), then the sum over
+    embedders; ties go to the larger sum of worst rows (the most robust), then of means.
+    The weight of an embedder that declares none is fitted on minilm-protocol; the hashing
+    and static models' weights (which they declare) each on its own rows; the fusion's
+    constants are shared by all, `min_vector_z` fitted last. It starts at 1: below it, of
+    two candidates one always counts as standing out (z = 0.67).
+    """
+    shared = "minilm-protocol" in by_embedder  # then minilm's rows are the same
+    names = [n for n in by_embedder if not (shared and n == "minilm")]
+    capable = "minilm-protocol" if shared else "minilm"
+
+    def judge(fusion: Fusion, weights: Mapping[str, float]) -> tuple[float, ...]:
+        total = [0.0, 0.0, 0.0, 0.0]
+        for name in names:
+            penalty, worst, mean = judge_one(fusion, name, weights[name])
+            if name == capable:
+                total[0] += penalty
+            total[1:] = [total[1] + penalty, total[2] + worst, total[3] + mean]
+        return tuple(total)
+
+    def best_weights(fusion: Fusion) -> dict[str, float]:
+        chosen = {}
+        for name in names:
+            options = DECLARED_WEIGHTS.get(name, DEFAULT_WEIGHTS)
+            chosen[name] = max(options, key=partial(judge_one, fusion, name))
+        return chosen
+
+    def judge_one(fusion: Fusion, name: str, weight: float) -> tuple[float, float, float]:
+        cs = by_embedder[name]
+        worst, mean = _worst(_rows(cs, [c.hybrid_rank(fusion, weight) for c in cs]))
+        return min(worst + TOLERANCE, 0.0), worst, mean
+
+    scored = []
+    for power, ratio in itertools.product(KEYWORD_POWERS, LITERAL_RATIOS):
+        fusion = Fusion(keyword_power=power, literal_ratio=ratio)
+        weights = best_weights(fusion)
+        scored.append((judge(fusion, weights), fusion, weights))
+    _, fusion, weights = max(scored, key=lambda s: s[0])
+    fusion = max(
+        (replace(fusion, min_vector_z=z) for z in MIN_VECTOR_ZS),
+        key=lambda f: (judge(f, weights), -f.min_vector_z),
+    )
+    if shared and "minilm" in by_embedder:
+        weights["minilm"] = weights["minilm-protocol"]
+    return Fit(fusion, weights)
+
+
+def folds() -> dict[str, int]:
+    """The fold of each transcript: dealt in turn, so each fold mixes the sets."""
+    return {c.name: i % FOLDS for i, c in enumerate(all_conversations())}
+
+
+@dataclass
+class Report:
+    """Everything the evaluation prints."""
+
+    rows: dict[tuple[str, str, str], dict[str, Score]]  # (set, embedder, scope) -> column
+    fold_fits: list[Fit]
+    fold_gaps: dict[tuple[int, str, str, str], float]  # (fold, set, scope, embedder) -> gap
+    fold_transcripts: list[list[str]]
+    all_data: Fit
+    kinds: dict[tuple[str, str], Score]  # (embedder, kind) -> held-out hybrid, session
+    seconds: float = 0.0
+
+
+async def run(names: Sequence[str] = EMBEDDERS) -> Report:
+    """Index, cross-validate and score; see the module docstring."""
+    started = time.perf_counter()
+    by_name = await corpora(names)
+    by_embedder = {name: await cases(corpus) for name, corpus in by_name.items()}
+    fold_of = folds()
+    fold_fits, held_out = [], {}
+    fold_gaps: dict[tuple[int, str, str, str], float] = {}
+    for k in range(FOLDS):
+        train = {
+            n: [c for c in cs if fold_of[c.query.conversation] != k]
+            for n, cs in by_embedder.items()
+        }
+        fitted = fit(train)
+        fold_fits.append(fitted)
+        for name, cs in by_embedder.items():
+            test = [c for c in cs if fold_of[c.query.conversation] == k]
+            ranks = [c.hybrid_rank(fitted.fusion, fitted.weights[name]) for c in test]
+            for case, rank in zip(test, ranks, strict=True):
+                held_out[name, id(case)] = rank
+            for (set_name, scope), group_rows in _rows(test, ranks).items():
+                fold_gaps[k, set_name, scope, name] = _worst({0: group_rows})[0]
+    all_data = fit(by_embedder)
+    rows: dict[tuple[str, str, str], dict[str, Score]] = {}
+    kinds: dict[tuple[str, str], Score] = {}
+    for name, cs in by_embedder.items():
+        weight = by_name[name].weight
+        groups: dict[tuple[str, str], list[Case]] = defaultdict(list)
+        for case in cs:
+            groups[case.set_name, case.scope].append(case)
+        for (set_name, scope), group in groups.items():
+            rows[set_name, name, scope] = {
+                "hybrid (held out)": score([held_out[name, id(c)] for c in group]),
+                "hybrid (shipped)": score([c.hybrid_rank(Fusion(), weight) for c in group]),
+                "vector": score([c.vector_rank for c in group]),
+                "keyword": score([c.keyword_rank for c in group]),
+            }
+        by_kind: dict[str, list[int | None]] = defaultdict(list)
+        for case in cs:
+            if case.scope == "session":
+                by_kind[case.query.kind].append(held_out[name, id(case)])
+        for kind, ranks in sorted(by_kind.items()):
+            kinds[name, kind] = score(ranks)
+    transcripts = [
+        [c.name for c in all_conversations() if fold_of[c.name] == k] for k in range(FOLDS)
     ]
-    for (name, set_name, scope), scores in results.items():
-        best = max(s.mrr for s in scores.values())
-        cells = []
-        for mode in SEARCH_MODES:
-            s = scores[mode]
-            cell = f"{s.recall_at_1:.3f} / {s.mrr:.3f}"
-            cells.append(f"**{cell}**" if s.mrr == best else cell)
-        lines.append(f"| {name} | {set_name} | {scope} | " + " | ".join(cells) + " |")
+    report = Report(rows, fold_fits, fold_gaps, transcripts, all_data, kinds)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def gap(columns: Mapping[str, Score], hybrid: str = "hybrid (held out)") -> float:
+    """Hybrid MRR minus the better single signal's."""
+    return columns[hybrid].mrr - max(columns["vector"].mrr, columns["keyword"].mrr)
+
+
+def markdown(report: Report) -> str:
+    """The generated tables (docs/search/evaluation.md, and the README's section)."""
+    sets = eval_sets()
+    total = sum(len(s.queries) for s in sets.values())
+    lines = [
+        f"{total} questions in {len(sets)} sets over {len(all_conversations())} transcripts; "
+        f"{FOLDS} folds of transcripts. Recall@1 / MRR; gap: held-out hybrid MRR minus the "
+        "better single signal's.",
+        "",
+        "| set | embedder | scope | hybrid (held out) | hybrid (shipped) | vector | keyword "
+        "| gap |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (set_name, name, scope), columns in sorted(
+        report.rows.items(), key=lambda r: (list(sets).index(r[0][0]), r[0][1], r[0][2])
+    ):
+        cells = " | ".join(str(columns[c]) for c in columns)
+        lines.append(f"| {set_name} | {name} | {scope} | {cells} | {gap(columns):+.3f} |")
+    names = [n for n in EMBEDDERS if any(key[3] == n for key in report.fold_gaps)]
+    lines += [
+        "",
+        "Folds: the constants fitted on the other folds, and the worst held-out gap of each "
+        "embedder over the fold's sets and scopes.",
+        "",
+        "| fold | held-out transcripts | fitted on the others | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+    ]
+    for k, fitted in enumerate(report.fold_fits):
+        worst = [
+            min(g for (f, _, _, n), g in report.fold_gaps.items() if f == k and n == name)
+            for name in names
+        ]
+        lines.append(
+            f"| {k} | {', '.join(report.fold_transcripts[k])} | {fitted} | "
+            + " | ".join(f"{w:+.3f}" for w in worst)
+            + " |"
+        )
+    lines += [
+        "",
+        f"Fitted on every transcript (what the library ships): {report.all_data}.",
+        "",
+        "Held-out hybrid by kind of question (scope session), recall@1 / MRR:",
+        "",
+        "| embedder | " + " | ".join(sorted({k for _, k in report.kinds})) + " |",
+        "|---|" + "---|" * len({k for _, k in report.kinds}),
+    ]
+    for embedder in dict.fromkeys(n for n, _ in report.kinds):
+        kinds = [str(report.kinds[embedder, k]) for k in sorted({k for _, k in report.kinds})]
+        lines.append(f"| {embedder} | " + " | ".join(kinds) + " |")
     return "\n".join(lines)
 
 
-async def by_kind(corpus: Corpus, mode: SearchMode, scope: str) -> dict[str, Score]:
-    """Scores per kind of question (paraphrase, identifier, name, recent, old, topic)."""
-    groups: dict[str, list[Query]] = defaultdict(list)
-    for eval_set in eval_sets().values():
-        for query in eval_set.queries:
-            groups[query.kind].append(query)
-    return {
-        kind: score(await ranks(corpus, qs, mode, scope)) for kind, qs in sorted(groups.items())
-    }
+def text(report: Report) -> str:
+    """Every row and every fold's rows, as text."""
+    out = []
+    for (set_name, name, scope), columns in report.rows.items():
+        cells = "  ".join(f"{c} {s}" for c, s in columns.items())
+        out.append(f"{set_name:13} {name:16} {scope:8} {cells}  gap {gap(columns):+.3f}")
+    for k, fitted in enumerate(report.fold_fits):
+        out.append(f"fold {k} (held out: {', '.join(report.fold_transcripts[k])}): {fitted}")
+        for (f, set_name, scope, name), g in sorted(report.fold_gaps.items()):
+            if f == k:
+                out.append(f"  {set_name:13} {scope:8} {name:16} held-out gap {g:+.3f}")
+    out.append(f"all transcripts: {report.all_data}")
+    for (name, kind), s in report.kinds.items():
+        out.append(f"{name:16} {kind:11} held-out hybrid {s}")
+    return "\n".join(out)
+
+
+def write(report: Report) -> None:
+    """Regenerate docs/search/evaluation.md and the README's tables."""
+    tables = markdown(report)
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(
+        "# Search evaluation\n\n<!-- Generated by `python -m tests.search_eval.evaluate "
+        "--write`: do not edit by hand. -->\n\n"
+        "How the sets are built and what the fusion does: tests/search_eval/README.md and "
+        "the docstring of `agents_sqlalchemy.search.fusion`.\n\n" + tables + "\n"
+    )
+    readme = README.read_text()
+    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+    if not pattern.search(readme):
+        raise SystemExit(f"{README} has no {START} ... {END} section")
+    README.write_text(pattern.sub(lambda _: f"{START}\n\n{tables}\n\n{END}", readme))
 
 
 async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--embedder", default=",".join(BUILTIN_EMBEDDERS))
-    parser.add_argument("--markdown", action="store_true", help="print the README's table")
-    parser.add_argument("--by-kind", action="store_true", help="break each mode down by kind")
+    parser.add_argument("--embedder", default=",".join(EMBEDDERS))
+    parser.add_argument("--write", action="store_true", help="regenerate the docs' tables")
     args = parser.parse_args(argv)
     names = [n for n in args.embedder.split(",") if n]
-    sets = eval_sets()
-    sizes = ", ".join(
-        f"{s.name}: {len(s.queries)} questions over {len(s.conversations)} transcripts"
-        for s in sets.values()
-    )
-    print(sizes)
-    started = time.perf_counter()
-    results = await table(names)
-    if args.markdown:
-        print(markdown(results))
-    else:
-        for (name, set_name, scope), scores in results.items():
-            for mode, s in scores.items():
-                print(f"{name:10} {set_name:8} {scope:8} {mode:8} {s}")
-    if args.by_kind:
-        for name in names:
-            corpus = await build(embedder_by_name(name))
-            for mode in SEARCH_MODES:
-                for kind, s in (await by_kind(corpus, mode, "session")).items():
-                    print(f"{name:10} session  {mode:8} {kind:11} {s}")
-    print(f"({time.perf_counter() - started:.1f} s)")
+    report = await run(names)
+    print(text(report))
+    print()
+    print(markdown(report))
+    print(f"({report.seconds:.1f} s)")
+    if args.write:
+        if tuple(names) != EMBEDDERS:
+            raise SystemExit("--write needs every embedder")
+        write(report)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ query into the same inputs the store computes from SQL: the candidates are the i
 vector plus those holding a query term; BM25 comes from `bm25_postings` over those postings
 with the candidate count as the corpus size; recency from `recency_scores` over positions;
 cosine from `cosine_scores`; the ranking from the library's own `fuse`, with the embedder's
-`fusion_weight`.
+`fusion_weight`, and whether the query names identifiers (`literal_terms`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ import numpy.typing as npt
 
 from agents_sqlalchemy.search import (
     Embedder,
+    Fusion,
     Hit,
     SearchMode,
     bm25_postings,
+    check_query,
     cosine_scores,
     embed_documents,
     embed_query,
     fuse,
     fusion_weight,
     item_text,
+    literal_terms,
     recency_scores,
     term_counts,
 )
@@ -53,9 +56,18 @@ class Signals(Generic[K]):
     keyword: npt.NDArray[np.float64] | None
     recency: npt.NDArray[np.float64]
     vector_weight: float
+    literal: bool = False
 
-    def rank(self, mode: SearchMode = "hybrid", limit: int | None = None) -> list[Hit[K]]:
-        """The library's fusion of these signals."""
+    def rank(
+        self,
+        mode: SearchMode = "hybrid",
+        limit: int | None = None,
+        *,
+        fusion: Fusion | None = None,
+        vector_weight: float | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit[K]]:
+        """The library's fusion of these signals (with other constants, if given)."""
         return fuse(
             self.keys,
             vector=self.vector,
@@ -63,7 +75,10 @@ class Signals(Generic[K]):
             recency=self.recency,
             mode=mode,
             limit=limit,
-            vector_weight=self.vector_weight,
+            vector_weight=self.vector_weight if vector_weight is None else vector_weight,
+            literal=self.literal,
+            min_score=min_score,
+            fusion=fusion or Fusion(),
         )
 
 
@@ -137,12 +152,14 @@ class MemoryIndex(Generic[K]):
             )
         positions = [self.entries[k].position for k in keys]
         weight = fusion_weight(self.embedder)
-        return Signals(keys, vector, keyword, recency_scores(positions), weight)
+        literal = bool(literal_terms(query))
+        return Signals(keys, vector, keyword, recency_scores(positions), weight, literal)
 
     async def search(
         self, query: str, *, mode: SearchMode = "hybrid", limit: int = 5
     ) -> list[Hit[K]]:
         """The best items for `query`, best first."""
+        check_query(query)
         if not self.entries or not query.strip():
             return []
         return (await self.signals(query, mode)).rank(mode, limit)

@@ -8,6 +8,10 @@
   `mixed_queries.py`).
 - "paraphrase": one chat of 40 personal facts among 119 distractors that share the
   questions' words, each fact asked about in other words (`paraphrase_set.py`).
+- "shared-words": three multi-topic transcripts where each question's words appear in many
+  wrong items and its answer is in other words (`shared_words_set.py`).
+- "identifiers": three transcripts of near-identical records told apart only by ids, error
+  codes, hosts and names: meaning misleads, keywords find (`identifiers_set.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from . import mixed_queries, mixed_transcripts, paraphrase_set, queries, transcripts
+from . import (
+    identifiers_set,
+    mixed_queries,
+    mixed_transcripts,
+    paraphrase_set,
+    queries,
+    shared_words_set,
+    transcripts,
+)
 from .queries import Query
 from .transcripts import Conversation
 
@@ -39,6 +51,16 @@ def eval_sets() -> dict[str, EvalSet]:
         ),
         "paraphrase": EvalSet(
             "paraphrase", (paraphrase_set.memory(),), tuple(paraphrase_set.QUERIES)
+        ),
+        "shared-words": EvalSet(
+            "shared-words",
+            tuple(shared_words_set.conversations()),
+            tuple(shared_words_set.QUERIES),
+        ),
+        "identifiers": EvalSet(
+            "identifiers",
+            tuple(identifiers_set.conversations()),
+            tuple(identifiers_set.QUERIES),
         ),
     }
 

@@ -15,18 +15,20 @@ On search, over the candidates (the items in scope with an index row)::
     keyword = bm25_postings(rows, term_ids, counts, size=n, doc_count=n)   # coverage
     vector = cosine_scores(await embed_query(embedder, query), blobs)      # NaN: no vector
     hits = fuse(keys, vector=vector, keyword=keyword, recency=recency_scores(positions),
-                vector_weight=fusion_weight(embedder), limit=5)
+                vector_weight=fusion_weight(embedder), literal=bool(literal_terms(query)),
+                limit=5)
 
 How `fuse` ranks (details and measurements in `fusion.py`): keyword evidence is BM25 as
-coverage of the query, discounted when no item holds the whole query; vector evidence is how
-far an item stands out in the query's own cosine distribution, in nats; items tying exactly
-on keywords share their vector evidence and are ordered by recency; the two are added with
-the embedder's measured weight (`fusion_weight`), and recency only breaks ties. On the
-evaluation in tests/search_eval, hybrid ranking is then at least as good as the better
-single signal with the hashing default, the static model2vec model and MiniLM.
+coverage of the query; vector evidence is how far an item stands out in the query's own
+cosine distribution, in nats. A query naming identifiers or names (`literal_terms`) is
+ranked by keywords first; any other by coverage to the 4th power plus the embedder's weight
+(`fusion_weight`; a capable model's when it declares none) times the vector evidence.
+Only hits with evidence are returned (or those reaching `min_score`); a query holds at
+most `MAX_QUERY_CHARS` characters (`check_query`). The constants are fitted by
+cross-validation on tests/search_eval (314 questions, five sets).
 """
 
-from ..errors import EmbedderError, MissingExtraError, SearchError
+from ..errors import EmbedderError, MissingExtraError, QueryTooLongError, SearchError
 from .builtin import BUILTIN_EMBEDDERS, builtin_for, embedder_by_name
 from .embedders import (
     Embedder,
@@ -40,16 +42,22 @@ from .embedders import (
 from .fusion import (
     DEFAULT_VECTOR_WEIGHT,
     SEARCH_MODES,
+    Evidence,
+    Fusion,
     Hit,
     SearchMode,
+    evidence,
     fuse,
+    fused_scores,
     fusion_weight,
+    has_evidence,
 )
 from .hashing import HashingEmbedder, _features
 from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
 from .postings import pack_terms, postings, term_id
+from .query import MAX_QUERY_CHARS, check_query, literal_terms
 from .ranking import bm25_postings, cosine_scores, recency_scores
 from .sentence_transformers_embedder import SentenceTransformerEmbedder
 from .text import (
@@ -68,6 +76,7 @@ from .text import (
 __all__ = [
     "BUILTIN_EMBEDDERS",
     "DEFAULT_VECTOR_WEIGHT",
+    "MAX_QUERY_CHARS",
     "MAX_TERM_CHARS",
     "MAX_TEXT_CHARS",
     "SEARCH_MODES",
@@ -75,27 +84,35 @@ __all__ = [
     "TOKENIZER_VERSION",
     "Embedder",
     "EmbedderError",
+    "Evidence",
+    "Fusion",
     "HashingEmbedder",
     "Hit",
     "MiniLMEmbedder",
     "MissingExtraError",
     "Model2VecEmbedder",
     "OpenAIEmbedder",
+    "QueryTooLongError",
     "SearchError",
     "SearchMode",
     "SentenceTransformerEmbedder",
     "bm25_postings",
     "builtin_for",
+    "check_query",
     "content_words",
     "cosine_scores",
     "embed_documents",
     "embed_query",
     "embed_texts",
     "embedder_by_name",
+    "evidence",
     "forget_terms",
     "fuse",
+    "fused_scores",
     "fusion_weight",
+    "has_evidence",
     "item_text",
+    "literal_terms",
     "normalize",
     "pack_terms",
     "pack_vectors",

@@ -6,7 +6,8 @@ models; different for models trained with query prompts). Each returns one vecto
 a numpy array or a list of lists of floats, and may be sync or `async`.
 
 An embedder may also declare `fusion_weight`, how much its vectors count against keywords
-in hybrid ranking (see `fusion.fuse`); without it a middle value is used.
+in hybrid ranking (see `fusion.fuse`); without it, a capable model's weight is used (the
+built-in hashing and static models declare a small one).
 
 Vectors are stored as one signed byte per dimension (`pack_vectors`), and read back as
 L2-normalised float32 rows, so cosine similarity is a dot product: `embed_documents` returns

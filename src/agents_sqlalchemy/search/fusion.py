@@ -1,40 +1,64 @@
-"""Fusion of the search signals: evidence fusion, calibrated per embedder, recency for ties.
+"""Fusion of the search signals: evidence weighed per query, fitted out of sample.
 
 The method, for one query over its candidates:
 
 1. Keyword evidence is *coverage*, capped at 1: `bm25_postings` scales BM25 so that an item
    holding each matched query term once scores 1 (0.5: it holds half the query's term
-   weight), and `K = min(coverage, 1)`. An item that holds the whole query (an error code,
-   a name, every word asked about) is strong evidence, and repeating the words adds
-   nothing; words shared here and there ("which *drink* gives me headaches?" against
-   "*Drink* more water") are weak evidence.
+   weight), and `K = min(coverage, 1)`.
 2. Vector evidence is how far an item stands out in this query's own cosine distribution: a
-   robust z-score (median, MAD) turned into the log-likelihood ratio, in nats, of "this
-   cosine is shifted above the query's typical cosines" against "it is typical":
-   `z**2 / 2` for z > 0, else 0. No absolute cosine threshold, so it works for any model's
-   scale; an average or below-average item counts nothing, a clear outlier counts far
-   more than a slightly better than average one.
-3. Items that tie exactly on keyword evidence (they hold the same query terms as often, or
-   all of them: all the items naming an error code, say) share their mean vector evidence:
-   the vector moves such a group as a whole, and inside it the newest item comes first.
-4. `score = K + w * V`, where `w` is the embedder's measured weight (`fusion_weight`): how
-   much its vectors add to keywords. Recency only breaks exact ties; it never outvotes.
+   robust z-score (median, MAD), turned into the log-likelihood ratio `V = z**2 / 2` nats
+   for z > 0, else 0. No absolute cosine threshold, so it works for any model's scale.
+3. What the query names decides which evidence leads. A query holding identifiers or
+   names (`query.literal_terms`: `INC-81233`, `max.poll.interval.ms`, `Dana Whitfield`),
+   where some candidate holds a query term, is ranked by coverage; vectors count
+   `literal_ratio` of their weight, and items tying exactly on coverage share their mean
+   vector evidence, the newest first. A model reads an identifier as a few word pieces
+   and puts every record that looks alike near it; only the exact term tells them apart.
+4. Any other query is a question in words: `score = K**keyword_power + w * V`, items
+   holding the whole query sharing their vector evidence. Coverage to a power makes a
+   partial match weak ("which *drink* gives me headaches?" against "*Drink* more water")
+   and a whole one strong; `w` is the embedder's `fusion_weight`.
+5. Only hits with evidence are returned: a keyword match, or a cosine at least
+   `min_vector_z` robust deviations above the median. Among fewer than `SMALL_SCOPE`
+   vectors no z-score can stand out (of two, one is always 0.67 above the median), so
+   there a cosine `min_cosine_margin` (0.1) above the median counts: an absolute margin,
+   chosen on small examples (unrelated texts lie within 0.02-0.12 of each other with the
+   built-in models; "why did the release break?" and "the deployment failed: the disk was
+   full" 0.21-0.35 above "lunch plans for friday"), not fitted: the evaluation's scopes
+   are all larger. A query that nothing holds or means returns nothing;
+   `fuse(min_score=...)` returns instead every candidate whose score reaches it. Recency
+   only breaks exact ties.
 
-Why: reciprocal rank fusion with fixed weights, tuned on a weak 64-dimension model, let word
-overlaps and recency drown a strong model (all-MiniLM-L6-v2: vector-only MRR 0.82, hybrid
-0.22 on the paraphrase set). Measured on tests/search_eval (182 questions, three sets), the
-signals' worth differs by embedder: with the hashing and static embedders the keywords
-win whenever the two disagree (89 to 10), with MiniLM it is about even (83 to 89). No
-per-query statistic of the scores told those cases apart, so the weight is the embedder's
-(measured on the evaluation, `tests/search_eval/tune.py`), and what is per query is the
-evidence: coverage, how far an item stands out, and exact ties. Within exact keyword ties
-the newest item is right more often than the most similar one (the most similar is often
-the question or the tool call that merely repeats the identifier; the newest carries the
-latest state): ordering them by vector cost 0.07 MRR with the hashing embedder. The
-log-likelihood ratio replaced the Gaussian tail's surprisal `-ln P(Z >= z)` (0.69 nats
-for a median item: average items counted), and the cap replaced a discount by the query's
-best coverage: the static model's worst row went from 0.012 below its best signal to
-0.007, and no row of any embedder fell by more than 0.002.
+An embedder that declares no `fusion_weight` gets `DEFAULT_VECTOR_WEIGHT`, a capable
+model's (all-MiniLM-L6-v2 declares nothing): the built-in hashing and static models
+declare how little their vectors add to words. Everything is linear in the candidates
+(a median, a partition; `np.unique` for ties sorts only the keyword matches).
+
+Why (tests/search_eval, 314 questions in five sets; every constant here fitted by
+cross-validation over transcripts, `python -m tests.search_eval.evaluate`):
+
+- The previous fusion, `K + w * V` with one weight per embedder and ties shared among
+  all equal coverages, could not serve both kinds of set. With MiniLM, where shared words
+  mislead (the "shared-words" set) it scored MRR 0.322 against vectors alone 0.375, and
+  where meaning misleads ("identifiers": near-identical records) 0.923 against keywords
+  1.000 (0.753 against 0.949 across all sessions); raising the weight helped the first and
+  hurt the second (at weight 2: -0.031 and -0.426). Through the protocol MiniLM got the
+  static model's weight 0.064: 0.57 against 0.82 on the paraphrase set.
+- No statistic of one query's scores alone told those apart (score dispersion, agreement
+  of the rankings, the correlation of cosine and coverage: the static model looked as
+  "semantic" by them as MiniLM). What tells them apart is the query: every question of
+  "identifiers" that MiniLM's vectors lost named an identifier or a name, and every loss
+  on "paraphrase" and "shared-words" with the literal rule came from hyphenated English
+  (`check-up`, `sign-off`) taken for identifiers, hence the rule that hyphens alone do not
+  make one.
+- Held out, with MiniLM (declared or through the protocol) hybrid ranking is then at
+  least its better signal minus 0.01 on every set and scope, and better than both on the
+  topical and mixed sets (+0.002 to +0.052). The hashing default holds every row but one
+  held out (-0.013 on paraphrases across all sessions, where neither of its signals finds
+  anything: MRR 0.02-0.07; with the shipped constants also -0.012 per session); the
+  static model falls short on its two weakest rows (paraphrase and shared-words per
+  session, -0.04 and -0.02: its vectors alone score 0.15 and 0.08, and a partial keyword
+  match flips single questions).
 
 Example::
 
@@ -44,6 +68,7 @@ Example::
         keyword=np.array([0.0, 1.0, 0.5]),          # bm25_postings: coverage
         recency=np.array([0.0, 0.5, 1.0]),          # recency_scores
         vector_weight=fusion_weight(embedder),
+        literal=bool(literal_terms(query)),
         limit=2,
     )
     [(hit.key, round(hit.score, 3)) for hit in hits]
@@ -67,8 +92,49 @@ SearchMode = Literal["hybrid", "vector", "keyword"]
 Scores = npt.NDArray[np.float64]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "vector", "keyword")
 
-#: The weight of an embedder that declares none: the static model's (see `fusion_weight`).
-DEFAULT_VECTOR_WEIGHT = 0.064
+#: The vector weight of an embedder that declares none: a capable model's (see `fusion_weight`).
+DEFAULT_VECTOR_WEIGHT = 2.0
+#: Keyword evidence is coverage to this power: holding part of a question's words is weak.
+KEYWORD_POWER = 4.0
+#: In a query that names identifiers or names, vectors count this fraction of their weight.
+LITERAL_RATIO = 0.002
+#: Without keyword evidence, a hybrid hit needs a robust z-score of its cosine this high.
+MIN_VECTOR_Z = 1.0
+#: Among fewer candidates with a vector than this, no z-score can stand out (of two, one
+#: is always 0.67 above the median); there a cosine this far above the median counts.
+SMALL_SCOPE = 8
+MIN_COSINE_MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """The fusion's fitted constants (see the module docstring); `fuse` takes them whole.
+
+    Example::
+
+        fuse(keys, vector=cosines, keyword=coverage, fusion=Fusion(keyword_power=2.0))
+    """
+
+    keyword_power: float = KEYWORD_POWER
+    literal_ratio: float = LITERAL_RATIO
+    min_vector_z: float = MIN_VECTOR_Z
+    min_cosine_margin: float = MIN_COSINE_MARGIN
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One query's evidence per candidate, before weighting (see `evidence`).
+
+    `keyword` is coverage capped at 1, `vector` the cosine's log-likelihood ratio in nats,
+    `z` the cosine's robust z-score (0 without a vector), `cosine` the cosines (NaN: none).
+    """
+
+    cosine: Scores
+    keyword: Scores
+    vector: Scores
+    z: Scores
+    has_vector: npt.NDArray[np.bool_]
+    has_keyword: npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -89,12 +155,13 @@ class Hit(Generic[K]):
 def fusion_weight(embedder: Embedder | None) -> float:
     """How much `fuse` weighs an embedder's vector evidence against keyword coverage.
 
-    An embedder may declare it as a `fusion_weight` attribute (measure it with
-    tests/search_eval/tune.py); the built-in ones do, any other gets
-    `DEFAULT_VECTOR_WEIGHT`.
+    An embedder may declare it as a `fusion_weight` attribute (fitted with
+    tests/search_eval/tune.py: the built-in hashing and static models declare how little
+    their vectors know beyond words); any other gets `DEFAULT_VECTOR_WEIGHT`, a capable
+    model's. The evidence of each query decides the rest (see the module docstring).
 
     >>> fusion_weight(None)
-    0.064
+    2.0
     """
     declared = getattr(embedder, "fusion_weight", None)
     if isinstance(declared, (int, float)) and not isinstance(declared, bool):
@@ -113,13 +180,22 @@ def fuse(
     mode: SearchMode = "hybrid",
     limit: int | None = 10,
     vector_weight: float | None = None,
+    literal: bool = False,
+    min_score: float | None = None,
+    fusion: Fusion = Fusion(),
 ) -> list[Hit[K]]:
     """Rank candidates from their signals (arrays aligned with `keys`), best first.
 
     `vector` holds cosines (NaN: no vector), `keyword` coverage from `bm25_postings` (0: no
     match), `recency` values in [0, 1]. Mode "vector" ranks the candidates with a vector by
     cosine, "keyword" those with a match by coverage, "hybrid" all of them by evidence
-    fusion with `vector_weight` (None: `DEFAULT_VECTOR_WEIGHT`). Ties go to the newer item.
+    fusion with `vector_weight` (None: `DEFAULT_VECTOR_WEIGHT`); `literal` says the query
+    names identifiers or names (`query.literal_terms`). Ties go to the newer item.
+
+    What is returned: in "hybrid", only hits with evidence (`has_evidence`): a keyword
+    match, or a cosine standing out; an empty list is an answer. With `min_score`,
+    instead, every candidate of the mode whose score reaches it (fused score, cosine or
+    coverage).
     """
     n = len(keys)
     vec = np.full(n, np.nan) if vector is None else np.asarray(vector, dtype=np.float64)
@@ -127,6 +203,8 @@ def fuse(
     rec = np.zeros(n) if recency is None else np.asarray(recency, dtype=np.float64)
     if not vec.shape == kw.shape == rec.shape == (n,):
         raise ConfigurationError("vector, keyword and recency must be aligned with keys")
+    if min_score is not None and not math.isfinite(min_score):
+        raise ConfigurationError(f"min_score must be a finite number, not {min_score!r}")
     has_vec, has_kw = ~np.isnan(vec), kw > 0
     if mode == "vector":
         score, keep = np.where(has_vec, vec, -np.inf), has_vec
@@ -136,9 +214,13 @@ def fuse(
         weight = DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight
         if not (math.isfinite(weight) and weight >= 0):
             raise ConfigurationError(f"vector_weight must be >= 0, not {weight!r}")
-        score, keep = _evidence(vec, has_vec, kw, has_kw, weight), has_vec | has_kw
+        found = evidence(vec, kw)
+        score = fused_scores(found, weight=weight, literal=literal, fusion=fusion)
+        keep = has_evidence(found, fusion)
     else:
         raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, not {mode!r}")
+    if min_score is not None:
+        keep = (has_vec | has_kw if mode == "hybrid" else keep) & (score >= min_score)
     index = np.flatnonzero(keep)
     order = index[np.lexsort((-rec[index], -score[index]))]
     if limit is not None:
@@ -155,33 +237,62 @@ def fuse(
     ]
 
 
-def _evidence(
-    vec: Scores,
-    has_vec: npt.NDArray[np.bool_],
-    kw: Scores,
-    has_kw: npt.NDArray[np.bool_],
-    weight: float,
-) -> Scores:
-    """`K + weight * V` (see the module docstring), V shared within exact keyword ties."""
-    evidence = vector_evidence(vec, has_vec)
-    keyword_part = np.zeros(kw.shape[0])
-    if has_kw.any():
-        keyword_part = np.minimum(kw, 1.0)  # holding the whole query twice is holding it
-        _, group = np.unique(keyword_part[has_kw], return_inverse=True)
-        sums = np.bincount(group, weights=evidence[has_kw])
-        evidence[has_kw] = (sums / np.bincount(group))[group]
-    return np.asarray(keyword_part + weight * evidence, dtype=np.float64)
+def evidence(cosines: Scores, coverage: Scores) -> Evidence:
+    """Each candidate's keyword and vector evidence for one query (see the module
+    docstring): linear in the candidates, like everything `fuse` does per query."""
+    has_vec, has_kw = ~np.isnan(cosines), coverage > 0
+    z = robust_z(cosines, has_vec)
+    positive = np.maximum(z, 0.0)
+    return Evidence(cosines, np.minimum(coverage, 1.0), positive * positive / 2, z, has_vec, has_kw)
 
 
-def vector_evidence(cosines: Scores, present: npt.NDArray[np.bool_]) -> Scores:
-    """How far each candidate stands out among the query's cosines, in nats (0: none).
+def has_evidence(found: Evidence, fusion: Fusion) -> npt.NDArray[np.bool_]:
+    """Which candidates a hybrid search returns by default: those holding a query term, or
+    whose cosine stands `fusion.min_vector_z` robust deviations above the median (among
+    fewer than `SMALL_SCOPE` vectors: `fusion.min_cosine_margin` above it)."""
+    vec = found.has_vector
+    keep = found.has_keyword | (vec & (found.z >= fusion.min_vector_z))
+    count = int(vec.sum())
+    if 0 < count < SMALL_SCOPE:
+        floor = float(np.median(found.cosine[vec])) + fusion.min_cosine_margin
+        keep |= vec & (np.where(vec, found.cosine, -np.inf) >= floor)
+    return np.asarray(keep, dtype=np.bool_)
 
-    A robust z-score (median, 1.4826 * MAD; the standard deviation if the MAD is 0) turned
-    into the log-likelihood ratio of a normal shifted to the item's cosine against the
-    query's own: `z**2 / 2` above the median, 0 at or below it.
 
-    >>> vector_evidence(np.array([0.1, 0.2, 0.3, 0.9]), np.ones(4, bool)).round(2).tolist()
-    [0.0, 0.0, 0.06, 9.61]
+def fused_scores(found: Evidence, *, weight: float, literal: bool, fusion: Fusion) -> Scores:
+    """The hybrid score of each candidate (see the module docstring).
+
+    A query naming identifiers or names, where some candidate holds a query term, is ranked
+    by coverage, vectors weighted by `fusion.literal_ratio`; items tying exactly on coverage
+    share their vector evidence (and go newest first). Any other query: coverage to the
+    power `fusion.keyword_power` plus `weight` times the vector evidence, items holding the
+    whole query sharing theirs.
+    """
+    kw, vec = found.keyword, found.vector
+    if literal and found.has_keyword.any():
+        shared = _shared(vec, kw, found.has_keyword)
+        return np.asarray(kw + weight * fusion.literal_ratio * shared, dtype=np.float64)
+    shared = _shared(vec, kw, kw >= 1.0)
+    return np.asarray(kw**fusion.keyword_power + weight * shared, dtype=np.float64)
+
+
+def _shared(values: Scores, groups: Scores, among: npt.NDArray[np.bool_]) -> Scores:
+    """`values`, each replaced (where `among`) by the mean over the items with exactly the
+    same `groups` value."""
+    out = np.array(values, dtype=np.float64)
+    if among.any():
+        _, group = np.unique(groups[among], return_inverse=True)
+        out[among] = (np.bincount(group, weights=values[among]) / np.bincount(group))[group]
+    return out
+
+
+def robust_z(cosines: Scores, present: npt.NDArray[np.bool_]) -> Scores:
+    """How far each cosine stands out among the query's: (cosine - median) / (1.4826 *
+    MAD), the standard deviation if the MAD is 0; 0 where there is no vector, or fewer
+    than two, or they are all equal (up to rounding).
+
+    >>> robust_z(np.array([0.1, 0.2, 0.3, 0.9]), np.ones(4, bool)).round(2).tolist()
+    [-1.01, -0.34, 0.34, 4.38]
     """
     out = np.zeros(cosines.shape[0])
     if int(present.sum()) < 2:
@@ -189,7 +300,20 @@ def vector_evidence(cosines: Scores, present: npt.NDArray[np.bool_]) -> Scores:
     values = cosines[present]
     median = float(np.median(values))
     spread = 1.4826 * float(np.median(np.abs(values - median))) or float(values.std())
-    if spread > 1e-9:  # equal cosines (up to rounding) say nothing
-        z = np.maximum((values - median) / spread, 0.0)
-        out[present] = z * z / 2
+    if spread > 1e-9:
+        out[present] = (values - median) / spread
     return out
+
+
+def vector_evidence(cosines: Scores, present: npt.NDArray[np.bool_]) -> Scores:
+    """How far each candidate stands out among the query's cosines, in nats (0: none).
+
+    The robust z-score (`robust_z`) turned into the log-likelihood ratio of a normal
+    shifted to the item's cosine against the query's own: `z**2 / 2` above the median, 0
+    at or below it.
+
+    >>> vector_evidence(np.array([0.1, 0.2, 0.3, 0.9]), np.ones(4, bool)).round(2).tolist()
+    [0.0, 0.0, 0.06, 9.61]
+    """
+    z = np.maximum(robust_z(cosines, present), 0.0)
+    return np.asarray(z * z / 2, dtype=np.float64)

@@ -32,8 +32,9 @@ class HashingEmbedder:
     """
 
     metric = "cosine"
-    #: Measured on tests/search_eval: its vectors add to keywords only where no query term
-    #: matches (word pieces: "deploy" for "redeployed"), so keywords lead (see `fuse`).
+    #: Fitted on tests/search_eval (cross-validated): its vectors are hashed words, so they
+    #: add to keywords only where no query term matches (word pieces: "deploy" for
+    #: "redeployed"), and keywords lead (see `fuse`).
     fusion_weight = 0.0002
 
     def __init__(

@@ -65,9 +65,6 @@ class MiniLMEmbedder:
 
     metric = "cosine"
     dim = DIM
-    #: Measured on tests/search_eval (see `fuse`): 0.2 to 0.4 all keep hybrid ranking at
-    #: least as good as either signal alone on every set.
-    fusion_weight = 0.25
 
     def __init__(
         self,

@@ -32,8 +32,6 @@ class OpenAIEmbedder:
     """
 
     metric = "cosine"
-    #: MiniLM's measured weight (see `fuse`); set your own after measuring your model.
-    fusion_weight = 0.25
 
     def __init__(
         self,

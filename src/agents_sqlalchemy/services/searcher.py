@@ -24,10 +24,12 @@ from ..search import (
     Embedder,
     SearchMode,
     bm25_postings,
+    check_query,
     cosine_scores,
     embed_query,
     fuse,
     fusion_weight,
+    literal_terms,
     postings,
     recency_scores,
     term_counts,
@@ -60,7 +62,7 @@ class Searcher:
         return self._indexer.embedder
 
     async def search(
-        self, scope: Scope, query: str, limit: int, mode: SearchMode
+        self, scope: Scope, query: str, limit: int, mode: SearchMode, min_score: float | None = None
     ) -> list[SearchHit]:
         """The items in scope that best answer `query`, best first.
 
@@ -71,6 +73,7 @@ class Searcher:
         if mode not in SEARCH_MODES:
             raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         check_range("limit", limit, 1, 1000)
+        check_query(query)
         codec = await self._opener.ready()
         if not query.strip():
             return []
@@ -105,6 +108,8 @@ class Searcher:
             mode=mode,
             limit=limit,
             vector_weight=fusion_weight(self.embedder),
+            literal=bool(literal_terms(query)),
+            min_score=min_score,
         )
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
         results: list[SearchHit] = []
