@@ -7,15 +7,15 @@ import asyncio
 import shlex
 from typing import Any
 
-from agents_sqlalchemy.engines import normalize_url
 from click.testing import CliRunner, Result
 
 from agents_sqlalchemy import SessionStore, TableNames
 from agents_sqlalchemy.cli import app
+from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.search import HashingEmbedder
 
-from .items import ASSISTANT, USER
-from .sdk_tables import make_sdk_tables, sdk_needs_tables_made
+from .support.items import ASSISTANT, USER
+from .support.sdk_tables import make_sdk_tables, sdk_needs_tables_made
 
 NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 ORPHAN = {"type": "function_call_output", "call_id": "call_gone", "output": "late"}

@@ -20,7 +20,7 @@ from agents_sqlalchemy.advanced import AdvancedSQLiteSession
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.history_check import INTERRUPTED_OUTPUT
 
-from .items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, USER
+from .support.items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, USER
 
 NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 ORPHAN = {"type": "function_call_output", "call_id": "call_gone", "output": "late"}

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+import agents_sqlalchemy.cli.options as options_module
 import agents_sqlalchemy.cli.search as search_module
 from agents_sqlalchemy import SessionStore, upgrade
 from agents_sqlalchemy.search import Embedder, HashingEmbedder, Model2VecEmbedder
@@ -139,7 +140,7 @@ def test_a_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, sqlit
     def missing(name: str) -> Embedder:
         raise MissingExtraError("Model2VecEmbedder needs the model2vec extra")
 
-    monkeypatch.setattr(search_module, "embedder_by_name", missing)
+    monkeypatch.setattr(options_module, "embedder_by_name", missing)
     asyncio.run(upgrade(sqlite_url))  # the database exists (a missing file is refused first)
     result = cli("reindex", "--url", sqlite_url, "--embedder", "model2vec")
     assert result.exit_code == 2 and "model2vec extra" in result.output

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 from agents_sqlalchemy import ErasureReceipt, SessionStore
 from agents_sqlalchemy.cli import app
 
-from .test_portability import fill
+from .support.portability import fill
 
 KEY = "AGENTS_SQLALCHEMY_KEY"
 

@@ -17,7 +17,7 @@ import pytest
 from agents_sqlalchemy import ConfigurationError, ItemError, SessionStore
 from agents_sqlalchemy.validation import MAX_INT_DIGITS
 
-from .items import ASSISTANT, USER
+from .support.items import ASSISTANT, USER
 
 KEYS = [None, "passphrase"]
 

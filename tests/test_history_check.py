@@ -13,7 +13,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_sqlalchemy import BranchError, SessionStore
 from agents_sqlalchemy.history_check import INTERRUPTED_OUTPUT, check_history, repaired
 
-from .items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, REASONING, USER
+from .support.items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, REASONING, USER
 
 
 @function_tool(needs_approval=True)

@@ -10,9 +10,9 @@ import pytest
 
 from agents_sqlalchemy import KeyringError, SessionStore, WrongKeyError
 
-from .items import message
-from .test_encryption import on_disk, pieces
-from .test_state_scrub import sealed_state
+from .support.disk import on_disk, pieces
+from .support.items import message
+from .support.sealed import sealed_state
 
 
 async def test_set_state_scrubs_the_state_it_overwrites(sqlite_url: str) -> None:

@@ -9,13 +9,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from agents_sqlalchemy.engines import normalize_url
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import SessionStore, TableNames
+from agents_sqlalchemy.database.engines import normalize_url
 
-from .items import ALL, ASSISTANT, USER
+from .support.items import ALL, ASSISTANT, USER
 
 # The query people run against the SDK's SQLiteSession/SQLAlchemySession tables.
 SDK_QUERY = (

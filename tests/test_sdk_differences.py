@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agents_sqlalchemy import ConstraintError, DatabaseError, SessionStore, SQLAlchemySession
 
-from .items import ASSISTANT, USER
+from .support.items import ASSISTANT, USER
 
 MEMORY = "sqlite+aiosqlite:///:memory:"
 

@@ -8,12 +8,7 @@ from agents_sqlalchemy import SessionStore
 
 from .support.disk import on_disk, pieces
 from .support.items import message
-from .support.tables import SESSIONS, raw_rows
-
-
-async def sealed_state(url: str) -> bytes:
-    ((blob,),) = await raw_rows(url, f"SELECT sealed_state FROM {SESSIONS}")
-    return bytes(blob)  # type: ignore[arg-type]
+from .support.sealed import sealed_state
 
 
 async def test_delete_state_scrubs_the_sealed_state(sqlite_url: str) -> None:

@@ -35,7 +35,7 @@ from agents_sqlalchemy import (
     import_sdk,
 )
 
-from .test_waits import holding_the_lock
+from .support.locks import holding_the_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 # A `mysql://` URL says `mysql`, whichever server answers it (the URL is all that is known).

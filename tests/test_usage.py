@@ -7,40 +7,18 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, function_tool
+from agents import Agent, Runner
 from agents.memory.session import _session_accepts_wrapper
 from agents.run_context import RunContextWrapper
-from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from agents.testing import ScriptedModel
 from agents.usage import Usage
 
 from agents_sqlalchemy import DailyUsage, SessionStore, TokenUsage
 
 from .support.clock import travel
 from .support.items import message
+from .support.runs import lookup, steps, usage
 from .support.tables import raw_rows
-
-
-@function_tool
-def lookup(city: str) -> str:
-    """Look the weather up."""
-    return f"sunny in {city}"
-
-
-def usage(requests: int, tokens: int) -> Usage:
-    return Usage(
-        requests=requests,
-        input_tokens=tokens,
-        output_tokens=tokens // 10,
-        total_tokens=tokens + tokens // 10,
-    )
-
-
-def steps(n: int) -> list[ModelStep]:
-    """A tool call, then an answer: two model calls of distinct usage per run."""
-    return [
-        ModelStep([function_call("lookup", {"city": "Oslo"}, call_id=f"call-{n}")], usage(1, 100)),
-        ModelStep([assistant_message(f"answer {n}")], usage(1, 7 * n)),
-    ]
 
 
 def figures(row: dict[str, Any]) -> tuple[int, int, int, int]:

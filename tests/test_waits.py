@@ -12,13 +12,13 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
     ConfigurationError,
@@ -26,30 +26,13 @@ from agents_sqlalchemy import (
     SessionBusyError,
     SessionStore,
 )
-from agents_sqlalchemy.types import SessionKey
 
 from .support.items import message
+from .support.locks import holding_the_lock
 from .support.servers import MARIADB_URL, PG_URL, REQUIRE_PG
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = "agents_sqlalchemy_sessions"
-
-
-async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConnection]:
-    """A connection of another client that holds the session's row (SQLite: the database)
-    locked in an open transaction."""
-    engine = create_async_engine(make_url(url).difference_update_query(["pgbouncer"]))
-    conn = await engine.connect()
-    try:
-        await conn.begin()
-        await conn.execute(
-            text(f"UPDATE {SESSIONS} SET next_seq = next_seq WHERE session_hash = :hash"),
-            {"hash": SessionKey.of(session_id).hash},
-        )
-        yield conn
-    finally:
-        await conn.close()
-        await engine.dispose()
 
 
 @pytest.mark.pgbouncer

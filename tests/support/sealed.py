@@ -56,3 +56,8 @@ async def sealed_rows(url: str, session_id: str) -> list[tuple[int, bytes, bytes
 def blobs_of(rows: list[tuple[int, bytes, bytes, str]]) -> list[bytes]:
     """The ciphertexts and wrapped keys of `sealed_rows`."""
     return [blob for _, ciphertext, wrapped, _ in rows for blob in (ciphertext, wrapped)]
+
+
+async def sealed_state(url: str) -> bytes:
+    ((blob,),) = await raw_rows(url, f"SELECT sealed_state FROM {SESSIONS}")
+    return bytes(blob)  # type: ignore[arg-type]

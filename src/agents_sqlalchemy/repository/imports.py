@@ -173,6 +173,17 @@ class Imports:
         capped = select(messages.c.message_data).limit(COUNT_CAP).subquery()
         return int(conn.execute(select(func.count()).select_from(capped)).scalar_one())
 
+    async def sdk_tables_hold_rows(self, messages_table: str) -> bool:
+        """Whether the SDK's `messages_table` exists beside ours and holds a row."""
+
+        def look(conn: Connection) -> bool:
+            if not inspect(conn).has_table(messages_table):
+                return False
+            messages = Table(messages_table, MetaData(), Column("message_data", Text))
+            return conn.execute(select(messages.c.message_data).limit(1)).first() is not None
+
+        return await self._schema.db.read(look)
+
     async def sdk_session_ids(self, messages_table: str) -> list[str]:
         """The distinct session ids (at most `COUNT_CAP`) of the SDK's `messages_table`
         beside ours; [] when it does not exist."""

@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..codec import Codec, encode_item
-from ..database.units import Database
-from ..errors import ConfigurationError, SdkHistoryError
+from ..database.units import Database, database_errors
+from ..errors import SdkHistoryError
 from ..repository import Imports, SdkSource, Sessions
 from ..repository.imports import Order
 from ..tables import TableNames
@@ -62,7 +62,8 @@ class Adoption:
         if source is None or await self._sessions.describe(key) is not None:
             return
         reader, order = source
-        rows = await reader.rows(key.session_id, order)
+        with database_errors(self._db.url, "reading the SDK's tables failed"):
+            rows = await reader.rows(key.session_id, order)
         if not rows:
             return
         if not self.import_on_use:
@@ -77,16 +78,16 @@ class Adoption:
         await copy_session(self._imports, codec, key, rows)
 
     async def _sdk_source(self) -> tuple[SdkSource, Order] | None:
+        """A reader of the SDK's tables, where they hold history (looked at once)."""
         if self._source is None and self._present is None:
             ours = {self._tables.sessions_table, self._tables.items_table}
-            reader = SdkSource(self._db.engine, SDK_SESSIONS, SDK_MESSAGES)
-            try:
-                order = await reader.order() if not {SDK_SESSIONS, SDK_MESSAGES} & ours else None
-            except ConfigurationError:  # the SDK's tables are not there
-                order = None
-            self._present = order is not None
-            if order is not None:
-                self._source = (reader, order)
+            self._present = not {SDK_SESSIONS, SDK_MESSAGES} & ours and (
+                await self._imports.sdk_tables_hold_rows(SDK_MESSAGES)
+            )
+            if self._present:
+                reader = SdkSource(self._db.engine, SDK_SESSIONS, SDK_MESSAGES)
+                with database_errors(self._db.url, "reading the SDK's tables failed"):
+                    self._source = (reader, await reader.order())
         return self._source
 
 
