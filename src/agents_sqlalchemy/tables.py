@@ -38,7 +38,7 @@ def check_identifier(what: str, value: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TableNames:
     """Names of the library's tables: a prefix, per-table overrides and an optional schema.
 
@@ -78,6 +78,15 @@ class TableNames:
         prefix + role."""
         override: str | None = getattr(self, role)
         return override or f"{self.prefix}{role}"
+
+    def __repr__(self) -> str:
+        """Only what differs from the defaults, as a user would write it.
+
+        >>> TableNames(prefix="chat_")
+        TableNames(prefix='chat_')
+        """
+        given = ", ".join(f"{name}={value!r}" for name, value in self.overrides().items())
+        return f"TableNames({given})"
 
     def overrides(self) -> dict[str, str]:
         """The options that differ from the defaults, e.g. for a command line."""
