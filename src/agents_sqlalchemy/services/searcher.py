@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from typing import Any
 
 from ..codec import Codec
 from ..errors import ConfigurationError, SearchError
@@ -41,6 +42,8 @@ from .background import Background
 from .indexer import CATCH_UP_BATCH, Indexer
 from .opener import Opener
 
+# Candidates ranked in a worker thread beyond this many (below, the hop costs more).
+OFF_LOOP = 2000
 # At most this many are indexed by one search: more means the embedder changed (reindex).
 SEARCH_CATCH_UP = 2000
 
@@ -90,27 +93,35 @@ class Searcher:
             operation.candidates(len(candidates))
         if not len(candidates):
             return []
-        keyword = None
-        if mode != "vector":
-            query_ids = list(codec.term_ids(term_counts(query)))
-            size = len(candidates)
-            found = postings(candidates.terms, query_ids)
-            keyword = bm25_postings(*found, size=size, doc_count=size)
-        vector = None
+        scored: tuple[Any, list[bytes | None]] | None = None  # the query's vector, the items'
         if mode != "keyword":
-            query_vector = await embed_query(self.embedder, query)
-            vector = cosine_scores(query_vector, await self._vectors(codec, candidates))
-        hits = fuse(
-            range(len(candidates)),
-            vector=vector,
-            keyword=keyword,
-            recency=recency_scores(candidates.positions),
-            mode=mode,
-            limit=limit,
-            vector_weight=fusion_weight(self.embedder),
-            literal=bool(literal_terms(query)),
-            min_score=min_score,
-        )
+            scored = (
+                await embed_query(self.embedder, query),
+                await self._vectors(codec, candidates),
+            )
+
+        def rank() -> list[Any]:
+            keyword = None
+            if mode != "vector":
+                query_ids = list(codec.term_ids(term_counts(query)))
+                size = len(candidates)
+                found = postings(candidates.terms, query_ids)
+                keyword = bm25_postings(*found, size=size, doc_count=size)
+            vector = None if scored is None else cosine_scores(*scored)
+            return fuse(
+                range(len(candidates)),
+                vector=vector,
+                keyword=keyword,
+                recency=recency_scores(candidates.positions),
+                mode=mode,
+                limit=limit,
+                vector_weight=fusion_weight(self.embedder),
+                literal=bool(literal_terms(query)),
+                min_score=min_score,
+            )
+
+        # Many candidates are ranked in a worker thread, so that the event loop stays free.
+        hits = await asyncio.to_thread(rank) if len(candidates) > OFF_LOOP else rank()
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
         results: list[SearchHit] = []
         for hit in hits:
