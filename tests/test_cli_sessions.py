@@ -13,8 +13,8 @@ import click
 import pytest
 
 from agents_sqlalchemy import SessionStore
-from agents_sqlalchemy.cli.sessions import format_meta, meta_value
 from agents_sqlalchemy.cli.transcript import describe, transcript
+from agents_sqlalchemy.metadata_text import format_meta, meta_value
 from agents_sqlalchemy.repository import schema as repository_module
 
 from .support.cli import cli

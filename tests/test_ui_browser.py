@@ -31,7 +31,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from agents_sqlalchemy.ui.fields import format_meta
+from agents_sqlalchemy.metadata_text import format_meta
 
 from .support.ui import EVIL, EVIL_BRANCH, EVIL_ID, EVIL_USER, SECRET, fill_demo, fill_evil
 

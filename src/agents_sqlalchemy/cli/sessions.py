@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ..crypto import Key
+from ..metadata_text import format_meta, meta_value
 from ..records import SessionInfo, UsageReport
 from ..services import Services
 from ..session import StoreSession
@@ -50,34 +51,6 @@ def meta_filters(
             raise click.BadParameter(f"{value!r} is not KEY=VALUE")
         found[name] = meta_value(raw)
     return found or None
-
-
-def meta_value(raw: str) -> Any:
-    """The metadata value `raw` stands for on the command line.
-
-    >>> [meta_value(v) for v in ("3", "2.5", "true", "web", '"7"')]
-    [3, 2.5, True, 'web', '7']
-    """
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    return value if isinstance(value, (bool, int, float, str)) else raw
-
-
-def format_meta(metadata: dict[str, Any]) -> str:
-    """Metadata as `key=value` pairs, in the syntax `--meta` reads (strings quoted if needed).
-
-    >>> format_meta({"channel": "web", "tier": 1, "code": "7", "tags": ["a"]})
-    'channel=web tier=1 code="7" tags=["a"]'
-    """
-    pairs = []
-    for name, value in metadata.items():
-        plain = isinstance(value, str) and value and meta_value(value) == value
-        plain = plain and not any(c.isspace() or c in "=\"'" for c in value)
-        text = value if plain else json.dumps(value, ensure_ascii=False)
-        pairs.append(f"{name}={text}")
-    return " ".join(pairs)
 
 
 def info_json(info: SessionInfo) -> dict[str, Any]:

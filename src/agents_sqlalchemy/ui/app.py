@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ..errors import AgentsSQLAlchemyError
+from ..metadata_text import format_meta
 from ..records import SessionInfo
 from ..store import SessionStore
 from . import charts, queries
@@ -41,7 +42,6 @@ from .fields import (
     BadRequest,
     archived_filter,
     day,
-    format_meta,
     link,
     metadata_filter,
     size,

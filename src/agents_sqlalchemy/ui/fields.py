@@ -1,23 +1,22 @@
 """What the session browser's pages read from their query strings, and how they write the
-values they show: links, times, sizes, metadata.
+values they show: links, times, sizes (metadata as text is `metadata_text`'s).
 
 >>> link("/sessions", user="a b", cursor=None, archived="")
 '/sessions?user=a+b'
->>> format_meta({"channel": "web", "tier": 1, "code": "7"})
-'channel=web tier=1 code="7"'
 >>> metadata_filter("channel=web tier=2 vip=true")
 {'channel': 'web', 'tier': 2, 'vip': True}
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
+
+from ..metadata_text import meta_value
 
 
 class BadRequest(Exception):
@@ -51,27 +50,6 @@ def size(value: int | None) -> str:
         if value >= scale:
             return f"{value / scale:.1f} {unit}"
     return f"{value} B"
-
-
-def meta_value(raw: str) -> Any:
-    """What a metadata value typed in a filter stands for: a number or boolean if it reads
-    as JSON one, else the text (quote it, `"7"`, for the string)."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    return value if isinstance(value, (bool, int, float, str)) else raw
-
-
-def format_meta(metadata: dict[str, Any]) -> str:
-    """Metadata as `key=value` pairs, as the filter reads them (strings quoted if needed)."""
-    pairs = []
-    for name, value in metadata.items():
-        plain = isinstance(value, str) and value and meta_value(value) == value
-        plain = plain and not any(c.isspace() or c in "=\"'" for c in value)
-        text = value if plain else json.dumps(value, ensure_ascii=False)
-        pairs.append(f"{name}={text}")
-    return " ".join(pairs)
 
 
 def whole(request: Request, name: str, default: int, low: int, high: int) -> int:
