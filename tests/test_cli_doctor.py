@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 from agents_sqlalchemy import SessionStore, TableNames
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.database.engines import normalize_url
+from agents_sqlalchemy.migrations.config import head_revision
 from agents_sqlalchemy.search import HashingEmbedder
 
 from .support.items import ASSISTANT, USER
@@ -61,7 +62,7 @@ def test_doctor_finds_each_problem_and_names_its_fix(db_url: str) -> None:
     asyncio.run(sdk_history(db_url))
     found = cli("doctor", "--url", db_url)
     assert found.exit_code == 1, found.output
-    assert "ok       schema      at revision 0001 (head)" in found.output
+    assert f"ok       schema      at revision {head_revision()} (head)" in found.output
     assert "ok       key         plaintext database" in found.output
     assert "PROBLEM  embedder    items were indexed with hashing-v1-64" in found.output
     assert "PROBLEM  sdk tables  agent_messages holds 1 session not imported" in found.output

@@ -19,6 +19,7 @@ from agents_sqlalchemy import SchemaError, SessionStore, TableNames
 from agents_sqlalchemy.advanced import AdvancedSQLiteSession
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.history_check import INTERRUPTED_OUTPUT
+from agents_sqlalchemy.migrations.config import head_revision
 
 from .support.items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, USER
 
@@ -122,9 +123,11 @@ def test_show_keeps_an_owner_on_one_line(sqlite_url: str) -> None:
 
 def test_db_downgrade_takes_a_relative_revision(sqlite_url: str) -> None:
     assert cli("db", "upgrade", "--url", sqlite_url).exit_code == 0
+    head = head_revision()
+    previous = f"{int(head) - 1:04d}" if head != "0001" else "none"
     down = cli("db", "downgrade", "-1", "--url", sqlite_url, "--yes")
     assert down.exit_code == 0, down.output
-    assert "downgraded from 0001 to none" in down.output
+    assert f"downgraded from {head} to {previous}" in down.output
 
 
 def test_db_check_and_current_speak_to_the_command_line(sqlite_url: str) -> None:

@@ -67,7 +67,7 @@ async def test_custom_table_names_leave_other_tables_alone(db_url: str) -> None:
         async with SessionStore(engine, tables=tables, create_tables=True) as store:
             await store.session("s").add_items([message("hi")])
             assert await store.session("s").get_items() == [message("hi")]
-        ours = {"chat_sessions", "chat_transcript", "chat_keyring"}
+        ours = {"chat_sessions", "chat_transcript", "chat_keyring", "chat_owner_keys"}
         ours |= {"chat_search_index", "chat_version"}
         ours |= {"chat_branches", "chat_branch_items", "chat_turn_usage"}
         assert await table_names(engine) == {"app_users", *ours}

@@ -30,7 +30,7 @@ from agents_sqlalchemy import (
     SessionStore,
     SQLAlchemySession,
 )
-from agents_sqlalchemy.crypto import Key, kdf
+from agents_sqlalchemy.crypto import Key, kdf, state_kek_id
 from agents_sqlalchemy.errors import (
     CorruptItemError,
     DecryptionError,
@@ -54,7 +54,7 @@ from .support.sealed import (
     sealed_rows,
     secret_items,
 )
-from .support.tables import ITEMS, KEYRING, SESSIONS, dump, our_tables, raw_rows
+from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS, dump, our_tables, raw_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,7 +134,8 @@ async def test_every_item_has_its_own_data_key(db_url: str, key: bytes) -> None:
     assert len(rows) == 60
     assert len(set(wrapped)) == 60 and {len(w) for w in wrapped} == {40}
     assert len(set(ciphertexts)) == 60
-    assert len({kek for _, _, _, kek in rows}) == 1  # one key-encryption key wraps them all
+    # Each session without a user is its own owner: one owner key wraps each one's items.
+    assert len({kek for _, _, _, kek in rows}) == 2
 
 
 async def test_appends_of_two_stores_to_one_session_land_at_their_own_places(
@@ -659,7 +660,13 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
     keyring = await raw_rows(db_url, f"SELECT kek_id, retired_at FROM {KEYRING}")
     (new_kek,) = [kek for kek, retired in keyring if retired is None]
     assert len(keyring) == 2 and new_kek != old_kek
-    assert sorted(kek for kek, _ in halfway.values()).count(new_kek) == 5
+    # Each owner key has a fresh successor; the first 5 item keys are re-wrapped under theirs.
+    owner_keys = await raw_rows(db_url, f"SELECT key_id, replaces, kept FROM {OWNER_KEYS}")
+    successors = {key_id for key_id, replaces, _ in owner_keys if replaces is not None}
+    old_owner_keys = {key_id: kept for key_id, replaces, kept in owner_keys if replaces is None}
+    assert len(successors) == len(old_owner_keys) == 4  # one per session without a user
+    assert sum(kek in successors for kek, _ in halfway.values()) == 5
+    assert {kek for kek, _ in keys_before.values()} == set(old_owner_keys)
 
     # Half-way, neither key opens the store for normal use, and both say why.
     async with SessionStore(db_url, key=new_key) as store:
@@ -684,11 +691,16 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
         assert await store.session("s1").get_items() == expected["s1"]  # the store now uses it
         if sqlite_path(db_url) is not None:  # no old wrapped key is left in the file or WAL
             old_wrapped = [wrapped for _, wrapped in keys_before.values()]
-            assert found_on_disk(db_url, [*old_wrapped, blob(old_verifier)]) == []
+            old_kept = [blob(kept) for kept in old_owner_keys.values()]
+            assert found_on_disk(db_url, [*old_wrapped, *old_kept, blob(old_verifier)]) == []
 
     keys_after = await _key_rows(db_url)
     assert set(keys_after) == set(keys_before)
-    assert {kek for kek, _ in keys_after.values()} == {new_kek}
+    assert {kek for kek, _ in keys_after.values()} == successors
+    # The old owner keys are destroyed: only their successors are left.
+    assert {row[0] for row in await raw_rows(db_url, f"SELECT key_id FROM {OWNER_KEYS}")} == (
+        successors
+    )
     assert all(keys_after[pk][1] != keys_before[pk][1] for pk in keys_before)
     assert await raw_rows(db_url, f"SELECT id, ciphertext FROM {ITEMS} ORDER BY id") == (
         ciphertexts_before
@@ -697,7 +709,7 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
     for (_, before), (_, after) in zip(states_before, states_after, strict=True):
         assert isinstance(before, bytes) and isinstance(after, bytes)
         assert before != after and before[-60:] == after[-60:]  # re-wrapped, body untouched
-        assert old_kek.encode() in before and new_kek.encode() in after
+        assert state_kek_id(before) in old_owner_keys and state_kek_id(after) in successors
     assert await raw_rows(db_url, f"SELECT kek_id FROM {KEYRING}") == [(new_kek,)]
 
     async with SessionStore(db_url, key=key) as store:

@@ -27,6 +27,10 @@ from agents_sqlalchemy.tables import ROLES
 from .support.app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
 from .support.items import message
 
+# The shipped head, and the revision a newer release would add after it.
+HEAD = scripts_config.head_revision()
+NEXT = f"{int(HEAD) + 1:04d}"
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = migrate.head_revision()
 
@@ -296,15 +300,16 @@ async def schema_error(url: str, tables: TableNames, *, create: bool = False) ->
 
 @pytest.fixture
 def newer_scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The shipped scripts plus a revision 0002, as a newer release would ship them."""
+    """The shipped scripts plus a revision after their head, as a newer release would ship
+    them."""
     scripts = tmp_path / "newer"
     shutil.copytree(
         scripts_config.SCRIPT_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__")
     )
     first = (scripts / "versions" / "0001_initial.py").read_text()
-    second = re.sub(r'revision: str = "0001"', 'revision: str = "0002"', first)
+    second = re.sub(r'revision: str = "0001"', f'revision: str = "{NEXT}"', first)
     second = second.replace(
-        "down_revision: str | Sequence[str] | None = None", 'down_revision = "0001"'
+        "down_revision: str | Sequence[str] | None = None", f'down_revision = "{HEAD}"'
     )
     second = second[: second.index("def upgrade")]
     second += (
@@ -313,7 +318,7 @@ def newer_scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
         "def downgrade() -> None:\n"
         "    op.drop_column(name('sessions'), 'tag', schema=schema())\n"
     )
-    (scripts / "versions" / "0002_tag.py").write_text(second)
+    (scripts / "versions" / f"{NEXT}_tag.py").write_text(second)
     monkeypatch.setattr(scripts_config, "SCRIPT_DIR", scripts)
     scripts_config.script_directory.cache_clear()
     yield
@@ -323,7 +328,7 @@ def newer_scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 async def test_missing_schema_names_none_head_and_the_command(db_url: str) -> None:
     tables = custom_names(db_url)
     message_ = await schema_error(db_url, tables)
-    assert "revision found: none, expected: 0001" in message_
+    assert f"revision found: none, expected: {HEAD}" in message_
     assert "agents-sqlalchemy db upgrade --url" in message_
     assert "--prefix chat_" in message_
     assert "--items-table chat_transcript --version-table chat_rev" in message_
@@ -335,24 +340,24 @@ async def test_a_schema_behind_is_reported_then_upgraded_by_create_tables(
     db_url: str, newer_scripts: None
 ) -> None:
     tables = custom_names(db_url)
-    await agents_sqlalchemy.upgrade(db_url, "0001", tables=tables)
-    assert "at revision 0001, expected 0002: run `agents-sqlalchemy db upgrade" in (
+    await agents_sqlalchemy.upgrade(db_url, HEAD, tables=tables)
+    assert f"at revision {HEAD}, expected {NEXT}: run `agents-sqlalchemy db upgrade" in (
         await schema_error(db_url, tables)
     )
     async with SessionStore(db_url, tables=tables, create_tables=True) as store:
         await store.session("s").add_items([message("after the upgrade")])
-    assert await migrate.current(db_url, tables=tables) == "0002"
+    assert await migrate.current(db_url, tables=tables) == NEXT
 
 
 async def test_a_schema_ahead_is_reported_and_left_alone(db_url: str) -> None:
     tables = custom_names(db_url)
     await agents_sqlalchemy.upgrade(db_url, tables=tables)
-    await _set_version(db_url, tables, "0002")
+    await _set_version(db_url, tables, NEXT)
     for create in (False, True):
         error = await schema_error(db_url, tables, create=create)
-        assert "at revision 0002, newer than this version of agents_sqlalchemy" in error
-        assert "expects (0001)" in error and "pip install -U openai-agents-sqlalchemy" in error
-    assert await migrate.current(db_url, tables=tables) == "0002"
+        assert f"at revision {NEXT}, newer than this version of agents_sqlalchemy" in error
+        assert f"expects ({HEAD})" in error and "pip install -U openai-agents-sqlalchemy" in error
+    assert await migrate.current(db_url, tables=tables) == NEXT
 
 
 async def test_an_unknown_revision_is_reported_and_left_alone(db_url: str) -> None:
@@ -361,7 +366,7 @@ async def test_an_unknown_revision_is_reported_and_left_alone(db_url: str) -> No
     for create in (False, True):
         error = await schema_error(db_url, TableNames(), create=create)
         assert "holds revision cafebabe, which is not one of agents_sqlalchemy's" in error
-        assert "expected 0001" in error
+        assert f"expected {HEAD}" in error
     assert await migrate.current(db_url) == "cafebabe"
 
 
@@ -369,7 +374,7 @@ async def test_untracked_tables_are_reported_with_the_stamp_command(db_url: str)
     await agents_sqlalchemy.upgrade(db_url)
     await _set_version(db_url, TableNames(), None)
     error = await schema_error(db_url, TableNames(), create=True)
-    assert "holds no revision (expected 0001)" in error
+    assert f"holds no revision (expected {HEAD})" in error
     assert "agents-sqlalchemy db stamp --url" in error
     await migrate.stamp(db_url, tables=TableNames())
     assert (await migrate.check(db_url)).at_head
@@ -378,7 +383,7 @@ async def test_untracked_tables_are_reported_with_the_stamp_command(db_url: str)
 async def test_a_version_table_of_other_tables_is_reported(db_url: str) -> None:
     await agents_sqlalchemy.upgrade(db_url)
     error = await schema_error(db_url, TableNames(sessions="s2", items="m2"), create=True)
-    assert "is at revision 0001 (expected 0001) but tables s2, m2 are missing" in error
+    assert f"is at revision {HEAD} (expected {HEAD}) but tables s2, m2 are missing" in error
 
 
 async def test_a_dropped_table_is_reported_and_nothing_recreates_it_unasked(db_url: str) -> None:

@@ -44,6 +44,7 @@ from agents_sqlalchemy.search import (
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.services import background as background_module
+from agents_sqlalchemy.services.indexer import reindexed_rows
 from agents_sqlalchemy.types import Scope, SessionKey
 
 from .search_eval.memory_index import MemoryIndex
@@ -93,14 +94,10 @@ async def index_around(
     search_index, indexer = services.search_index, services.index()
     batch = await search_index.unindexed(indexer.embedder.model_id, limit, 0, Scope())
     codec = await services.opener.ready()
+    await services.owners.load(r.stored.kek_id for r in batch)
     entries = await indexer.index([codec.item(r.key, r.stored) for r in batch], codec)
     await change()
-    await search_index.replace_index(
-        [
-            (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
-            for row, entry in zip(batch, entries, strict=True)
-        ]
-    )
+    await search_index.replace_index(reindexed_rows(codec, batch, entries))
     return len(batch)
 
 

@@ -12,7 +12,7 @@ Example::
 
 from .advanced import AdvancedSQLiteSession
 from .app_env import LibraryTables
-from .crypto import KeyProvider
+from .crypto import Destruction, KeyDirectory, KeyProvider, OwnerKeyStore
 from .errors import (
     AgentsSQLAlchemyError,
     BranchError,
@@ -23,12 +23,14 @@ from .errors import (
     DatabaseTimeoutError,
     DecryptionError,
     EmbedderError,
+    ForeignOwnerError,
     InvalidKeyError,
     InvalidSessionIdError,
     ItemError,
     KeyProviderError,
     KeyringError,
     MissingExtraError,
+    OwnerKeyError,
     QueryTooLongError,
     SchemaError,
     SdkHistoryError,
@@ -75,15 +77,18 @@ __all__ = [
     "DatabaseError",
     "DatabaseTimeoutError",
     "DecryptionError",
+    "Destruction",
     "Embedder",
     "EmbedderError",
     "ErasureReceipt",
+    "ForeignOwnerError",
     "HashingEmbedder",
     "ImportReport",
     "ImportedUser",
     "InvalidKeyError",
     "InvalidSessionIdError",
     "ItemError",
+    "KeyDirectory",
     "KeyProvider",
     "KeyProviderError",
     "KeyringError",
@@ -91,6 +96,8 @@ __all__ = [
     "MissingExtraError",
     "Model2VecEmbedder",
     "OpenAIEmbedder",
+    "OwnerKeyError",
+    "OwnerKeyStore",
     "QueryTooLongError",
     "Removed",
     "SQLAlchemySession",

@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from itertools import islice
 from typing import Any, Protocol
@@ -22,23 +22,32 @@ from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
 from .crypto import (
-    DataKey,
     KeyEncryptionKey,
+    OwnerKey,
     Place,
+    Wrapper,
     item_opener,
     open_item,
     open_state,
     seal_items,
     seal_state,
+    state_kek_id,
     term_hasher,
     unwrap_data_key,
 )
-from .errors import AgentsSQLAlchemyError, CorruptItemError, ItemError, KeyringError
+from .errors import (
+    AgentsSQLAlchemyError,
+    CorruptItemError,
+    ForeignOwnerError,
+    ItemError,
+    KeyringError,
+    OwnerKeyError,
+)
 from .search import forget_terms
 from .search.postings import term_id
 from .search.vocabulary import Vocabulary
 from .telemetry import current
-from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem
+from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem, is_owner_key_id
 from .validation import check_json
 
 # Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
@@ -148,8 +157,11 @@ class Codec(Protocol):
         """The id of the key-encryption key that wraps new items' keys (None: plaintext)."""
         ...
 
-    def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
-        """New rows for these items, numbered from `first_seq` (sealing binds them there)."""
+    def rows(
+        self, key: SessionKey, payloads: list[str], first_seq: int, sealer: Wrapper | None = None
+    ) -> list[NewItem]:
+        """New rows for these items, numbered from `first_seq` (sealing binds them there),
+        their data keys wrapped by `sealer` (the session owner's key)."""
         ...
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any: ...
@@ -172,7 +184,9 @@ class Codec(Protocol):
         """Each candidate's plain vector; None where it is neither read nor cached."""
         ...
 
-    def state_values(self, key: SessionKey, state: dict[str, Any]) -> dict[str, Any]: ...
+    def state_values(
+        self, key: SessionKey, state: dict[str, Any], sealer: Wrapper | None = None
+    ) -> dict[str, Any]: ...
 
     def state(self, key: SessionKey, row: Any) -> dict[str, Any]: ...
 
@@ -187,7 +201,9 @@ class PlainCodec:
     def __init__(self) -> None:
         self.vocabulary = Vocabulary()
 
-    def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
+    def rows(
+        self, key: SessionKey, payloads: list[str], first_seq: int, sealer: Wrapper | None = None
+    ) -> list[NewItem]:
         return [NewItem(payload=payload) for payload in payloads]
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem:
@@ -220,21 +236,35 @@ class PlainCodec:
             )
         return decode_item(stored.payload, key, stored.seq)
 
-    def state_values(self, key: SessionKey, state: dict[str, Any]) -> dict[str, Any]:
+    def state_values(
+        self, key: SessionKey, state: dict[str, Any], sealer: Wrapper | None = None
+    ) -> dict[str, Any]:
         return {"state": state}
 
     def state(self, key: SessionKey, row: Any) -> dict[str, Any]:
         return dict(row.state or {})
 
 
+class MissingOwnerKeys(OwnerKeyError):
+    """Rows wrapped by owner keys this codec has not opened yet: load them, then retry."""
+
+    def __init__(self, key_ids: Iterable[str]) -> None:
+        self.key_ids = frozenset(key_ids)
+        super().__init__(f"owner keys not opened yet: {sorted(self.key_ids)}")
+
+
 class SealedCodec:
-    """Items sealed under a fresh data key each, wrapped by the store's key-encryption key."""
+    """Items sealed under a fresh data key each, wrapped by their owner's key (`OwnerKey`,
+    opened into `owner_keys` by the services) or, as written before owner keys, by the
+    store's key-encryption key."""
 
     state_columns: tuple[str, ...] = ("sealed_state",)
     caches_vectors = True
 
     def __init__(self, kek: KeyEncryptionKey) -> None:
         self.kek = kek
+        # Owner keys opened so far, by id (`services.owners` fills it, a reader looks).
+        self.owner_keys: dict[str, OwnerKey] = {}
         # Keyed hashes of the terms seen lately: an HMAC and two Unicode normalisations
         # cost ~3 us a term, a vocabulary repeats, and the indexer hashes every new item.
         self._hash_term = lru_cache(maxsize=TERM_CACHE)(term_hasher(kek))
@@ -250,28 +280,49 @@ class SealedCodec:
         self.vocabulary = Vocabulary()
         self.kek_id = kek.kek_id
 
-    def _open(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
-        """Unwrap the item's data key and open its ciphertext: the crypto, nothing else."""
-        return DataKey(self.kek.unwrap(wrapped)).open_item(ciphertext, session_hash, seq)
+    def wrapper(
+        self, kek_id: str | None, owner: str | None = None, named: str = "an item"
+    ) -> Wrapper:
+        """The key that wrapped a row's data key: by the row's `kek_id`. An owner key must
+        belong to `owner` (the session's owner, as its row says), when that is given."""
+        if kek_id is None or kek_id == self.kek_id:
+            return self.kek
+        found = self.owner_keys.get(kek_id)
+        if found is None:
+            if is_owner_key_id(kek_id):
+                raise MissingOwnerKeys([kek_id])
+            raise KeyringError(
+                f"wrapped by key-encryption key {kek_id!r}, not the store's {self.kek_id!r}: a "
+                "key rotation is unfinished (run it again to finish it), or this store holds a "
+                "key that was rotated away (open it again with the new key)"
+            )
+        if owner is not None and found.owner != owner:
+            raise ForeignOwnerError(
+                f"{named} is sealed for another owner than its session's row names: the "
+                "session's user_id was changed, or the item moved, outside the library"
+            )
+        return found
+
+    def _missing(self, kek_ids: Iterable[str | None]) -> None:
+        """Raise `MissingOwnerKeys` for the owner keys among `kek_ids` not opened yet."""
+        missing = {
+            kek_id
+            for kek_id in kek_ids
+            if is_owner_key_id(kek_id) and kek_id not in self.owner_keys
+        }
+        if missing:
+            raise MissingOwnerKeys(missing)  # type: ignore[arg-type]
 
     def _remember(self, opened: dict[bytes, tuple[bytes, str, int, bytes]]) -> None:
         """Keep these plaintexts (the oldest go past the cache's size)."""
         with self._opened_lock:
             _add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
-    def _plaintext(self, ciphertext: bytes, wrapped: bytes, session_hash: str, seq: int) -> bytes:
-        """An item's plaintext: from memory if these very bytes were opened here before."""
-        seen = self._plaintexts.get(wrapped)
-        if seen and seen[0] == ciphertext and seen[1] == session_hash and seen[2] == seq:
-            return seen[3]
-        plaintext = self._open(ciphertext, wrapped, session_hash, seq)
-        self._remember({wrapped: (ciphertext, session_hash, seq, plaintext)})
-        return plaintext
-
     def forget_keys(self) -> None:
         """Drop the cached plaintexts, opened vectors, hashed terms, the vocabulary and the
         search layer's process-wide term caches (after a removal: no copy of a removed item,
-        nor of anything its destroyed key opened, is kept)."""
+        nor of anything its destroyed key opened, is kept; a destroyed owner key is dropped
+        by `services.owners`)."""
         with self._opened_lock:
             self._plaintexts.clear()
             self._opened.clear()
@@ -279,10 +330,13 @@ class SealedCodec:
         self.vocabulary = Vocabulary()
         forget_terms()
 
-    def rows(self, key: SessionKey, payloads: list[str], first_seq: int) -> list[NewItem]:
+    def rows(
+        self, key: SessionKey, payloads: list[str], first_seq: int, sealer: Wrapper | None = None
+    ) -> list[NewItem]:
+        wrapper = sealer or self.kek
         plaintexts = [payload.encode() for payload in payloads]
-        sealed = seal_items(self.kek, plaintexts, key.hash, first_seq)
-        kek_id = self.kek.kek_id
+        sealed = seal_items(wrapper, plaintexts, key.hash, first_seq)
+        kek_id = wrapper.kek_id
         rows = [NewItem(ciphertext=c, wrapped_key=w, kek_id=kek_id) for c, w in sealed]
         sealed_here = {
             wrapped: (ciphertext, key.hash, seq, plaintext)
@@ -300,7 +354,7 @@ class SealedCodec:
         if stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} has no data key")
         data_key = unwrap_data_key(
-            self.kek, stored.wrapped_key, place, kek_id=stored.kek_id, where=where(key, stored.seq)
+            self.wrapper(stored.kek_id), stored.wrapped_key, place, where=where(key, stored.seq)
         )
         # Terms as keyed hashes, the vector sealed with the item's own data key.
         vector = entry.vector
@@ -325,6 +379,7 @@ class SealedCodec:
             cached = list(map(self._opened.get(model_id, {}).get, candidates.wrapped_keys))
         out = [v if flag else None for v, flag in zip(cached, candidates.has_vector, strict=True)]
         missing = [i for i, v in enumerate(out) if v is None and candidates.has_vector[i]]
+        self._missing(candidates.kek_ids[i] for i in missing if candidates.vectors[i] is not None)
         opened: dict[bytes | None, bytes] = {}
         for i in missing:
             wrapped_key, sealed = candidates.wrapped_keys[i], candidates.vectors[i]
@@ -332,7 +387,8 @@ class SealedCodec:
                 raise CorruptItemError(f"vector of item #{candidates.seqs[i]} has no data key")
             if sealed is not None:
                 place = Place(candidates.session_hashes[i], candidates.seqs[i])
-                vector = self._open_vector(wrapped_key, sealed, place, model_id)
+                wrapper = self.wrapper(candidates.kek_ids[i])
+                vector = self._open_vector(wrapper, wrapped_key, sealed, place, model_id)
                 out[i] = opened[wrapped_key] = vector
         if opened:
             with self._opened_lock:
@@ -340,33 +396,40 @@ class SealedCodec:
                 _add_bounded(cache, opened, VECTOR_CACHE)
         return out
 
-    def _open_vector(self, wrapped_key: bytes, sealed: bytes, place: Place, model_id: str) -> bytes:
+    def _open_vector(
+        self, wrapper: Wrapper, wrapped_key: bytes, sealed: bytes, place: Place, model_id: str
+    ) -> bytes:
         where_ = f"vector of item #{place.seq}"
-        data_key = unwrap_data_key(self.kek, wrapped_key, place, where=where_)
+        data_key = unwrap_data_key(wrapper, wrapped_key, place, where=where_)
         return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
     def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[2] or b"") for row in rows))
+        self._missing({row[4] for row in rows})
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            return parse_objects(self._plaintexts_of(key.hash, rows))
+            return parse_objects(self._plaintexts_of(key, rows))
+        except OwnerKeyError:
+            raise
         except (AgentsSQLAlchemyError, TypeError, ValueError):
             pass
         return [self.item(key, StoredItem(*row)) for row in rows]
 
-    def _plaintexts_of(self, session_hash: str, rows: Sequence[Sequence[Any]]) -> list[bytes]:
+    def _plaintexts_of(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[bytes]:
         """The rows' plaintexts, in order: from memory where the very same ciphertext at the
         same place was opened before, else unwrapped and opened (any failure raises)."""
-        kek_id, seen_before, opened = self.kek_id, self._plaintexts.get, {}
-        open_one = item_opener(self.kek, session_hash)
+        session_hash, seen_before, opened = key.hash, self._plaintexts.get, {}
+        openers: dict[str | None, Callable[[bytes, bytes, int], bytes]] = {}
         texts: list[bytes] = []
         for seq, _, ciphertext, wrapped, row_kek_id in rows:
+            open_one = openers.get(row_kek_id)
+            if open_one is None:  # the owner check, once per key (a session has one or two)
+                wrapper = self.wrapper(row_kek_id, key.owner, where(key, seq))
+                open_one = openers[row_kek_id] = item_opener(wrapper, session_hash)
             seen = seen_before(wrapped)
             if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:
                 texts.append(seen[3])
                 continue
-            if row_kek_id is not None and row_kek_id != kek_id:
-                raise KeyringError("wrapped by another key-encryption key")
             text = open_one(ciphertext, wrapped, seq)
             opened[wrapped] = (ciphertext, session_hash, seq, text)
             texts.append(text)
@@ -377,33 +440,33 @@ class SealedCodec:
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
         if stored.ciphertext is None or stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} is not sealed")
+        self._missing([stored.kek_id])
+        ciphertext, wrapped = bytes(stored.ciphertext), bytes(stored.wrapped_key)
+        row = (stored.seq, None, ciphertext, wrapped, stored.kek_id)
         try:
-            if stored.kek_id not in (None, self.kek_id):
-                raise KeyringError("wrapped by another key-encryption key")
-            plaintext = self._plaintext(
-                bytes(stored.ciphertext), bytes(stored.wrapped_key), key.hash, stored.seq
-            )
+            [plaintext] = self._plaintexts_of(key, [row])
+        except OwnerKeyError:
+            raise
         except AgentsSQLAlchemyError:
             # Rare: open it step by step for the error that says what, naming the item.
-            open_item(
-                self.kek,
-                stored.ciphertext,
-                stored.wrapped_key,
-                Place(key.hash, stored.seq),
-                kek_id=stored.kek_id,
-                where=where(key, stored.seq),
-            )
+            place, named = Place(key.hash, stored.seq), where(key, stored.seq)
+            open_item(self.wrapper(stored.kek_id), ciphertext, wrapped, place, where=named)
             raise
         return decode_item(plaintext, key, stored.seq)
 
-    def state_values(self, key: SessionKey, state: dict[str, Any]) -> dict[str, Any]:
-        blob = seal_state(self.kek, encode_item(state, "state").encode(), key.hash)
+    def state_values(
+        self, key: SessionKey, state: dict[str, Any], sealer: Wrapper | None = None
+    ) -> dict[str, Any]:
+        blob = seal_state(sealer or self.kek, encode_item(state, "state").encode(), key.hash)
         return {"sealed_state": blob, "state": null()}  # SQL NULL, not JSON null
 
     def state(self, key: SessionKey, row: Any) -> dict[str, Any]:
         if row.sealed_state is None:
             return {}
-        plaintext = open_state(self.kek, row.sealed_state, key.hash, where=where(key, None))
+        kek_id = state_kek_id(row.sealed_state)
+        self._missing([kek_id])
+        wrapper = self.wrapper(kek_id, key.owner, where(key, None))
+        plaintext = open_state(wrapper, row.sealed_state, key.hash, where=where(key, None))
         return dict(decode_item(plaintext.decode("utf-8"), key, None))
 
 

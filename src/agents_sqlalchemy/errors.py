@@ -143,6 +143,12 @@ class WrongKeyError(KeyringError):
     """The key given does not open this database's keyring; nothing was read or written."""
 
 
+class OwnerKeyError(KeyringError):
+    """A session's items cannot be sealed or opened under its owner's key: the key was
+    destroyed (the owner erased), or the session's `user_id` was changed outside the
+    library, so its items are not its owner's. Nothing was read or written."""
+
+
 class KeyProviderError(AgentsSQLAlchemyError):
     """A key provider (KMS, secret manager) failed to wrap or unwrap; nothing was changed."""
 
@@ -153,6 +159,11 @@ class DecryptionError(AgentsSQLAlchemyError):
 
 class TamperedItemError(DecryptionError, CorruptItemError):
     """An item's ciphertext or wrapped key fails to open at its place; it is never skipped."""
+
+
+class ForeignOwnerError(OwnerKeyError, TamperedItemError):
+    """An item or state is sealed under another owner's key than its session's row names:
+    the session's `user_id` was changed, or the bytes moved, outside the library."""
 
 
 class StoreClosedError(AgentsSQLAlchemyError, RuntimeError):

@@ -139,6 +139,27 @@ class KeyringColumns:
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+class OwnerKeyColumns:
+    """Owner keys (one or more per user, or per session without one): where each is kept.
+
+    `kept` is what the owner key store gave back to hold (the key wrapped under the store's
+    key `kek_id`, by default; a KMS ciphertext; nothing, for a key directory). A key with
+    `replaces` is the successor of that one (a rotation), which goes once nothing uses it.
+    """
+
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    kept: Mapped[bytes | None] = mapped_column(LargeBinary)
+    kek_id: Mapped[str | None] = mapped_column(String(64))
+    replaces: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        return (Index(None, "owner"), TABLE_OPTIONS)
+
+
 class SearchIndexColumns:
     """What search keeps of an item, per embedding model: its terms and its vector.
 
@@ -259,6 +280,7 @@ class Models:
     session: type[SessionColumns]
     item: type[ItemColumns]
     keyring: type[KeyringColumns]
+    owner_key: type[OwnerKeyColumns]
     search_index: type[SearchIndexColumns]
     branch: type[BranchColumns]
     branch_item: type[BranchItemColumns]
@@ -298,6 +320,9 @@ def build_models(names: TableNames) -> Models:
     class KeyringRow(KeyringColumns, Base):
         __tablename__ = names.name("keyring")
 
+    class OwnerKeyRow(OwnerKeyColumns, Base):
+        __tablename__ = names.name("owner_keys")
+
     class SearchIndexRow(SearchIndexColumns, Base):
         __tablename__ = names.name("search_index")
         items_fullname = fullname("items")
@@ -322,6 +347,7 @@ def build_models(names: TableNames) -> Models:
         session=SessionRow,
         item=ItemRow,
         keyring=KeyringRow,
+        owner_key=OwnerKeyRow,
         search_index=SearchIndexRow,
         branch=BranchRow,
         branch_item=BranchItemRow,

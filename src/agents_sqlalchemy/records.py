@@ -156,11 +156,14 @@ class ErasureReceipt:
     names nobody to whoever does not. `item_keys_deleted` counts the item data keys
     deleted with their rows (0 in a store without a key: nothing was sealed). On SQLite an
     encrypted store scrubs them from the file and its WAL; a server may keep copies of
-    deleted rows in its WAL, free space and backups, which only destroying a key held
-    outside the database makes unreadable: that is what later fields will record (whether
-    an owner's key was destroyed, or its destruction scheduled). They come with defaults,
-    so a receipt kept as `as_dict()` reads back with `from_dict()` whatever version wrote
-    it.
+    deleted rows in its WAL, free space and backups, which only destroying the user's own
+    key makes unreadable: `owner_keys_destroyed` counts the user's keys destroyed,
+    `owner_keys_kept` says where they were kept ("database": copies of the database still
+    hold them, wrapped under the store's key; else the key store's class, e.g.
+    "KeyDirectory"), `owner_key_status` is "destroyed", or "scheduled" where a KMS only
+    schedules a key's deletion, for `owner_key_gone_at`. Fields added later come with
+    defaults, so a receipt kept as `as_dict()` reads back with `from_dict()` whatever
+    version wrote it.
 
     Example::
 
@@ -177,6 +180,10 @@ class ErasureReceipt:
     dialect: str
     tables: tuple[str, ...]
     encrypted: bool
+    owner_keys_destroyed: int = 0
+    owner_keys_kept: str | None = None
+    owner_key_status: str | None = None
+    owner_key_gone_at: datetime | None = None
     format: str = "agents-sqlalchemy/erasure-receipt"
     version: int = 1
 
@@ -189,6 +196,8 @@ class ErasureReceipt:
         """The receipt as JSON values (the time in ISO 8601, UTC)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["erased_at"] = self.erased_at.isoformat()
+        if self.owner_key_gone_at is not None:
+            values["owner_key_gone_at"] = self.owner_key_gone_at.isoformat()
         values["tables"] = list(self.tables)
         return values
 
@@ -198,6 +207,8 @@ class ErasureReceipt:
         known = {f.name for f in fields(cls)}
         kept = {name: value for name, value in values.items() if name in known}
         kept["erased_at"] = datetime.fromisoformat(kept["erased_at"])
+        if kept.get("owner_key_gone_at") is not None:
+            kept["owner_key_gone_at"] = datetime.fromisoformat(kept["owner_key_gone_at"])
         kept["tables"] = tuple(kept["tables"])
         return cls(**kept)
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
-from .crypto import Key, same_key
+from .crypto import Key, OwnerKeyStore, same_key
 from .database.engines import DEFAULT_LOCK_TIMEOUT, normalize_url
 from .errors import ConfigurationError
 from .migrations.status import in_memory
@@ -61,8 +61,12 @@ class SessionStore:
     event loop or thread: `asyncio.run` called repeatedly, `Runner.run_sync` in threads.
 
     With `key` (a passphrase, 32 raw bytes, or a `KeyProvider`), every item and state is
-    sealed under its own data key; deleting an item destroys its key. `ttl` (seconds or a
-    timedelta) makes items expire: reads never return them, `purge_expired` deletes them.
+    sealed under its own data key, wrapped under a key of its owner (its user, or the
+    session when it has none); deleting an item destroys its key, erasing a user destroys
+    theirs. `owner_keys` says where owner keys are kept (default: in the database, wrapped
+    under `key`; `KeyDirectory(path)` or a KMS for erasure that reaches backups). `ttl`
+    (seconds or a timedelta) makes items expire: reads never return them, `purge_expired`
+    deletes them.
     Items are indexed for `search()` just after they are written, by `embedder` (an
     `Embedder`, or a built-in's name; None: the built-in the database was indexed with, else
     the default, which downloads nothing); `search=False` turns indexing off. A database
@@ -98,6 +102,7 @@ class SessionStore:
         tables: TableNames | None = None,
         create_tables: bool = False,
         key: Key | None = None,
+        owner_keys: OwnerKeyStore | None = None,
         ttl: float | timedelta | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         search: bool = True,
@@ -117,6 +122,7 @@ class SessionStore:
             url_or_engine,
             tables=self.tables,
             key=key,
+            owner_keys=owner_keys,
             ttl=self.ttl,
             embedder=self.embedder,
             create_tables=create_tables,
@@ -442,6 +448,7 @@ class SessionStore:
             dialect=services.db.dialect_name,
             tables=self.tables,
             encrypted=self.key is not None,
+            keeper=services.owners.kept_in,
         )
 
     def export_user(

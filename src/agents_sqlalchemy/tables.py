@@ -15,6 +15,7 @@ ROLES = (
     "sessions",
     "items",
     "keyring",
+    "owner_keys",
     "search_index",
     "branches",
     "branch_items",
@@ -56,6 +57,7 @@ class TableNames:
     sessions: str | None = None
     items: str | None = None
     keyring: str | None = None
+    owner_keys: str | None = None
     search_index: str | None = None
     branches: str | None = None
     branch_items: str | None = None

@@ -13,9 +13,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
+
+
+def owner_of(user_id: str | None, session_hash: str) -> str:
+    """The owner of a session, as hex: its user, or the session itself when it has none.
+
+    Each owner has its own key (see `crypto.owner_keys`); a branch's companion row belongs
+    to the owner of the session it branches (pass that session's hash).
+    """
+    subject = f"user\x00{user_id}" if user_id is not None else f"session\x00{session_hash}"
+    return hashlib.sha256(subject.encode("utf-8")).hexdigest()
+
+
+def is_owner_key_id(kek_id: str | None) -> bool:
+    """Whether an item's `kek_id` names an owner key (else the store's key wraps it)."""
+    return kek_id is not None and kek_id.startswith("o")
 
 
 @dataclass(frozen=True)
@@ -26,6 +41,9 @@ class SessionKey:
     hash: str
     user_id: str | None = None
     metadata: dict[str, Any] | None = None
+    # A sealed store's reads: the session's owner as its row says (`owner_of`), which the
+    # items' owner key must belong to; None: not looked up.
+    owner: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, session_id: str, **first_write: Any) -> SessionKey:
@@ -96,7 +114,8 @@ class Candidates:
 
     `positions` order them by age: the `seq` within a session, `created_at` in epoch seconds
     across sessions. Terms are None where the item has none (or they were not read), a
-    vector None where it was not read, a wrapped key None in a plaintext store.
+    vector None where it was not read, a wrapped key (and the id of the key
+    that wrapped it) None in a plaintext store.
     """
 
     item_pks: list[int]
@@ -107,6 +126,7 @@ class Candidates:
     has_vector: list[bool]
     vectors: list[bytes | None]
     wrapped_keys: list[bytes | None]
+    kek_ids: list[str | None]
 
     @classmethod
     def of(cls, columns: dict[str, list[Any]]) -> Candidates:
@@ -141,6 +161,7 @@ class Candidates:
             [self.has_vector[i] for i in at],
             [self.vectors[i] for i in at] if vectors is None else list(vectors),
             [self.wrapped_keys[i] for i in at],
+            [self.kek_ids[i] for i in at],
         )
 
 

@@ -8,7 +8,9 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 PREFIX = "agents_sqlalchemy_"
-ITEMS, SESSIONS, KEYRING = (f"{PREFIX}{name}" for name in ("items", "sessions", "keyring"))
+ITEMS, SESSIONS, KEYRING, OWNER_KEYS = (
+    f"{PREFIX}{name}" for name in ("items", "sessions", "keyring", "owner_keys")
+)
 
 
 async def raw_rows(url: str, sql: str) -> list[tuple[object, ...]]:

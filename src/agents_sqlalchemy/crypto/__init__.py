@@ -2,7 +2,8 @@
 
 Pure functions and small objects over bytes; nothing here knows SQL. Modules: `kdf`
 (scrypt, HKDF), `providers` (the `KeyProvider` protocol), `keys` (keyring rows and
-key-encryption keys), `sealing` (items, state, rewrapping), `terms` (keyed term hashes).
+key-encryption keys), `owner_keys` (a key per owner, and where owner keys are kept),
+`sealing` (items, state, rewrapping), `terms` (keyed term hashes).
 
 How a store uses it::
 
@@ -50,11 +51,21 @@ from .keys import (
     same_key,
     validate_key,
 )
+from .owner_keys import (
+    Destruction,
+    InDatabase,
+    KeyDirectory,
+    OwnerKey,
+    OwnerKeyStore,
+    call_store,
+    new_key_id,
+)
 from .providers import KeyProvider
 from .sealing import (
     DataKey,
     Place,
     SealedItem,
+    Wrapper,
     item_opener,
     open_item,
     open_state,
@@ -64,24 +75,33 @@ from .sealing import (
     seal_item,
     seal_items,
     seal_state,
+    state_kek_id,
     unwrap_data_key,
 )
 from .terms import TermHasher, normalise_term, term_hasher
 
 __all__ = [
     "DataKey",
+    "Destruction",
+    "InDatabase",
     "Key",
+    "KeyDirectory",
     "KeyEncryptionKey",
     "KeyProvider",
     "KeyringRecord",
+    "OwnerKey",
+    "OwnerKeyStore",
     "Place",
     "ScryptParams",
     "SealedItem",
     "TermHasher",
+    "Wrapper",
+    "call_store",
     "create_kek",
     "derive_passphrase_key",
     "derive_passphrase_key_async",
     "item_opener",
+    "new_key_id",
     "normalise_term",
     "open_item",
     "open_kek",
@@ -93,6 +113,7 @@ __all__ = [
     "seal_item",
     "seal_items",
     "seal_state",
+    "state_kek_id",
     "term_hasher",
     "unwrap_data_key",
     "validate_key",

@@ -25,13 +25,13 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import DecryptionError, InvalidKeyError, KeyringError, TamperedItemError
 from .kdf import KEY_BYTES, LABEL_PREFIX
-from .keys import KeyEncryptionKey
 
 VERSION = b"\x01"
 NONCE_BYTES = 12
@@ -40,6 +40,19 @@ OVERHEAD = len(VERSION) + NONCE_BYTES + TAG_BYTES
 WRAPPED_BYTES = KEY_BYTES + 8
 _AAD_PREFIX = LABEL_PREFIX + b"sealed\x00" + VERSION
 _BODY = len(VERSION) + NONCE_BYTES  # where the ciphertext starts, after the nonce
+
+
+class Wrapper(Protocol):
+    """What wraps item data keys: the store's `KeyEncryptionKey`, or an `OwnerKey`."""
+
+    @property
+    def kek_id(self) -> str:
+        """The id stored beside every key it wraps (the items' `kek_id`)."""
+        ...
+
+    def wrap(self, data_key: bytes) -> bytes: ...
+
+    def unwrap(self, wrapped: bytes) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +193,7 @@ class SealedItem:
     data_key: DataKey = field(repr=False, compare=False)
 
 
-def seal_item(kek: KeyEncryptionKey, plaintext: bytes, place: Place) -> SealedItem:
+def seal_item(kek: Wrapper, plaintext: bytes, place: Place) -> SealedItem:
     """Seal one item under a fresh data key and wrap that key with `kek` (~5 us)."""
     data_key = DataKey.generate()
     return SealedItem(
@@ -189,7 +202,7 @@ def seal_item(kek: KeyEncryptionKey, plaintext: bytes, place: Place) -> SealedIt
 
 
 def seal_items(
-    kek: KeyEncryptionKey, plaintexts: Sequence[bytes], session_hash: str, first_seq: int
+    kek: Wrapper, plaintexts: Sequence[bytes], session_hash: str, first_seq: int
 ) -> list[tuple[bytes, bytes]]:
     """`seal_item` for consecutive items of one session, numbered from `first_seq`: each
     item's `(ciphertext, wrapped_key)`, with one draw from the OS random source for all
@@ -211,7 +224,7 @@ def _sealed(aead: AESGCM, nonce: bytes, plaintext: bytes, aad: bytes) -> bytes:
 
 
 def unwrap_data_key(
-    kek: KeyEncryptionKey,
+    kek: Wrapper,
     wrapped_key: bytes,
     place: Place,
     *,
@@ -223,7 +236,7 @@ def unwrap_data_key(
 
 
 def _unwrap(
-    kek: KeyEncryptionKey,
+    kek: Wrapper,
     wrapped_key: bytes,
     place: Place,
     kek_id: str | None,
@@ -243,7 +256,7 @@ def _unwrap(
 
 
 def open_item(
-    kek: KeyEncryptionKey,
+    kek: Wrapper,
     ciphertext: bytes,
     wrapped_key: bytes,
     place: Place,
@@ -256,7 +269,7 @@ def open_item(
     return data_key._open(ciphertext, place, where, TamperedItemError)
 
 
-def item_opener(kek: KeyEncryptionKey, session_hash: str) -> Callable[[bytes, bytes, int], bytes]:
+def item_opener(kek: Wrapper, session_hash: str) -> Callable[[bytes, bytes, int], bytes]:
     """`open_one(ciphertext, wrapped_key, seq)`: the plaintext of an item of this session.
 
     A read's crypto and nothing more (unwrap, AES-GCM): the AAD's head is built once per
@@ -288,7 +301,7 @@ def state_place(session_hash: str) -> Place:
     return Place(session_hash, None, "state")
 
 
-def seal_state(kek: KeyEncryptionKey, plaintext: bytes, session_hash: str) -> bytes:
+def seal_state(kek: Wrapper, plaintext: bytes, session_hash: str) -> bytes:
     """Seal a session's state under a fresh data key carried, wrapped, in the same blob."""
     data_key = DataKey.generate()
     header = _state_header(kek.kek_id, kek.wrap(data_key.material))
@@ -296,7 +309,7 @@ def seal_state(kek: KeyEncryptionKey, plaintext: bytes, session_hash: str) -> by
 
 
 def open_state(
-    kek: KeyEncryptionKey, sealed: bytes, session_hash: str, *, where: str | None = None
+    kek: Wrapper, sealed: bytes, session_hash: str, *, where: str | None = None
 ) -> bytes:
     """The plaintext of `seal_state(..., session_hash)`; anything else raises."""
     place = state_place(session_hash)
@@ -305,9 +318,12 @@ def open_state(
     return data_key._open(body, place, where, DecryptionError)
 
 
-def rewrap(
-    wrapped: bytes, old: KeyEncryptionKey, new: KeyEncryptionKey, *, where: str | None = None
-) -> bytes:
+def state_kek_id(sealed: bytes) -> str:
+    """The id of the key that wraps a sealed state's data key (a store's or an owner's)."""
+    return _split_state(sealed, state_place(""), "a sealed state")[0]
+
+
+def rewrap(wrapped: bytes, old: Wrapper, new: Wrapper, *, where: str | None = None) -> bytes:
     """Re-wrap one data key from `old` to `new`; the ciphertext it opens is untouched."""
     try:
         return new.wrap(old.unwrap(wrapped))
@@ -318,9 +334,7 @@ def rewrap(
         ) from None
 
 
-def rewrap_many(
-    wrapped: Iterable[bytes], old: KeyEncryptionKey, new: KeyEncryptionKey
-) -> list[bytes]:
+def rewrap_many(wrapped: Iterable[bytes], old: Wrapper, new: Wrapper) -> list[bytes]:
     """Re-wrap a batch (the keys of a window of items rows), in order; ~3 us per key."""
     return [
         rewrap(one, old, new, where=f"data key {index} of the batch")
@@ -328,7 +342,7 @@ def rewrap_many(
     ]
 
 
-def rewrap_state(sealed: bytes, old: KeyEncryptionKey, new: KeyEncryptionKey) -> bytes:
+def rewrap_state(sealed: bytes, old: Wrapper, new: Wrapper) -> bytes:
     """Re-wrap a sealed state's data key; a state already under `new` comes back unchanged."""
     place = state_place("")
     kek_id, wrapped, body = _split_state(sealed, place, "a sealed state")

@@ -2,8 +2,8 @@
 
 One `Schema` (the database, its tables, the statements all share, the clock and the
 session claim) and one class per concern built on it: `Items`, `Compaction`, `Sessions`,
-`Lines` and `Branches`, `Usage`, `SearchIndex`, `KeyringRows`, `Imports`. A concern that
-needs another is given it when it is made.
+`Lines` and `Branches`, `Usage`, `SearchIndex`, `KeyringRows`, `OwnerKeyRows`, `Imports`.
+A concern that needs another is given it when it is made.
 
 Writers to one session are serialised by bumping that session's `next_seq` first thing in
 their transaction: the row lock on PostgreSQL, the database write lock on SQLite. The new
@@ -26,6 +26,7 @@ from .imports import Imports, SdkSource
 from .items import Items
 from .keyring import KeyringRows
 from .lines import GONE, Gone, Lines, Opened
+from .owner_keys import OwnerKeyRows
 from .schema import Schema
 from .search import SearchIndex
 from .sessions import Sessions
@@ -41,6 +42,7 @@ __all__ = [
     "KeyringRows",
     "Lines",
     "Opened",
+    "OwnerKeyRows",
     "Schema",
     "SdkSource",
     "SearchIndex",

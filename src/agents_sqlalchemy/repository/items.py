@@ -21,7 +21,8 @@ from sqlalchemy import bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from ..types import NewItem, SessionKey, StoredItem
+from ..errors import OwnerKeyError
+from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
 from .schema import SMALL, Schema
 
@@ -188,7 +189,7 @@ class Items:
         Plaintext items go in at once. Sealed ones are bound to their place, so they are
         sealed at the place this store last saw free, and go in only if it still is (else
         the caller seals them again at the place claimed, in the same transaction), and
-        only under the keyring's active kek (else the caller's insert refuses the write).
+        only under a live owner key of the session's owner (else the write is refused).
         """
         assert self._one_statement is not None
         first: int | None = None
@@ -207,7 +208,13 @@ class Items:
         values |= {"expires_at": expires_at, "first": first}
         if self._schema.sealed:  # sealed items go in only under the keyring's active kek
             values["kek"] = rows[0].kek_id if rows else None
-        [(session_pk, next_seq, inserted)] = self._one_statement.run(conn, values)
+        [(session_pk, next_seq, inserted, user_id, key_owner)] = self._one_statement.run(
+            conn, values
+        )
+        if self._schema.sealed and inserted and owner_of(user_id, key.hash) != key_owner:
+            raise OwnerKeyError(  # the transaction rolls back; the caller looks again
+                "the session's owner changed since this store looked: nothing was written"
+            )
         if self._schema.sealed:
             if len(self._next_seqs) >= SESSIONS_REMEMBERED:
                 self._next_seqs.clear()
@@ -223,7 +230,8 @@ class Items:
         if self._schema.db.dialect_name != "postgresql":
             return None
         items = self._schema.items
-        claimed = self._schema.claim_upsert.cte("claimed")
+        claimed = self._schema.claim_upsert.returning(self._schema.sessions.c.user_id)
+        claimed = claimed.cte("claimed")
         names = ("payload", "ciphertext", "wrapped_key", "kek_id")
         arrays = [
             bindparam(f"{name}s", type_=postgresql.ARRAY(items.c[name].type)) for name in names
@@ -238,13 +246,15 @@ class Items:
             bindparam("expires_at", type_=items.c.expires_at.type),
             *(given.c[name] for name in names),
         ).where(or_(first.is_(None), claimed.c.next_seq - count + 1 == first))
-        if self._schema.sealed:  # else the caller's `insert_items` refuses the retired kek
-            keyring = self._schema.keyring
-            active = select(keyring.c.kek_id).where(
-                keyring.c.kek_id == bindparam("kek"), keyring.c.retired_at.is_(None)
-            )
-            rows = rows.where(exists(active.with_for_update(read=True)))
+        keys = self._schema.owner_keys
+        kek = bindparam("kek", type_=keys.c.key_id.type)
+        if self._schema.sealed:  # only under a live owner key (else `insert_items` refuses)
+            live = select(keys.c.key_id).where(keys.c.key_id == kek, keys.c.retired_at.is_(None))
+            rows = rows.where(exists(live.with_for_update(read=True)))
         columns = ["session_pk", "seq", "created_at", "expires_at", *names]
         inserted = items.insert().from_select(columns, rows).returning(items.c.id).cte("inserted")
         went_in = select(func.count()).select_from(inserted).scalar_subquery()
-        return Prepared(select(claimed.c.id, claimed.c.next_seq, went_in))
+        key_owner = select(keys.c.owner).where(keys.c.key_id == kek).scalar_subquery()
+        return Prepared(
+            select(claimed.c.id, claimed.c.next_seq, went_in, claimed.c.user_id, key_owner)
+        )

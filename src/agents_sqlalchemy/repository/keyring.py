@@ -10,7 +10,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sqlalchemy import bindparam, column, delete, func, select, table, update
@@ -94,10 +94,10 @@ class KeyringRows:
         else:
             conn.execute(update(self._schema.keyring).values(kind=self._schema.keyring.c.kind))
 
-    async def count_keys(self, kek_id: str) -> int:
-        """How many item keys are wrapped by `kek_id` (a scan: rotations are rare)."""
+    async def count_keys(self, kek_ids: Collection[str]) -> int:
+        """How many item keys are wrapped by one of `kek_ids` (a scan: rotations are rare)."""
         items = self._schema.items
-        query = select(func.count()).select_from(items).where(items.c.kek_id == kek_id)
+        query = select(func.count()).select_from(items).where(items.c.kek_id.in_(list(kek_ids)))
         return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def has_plaintext_items(self) -> bool:
@@ -108,28 +108,27 @@ class KeyringRows:
 
     async def rewrap_keys(
         self,
-        old: str,
-        new: str,
-        rewrap: Callable[[list[bytes]], list[bytes]],
+        old: Collection[str],
+        rewrap: Callable[[str, list[bytes]], tuple[str, list[bytes]]],
         after: int,
         batch: int,
     ) -> tuple[int, int | None]:
-        """Re-wrap the keys of kek `old` to `new` among the `batch` items after id `after`,
-        in one transaction; return how many, and the last id seen (None: no item is left).
+        """Re-wrap the keys wrapped by one of `old` among the `batch` items after id `after`,
+        in one transaction (`rewrap(kek_id, keys)` gives the new kek_id and keys); return
+        how many, and the last id seen (None: no item is left).
 
         A walk over the primary key, a window at a time: `kek_id` has no index (it would
         cost every append), and a window bounds the time each transaction holds the lock.
         """
         return await self._schema.db.write(
-            lambda conn: self._rewrap_keys(conn, old, new, rewrap, after, batch)
+            lambda conn: self._rewrap_keys(conn, set(old), rewrap, after, batch)
         )
 
     def _rewrap_keys(
         self,
         conn: Connection,
-        old: str,
-        new: str,
-        rewrap: Callable[[list[bytes]], list[bytes]],
+        old: set[str],
+        rewrap: Callable[[str, list[bytes]], tuple[str, list[bytes]]],
         after: int,
         batch: int,
     ) -> tuple[int, int | None]:
@@ -143,16 +142,25 @@ class KeyringRows:
         ).all()
         if not window:
             return 0, None
-        rows = [row for row in window if row.kek_id == old and row.wrapped_key is not None]
-        if rows:
-            wrapped = rewrap([bytes(row.wrapped_key) for row in rows])
+        by_kek: dict[str, list[Any]] = {}
+        for row in window:
+            if row.kek_id in old and row.wrapped_key is not None:
+                by_kek.setdefault(row.kek_id, []).append(row)
+        changes = []
+        for kek_id, rows in by_kek.items():
+            new_id, wrapped = rewrap(kek_id, [bytes(row.wrapped_key) for row in rows])
+            changes += [
+                {"pk": row.id, "k": new_id, "w": value}
+                for row, value in zip(rows, wrapped, strict=True)
+            ]
+        if changes:
             conn.execute(
                 update(items)
                 .where(items.c.id == bindparam("pk"))
-                .values(kek_id=new, wrapped_key=bindparam("w")),
-                [{"pk": row.id, "w": value} for row, value in zip(rows, wrapped, strict=True)],
+                .values(kek_id=bindparam("k"), wrapped_key=bindparam("w")),
+                changes,
             )
-        return len(rows), window[-1].id
+        return len(changes), window[-1].id
 
     async def rewrap_states(
         self, rewrap: Callable[[bytes], bytes], after: int, batch: int
@@ -181,14 +189,16 @@ class KeyringRows:
             )
         return rows[-1].id if rows else None
 
-    async def finish_rotation(self, old: str) -> bool:
-        """Delete the retired keyring row `old` if no item key refers to it any more."""
-        return await self._schema.db.write(lambda conn: self._finish(conn, old))
+    async def finish_rotation(self, old: str, owner_keys: Collection[str] = ()) -> bool:
+        """Delete the retired keyring row `old` if no item key refers to it, nor to one of
+        the retired owner keys `owner_keys` (the caller destroys those then)."""
+        return await self._schema.db.write(lambda conn: self._finish(conn, old, owner_keys))
 
-    def _finish(self, conn: Connection, old: str) -> bool:
+    def _finish(self, conn: Connection, old: str, owner_keys: Collection[str]) -> bool:
         self._lock_keyring(conn)
         items = self._schema.items
-        if conn.execute(select(items.c.id).where(items.c.kek_id == old).limit(1)).first():
+        gone = [old, *owner_keys]
+        if conn.execute(select(items.c.id).where(items.c.kek_id.in_(gone)).limit(1)).first():
             return False
         conn.execute(delete(self._schema.keyring).where(self._schema.keyring.c.kek_id == old))
         return True

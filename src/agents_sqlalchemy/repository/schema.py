@@ -15,14 +15,25 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Table, bindparam, case, delete, null, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    bindparam,
+    case,
+    delete,
+    func,
+    null,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..database.units import Database
-from ..errors import ConfigurationError, WrongKeyError
+from ..errors import ConfigurationError, OwnerKeyError, WrongKeyError
 from ..models import MYSQL, Models
-from ..types import NewItem, SessionKey, StoredItem
+from ..types import NewItem, SessionKey, StoredItem, is_owner_key_id, owner_of
 from .prepared import Prepared, PreparedRows
 
 T = TypeVar("T")
@@ -131,6 +142,7 @@ class Schema:
         self.branch_items: Table = models.table(models.branch_item)
         self.turn_usage: Table = models.table(models.turn_usage)
         self.keyring: Table = models.table(models.keyring)
+        self.owner_keys: Table = models.table(models.owner_key)
         # MySQL and MariaDB: no ON CONFLICT, no UPDATE ... RETURNING, no RETURNING at all on
         # MySQL; their branches are named `mysql`.
         self.mysql = db.dialect_name in MYSQL
@@ -156,6 +168,37 @@ class Schema:
                 "`agents-sqlalchemy rotate-key`, perhaps in another process): nothing was "
                 "written; open the store again with the new key"
             )
+
+    def refuse_foreign_owner(self, conn: Connection, session_pk: int, key_id: str | None) -> None:
+        """Raise `OwnerKeyError` (the transaction then rolls back) unless owner key `key_id`
+        is live and belongs to the session's owner as its row says now: the session may
+        have been given to another user since this store looked (`set_user_id`, maybe in
+        another process), or the owner erased. The caller looks again and retries."""
+        found = conn.execute(self._owner_of_session, {"pk": session_pk, "key_id": key_id}).first()
+        if found is None or owner_of(found[0], found[1]) != found[2]:
+            raise OwnerKeyError(
+                "the session's owner changed, or its owner key was destroyed, since this "
+                "store looked: nothing was written"
+            )
+
+    @cached_property
+    def _owner_of_session(self) -> Any:
+        """The session's user id and the hash its owner key is bound to (a companion row's
+        parent's), with the owner of a live owner key, whose row it locks on a server."""
+        sessions, keys = self.sessions, self.owner_keys
+        parent = sessions.alias("parent")
+        this = sessions.c.id == bindparam("pk")
+        user_id = select(sessions.c.user_id).where(this).scalar_subquery()
+        root_hash = (
+            select(func.coalesce(parent.c.session_hash, sessions.c.session_hash))
+            .select_from(sessions.outerjoin(parent, parent.c.id == sessions.c.parent_pk))
+            .where(this)
+            .scalar_subquery()
+        )
+        query = select(user_id, root_hash, keys.c.owner).where(
+            keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
+        )
+        return query if self.db.dialect_name == "sqlite" else query.with_for_update(read=True)
 
     @cached_property
     def _active_kek(self) -> Any:
@@ -287,7 +330,10 @@ class Schema:
     ) -> None:
         """Insert items numbered from `first_seq`, sealed ones with their wrapped keys."""
         if self.sealed and new:
-            self.refuse_retired_kek(conn, new[0].kek_id)
+            if is_owner_key_id(new[0].kek_id):
+                self.refuse_foreign_owner(conn, session_pk, new[0].kek_id)
+            else:
+                self.refuse_retired_kek(conn, new[0].kek_id)
         if self.db.dialect_name == "sqlite":
             keys = self.sealed
             self.statements.insert_item_rows.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -28,7 +29,15 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.expression import Insert, Select, Subquery
 
-from ..types import Candidates, NewItem, Scope, SessionKey, StoredItem, Unindexed
+from ..types import (
+    Candidates,
+    NewItem,
+    Scope,
+    SessionKey,
+    StoredItem,
+    Unindexed,
+    owner_of,
+)
 from .prepared import Prepared, PreparedRows
 from .schema import Schema
 
@@ -144,6 +153,7 @@ class SearchIndex:
             read["vectors"] = case((current, index.c.vector))
         if self._schema.sealed:
             read["wrapped_keys"] = items.c.wrapped_key
+            read["kek_ids"] = items.c.kek_id
         query = (
             select(*read.values())
             .select_from(items)
@@ -169,7 +179,7 @@ class SearchIndex:
             if scope.session is not None:
                 columns["session_hashes"] = [scope.session.hash] * found
                 columns["positions"] = columns["seqs"]
-            for name in ("terms", "vectors", "wrapped_keys"):
+            for name in ("terms", "vectors", "wrapped_keys", "kek_ids"):
                 columns.setdefault(name, [None] * found)
             columns["has_vector"] = [kind == 2 for kind in kinds]
             indexed = found - kinds.count(0)  # one row per item and model at most
@@ -216,20 +226,23 @@ class SearchIndex:
         return await self._schema.db.read(work)
 
     async def hit_rows(self, item_pks: list[int]) -> dict[int, tuple[SessionKey, StoredItem]]:
-        """The items behind the hits, with their sessions, by primary key."""
+        """The items behind the hits, with their sessions (and their owners, as the
+        sessions' rows name them), by primary key."""
         items, sessions = self._schema.items, self._schema.sessions
         query = (
             self._schema.item_columns()
-            .add_columns(sessions.c.session_id)
+            .add_columns(sessions.c.session_id, sessions.c.user_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(items.c.id.in_(item_pks))
         )
 
         def work(conn: Connection) -> dict[int, tuple[SessionKey, StoredItem]]:
-            return {
-                row[0]: (SessionKey.of(row[-1]), self._schema.stored(row[:-1]))
-                for row in conn.execute(query)
-            }
+            found = {}
+            for row in conn.execute(query):
+                key = SessionKey.of(row[-2])
+                key = replace(key, owner=owner_of(row[-1], key.hash))
+                found[row[0]] = (key, self._schema.stored(row[:-2]))
+            return found
 
         return await self._schema.db.read(work)
 

@@ -10,10 +10,12 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     and_,
+    bindparam,
     delete,
     exists,
     func,
     literal,
+    or_,
     select,
     tuple_,
     update,
@@ -23,7 +25,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..models import UTCDateTime
-from ..types import SessionKey
+from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
 from .schema import Schema
 
@@ -153,11 +155,68 @@ class Sessions:
         session_pk, _ = self._schema.claim(conn, key, 0, self._schema.now())
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
-        values = change(row)
-        if values.get("sealed_state") is not None:
-            self._schema.refuse_retired_kek(conn, self._schema.sealing_kek)
+        values = change(row)  # a sealed state's owner is checked there, on the row read
         if values:
             conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
+
+    async def give(
+        self,
+        key: SessionKey,
+        user_id: str | None,
+        rewrap: Callable[[str | None, list[tuple[str, bytes]]], list[tuple[str, bytes]]],
+        rewrap_state: Callable[[str | None, bytes], bytes],
+    ) -> str | None:
+        """Give the session (and its branches' companion row) to `user_id`, creating its
+        row if new; in the same transaction, a sealed store's item keys (every line's) and
+        state are re-wrapped by `rewrap(old_user, [(kek_id, wrapped)])` and
+        `rewrap_state(old_user, blob)`. Returns the user it had."""
+        return await self._schema.db.write(
+            lambda conn: self._give(conn, key, user_id, rewrap, rewrap_state),
+            session_id=key.session_id,
+        )
+
+    def _give(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        user_id: str | None,
+        rewrap: Callable[[str | None, list[tuple[str, bytes]]], list[tuple[str, bytes]]],
+        rewrap_state: Callable[[str | None, bytes], bytes],
+    ) -> str | None:
+        sessions, items = self._schema.sessions, self._schema.items
+        session_pk, _ = self._schema.claim(conn, key, 0, self._schema.now())
+        row = conn.execute(
+            select(sessions.c.user_id, sessions.c.sealed_state).where(sessions.c.id == session_pk)
+        ).one()
+        owned = select(sessions.c.id).where(
+            or_(sessions.c.id == session_pk, sessions.c.parent_pk == session_pk)
+        )
+        pks = [pk for (pk,) in conn.execute(owned)]
+        if self._schema.sealed:
+            found = conn.execute(
+                select(items.c.id, items.c.kek_id, items.c.wrapped_key).where(
+                    items.c.session_pk.in_(pks), items.c.wrapped_key.is_not(None)
+                )
+            ).all()
+            moved = rewrap(row.user_id, [(r.kek_id, bytes(r.wrapped_key)) for r in found])
+            if found:
+                conn.execute(
+                    update(items)
+                    .where(items.c.id == bindparam("pk"))
+                    .values(kek_id=bindparam("k"), wrapped_key=bindparam("w")),
+                    [
+                        {"pk": r.id, "k": kek_id, "w": wrapped}
+                        for r, (kek_id, wrapped) in zip(found, moved, strict=True)
+                    ],
+                )
+            if row.sealed_state is not None:
+                state = rewrap_state(row.user_id, bytes(row.sealed_state))
+                conn.execute(
+                    update(sessions).where(sessions.c.id == session_pk).values(sealed_state=state)
+                )
+        conn.execute(update(sessions).where(sessions.c.id.in_(pks)).values(user_id=user_id))
+        old: str | None = row.user_id
+        return old
 
     def sessions_where(
         self,
@@ -226,25 +285,31 @@ class Sessions:
             if count < batch:
                 return total
 
-    async def delete_sessions(self, where: ColumnElement[bool], batch: int) -> tuple[int, int]:
+    async def delete_sessions(
+        self, where: ColumnElement[bool], batch: int
+    ) -> tuple[int, int, set[str]]:
         """Delete the sessions matching `where`, with their items, in batches.
 
-        Returns (sessions, items) deleted. Each batch is one transaction that first locks its
-        sessions, so a concurrent writer waits and then starts a fresh session.
+        Returns (sessions, items) deleted, and the owners (`owner_of`) of the deleted
+        sessions that had no user: each was its own owner, whose key can go. Each batch is
+        one transaction that first locks its sessions, so a concurrent writer waits and then
+        starts a fresh session.
         """
         total_sessions = total_items = 0
+        ownerless: set[str] = set()
         while True:
-            deleted_sessions, deleted_items = await self._schema.db.write(
+            deleted_sessions, deleted_items, hashes = await self._schema.db.write(
                 lambda conn: self._delete_batch(conn, where, batch)
             )
             total_sessions += deleted_sessions
             total_items += deleted_items
+            ownerless.update(owner_of(None, session_hash) for session_hash in hashes)
             if deleted_sessions < batch:
-                return total_sessions, total_items
+                return total_sessions, total_items, ownerless
 
     def _delete_batch(
         self, conn: Connection, where: ColumnElement[bool], batch: int
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, list[str]]:
         sessions, items = self._schema.sessions, self._schema.items
         chosen = select(sessions.c.id).where(where).limit(batch)
         if self._schema.mysql:  # no LIMIT in an IN subquery, no UPDATE ... RETURNING
@@ -258,14 +323,18 @@ class Sessions:
             )
             pks = list(locked.scalars())
         if not pks:
-            return 0, 0
+            return 0, 0, []
+        without_user = select(sessions.c.session_hash).where(
+            sessions.c.id.in_(pks), sessions.c.user_id.is_(None)
+        )
+        hashes = list(conn.execute(without_user).scalars())
         companions = select(sessions.c.id).where(sessions.c.parent_pk.in_(pks))
         # One list of keys: an OR of two (or of a subquery) kept PostgreSQL off the items'
         # (session_pk, seq) index, a sequential scan of every item per batch.
         owners = [*pks, *conn.execute(companions).scalars()]
         removed = conn.execute(delete(items).where(items.c.session_pk.in_(owners)))
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
-        return len(pks), int(removed.rowcount)
+        return len(pks), int(removed.rowcount), hashes
 
     async def purge_expired(self, batch: int) -> int:
         """Delete expired items in batches; return how many."""

@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .. import repository
-from ..crypto import Key, validate_key
+from ..crypto import Key, OwnerKeyStore, validate_key
 from ..database.engines import DEFAULT_LOCK_TIMEOUT
 from ..database.units import Database
 from ..errors import ConfigurationError
@@ -34,6 +34,7 @@ from ..repository import (
     Items,
     KeyringRows,
     Lines,
+    OwnerKeyRows,
     Schema,
     SearchIndex,
     Sessions,
@@ -50,6 +51,7 @@ from .indexer import Indexer
 from .keys import ROTATE_BATCH, KeyRotation
 from .management import Management
 from .opener import Opener
+from .owners import Owners
 from .portability import Portability
 from .searcher import Searcher
 
@@ -66,6 +68,7 @@ class Services:
     search_index: SearchIndex
     background: Background
     opener: Opener
+    owners: Owners
     keys: KeyRotation
     adoption: Adoption
     conversation: Conversation
@@ -92,6 +95,7 @@ class Services:
         import_sdk_history: bool = False,
         embedder_chosen: bool = True,
         telemetry: Telemetry | None = None,
+        owner_keys: OwnerKeyStore | None = None,
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
@@ -129,30 +133,45 @@ class Services:
             create_tables=create_tables,
             background=background,
         )
-        adoption = Adoption(db, opener, sessions, imports, tables, import_on_use=import_sdk_history)
+        if owner_keys is not None and key is None:
+            raise ConfigurationError("owner_keys= needs a key: a plaintext store has no keys")
+        if owner_keys is not None and not isinstance(owner_keys, OwnerKeyStore):
+            raise ConfigurationError(
+                f"owner_keys must implement OwnerKeyStore (keep, fetch, destroy), got "
+                f"{type(owner_keys).__name__}"
+            )
+        owners = Owners(opener, OwnerKeyRows(schema), sessions, owner_keys)
+        adoption = Adoption(
+            db, opener, owners, sessions, imports, tables, import_on_use=import_sdk_history
+        )
         indexer = (
             None
             if embedder is None
-            else Indexer(index, opener, embedder, background, chosen=embedder_chosen)
+            else Indexer(index, opener, owners, embedder, background, chosen=embedder_chosen)
         )
         written = indexer.written if indexer else None
-        conversation = Conversation(items, sessions, Compaction(schema), opener, written, ttl=ttl)
-        management = Management(sessions, index, opener)
-        branches_service = Branches(branches, usage, opener, written, ttl=ttl)
+        conversation = Conversation(
+            items, sessions, Compaction(schema), opener, owners, written, ttl=ttl
+        )
+        management = Management(sessions, index, opener, owners)
+        branches_service = Branches(branches, usage, opener, owners, written, ttl=ttl)
         return cls(
             db=db,
             imports=imports,
             search_index=index,
             background=background,
             opener=opener,
-            keys=KeyRotation(opener, keyring),
+            owners=owners,
+            keys=KeyRotation(opener, keyring, owners),
             adoption=adoption,
             conversation=conversation,
             management=management,
             branches=branches_service,
             portability=Portability(conversation, branches_service, management),
             indexer=indexer,
-            searcher=None if indexer is None else Searcher(index, opener, indexer, background),
+            searcher=(
+                None if indexer is None else Searcher(index, opener, owners, indexer, background)
+            ),
         )
 
     def search(self) -> Searcher:

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..codec import Codec, encode_item
+from ..crypto import Wrapper
 from ..database.units import Database, database_errors
 from ..errors import SdkHistoryError
 from ..repository import Imports, SdkSource, Sessions
@@ -28,6 +29,7 @@ from ..repository.imports import Order
 from ..tables import TableNames
 from ..types import SessionKey
 from .opener import IMPORT_COMMAND, SDK_MESSAGES, SDK_SESSIONS, Opener
+from .owners import Owners
 
 
 class Adoption:
@@ -37,6 +39,7 @@ class Adoption:
         self,
         db: Database,
         opener: Opener,
+        owners: Owners,
         sessions: Sessions,
         imports: Imports,
         tables: TableNames,
@@ -46,6 +49,7 @@ class Adoption:
         self.import_on_use = import_on_use
         self._db = db
         self._opener = opener
+        self._owners = owners
         self._sessions = sessions
         self._imports = imports
         self._tables = tables
@@ -75,7 +79,8 @@ class Adoption:
                 f"`{command}`, or open the store with import_sdk_history=True to import each "
                 "such session on first use; nothing was read or written"
             )
-        await copy_session(self._imports, codec, key, rows)
+        sealer = await self._owners.sealer(key)
+        await copy_session(self._imports, codec, key, rows, sealer=sealer)
 
     async def _sdk_source(self) -> tuple[SdkSource, Order] | None:
         """A reader of the SDK's tables, where they hold history (looked at once)."""
@@ -97,10 +102,12 @@ async def copy_session(
     key: SessionKey,
     rows: Sequence[Any],
     created: tuple[datetime | None, datetime | None] = (None, None),
+    sealer: Wrapper | None = None,
 ) -> tuple[int | None, int]:
     """Write one SDK session's rows (message_data, created_at; in the SDK's order) as a
     session of ours, in one transaction: (items written, or None if the session exists
-    already; rows that are not JSON objects, skipped as the SDK skips them)."""
+    already; rows that are not JSON objects, skipped as the SDK skips them). A sealed
+    store's `sealer` is the new session's owner key."""
     now = datetime.now(timezone.utc)
     known = [_utc(row.created_at, now) for row in rows if row.created_at is not None]
     first = _utc(created[0], min(known, default=now))
@@ -113,7 +120,7 @@ async def copy_session(
             unreadable += 1
             continue
         written_at.append(_utc(row.created_at, first))
-    items = list(zip(written_at, codec.rows(key, payloads, 1), strict=True))
+    items = list(zip(written_at, codec.rows(key, payloads, 1, sealer), strict=True))
     if not await imports.import_session(key, (first, last), items):
         return None, unreadable
     return len(items), unreadable

@@ -8,7 +8,7 @@ Example::
 
     lines = Lines(schema)
     stored = repository.Branches(schema, lines)
-    branches = Branches(stored, Usage(schema, Items(schema), lines, stored), opener,
+    branches = Branches(stored, Usage(schema, Items(schema), lines, stored), opener, owners,
                         written=None, ttl=None)
     name, source = await branches.create(key, "main", 2, None)
     await branches.read(key, name, limit=None)
@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import repository
 from ..codec import Codec, encode_items
+from ..crypto import OwnerKey
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Gone, Opened, Usage
@@ -29,6 +30,7 @@ from ..turns import MAIN, Turn, is_user
 from ..types import Appended, BranchSummary, SessionKey, Written
 from ..validation import check_range
 from .opener import Opener
+from .owners import Owners
 
 MAX_NAME = 255
 
@@ -48,6 +50,7 @@ class Branches:
         branches: repository.Branches,
         usage: Usage,
         opener: Opener,
+        owners: Owners,
         written: Written | None,
         *,
         ttl: timedelta | None,
@@ -55,6 +58,7 @@ class Branches:
         self._branches = branches
         self._usage = usage
         self._opener = opener
+        self._owners = owners
         self._written = written
         self.ttl = ttl
 
@@ -68,11 +72,15 @@ class Branches:
             check_range("limit", limit, 0)
             if limit == 0:
                 return []
-        codec, _ = await self._codec(key)
-        found = await self._branches.read_branch(key, branch, limit)
-        if isinstance(found, Gone):
-            return found
-        return codec.items(key, found)
+
+        async def read(key: SessionKey) -> list[Any] | Gone:
+            codec, _ = await self._codec(key)
+            found = await self._branches.read_branch(key, branch, limit)
+            if isinstance(found, Gone):
+                return found
+            return codec.items(key, found)
+
+        return await self._owners.reading(key, read)
 
     async def append(
         self,
@@ -87,27 +95,35 @@ class Branches:
         payloads = encode_items(items)
         if not payloads:
             return True
-        codec, opened = await self._codec(key)
-        done = await self._usage.append_with_usage(
-            key,
-            branch,
-            lambda first_seq: codec.rows(key, payloads, first_seq),
-            [is_user(item) for item in items],
-            ttl or self.ttl,
-            usage,
-            opened,
-        )
+
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> bool:
+            codec, opened = await self._codec(key)
+            return await self._usage.append_with_usage(
+                key,
+                branch,
+                lambda first_seq: codec.rows(key, payloads, first_seq, sealer),
+                [is_user(item) for item in items],
+                ttl or self.ttl,
+                usage,
+                opened,
+            )
+
+        done = await self._owners.writing(key, write, reads=True)
         if done and branch == MAIN and self._written is not None:
             self._written(Appended(key))
         return done
 
     async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:
         """Remove and return a branch's latest live item; `GONE` if the branch is dead."""
-        codec, opened = await self._codec(key)
-        async with self._opener.scrubbing():
+
+        async def pop(key: SessionKey) -> Any | Gone | None:
+            codec, opened = await self._codec(key)
             return await self._branches.pop_line(
                 key, branch, lambda stored: codec.item(key, stored), opened
             )
+
+        async with self._opener.scrubbing():
+            return await self._owners.reading(key, pop)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete the items of every branch and the usage; return how many main items."""
@@ -121,9 +137,13 @@ class Branches:
         """Branch off `source` before user turn `turn`: (the new branch, the source used)."""
         if name is not None:
             _check_name(name, "Branch name")
-        _, opened = await self._codec(key)
         base = f"branch_from_turn_{turn}_{int(time.time())}"
-        return await self._branches.create_branch(key, source, turn, name, base, opened)
+
+        async def create(key: SessionKey) -> tuple[str, str]:
+            _, opened = await self._codec(key)
+            return await self._branches.create_branch(key, source, turn, name, base, opened)
+
+        return await self._owners.reading(key, create)
 
     async def exists(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live and holds items."""
@@ -149,24 +169,37 @@ class Branches:
 
     async def summaries(self, key: SessionKey) -> list[BranchSummary]:
         """The branches that hold live items."""
-        _, opened = await self._codec(key)
-        return await self._branches.branch_summaries(key, opened)
+
+        async def summaries(key: SessionKey) -> list[BranchSummary]:
+            _, opened = await self._codec(key)
+            return await self._branches.branch_summaries(key, opened)
+
+        return await self._owners.reading(key, summaries)
 
     async def turns(self, key: SessionKey, branch: str, *, users_only: bool) -> list[Turn] | Gone:
         """A branch's live items, decoded, with their user turns."""
-        codec, opened = await self._codec(key)
-        found = await self._branches.line_items(key, branch, opened, users_only=users_only)
-        if isinstance(found, Gone):
-            return found
-        items = codec.items(key, [row.stored for row in found])
-        return [
-            (r.turn, r.is_user, r.created_at, item) for r, item in zip(found, items, strict=True)
-        ]
+
+        async def turns(key: SessionKey) -> list[Turn] | Gone:
+            codec, opened = await self._codec(key)
+            found = await self._branches.line_items(key, branch, opened, users_only=users_only)
+            if isinstance(found, Gone):
+                return found
+            items = codec.items(key, [row.stored for row in found])
+            return [
+                (r.turn, r.is_user, r.created_at, item)
+                for r, item in zip(found, items, strict=True)
+            ]
+
+        return await self._owners.reading(key, turns)
 
     async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
         """Record a run's usage on a branch's current turn (False: the branch has none)."""
-        _, opened = await self._codec(key)
-        return await self._usage.record_usage(key, branch, usage, opened)
+
+        async def record(key: SessionKey) -> bool | Gone:
+            _, opened = await self._codec(key)
+            return await self._usage.record_usage(key, branch, usage, opened)
+
+        return await self._owners.reading(key, record)
 
     async def turn_usage(
         self, key: SessionKey, branch: str, turn: int | None

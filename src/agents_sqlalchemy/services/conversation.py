@@ -21,13 +21,15 @@ from datetime import timedelta
 from typing import Any
 
 from ..codec import encode_item, encode_items
+from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..telemetry import current
-from ..types import WHOLE, Appended, NewItem, SessionKey, StoredItem, Tail, Written
+from ..types import WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
+from .owners import Owners
 
 # Items decoded or encoded in a worker thread beyond this many, so that one big session does
 # not hold the event loop (below it, the thread hop costs more than the work).
@@ -48,6 +50,7 @@ class Conversation:
         sessions: Sessions,
         compaction: Compaction,
         opener: Opener,
+        owners: Owners,
         written: Written | None,
         *,
         ttl: timedelta | None,
@@ -56,6 +59,7 @@ class Conversation:
         self._sessions = sessions
         self._compaction = compaction
         self._opener = opener
+        self._owners = owners
         self._written = written
         self.ttl = ttl
 
@@ -65,6 +69,12 @@ class Conversation:
             check_range("limit", limit, 0)
             if limit == 0:
                 return []
+        codec = await self._opener.ready()
+        if codec.kek_id is not None:
+            return await self._owners.reading(key, lambda owned: self._read(owned, limit))
+        return await self._read(key, limit)
+
+    async def _read(self, key: SessionKey, limit: int | None) -> list[Any]:
         codec = await self._opener.ready()
         rows = await self._items.read(key, limit, codec.kek_id)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
@@ -95,13 +105,15 @@ class Conversation:
         if (operation := current()) is not None:
             operation.wrote(len(payloads), sum(map(len, payloads)))
         codec = await self._opener.ready()
-        build = functools.partial(codec.rows, key, payloads)
         ttl = ttl or self.ttl
-        placed = (
-            await self._items.append(key, len(payloads), build, ttl)
-            if batch_key is None
-            else await self._items.append_once(key, len(payloads), build, ttl, batch_key)
-        )
+
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> tuple[int, int] | None:
+            build = functools.partial(codec.rows, key, payloads, sealer=sealer)
+            if batch_key is None:
+                return await self._items.append(key, len(payloads), build, ttl)
+            return await self._items.append_once(key, len(payloads), build, ttl, batch_key)
+
+        placed = await self._owners.writing(key, write)
         if placed is None:
             return  # a batch of this idempotency key is stored already
         session_pk, first_seq = placed
@@ -112,8 +124,14 @@ class Conversation:
     async def pop(self, key: SessionKey) -> Any | None:
         """Remove and return the latest live item, or None; its key is destroyed."""
         codec = await self._opener.ready()
-        async with self._opener.scrubbing():
+
+        async def pop(key: SessionKey) -> Any | None:
             return await self._items.pop(key, lambda stored: codec.item(key, stored))
+
+        async with self._opener.scrubbing():
+            if codec.kek_id is None:
+                return await pop(key)
+            return await self._owners.reading(key, pop)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of a session (and their keys); return how many."""
@@ -146,14 +164,17 @@ class Conversation:
     async def set_user_id(self, key: SessionKey, user_id: str | None) -> None:
         """Give the session to `user_id` (None: to nobody)."""
         user_id = check_user_id(user_id)
-        await self._opener.ready()
-        await self._sessions.update_session(key, lambda _: {"user_id": user_id}, ())
+        await self._owners.give(key, user_id)
 
     async def state(self, key: SessionKey) -> dict[str, Any]:
         """The session's whole state mapping ({} when empty)."""
         codec = await self._opener.ready()
-        row = await self._sessions.read_session_columns(key, codec.state_columns)
-        return codec.state(key, row) if row else {}
+
+        async def read(key: SessionKey) -> dict[str, Any]:
+            row = await self._sessions.read_session_columns(key, codec.state_columns)
+            return codec.state(key, row) if row else {}
+
+        return await self._owners.reading(key, read)
 
     async def change_state(
         self, key: SessionKey, name: str, value: Any = None, *, delete: bool = False
@@ -169,17 +190,21 @@ class Conversation:
             encode_item({"value": value}, f"state {name!r}")  # ItemError before any write
         codec = await self._opener.ready()
 
-        def change(row: Any) -> dict[str, Any]:
-            state = codec.state(key, row)
-            if delete:
-                state.pop(name, None)
-            else:
-                state[name] = value
-            return codec.state_values(key, state)
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> None:
+            def change(row: Any) -> dict[str, Any]:
+                self._owners.check(sealer, key, row.user_id)
+                state = codec.state(key, row)
+                if delete:
+                    state.pop(name, None)
+                else:
+                    state[name] = value
+                return codec.state_values(key, state, sealer)
+
+            await self._sessions.update_session(key, change, (*codec.state_columns, "user_id"))
 
         # The sealed state replaced leaves no copy in a SQLite WAL, deleted or overwritten.
         async with self._opener.scrubbing(forget=delete):
-            await self._sessions.update_session(key, change, codec.state_columns)
+            await self._owners.writing(key, write, reads=True)
 
     async def replace_state(self, key: SessionKey, state: dict[str, Any]) -> None:
         """Replace the session's whole state mapping at once (an import's), scrubbed as
@@ -187,10 +212,16 @@ class Conversation:
         encode_item(state, "state")  # ItemError before any write
         state = dict(state)
         codec = await self._opener.ready()
+
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> None:
+            def change(row: Any) -> dict[str, Any]:
+                self._owners.check(sealer, key, row.user_id)
+                return codec.state_values(key, state, sealer)
+
+            await self._sessions.update_session(key, change, ("user_id",))
+
         async with self._opener.scrubbing(forget=False):
-            await self._sessions.update_session(
-                key, lambda _: codec.state_values(key, state), codec.state_columns
-            )
+            await self._owners.writing(key, write)
 
     # -- compaction: read a tail, replace it (or everything) in one transaction ---------------
 
@@ -198,8 +229,12 @@ class Conversation:
         """The latest `limit` live items, decoded, and the rows they came from."""
         check_range("limit", limit, 0)
         codec = await self._opener.ready()
-        tail = await self._compaction.tail(key, limit)
-        return [codec.item(key, stored) for stored in tail.stored], tail
+
+        async def read(key: SessionKey) -> tuple[list[Any], Tail]:
+            tail = await self._compaction.tail(key, limit)
+            return [codec.item(key, stored) for stored in tail.stored], tail
+
+        return await self._owners.reading(key, read)
 
     async def replace_tail(
         self,
@@ -218,29 +253,39 @@ class Conversation:
         expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
         if not expected:
             return False
-        build = await self._builder(key, output)
+        payloads = self._payloads(output)
         codec = await self._opener.ready()
 
-        def prunable(stored: StoredItem) -> bool:
-            try:
-                item = codec.item(key, stored)
-            except AgentsSQLAlchemyError:
-                return False
-            return prune is not None and bool(prune(item))
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> bool:
+            def prunable(stored: StoredItem) -> bool:
+                try:
+                    item = codec.item(key, stored)
+                except AgentsSQLAlchemyError:
+                    return False
+                return prune is not None and bool(prune(item))
 
-        async with self._opener.scrubbing():
-            replaced = await self._compaction.replace_tail(
+            build = functools.partial(codec.rows, key, payloads, sealer=sealer)
+            return await self._compaction.replace_tail(
                 key, expected, len(output), build, prunable if prune else None
             )
+
+        async with self._opener.scrubbing():
+            replaced = await self._owners.writing(key, write, reads=prune is not None)
         if replaced and self._written is not None:
             self._written(Appended(key))
         return replaced
 
     async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
         """Replace every item of the session by `items`, in one transaction."""
-        build = await self._builder(key, items)
-        async with self._opener.scrubbing():
+        payloads = self._payloads(items)
+        codec = await self._opener.ready()
+
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> None:
+            build = functools.partial(codec.rows, key, payloads, sealer=sealer)
             await self._compaction.replace_all(key, len(items), build, ttl or self.ttl)
+
+        async with self._opener.scrubbing():
+            await self._owners.writing(key, write)
         if self._written is not None:
             self._written(Appended(key))
 
@@ -263,13 +308,13 @@ class Conversation:
             key.session_id,
         )
 
-    async def _builder(self, key: SessionKey, items: list[Any]) -> Callable[[int], list[NewItem]]:
-        """Rows for `items` once their first number is known (search indexes them after)."""
-        payloads = encode_items(items)  # ItemError before any write
+    @staticmethod
+    def _payloads(items: list[Any]) -> list[str]:
+        """The JSON of `items` to write (`ItemError` before any write)."""
+        payloads = encode_items(items)
         if (operation := current()) is not None:
             operation.wrote(len(payloads), sum(map(len, payloads)))
-        codec = await self._opener.ready()
-        return lambda first_seq: codec.rows(key, payloads, first_seq)
+        return payloads
 
 
 def batch_key_of(idempotency_key: str) -> str:

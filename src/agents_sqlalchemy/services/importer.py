@@ -125,8 +125,9 @@ async def _copy(
     """Copy one SDK session: (items copied, or None if the target had it; rows unreadable)."""
     key = session_key(group.session_id)
     rows = await reader.rows(key.session_id, order)
+    sealer = await services.owners.sealer(key)
     copied, unreadable = await copy_session(
-        services.imports, codec, key, rows, (group.first, group.last)
+        services.imports, codec, key, rows, (group.first, group.last), sealer
     )
     if copied is not None and (operation := current()) is not None:  # copied, not skipped
         operation.wrote(copied, sum(len(row.message_data or "") for row in rows))

@@ -18,13 +18,13 @@ import contextlib
 import logging
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
 
 from ..aio import holding
 from ..codec import Codec
-from ..errors import AgentsSQLAlchemyError, SearchModelWarning
+from ..errors import AgentsSQLAlchemyError, OwnerKeyError, SearchModelWarning
 from ..repository import SearchIndex
 from ..search import (
     Embedder,
@@ -36,10 +36,11 @@ from ..search import (
     pack_vectors,
 )
 from ..telemetry import current
-from ..types import Appended, IndexEntry, Scope, SessionKey, StoredItem
+from ..types import Appended, IndexEntry, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from ..validation import check_range
 from .background import Background
 from .opener import Opener
+from .owners import Owners
 
 # Items indexed per transaction when search catches up.
 CATCH_UP_BATCH = 200
@@ -54,6 +55,7 @@ class Indexer:
         self,
         index: SearchIndex,
         opener: Opener,
+        owners: Owners,
         embedder: Embedder,
         background: Background,
         *,
@@ -67,6 +69,7 @@ class Indexer:
         self._checking = threading.Lock()
         self._index = index
         self._opener = opener
+        self._owners = owners
         self._catching_up = threading.Lock()
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
@@ -217,15 +220,11 @@ class Indexer:
             new = scope.session is not None and since_seq > 0  # what this store just wrote
             while batch := await index.unindexed(model_id, batch_size, after, scope, new=new):
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
+                await self._owners.load(row.stored.kek_id for row in batch)
                 entries = await self.index(
                     [codec.item(row.key, row.stored) for row in batch], codec
                 )
-                await index.replace_index(
-                    [
-                        (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, e))
-                        for row, e in zip(batch, entries, strict=True)
-                    ]
-                )
+                await index.replace_index(reindexed_rows(codec, batch, entries))
                 done += len(batch)
                 if progress is not None:
                     progress(done, max(total, done))
@@ -241,3 +240,20 @@ class Indexer:
                 if len(batch) < batch_size:  # the last: no need to look again
                     break
         return done
+
+
+def reindexed_rows(
+    codec: Codec, batch: Sequence[Unindexed], entries: Sequence[IndexEntry]
+) -> list[tuple[int, int, NewItem]]:
+    """The index rows of `batch` (session row, place, row), for `SearchIndex.replace_index`;
+    an item whose owner key was destroyed while it was being indexed (its session deleted,
+    its owner erased) is gone, and left out."""
+    rows = []
+    for row, entry in zip(batch, entries, strict=True):
+        try:
+            rows.append(
+                (row.session_pk, row.stored.seq, codec.reindexed(row.key, row.stored, entry))
+            )
+        except OwnerKeyError:
+            continue
+    return rows

@@ -1,8 +1,9 @@
-"""Changing a store's key: every data key re-wrapped under the new one, resumably.
+"""Changing a store's key: every owner key replaced by a fresh one, every data key
+re-wrapped under its owner's new key, the old keys destroyed; resumably.
 
 Example::
 
-    rotation = KeyRotation(opener, KeyringRows(schema))
+    rotation = KeyRotation(opener, KeyringRows(schema), owners)
     await rotation.rotate("new passphrase")
 """
 
@@ -13,15 +14,18 @@ from collections.abc import Callable
 from ..crypto import (
     Key,
     KeyringRecord,
+    Wrapper,
     create_kek,
     open_kek,
     rewrap_many,
     rewrap_state,
+    state_kek_id,
     validate_key,
 )
 from ..errors import ConfigurationError
 from ..repository import KeyringRows
 from .opener import Opener
+from .owners import Owners
 
 ROTATE_BATCH = 1000
 
@@ -29,9 +33,10 @@ ROTATE_BATCH = 1000
 class KeyRotation:
     """Re-wraps a store's data keys under a new key; resumes an interrupted rotation."""
 
-    def __init__(self, opener: Opener, keyring: KeyringRows) -> None:
+    def __init__(self, opener: Opener, keyring: KeyringRows, owners: Owners) -> None:
         self._opener = opener
         self._keyring = keyring
+        self._owners = owners
 
     async def rotate(
         self,
@@ -57,29 +62,36 @@ class KeyRotation:
         else:
             new = await create_kek(new_key, previous=old)
             await keyring.add_keyring(new.record.as_row(), retire=old.kek_id)
-        done, total = 0, await keyring.count_keys(old.kek_id)
+        # Every owner key gets a fresh successor: what a removal left in copies of the
+        # database is then wrapped by keys that are destroyed at the end.
+        pairs = await self._owners.successors(old, new, resuming=bool(pending))
+        moves: dict[str, tuple[Wrapper, Wrapper]] = {old.kek_id: (old, new)}
+        moves |= {key_id: pair for key_id, pair in pairs.items()}
+
+        def rewrap_keys(kek_id: str, wrapped: list[bytes]) -> tuple[str, list[bytes]]:
+            before, after = moves[kek_id]
+            return after.kek_id, rewrap_many(wrapped, before, after)
+
+        def rewrap_blob(blob: bytes) -> bytes:
+            move = moves.get(state_kek_id(blob))
+            return blob if move is None else rewrap_state(blob, *move)
+
+        done, total = 0, await keyring.count_keys(moves)
         if progress is not None:
             progress(done, total)
         finished = False
         while not finished:  # until no key (from a writer racing the rotation) is left behind
             last: int | None = 0
             while last is not None:
-                count, last = await keyring.rewrap_keys(
-                    old.kek_id,
-                    new.kek_id,
-                    lambda wrapped: rewrap_many(wrapped, old, new),
-                    last,
-                    batch_size,
-                )
+                count, last = await keyring.rewrap_keys(moves, rewrap_keys, last, batch_size)
                 done += count
                 if count and progress is not None:
                     progress(done, max(total, done))
             after: int | None = 0
             while after is not None:
-                after = await keyring.rewrap_states(
-                    lambda blob: rewrap_state(blob, old, new), after, batch_size
-                )
-            finished = await keyring.finish_rotation(old.kek_id)
+                after = await keyring.rewrap_states(rewrap_blob, after, batch_size)
+            finished = await keyring.finish_rotation(old.kek_id, pairs)
+        await self._owners.destroy_keys(pairs)
         await keyring.scrub()
         opener.adopt(new_key, new)
         return done

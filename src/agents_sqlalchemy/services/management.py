@@ -18,9 +18,10 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import SearchIndex, Sessions
-from ..types import SessionKey
+from ..types import SessionKey, owner_of
 from ..validation import check_range, check_user_id, metadata_filter, older_than, session_key
 from .opener import Opener
+from .owners import Destroyed, Owners
 
 DELETE_BATCH = 500
 
@@ -28,10 +29,13 @@ DELETE_BATCH = 500
 class Management:
     """Describes, lists and removes sessions; purges expired items."""
 
-    def __init__(self, sessions: Sessions, index: SearchIndex, opener: Opener) -> None:
+    def __init__(
+        self, sessions: Sessions, index: SearchIndex, opener: Opener, owners: Owners
+    ) -> None:
         self._sessions = sessions
         self._index = index
         self._opener = opener
+        self._owners = owners
 
     async def info(self, key: SessionKey) -> SessionInfo | None:
         """How the session stands (owner, metadata, times, live item count), or None."""
@@ -106,6 +110,11 @@ class Management:
 
     async def delete(self, **where: Any) -> Removed:
         """Delete the sessions matching `where` (see `Sessions.sessions_where`)."""
+        return (await self.delete_with_keys(**where))[0]
+
+    async def delete_with_keys(self, **where: Any) -> tuple[Removed, Destroyed]:
+        """`delete`, and what became of owner keys: those of the deleted sessions that had
+        no user, and with `user_id`, that user's (every session of theirs is gone)."""
         if "user_id" in where and check_user_id(where["user_id"]) is None:
             raise ConfigurationError("delete_user needs a user id, got None")
         if "inactive_for" in where:
@@ -113,8 +122,13 @@ class Management:
         await self._opener.ready()
         condition = self._sessions.sessions_where(**where)
         async with self._opener.scrubbing():
-            sessions, items = await self._sessions.delete_sessions(condition, DELETE_BATCH)
-        return Removed(sessions=sessions, items=items)
+            sessions, items, owners = await self._sessions.delete_sessions(condition, DELETE_BATCH)
+            if where.get("user_id") is not None:
+                owners.add(owner_of(where["user_id"], ""))
+            if not where:  # every session: every owner's key
+                owners |= await self._owners.every_owner()
+            destroyed = await self._owners.destroy(owners)
+        return Removed(sessions=sessions, items=items), destroyed
 
     async def purge_expired(self, batch_size: int) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""

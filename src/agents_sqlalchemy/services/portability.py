@@ -338,12 +338,13 @@ async def erase(
     dialect: str,
     tables: TableNames,
     encrypted: bool,
+    keeper: str | None,
 ) -> ErasureReceipt:
     """Delete every session of `user_id` (items, their keys, state, branches, usage) and
     return the receipt of what was destroyed; see `SessionStore.erase_user`."""
     if check_user_id(user_id) is None:
         raise ConfigurationError("erase_user needs a user id, got None")
-    removed = await management.delete(user_id=user_id)
+    removed, destroyed = await management.delete_with_keys(user_id=user_id)
     prefix = f"{tables.schema}." if tables.schema else ""
     return ErasureReceipt(
         user_sha256=ErasureReceipt.hash_user(user_id),
@@ -354,6 +355,10 @@ async def erase(
         dialect=dialect,
         tables=tuple(prefix + tables.name(role) for role in ERASED_ROLES),
         encrypted=encrypted,
+        owner_keys_destroyed=destroyed.keys,
+        owner_keys_kept=keeper,
+        owner_key_status=destroyed.status,
+        owner_key_gone_at=destroyed.at,
     )
 
 

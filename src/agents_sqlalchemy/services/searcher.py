@@ -41,6 +41,7 @@ from ..validation import check_range
 from .background import Background
 from .indexer import CATCH_UP_BATCH, Indexer
 from .opener import Opener
+from .owners import Owners
 
 # Candidates ranked in a worker thread beyond this many (below, the hop costs more).
 OFF_LOOP = 2000
@@ -52,10 +53,16 @@ class Searcher:
     """Ranks a scope's items for a query, with the embedder its `Indexer` indexes for."""
 
     def __init__(
-        self, index: SearchIndex, opener: Opener, indexer: Indexer, background: Background
+        self,
+        index: SearchIndex,
+        opener: Opener,
+        owners: Owners,
+        indexer: Indexer,
+        background: Background,
     ) -> None:
         self._index = index
         self._opener = opener
+        self._owners = owners
         self._indexer = indexer
         self._background = background
 
@@ -123,6 +130,7 @@ class Searcher:
         # Many candidates are ranked in a worker thread, so that the event loop stays free.
         hits = await asyncio.to_thread(rank) if len(candidates) > OFF_LOOP else rank()
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
+        await self._owners.load(stored.kek_id for _, stored in rows.values())
         results: list[SearchHit] = []
         for hit in hits:
             # An item removed since the candidates were read is not found, and its id may
@@ -179,6 +187,7 @@ class Searcher:
             stored = await self._index.vectors(pks, model_id)
             keys = [(pk, candidates.wrapped_keys[i]) for i, pk in zip(missing, pks, strict=True)]
             read = candidates.take(missing, [stored.get(key) for key in keys])
+            await self._owners.load(read.kek_ids)
             for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
                 vectors[i] = vector
         return vectors

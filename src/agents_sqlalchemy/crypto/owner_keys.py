@@ -1,0 +1,236 @@
+"""Owner keys: one key per data subject, between the store's key and the items' data keys.
+
+An owner is a user (every session with that `user_id`) or, for a session without a user,
+the session itself. Each item's data key is wrapped under its owner's key, so destroying
+one owner's key makes every copy of that owner's items unreadable (table files, WAL or
+redo log, replicas, backups), whatever the database's own deletion leaves behind, and
+nobody else's.
+
+Where owner keys are kept is an `OwnerKeyStore`: deletion there is what erasure means.
+
+- `InDatabase` (the default): wrapped under the store's key-encryption key, in the owner
+  keys table. Real erasure on SQLite (the scrub); on a server, copies of the table keep
+  the wrapped key, which the store's key still opens (rotate the store's key to finish).
+- `KeyDirectory(path)`: one file per key on the application's host, deleted and the
+  directory synced. Copies of the database hold nothing that opens an erased owner's items.
+- A KMS or Vault transit engine: implement the three methods (see
+  `examples/kms_owner_keys.py`); its `destroy` may schedule the deletion.
+
+An owner key is bound to its owner: the wrapping key is derived from the key's material,
+its id and the owner's id, so items whose session was handed to another owner outside the
+library (its `user_id` column changed) do not open.
+
+Example::
+
+    keys = KeyDirectory("/var/lib/myapp/owner-keys")
+    store = SessionStore(url, key=store_key, owner_keys=keys)
+    receipt = await store.erase_user("alice")      # alice's key file is gone
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
+
+from ..errors import ConfigurationError, DecryptionError, KeyProviderError
+from .kdf import KEY_BYTES, hkdf
+from .keys import KeyEncryptionKey
+
+_KEY_ID = re.compile(r"o[0-9a-f]{32}")
+
+
+def new_key_id() -> str:
+    """A fresh, random owner key id ("o" and 32 hex digits; it says nothing of the owner)."""
+    return "o" + secrets.token_hex(16)
+
+
+class OwnerKey:
+    """An owner's key, opened: wraps and unwraps item data keys locally, bound to its owner.
+
+    Example::
+
+        key = OwnerKey(new_key_id(), owner_of("alice", ""), os.urandom(32))   # types.owner_of
+        assert key.unwrap(key.wrap(data_key)) == data_key
+    """
+
+    __slots__ = ("_wrap_key", "kek_id", "owner")
+
+    def __init__(self, key_id: str, owner: str, material: bytes) -> None:
+        if len(material) != KEY_BYTES:
+            raise DecryptionError(f"owner key {key_id}: its material has the wrong length")
+        self.kek_id = key_id
+        self.owner = owner
+        self._wrap_key = hkdf(material, f"owner-key-wrap/{key_id}/{owner}")
+
+    def wrap(self, data_key: bytes) -> bytes:
+        """Wrap a data key (AES key wrap, RFC 3394): 32 bytes in, 40 out."""
+        return aes_key_wrap(self._wrap_key, data_key)
+
+    def unwrap(self, wrapped: bytes) -> bytes:
+        """Unwrap what `wrap` made; anything else raises `DecryptionError`."""
+        try:
+            return aes_key_unwrap(self._wrap_key, wrapped)
+        except (InvalidUnwrap, ValueError) as exc:
+            raise DecryptionError(
+                f"a data key does not unwrap under owner key {self.kek_id}"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"OwnerKey({self.kek_id!r})"
+
+
+@dataclass(frozen=True)
+class Destruction:
+    """What a key store did with a key: `"destroyed"` now, or `"scheduled"` for `at`."""
+
+    status: Literal["destroyed", "scheduled"]
+    at: datetime
+
+
+@runtime_checkable
+class OwnerKeyStore(Protocol):
+    """Where owner keys are kept. Methods may be plain (run in a worker thread) or `async`.
+
+    `keep` returns bytes for the database to hold beside the key's id (a wrapped key, a
+    KMS ciphertext, or None when the store keeps everything itself); `fetch` gets them
+    back. Ids and owners are hex strings, safe as file names.
+
+    Example::
+
+        class Vault:
+            async def keep(self, key_id, owner, material):
+                return await vault.encrypt(f"owner-{owner}", material)   # kept in the database
+
+            async def fetch(self, key_id, owner, kept):
+                return await vault.decrypt(f"owner-{owner}", kept)
+
+            async def destroy(self, key_id, owner, kept):
+                await vault.delete_key(f"owner-{owner}")
+                return Destruction("destroyed", datetime.now(timezone.utc))
+    """
+
+    def keep(self, key_id: str, owner: str, material: bytes) -> Any:
+        """Keep a new key's 32 bytes; return bytes for the database to hold, or None."""
+        ...
+
+    def fetch(self, key_id: str, owner: str, kept: bytes | None) -> Any:
+        """The key's 32 bytes, or None if it was destroyed."""
+        ...
+
+    def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Any:
+        """Destroy the key (or schedule it); return a `Destruction`."""
+        ...
+
+
+class InDatabase:
+    """The default store: each owner key wrapped under the store's key-encryption key, in
+    the database. Erasure is real where the database's deletion is (SQLite with the scrub).
+
+    Example::
+
+        store = SessionStore(url, key=store_key)          # owner keys in the database
+    """
+
+    def __init__(self, kek: KeyEncryptionKey) -> None:
+        self.kek = kek
+
+    def keep(self, key_id: str, owner: str, material: bytes) -> bytes:
+        return self.kek.wrap(material)
+
+    def fetch(self, key_id: str, owner: str, kept: bytes | None) -> bytes | None:
+        return None if kept is None else self.kek.unwrap(kept)
+
+    def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Destruction:
+        return Destruction("destroyed", datetime.now(timezone.utc))  # the row goes with it
+
+    def __repr__(self) -> str:
+        return "InDatabase()"
+
+
+class KeyDirectory:
+    """Owner keys as files in a directory of the application's host, one per key.
+
+    A key is written to a new file (mode 0600, synced, renamed into place, the directory
+    synced); destroying it unlinks the file and syncs the directory. Back the directory up
+    apart from the database, or not at all: a backup of it keeps erased keys alive.
+
+    Example::
+
+        store = SessionStore(url, key=store_key, owner_keys=KeyDirectory("owner-keys"))
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(f"owner key directory {self.path}: {exc}") from exc
+
+    def _file(self, key_id: str) -> Path:
+        if not _KEY_ID.fullmatch(key_id):
+            raise KeyProviderError(f"{key_id!r} is not an owner key id")
+        return self.path / f"{key_id}.key"
+
+    def keep(self, key_id: str, owner: str, material: bytes) -> None:
+        final = self._file(key_id)
+        partial = final.with_suffix(".part")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(descriptor, owner.encode("ascii") + b"\n" + material)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(partial, final)
+        self._sync()
+
+    def fetch(self, key_id: str, owner: str, kept: bytes | None) -> bytes | None:
+        try:
+            content = self._file(key_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        written_for, _, material = content.partition(b"\n")
+        if written_for != owner.encode("ascii"):
+            raise KeyProviderError(f"owner key file {key_id} belongs to another owner")
+        return material
+
+    def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Destruction:
+        self._file(key_id).unlink(missing_ok=True)
+        self._sync()
+        return Destruction("destroyed", datetime.now(timezone.utc))
+
+    def _sync(self) -> None:
+        descriptor = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def __repr__(self) -> str:
+        return f"KeyDirectory({str(self.path)!r})"
+
+
+async def call_store(store: OwnerKeyStore, verb: str, *args: Any) -> Any:
+    """`store.<verb>(*args)`, plain (in a worker thread) or async; failures raise
+    `KeyProviderError`, except the library's own errors, which pass as they are."""
+    method = getattr(store, verb)
+    try:
+        if inspect.iscoroutinefunction(method):
+            return await method(*args)
+        result = await asyncio.to_thread(method, *args)
+        return await result if inspect.isawaitable(result) else result
+    except (KeyProviderError, DecryptionError):
+        raise
+    except Exception as exc:
+        raise KeyProviderError(
+            f"owner key store {type(store).__name__} failed to {verb} a key: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc

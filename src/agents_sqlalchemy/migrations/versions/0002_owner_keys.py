@@ -1,0 +1,58 @@
+"""Owner keys: a key per user (or per session without one) between the store's key and
+the items' data keys, so that erasing one owner destroys one key.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-12-03
+
+Table names come from the migration context, as in 0001.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import mysql
+
+revision: str = "0002"
+down_revision: str | Sequence[str] | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+MYSQL = ("mysql", "mariadb")
+TIMESTAMP = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), *MYSQL)
+OPTIONS: dict[str, Any] = {
+    f"{dialect}_{option}": value
+    for dialect in MYSQL
+    for option, value in (("engine", "InnoDB"), ("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
+}
+
+
+def _tables() -> dict[str, Any]:
+    tables: dict[str, Any] = op.get_context().opts["agents_sqlalchemy_tables"]
+    return tables
+
+
+def upgrade() -> None:
+    table, schema = _tables()["owner_keys"], _tables()["schema"]
+    op.create_table(
+        table,
+        sa.Column("key_id", sa.String(64), nullable=False),
+        sa.Column("owner", sa.String(64), nullable=False),
+        sa.Column("kept", sa.LargeBinary(), nullable=True),
+        sa.Column("kek_id", sa.String(64), nullable=True),
+        sa.Column("replaces", sa.String(64), nullable=True),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("retired_at", TIMESTAMP, nullable=True),
+        sa.PrimaryKeyConstraint("key_id", name=f"pk_{table}"),
+        schema=schema,
+        **OPTIONS,
+    )
+    op.create_index(f"ix_{table}_owner", table, ["owner"], schema=schema)
+
+
+def downgrade() -> None:
+    op.drop_table(_tables()["owner_keys"], schema=_tables()["schema"])

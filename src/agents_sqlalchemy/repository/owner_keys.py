@@ -1,0 +1,120 @@
+"""Owner keys' rows: which keys each owner has, and what the database holds of each.
+
+Example::
+
+    rows = OwnerKeyRows(schema)
+    await rows.add({"key_id": "o...", "owner": owner, "kept": wrapped, "kek_id": kek_id})
+    live = await rows.live_of(owner)          # newest first
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy.engine import Connection
+
+from .schema import Schema
+
+# Ids per IN (...) list: well under every dialect's bound-parameter limit.
+IN_BATCH = 500
+
+
+class OwnerKeyRows:
+    """Rows of the owner keys table; the store's key-encryption key opens none of them
+    unless the store keeps owner keys in the database (`kept` is then the wrapped key)."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
+        self._table = schema.owner_keys
+
+    async def live_of(self, owner: str) -> list[Any]:
+        """The owner's keys that are not retired, newest first."""
+        table = self._table
+        query = (
+            select(table)
+            .where(table.c.owner == owner, table.c.retired_at.is_(None))
+            .order_by(table.c.created_at.desc(), table.c.key_id)
+        )
+        return await self._schema.db.read(lambda conn: list(conn.execute(query)))
+
+    async def by_ids(self, key_ids: Iterable[str]) -> list[Any]:
+        """The rows of these keys (those that still exist)."""
+        return await self._schema.db.read(lambda conn: self._where_in(conn, "key_id", key_ids))
+
+    async def of_owners(self, owners: Iterable[str]) -> list[Any]:
+        """Every key of these owners, retired ones included."""
+        return await self._schema.db.read(lambda conn: self._where_in(conn, "owner", owners))
+
+    def _where_in(self, conn: Connection, column: str, values: Iterable[str]) -> list[Any]:
+        wanted, found = sorted(set(values)), list[Any]()
+        for start in range(0, len(wanted), IN_BATCH):
+            chunk = wanted[start : start + IN_BATCH]
+            found += conn.execute(select(self._table).where(self._table.c[column].in_(chunk)))
+        return found
+
+    async def add(self, row: dict[str, Any], *, sealing_kek: str | None) -> None:
+        """Insert a new key's row; kept under the store's key `sealing_kek`, only while
+        that key is the keyring's active one (a rotation may have retired it)."""
+
+        def work(conn: Connection) -> None:
+            self._schema.refuse_retired_kek(conn, sealing_kek)
+            conn.execute(self._table.insert().values(created_at=self._schema.now(), **row))
+
+        await self._schema.db.write(work)
+
+    async def delete(self, key_ids: Iterable[str]) -> int:
+        """Delete these keys' rows; how many there were."""
+        wanted = sorted(set(key_ids))
+
+        def work(conn: Connection) -> int:
+            count = 0
+            for start in range(0, len(wanted), IN_BATCH):
+                chunk = wanted[start : start + IN_BATCH]
+                gone = conn.execute(delete(self._table).where(self._table.c.key_id.in_(chunk)))
+                count += int(gone.rowcount)
+            return count
+
+        return await self._schema.db.write(work)
+
+    async def every(self) -> list[Any]:
+        """Every owner key's row (a rotation's walk)."""
+        query = select(self._table).order_by(self._table.c.created_at)
+        return await self._schema.db.read(lambda conn: list(conn.execute(query)))
+
+    async def retire(self, key_ids: Iterable[str]) -> None:
+        """Retire these keys: from now on no write seals under them."""
+        wanted, table, now = sorted(set(key_ids)), self._table, self._schema.now()
+
+        def work(conn: Connection) -> None:
+            for start in range(0, len(wanted), IN_BATCH):
+                chunk = wanted[start : start + IN_BATCH]
+                retiring = update(table).where(table.c.key_id.in_(chunk))
+                conn.execute(retiring.values(retired_at=now))
+
+        await self._schema.db.write(work)
+
+    async def keyed_by(self, kek_id: str) -> list[Any]:
+        """The keys the database keeps wrapped under the store's key `kek_id`."""
+        table = self._table
+        query = select(table).where(table.c.kek_id == kek_id)
+        return await self._schema.db.read(lambda conn: list(conn.execute(query)))
+
+    async def rekeep(
+        self, rows: Sequence[Any], rewrap: Callable[[bytes], bytes], kek_id: str
+    ) -> None:
+        """Re-wrap the kept keys of `rows` under the store's key `kek_id` (a rotation)."""
+        table = self._table
+
+        def work(conn: Connection) -> None:
+            statement = (
+                update(table)
+                .where(table.c.key_id == bindparam("k"))
+                .values(kept=bindparam("kept"), kek_id=kek_id)
+            )
+            changes = [{"k": row.key_id, "kept": rewrap(bytes(row.kept))} for row in rows]
+            if changes:
+                conn.execute(statement, changes)
+
+        await self._schema.db.write(work)

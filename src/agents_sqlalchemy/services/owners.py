@@ -1,0 +1,385 @@
+"""A sealed store's owner keys: made on an owner's first write, opened once, destroyed
+with their owner.
+
+Every item's data key is wrapped under its session owner's key (see `crypto.owner_keys`).
+Writes seal under the key of the owner the session's row names (checked again in the write's
+own transaction); reads open each row with the owner key its `kek_id` names, and refuse one
+that belongs to another owner than the session's row names now. A plaintext store has no
+owner keys: every method is then a no-op.
+
+Example::
+
+    owners = Owners(opener, OwnerKeyRows(schema), sessions, store=None)
+    sealer = await owners.sealer(key)                # the key a write to `key` seals under
+    key = await owners.owned(key)                    # the owner a read must find
+    await owners.load(kek_ids)                       # open what rows refer to, before decoding
+    destroyed = await owners.destroy([owner_of("alice", "")])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..codec import MissingOwnerKeys, SealedCodec
+from ..crypto import (
+    Destruction,
+    InDatabase,
+    KeyEncryptionKey,
+    OwnerKey,
+    OwnerKeyStore,
+    call_store,
+    new_key_id,
+    state_kek_id,
+)
+from ..crypto import rewrap_state as rewrap_state_blob
+from ..crypto.kdf import KEY_BYTES
+from ..errors import (
+    DecryptionError,
+    KeyProviderError,
+    OwnerKeyError,
+    WrongKeyError,
+)
+from ..repository import OwnerKeyRows, Sessions
+from ..types import SessionKey, is_owner_key_id, owner_of
+from .opener import Opener
+
+T = TypeVar("T")
+# Sessions whose owner a store remembers for its writes (a write checks it again anyway).
+OWNERS_REMEMBERED = 10_000
+# Tries of an operation that meets owner keys not opened yet, or an owner that changed.
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Destroyed:
+    """What destroying owners' keys did: how many keys, and when the last is gone for good
+    (a KMS may only schedule it)."""
+
+    keys: int
+    status: str | None
+    at: datetime | None
+
+
+class Owners:
+    """The owner keys of one store, by owner and by id; see the module's docstring."""
+
+    def __init__(
+        self,
+        opener: Opener,
+        rows: OwnerKeyRows,
+        sessions: Sessions,
+        store: OwnerKeyStore | None,
+    ) -> None:
+        self._opener = opener
+        self._rows = rows
+        self._sessions = sessions
+        self._given = store
+        # The key each owner's new items are sealed under, by owner.
+        self._current: dict[str, OwnerKey] = {}
+        # The user each session's row named when this store last looked, by session hash.
+        self._users: dict[str, str | None] = {}
+        self._making = asyncio.Lock()
+
+    @property
+    def kept_in(self) -> str | None:
+        """Where owner keys are kept: "database" (the default), the given key store's class
+        name, or None for a plaintext store (which has none)."""
+        if self._opener.key is None:
+            return None
+        return "database" if self._given is None else type(self._given).__name__
+
+    async def _codec(self) -> SealedCodec | None:
+        codec = await self._opener.ready()
+        return codec if isinstance(codec, SealedCodec) else None
+
+    def _keeper(self, codec: SealedCodec) -> OwnerKeyStore:
+        return self._given if self._given is not None else InDatabase(codec.kek)
+
+    async def sealer(self, key: SessionKey) -> OwnerKey | None:
+        """The key a write to the session seals under: its owner's newest (made if none)."""
+        codec = await self._codec()
+        if codec is None:
+            return None
+        if key.hash in self._users:
+            user = self._users[key.hash]
+        else:
+            row = await self._sessions.read_session_columns(key, ("user_id",))
+            user = row.user_id if row is not None else key.user_id
+            if len(self._users) >= OWNERS_REMEMBERED:
+                self._users.clear()
+            self._users[key.hash] = user
+        return await self.current(codec, owner_of(user, key.hash))
+
+    def forget(self, key: SessionKey) -> None:
+        """Look the session's owner, and owners' newest keys, up again (its owner changed,
+        or a rotation retired the key it was sealed under)."""
+        self._users.pop(key.hash, None)
+        self._current.clear()
+
+    @staticmethod
+    def check(sealer: OwnerKey | None, key: SessionKey, user_id: str | None) -> None:
+        """Inside a write: refuse to seal under `sealer` unless the session's row (its
+        `user_id` read under the session's lock) still names that key's owner."""
+        if sealer is not None and owner_of(user_id, key.hash) != sealer.owner:
+            raise OwnerKeyError(
+                "the session's owner changed since this store looked: nothing was written"
+            )
+
+    async def current(self, codec: SealedCodec, owner: str) -> OwnerKey:
+        """The owner's newest live key, opened; made (and kept) if the owner has none."""
+        found = self._current.get(owner)
+        if found is not None:
+            return found
+        async with self._making:  # one store makes one key per owner at a time
+            found = self._current.get(owner)
+            if found is None:
+                live = await self._rows.live_of(owner)
+                found = await self._open(codec, live[0]) if live else await self._make(codec, owner)
+                self._current[owner] = found
+        return found
+
+    async def _make(
+        self,
+        codec: SealedCodec,
+        owner: str,
+        *,
+        sealing: KeyEncryptionKey | None = None,
+        replaces: str | None = None,
+    ) -> OwnerKey:
+        """A new key for `owner`, kept by the store (in the database: under `sealing`,
+        the store's key by default; a rotation's successor of `replaces`)."""
+        sealing = sealing or codec.kek
+        keeper = self._given if self._given is not None else InDatabase(sealing)
+        key_id, material = new_key_id(), os.urandom(KEY_BYTES)
+        kept = await call_store(keeper, "keep", key_id, owner, material)
+        if kept is not None and not isinstance(kept, (bytes, bytearray, memoryview)):
+            raise KeyProviderError(f"owner key store {keeper!r}.keep returned {type(kept)}")
+        in_database = isinstance(keeper, InDatabase)
+        await self._rows.add(
+            {
+                "key_id": key_id,
+                "owner": owner,
+                "kept": None if kept is None else bytes(kept),
+                "kek_id": sealing.kek_id if in_database else None,
+                "replaces": replaces,
+            },
+            sealing_kek=sealing.kek_id if in_database else None,
+        )
+        opened = OwnerKey(key_id, owner, material)
+        codec.owner_keys[key_id] = opened
+        return opened
+
+    async def _open(
+        self, codec: SealedCodec, row: Any, keeper: OwnerKeyStore | None = None
+    ) -> OwnerKey:
+        kept = None if row.kept is None else bytes(row.kept)
+        if keeper is None and self._given is None and row.kek_id != codec.kek_id:
+            raise WrongKeyError(
+                f"owner key {row.key_id} is kept under key-encryption key {row.kek_id!r}, not "
+                f"the store's {codec.kek_id!r}: this store holds a key that was rotated away "
+                "(open it again with the new key), or a key rotation is unfinished (run it "
+                "again with the previous key to finish it); nothing was written"
+            )
+        keeper = keeper or self._keeper(codec)
+        try:
+            material = await call_store(keeper, "fetch", row.key_id, row.owner, kept)
+        except DecryptionError:
+            raise WrongKeyError(
+                "the key this store seals with was rotated away (rotate_key or "
+                "`agents-sqlalchemy rotate-key`, perhaps in another process): nothing was "
+                "written; open the store again with the new key"
+            ) from None
+        if material is None:
+            raise OwnerKeyError(
+                f"owner key {row.key_id} was destroyed: the items it wrapped are erased"
+            )
+        opened = OwnerKey(row.key_id, row.owner, bytes(material))
+        codec.owner_keys[row.key_id] = opened
+        return opened
+
+    async def load(self, kek_ids: Iterable[str | None]) -> None:
+        """Open the owner keys among `kek_ids` that this store has not opened yet."""
+        codec = await self._codec()
+        if codec is None:
+            return
+        wanted = {
+            k for k in kek_ids if k is not None and is_owner_key_id(k) and k not in codec.owner_keys
+        }
+        if not wanted:
+            return
+        rows = await self._rows.by_ids(wanted)
+        for row in rows:
+            await self._open(codec, row)
+        gone = wanted - {row.key_id for row in rows}
+        if gone:
+            raise OwnerKeyError(
+                f"owner key {sorted(gone)[0]} was destroyed: the items it wrapped are erased"
+            )
+
+    async def owned(self, key: SessionKey) -> SessionKey:
+        """`key`, with the owner its session's row names now (a sealed store's reads check
+        that every item belongs to that owner); unchanged if plaintext or no row."""
+        if await self._codec() is None:
+            return key
+        row = await self._sessions.read_session_columns(key, ("user_id",))
+        return key if row is None else replace(key, owner=owner_of(row.user_id, key.hash))
+
+    async def opening(self, decode: Callable[[], T | Awaitable[T]]) -> T:
+        """`decode()` (a codec's reading, maybe in a worker thread), again once the owner
+        keys it met are opened (the first time this store opens rows under them)."""
+        for attempt in range(ATTEMPTS):
+            try:
+                result = decode()
+                return await result if inspect.isawaitable(result) else result
+            except MissingOwnerKeys as missing:
+                if attempt == ATTEMPTS - 1:
+                    raise
+                await self.load(missing.key_ids)
+        raise AssertionError("unreachable")
+
+    async def reading(self, key: SessionKey, read: Callable[[SessionKey], Awaitable[T]]) -> T:
+        """`read(key)` with the owner of `owned(key)`, again once more owner keys it met
+        are opened (the first time this store reads under them)."""
+        key = await self.owned(key)
+        for _ in range(ATTEMPTS - 1):
+            try:
+                return await read(key)
+            except MissingOwnerKeys as missing:
+                await self.load(missing.key_ids)
+        return await read(key)
+
+    async def writing(
+        self,
+        key: SessionKey,
+        write: Callable[[SessionKey, OwnerKey | None], Awaitable[T]],
+        *,
+        reads: bool = False,
+    ) -> T:
+        """`write(key, sealer)`: sealed under the key of the session's owner, again after
+        looking once more if the owner changed meanwhile (the write's transaction checks
+        it), or once the owner keys it read under are opened. With `reads`, `key` comes
+        with its owner (`owned`), for a write that opens what is stored."""
+        for attempt in range(ATTEMPTS):
+            owned = await self.owned(key) if reads else key
+            sealer = await self.sealer(key)
+            try:
+                return await write(owned, sealer)
+            except MissingOwnerKeys as missing:
+                await self.load(missing.key_ids)
+            except OwnerKeyError:
+                if sealer is None or attempt == ATTEMPTS - 1:
+                    raise
+                self.forget(key)
+        raise OwnerKeyError("the session's owner kept changing: nothing was written")
+
+    async def successors(
+        self, old: KeyEncryptionKey, new: KeyEncryptionKey, *, resuming: bool
+    ) -> dict[str, tuple[OwnerKey, OwnerKey]]:
+        """A rotation's owner keys, by old id: each old key opened, with its successor (a
+        fresh key for the same owner, kept under `new`), the old ones retired. Resuming an
+        interrupted rotation, the old keys are the retired ones, and their successors are
+        found rather than made."""
+        codec = await self._codec()
+        if codec is None:
+            return {}
+        rows = await self._rows.every()
+        made = {row.replaces: row for row in rows if row.replaces is not None}
+        if resuming:
+            olds = [row for row in rows if row.retired_at is not None]
+        else:
+            olds = [row for row in rows if row.retired_at is None]
+        old_keeper = self._given if self._given is not None else InDatabase(old)
+        new_keeper = self._given if self._given is not None else InDatabase(new)
+        pairs: dict[str, tuple[OwnerKey, OwnerKey]] = {}
+        for row in olds:
+            before = await self._open(codec, row, old_keeper)
+            found = made.get(row.key_id) if resuming else None
+            if found is not None:
+                after = await self._open(codec, found, new_keeper)
+            else:
+                after = await self._make(codec, row.owner, sealing=new, replaces=row.key_id)
+            pairs[row.key_id] = (before, after)
+        await self._rows.retire(pairs)
+        self._current.clear()
+        return pairs
+
+    async def destroy_keys(self, key_ids: Iterable[str]) -> None:
+        """Destroy these keys (a finished rotation's old ones): in the store, then rows."""
+        codec = await self._codec()
+        if codec is None:
+            return
+        rows = await self._rows.by_ids(key_ids)
+        await self._destroy_rows(codec, rows)
+
+    async def _destroy_rows(self, codec: SealedCodec, rows: list[Any]) -> Destruction | None:
+        keeper, last = self._keeper(codec), None
+        for row in rows:
+            kept = None if row.kept is None else bytes(row.kept)
+            done = await call_store(keeper, "destroy", row.key_id, row.owner, kept)
+            if not isinstance(done, Destruction):
+                raise KeyProviderError(f"owner key store {keeper!r}.destroy returned {done!r}")
+            last = done if last is None or done.at >= last.at else last
+        await self._rows.delete(row.key_id for row in rows)
+        for row in rows:
+            codec.owner_keys.pop(row.key_id, None)
+        return last
+
+    async def give(self, key: SessionKey, user_id: str | None) -> None:
+        """Give the session to `user_id` (None: to nobody): in one transaction, its items'
+        keys and its state re-wrapped from its owner's key to the new owner's. A session
+        without a user was its own owner: its key is destroyed after."""
+        codec = await self._codec()
+        sealer = None if codec is None else await self.current(codec, owner_of(user_id, key.hash))
+
+        def rewrap(old: str | None, rows: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+            assert codec is not None and sealer is not None
+            old_owner = owner_of(old, key.hash)
+            moved = []
+            for kek_id, wrapped in rows:
+                before = codec.wrapper(kek_id, old_owner, "an item")
+                moved.append((sealer.kek_id, sealer.wrap(before.unwrap(wrapped))))
+            return moved
+
+        def rewrap_state(old: str | None, blob: bytes) -> bytes:
+            assert codec is not None and sealer is not None
+            before = codec.wrapper(state_kek_id(blob), owner_of(old, key.hash), "the state")
+            return rewrap_state_blob(blob, before, sealer)
+
+        for attempt in range(ATTEMPTS):
+            try:
+                old = await self._sessions.give(key, user_id, rewrap, rewrap_state)
+                break
+            except MissingOwnerKeys as missing:
+                if attempt == ATTEMPTS - 1:
+                    raise
+                await self.load(missing.key_ids)
+        self.forget(key)
+        if codec is not None and old is None and user_id is not None:
+            await self.destroy([owner_of(None, key.hash)])
+
+    async def every_owner(self) -> set[str]:
+        """Every owner that has a key."""
+        if await self._codec() is None:
+            return set()
+        return {row.owner for row in await self._rows.every()}
+
+    async def destroy(self, owners: Iterable[str]) -> Destroyed:
+        """Destroy every key of these owners (their items, everywhere, can no longer be
+        opened): in the key store first, then their rows."""
+        codec = await self._codec()
+        wanted = set(owners)
+        if codec is None or not wanted:
+            return Destroyed(0, None, None)
+        rows = await self._rows.of_owners(wanted)
+        last = await self._destroy_rows(codec, rows)
+        for owner in wanted:
+            self._current.pop(owner, None)
+        if last is None:
+            return Destroyed(len(rows), None, None)
+        return Destroyed(len(rows), last.status, last.at)
