@@ -21,8 +21,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
@@ -54,22 +52,21 @@ from .support.sealed import (
     sealed_rows,
     secret_items,
 )
-from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS, dump, our_tables, raw_rows
+from .support.tables import (
+    ITEMS,
+    KEYRING,
+    OWNER_KEYS,
+    SESSIONS,
+    dump,
+    execute,
+    our_tables,
+    raw_rows,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 # -- changing what lies in the database ----------------------------------------------------------
-
-
-async def execute(url: str, sql: str, params: dict[str, Any] | None = None) -> None:
-    """Change rows behind the library's back, with plain SQL."""
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(sql), params or {})
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

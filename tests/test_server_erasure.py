@@ -13,19 +13,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agents_sqlalchemy import SessionStore
-from agents_sqlalchemy.crypto import KeyEncryptionKey, KeyringRecord, open_kek
+from agents_sqlalchemy import KeyDirectory, SessionStore
+from agents_sqlalchemy.crypto import KeyEncryptionKey, KeyringRecord, OwnerKey, Wrapper, open_kek
 from agents_sqlalchemy.errors import DecryptionError, WrongKeyError
 
 from .support.items import message
 from .support.server_disk import holding, own_server
-from .support.tables import ITEMS, KEYRING, SESSIONS
+from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
 
@@ -66,13 +67,40 @@ async def _keks(url: str, key: bytes) -> list[KeyEncryptionKey]:
     return keks
 
 
-def _opened(keks: list[KeyEncryptionKey], wrapped: list[bytes]) -> int:
-    """How many of `wrapped` some of `keks` unwraps."""
+async def _existing_keys(url: str, key: bytes, directory: Path | None = None) -> list[Wrapper]:
+    """Every key that exists now and that `key` reaches: the store's key-encryption keys,
+    the owner keys the database keeps under them, and those of a key directory."""
+    keks = await _keks(url, key)
+    rows = await _sql(url, f"SELECT key_id, owner, kept, kek_id FROM {OWNER_KEYS}")
+    return [*keks, *_owner_keys_of(rows, keks), *_key_files(directory)]
+
+
+def _key_files(directory: Path | None) -> list[Wrapper]:
+    """The owner keys of a key directory's files."""
+    found: list[Wrapper] = []
+    for path in directory.iterdir() if directory is not None else ():
+        owner, _, material = path.read_bytes().partition(b"\n")
+        found.append(OwnerKey(path.stem, owner.decode(), material))
+    return found
+
+
+def _owner_keys_of(rows: list[Any], keks: list[KeyEncryptionKey]) -> list[Wrapper]:
+    """The owner keys of owner key rows (key_id, owner, kept, kek_id) that `keks` open."""
+    found: list[Wrapper] = []
+    for key_id, owner, kept, kek_id in rows:
+        for kek in keks:
+            if kept is not None and kek.kek_id == kek_id:
+                found.append(OwnerKey(key_id, owner, kek.unwrap(bytes(kept))))
+    return found
+
+
+def _opened(keys: list[Wrapper], wrapped: list[bytes]) -> int:
+    """How many of `wrapped` some of `keys` unwraps."""
     count = 0
     for one in wrapped:
-        for kek in keks:
+        for key in keys:
             try:
-                kek.unwrap(one)
+                key.unwrap(one)
             except DecryptionError:
                 continue
             count += 1
@@ -107,6 +135,9 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
             bob = await _wrapped_keys(url, "bob")
             await _checkpoint(dialect, url)
             backup = server.files()  # a backup taken before the removals
+            # What that backup holds of the owner keys: wrapped under the store's key.
+            kept_before = await _sql(url, f"SELECT key_id, owner, kept, kek_id FROM {OWNER_KEYS}")
+            assert all(holding(backup, [bytes(row[2])]) for row in kept_before)
 
             await store.delete_user("alice")
             popped = [await store.session("bob-0").pop_item() for _ in range(5)]
@@ -117,6 +148,8 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
             await _checkpoint(dialect, url)
 
             old_keks = await _keks(url, old_key)
+            live_keys = await _existing_keys(url, old_key)
+            from_backup = _owner_keys_of(kept_before, old_keks)
             before = holding(server.files(), removed)
             in_backup = holding(backup, removed)
             # The limit the guide states: the removed keys are still in the server's files
@@ -124,8 +157,12 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
             # every one of them.
             assert before, "no removed key found in the server's files"
             assert len(in_backup) == len(removed)
-            assert _opened(old_keks, list(before)) == len(before)
-            assert _opened(old_keks, list(in_backup)) == len(removed)
+            # The popped items' owner (bob) has a live key, which opens them; the deleted
+            # user's key is destroyed, but the backup still holds it, wrapped under the
+            # store's key: with the live store key it opens every removed item.
+            assert _opened(live_keys, list(before)) == 5
+            assert _opened(live_keys + from_backup, list(before)) == len(before)
+            assert _opened(live_keys + from_backup, list(in_backup)) == len(removed)
 
             rewrapped = await store.rotate_key(new_key)
             assert rewrapped == len(survivors)
@@ -135,10 +172,12 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
         after = holding(server.files(), removed)
         new_keks = await _keks(url, new_key)
         assert len(new_keks) == 1
+        existing = await _existing_keys(url, new_key)
+        assert _owner_keys_of(kept_before, new_keks) == []  # the backup's keys stay shut
         # What lies anywhere, the live server's files and the backup alike, opens with no
-        # key that still exists.
-        assert _opened(new_keks, list(after)) == 0
-        assert _opened(new_keks, list(in_backup)) == 0
+        # key that still exists (the owners' keys were replaced by fresh ones too).
+        assert _opened(existing, list(after)) == 0
+        assert _opened(existing, list(in_backup)) == 0
         # The backup's keyring row (the old key's) is there, and the new key does not open it.
         old_record = old_keks[0].record
         assert holding(backup, [old_record.verifier])
@@ -152,6 +191,50 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
         print(
             f"\n{dialect}: removed {len(removed)} keys; before rotation "
             f"{len(before)} in the server's files, {len(in_backup)} in the backup, all "
-            f"decryptable; after rotation and destroying the old key {len(after)} in the "
+            f"decryptable with the live store key (the erased user's through her owner key, "
+            f"which the backup holds); after rotation and destroying the old key {len(after)} in the "
             f"server's files, {len(in_backup)} in the backup, 0 decryptable"
+        )
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mariadb"])
+async def test_an_erased_user_is_unreadable_everywhere_with_owner_keys_outside(
+    dialect: str, tmp_path: Path
+) -> None:
+    """The issue's measure: owner keys in a key directory; after `erase_user`, none of the
+    erased user's items opens with any key that still exists, in the server's files (table
+    files, WAL or redo log) or in a copy taken before, while the other user's all do."""
+    key, directory = os.urandom(32), tmp_path / "owner-keys"
+    with own_server(dialect) as server:
+        url = server.url
+        async with SessionStore(
+            url, create_tables=True, key=key, search=False, owner_keys=KeyDirectory(directory)
+        ) as store:
+            for user in ("alice", "bob"):
+                for n in range(2):
+                    await store.session(f"{user}-{n}", user_id=user).add_items(
+                        [message(f"{user} {n} {i}") for i in range(ITEMS_PER_SESSION)]
+                    )
+            alice = await _wrapped_keys(url, "alice")
+            bob = await _wrapped_keys(url, "bob")
+            await _checkpoint(dialect, url)
+            backup = server.files()  # a backup taken before the erasure
+            before = await _existing_keys(url, key, directory)
+            assert _opened(before, alice) == len(alice) == 2 * ITEMS_PER_SESSION
+
+            receipt = await store.erase_user("alice")
+            assert receipt.owner_keys_destroyed == 1 and receipt.owner_keys_kept == "KeyDirectory"
+            await _checkpoint(dialect, url)
+            left = holding(server.files(), alice)
+            in_backup = holding(backup, alice)
+            assert left and len(in_backup) == len(alice)  # the bytes are still there
+            existing = await _existing_keys(url, key, directory)
+            assert _opened(existing, list(left)) == 0
+            assert _opened(existing, list(in_backup)) == 0
+            assert _opened(existing, bob) == len(bob)  # bob's key is there, and opens his
+            assert len(await store.session("bob-1").get_items()) == ITEMS_PER_SESSION
+        print(
+            f"\n{dialect}, owner keys in a directory: alice's {len(alice)} item keys; after "
+            f"erase_user {len(left)} in the server's files, {len(in_backup)} in the backup, "
+            f"0 decryptable with any key that exists; bob's {len(bob)} all decryptable"
         )

@@ -23,6 +23,16 @@ async def raw_rows(url: str, sql: str) -> list[tuple[object, ...]]:
         await engine.dispose()
 
 
+async def execute(url: str, sql: str, params: dict[str, Any] | None = None) -> None:
+    """Change rows behind the library's back, with plain SQL."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(sql), params or {})
+    finally:
+        await engine.dispose()
+
+
 async def our_tables(url: str) -> dict[str, list[dict[str, Any]]]:
     """Every table of the library, its columns as the database reports them."""
     engine = create_async_engine(url)

@@ -179,6 +179,11 @@ class Owners:
         self, codec: SealedCodec, row: Any, keeper: OwnerKeyStore | None = None
     ) -> OwnerKey:
         kept = None if row.kept is None else bytes(row.kept)
+        if keeper is None and self._given is None and row.kek_id is None:
+            raise OwnerKeyError(
+                f"owner key {row.key_id} is kept outside the database: open the store with "
+                "the owner key store that keeps it (owner_keys=KeyDirectory(...), or your KMS)"
+            )
         if keeper is None and self._given is None and row.kek_id != codec.kek_id:
             raise WrongKeyError(
                 f"owner key {row.key_id} is kept under key-encryption key {row.kek_id!r}, not "

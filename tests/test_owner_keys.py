@@ -1,0 +1,267 @@
+"""A key per owner: each user's items (or a session's, without a user) are wrapped under
+that owner's key; moving a session re-wraps it, erasing an owner destroys the key, and a
+session handed to another user behind the library's back does not open.
+
+Every test reads what lies in the tables (and, for the key directory, on disk), not only
+what the API returns.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agents_sqlalchemy import (
+    ForeignOwnerError,
+    KeyDirectory,
+    OwnerKeyError,
+    SessionStore,
+    TamperedItemError,
+)
+from agents_sqlalchemy.crypto import OwnerKey
+from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
+from agents_sqlalchemy.types import owner_of
+
+from .support.disk import found_on_disk, on_disk
+from .support.items import message
+from .support.tables import ITEMS, OWNER_KEYS, SESSIONS, execute, raw_rows
+
+_KEYS_OF = (
+    f"SELECT i.wrapped_key FROM {ITEMS} i JOIN {SESSIONS} s ON s.id = i.session_pk "
+    "WHERE s.user_id = '{}'"
+)
+
+
+@pytest.fixture
+def key() -> bytes:
+    return os.urandom(32)
+
+
+async def _item_keks(url: str, session_id: str) -> set[str]:
+    rows = await raw_rows(
+        url,
+        f"SELECT i.kek_id FROM {ITEMS} i JOIN {SESSIONS} s ON s.id = i.session_pk "
+        f"WHERE s.session_id = '{session_id}'",
+    )
+    return {str(row[0]) for row in rows}
+
+
+async def _owner_keys(url: str) -> dict[str, str]:
+    """Owner key id -> owner, as the owner keys table holds them."""
+    rows = await raw_rows(url, f"SELECT key_id, owner FROM {OWNER_KEYS}")
+    return {str(key_id): str(owner) for key_id, owner in rows}
+
+
+async def test_each_owner_has_its_own_key_and_users_share_theirs(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("a1", user_id="alice").add_items([message("a1")])
+        await store.session("a2", user_id="alice").add_items([message("a2")])
+        await store.session("b1", user_id="bob").add_items([message("b1")])
+        await store.session("n1").add_items([message("n1")])
+        await store.session("a1", user_id="alice").set_state("k", "v")
+    keys = await _owner_keys(db_url)
+    assert len(keys) == 3  # alice, bob, and the session without a user
+    a1, a2 = await _item_keks(db_url, "a1"), await _item_keks(db_url, "a2")
+    b1, n1 = await _item_keks(db_url, "b1"), await _item_keks(db_url, "n1")
+    assert a1 == a2 and len(a1) == 1 and len({*a1, *b1, *n1}) == 3
+    assert keys[a1.pop()] == owner_of("alice", "") and keys[b1.pop()] == owner_of("bob", "")
+    # Owners are hashes: no user id in the owner keys table.
+    assert not any("alice" in owner or "bob" in owner for owner in keys.values())
+
+
+async def test_a_session_given_to_another_user_behind_the_library_does_not_open(
+    db_url: str, key: bytes
+) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s", user_id="alice").add_items([message("alice's secret")])
+        await store.session("s").set_state("k", "alice's state")
+        await store.session("b", user_id="bob").add_items([message("bob's")])
+    await execute(db_url, f"UPDATE {SESSIONS} SET user_id = 'bob' WHERE session_id = 's'")
+    async with SessionStore(db_url, key=key) as store:
+        session = store.session("s")
+        with pytest.raises(ForeignOwnerError, match="another owner"):
+            await session.get_items()
+        with pytest.raises(TamperedItemError):  # a ForeignOwnerError is a tampering too
+            await session.get_items(limit=1)
+        with pytest.raises(ForeignOwnerError):
+            await session.get_state("k")
+        with pytest.raises(ForeignOwnerError):
+            await session.pop_item()
+        with pytest.raises(ForeignOwnerError):
+            await store.search("secret", user_id="bob")
+        assert await store.session("b").get_items() == [message("bob's")]
+    assert len(await _item_keks(db_url, "s")) == 1  # the pop rolled back: nothing removed
+
+
+async def test_set_user_id_rewraps_every_key_and_destroys_the_session_s_own(
+    db_url: str, key: bytes
+) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("s")
+        await session.add_items([message("one"), {"role": "assistant", "content": "ok"}])
+        await session.add_items([message("two")])
+        await session.set_state("k", "v")
+        await session.create_branch_from_turn(2, "b")
+        await session.add_items([message("on b")])  # the branch's own item, elsewhere
+        ownerless = await _owner_keys(db_url)
+        assert list(ownerless.values()) == [owner_of(None, session._key.hash)]
+        on_b = await session.get_items(branch_id="b")
+        await session.set_user_id("carol")
+        keys = await _owner_keys(db_url)
+        assert set(keys.values()) == {owner_of("carol", "")}  # the session's own is gone
+        rows = await raw_rows(db_url, f"SELECT kek_id FROM {ITEMS}")
+        assert {row[0] for row in rows} == set(keys)  # main line and branch alike
+        assert await session.get_state("k") == "v"
+        assert await session.get_items(branch_id="b") == on_b
+        await session.set_user_id(None)  # and back to nobody: a fresh key of its own
+        keys = await _owner_keys(db_url)
+        assert owner_of(None, session._key.hash) in keys.values()
+    async with SessionStore(db_url, key=key) as store:
+        again = store.session("s")
+        assert len(await again.get_items(branch_id="main")) == 3
+        assert await again.get_state("k") == "v"
+
+
+async def test_a_writer_that_missed_a_move_seals_under_the_new_owner(
+    db_url: str, key: bytes
+) -> None:
+    """Two stores, as two processes: one moves the session to another user while the other
+    keeps writing to it; every write lands under the owner the row names, none is lost."""
+    async with (
+        SessionStore(db_url, create_tables=True, key=key) as writer,
+        SessionStore(db_url, create_tables=True, key=key) as mover,
+    ):
+        await writer.session("s").add_items([message("before")])
+        await mover.session("s").set_user_id("dave")
+        await writer.session("s").add_items([message("after")])  # its owner cache is stale
+        await writer.session("s").set_state("k", 1)
+        assert await mover.session("s").get_items() == [message("before"), message("after")]
+        assert await mover.session("s").get_state("k") == 1
+    keys = await _owner_keys(db_url)
+    assert await _item_keks(db_url, "s") == set(keys)
+    assert set(keys.values()) == {owner_of("dave", "")}
+
+
+async def test_erasing_a_user_destroys_their_key_only(db_url: str, key: bytes) -> None:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("a", user_id="alice").add_items([message("a")])
+        await store.session("b", user_id="bob").add_items([message("b")])
+        receipt = await store.erase_user("alice")
+        assert receipt.owner_keys_destroyed == 1 and receipt.owner_key_status == "destroyed"
+        assert receipt.owner_keys_kept == "database" and receipt.owner_key_gone_at is not None
+        assert set((await _owner_keys(db_url)).values()) == {owner_of("bob", "")}
+        # A session without a user, deleted, takes its key with it.
+        await store.session("n").add_items([message("n")])
+        assert len(await _owner_keys(db_url)) == 2
+        assert (await store.delete_session("n")).sessions == 1
+        assert set((await _owner_keys(db_url)).values()) == {owner_of("bob", "")}
+        # Alice again is a new owner, with a new key.
+        await store.session("a2", user_id="alice").add_items([message("new")])
+        assert await store.session("a2").get_items() == [message("new")]
+        assert await store.session("b").get_items() == [message("b")]
+
+
+async def test_a_key_directory_keeps_owner_keys_out_of_the_database(
+    db_url: str, key: bytes, tmp_path: Path
+) -> None:
+    directory = tmp_path / "owner-keys"
+    keys = KeyDirectory(directory)
+    async with SessionStore(db_url, create_tables=True, key=key, owner_keys=keys) as store:
+        await store.session("a", user_id="alice").add_items([message("alice's")])
+        await store.session("b", user_id="bob").add_items([message("bob's")])
+        files = sorted(path.name for path in directory.iterdir())
+        assert len(files) == 2 and all(name.endswith(".key") for name in files)
+        assert all(path.stat().st_mode & 0o777 == 0o600 for path in directory.iterdir())
+        rows = await raw_rows(db_url, f"SELECT kept, kek_id FROM {OWNER_KEYS}")
+        assert rows == [(None, None), (None, None)]  # nothing of the keys in the database
+        receipt = await store.erase_user("alice")
+        assert receipt.owner_keys_kept == "KeyDirectory" and receipt.owner_keys_destroyed == 1
+        assert len(list(directory.iterdir())) == 1
+    # Reopened with the directory, bob reads; without it, nothing opens.
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.session("b").get_items() == [message("bob's")]
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises((OwnerKeyError, DecryptionError)):
+            await store.session("b").get_items()
+
+
+async def test_a_key_file_of_another_owner_is_refused(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    directory = tmp_path / "keys"
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("a", user_id="alice").add_items([message("a")])
+        await store.session("b", user_id="bob").add_items([message("b")])
+    [alice_key] = await _item_keks(sqlite_url, "a")
+    [bob_key] = await _item_keks(sqlite_url, "b")
+    # Bob's key file copied over alice's: it is bound to bob, and refused.
+    (directory / f"{alice_key}.key").write_bytes((directory / f"{bob_key}.key").read_bytes())
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(Exception, match="another owner"):
+            await store.session("a").get_items()
+
+
+def test_owner_keys_need_a_key_and_the_protocol(sqlite_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="needs a key"):
+        SessionStore(sqlite_url, owner_keys=KeyDirectory(tmp_path))
+    with pytest.raises(ConfigurationError, match="OwnerKeyStore"):
+        SessionStore(sqlite_url, key=os.urandom(32), owner_keys=object())  # type: ignore[arg-type]
+
+
+def test_an_owner_key_is_bound_to_its_owner() -> None:
+    material, data_key = os.urandom(32), os.urandom(32)
+    alice = OwnerKey("o" + "0" * 32, owner_of("alice", ""), material)
+    wrapped = alice.wrap(data_key)
+    assert OwnerKey(alice.kek_id, owner_of("alice", ""), material).unwrap(wrapped) == data_key
+    with pytest.raises(DecryptionError):  # the same bytes, said to be bob's
+        OwnerKey(alice.kek_id, owner_of("bob", ""), material).unwrap(wrapped)
+
+
+async def test_an_erased_user_is_unreadable_in_a_sqlite_copy_taken_before(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """SQLite, owner keys in a key directory: a copy of the database file taken before the
+    erasure holds the erased user's items and their wrapped keys, and no key that still
+    exists opens one; the other user's all open."""
+    directory = tmp_path / "keys"
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        for user in ("alice", "bob"):
+            await store.session(user, user_id=user).add_items(
+                [message(f"{user} {i}") for i in range(20)]
+            )
+        await store.flush()
+        copy = on_disk(sqlite_url)  # the file and its WAL, as a backup would copy them
+        alice = [bytes(r[0]) for r in await raw_rows(sqlite_url, _KEYS_OF.format("alice"))]
+        bob = [bytes(r[0]) for r in await raw_rows(sqlite_url, _KEYS_OF.format("bob"))]
+        assert all(piece in copy for piece in alice)
+        files = {path.stem: path.read_bytes() for path in directory.iterdir()}
+        await store.erase_user("alice")
+        await store.flush()
+    existing = [
+        OwnerKey(key_id, owner.decode(), material)
+        for key_id, (owner, _, material) in (
+            (path.stem, path.read_bytes().partition(b"\n")) for path in directory.iterdir()
+        )
+    ]
+    assert len(files) == 2 and len(existing) == 1
+
+    def opened(keys: list[OwnerKey], wrapped: list[bytes]) -> int:
+        count = 0
+        for one in wrapped:
+            for owner_key in keys:
+                try:
+                    owner_key.unwrap(one)
+                except DecryptionError:
+                    continue
+                count += 1
+                break
+        return count
+
+    assert opened(existing, alice) == 0 and opened(existing, bob) == len(bob) == 20
+    assert found_on_disk(sqlite_url, alice) == []  # and the live file holds none of them
