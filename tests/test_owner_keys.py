@@ -8,6 +8,8 @@ what the API returns.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
 from agents_sqlalchemy.types import owner_of
 
+from .support.cli import cli
 from .support.disk import found_on_disk, on_disk
 from .support.items import message
 from .support.tables import ITEMS, OWNER_KEYS, SESSIONS, execute, raw_rows
@@ -265,3 +268,36 @@ async def test_an_erased_user_is_unreadable_in_a_sqlite_copy_taken_before(
 
     assert opened(existing, alice) == 0 and opened(existing, bob) == len(bob) == 20
     assert found_on_disk(sqlite_url, alice) == []  # and the live file holds none of them
+
+
+def test_the_command_line_takes_the_owner_key_directory(sqlite_url: str, tmp_path: Path) -> None:
+    directory = tmp_path / "keys"
+
+    async def seed() -> None:
+        async with SessionStore(
+            sqlite_url, create_tables=True, key="pass", owner_keys=KeyDirectory(directory)
+        ) as store:
+            await store.session("a", user_id="alice").add_items([message("a")])
+            await store.session("b", user_id="bob").add_items([message("b")])
+
+    asyncio.run(seed())
+    env = {"AGENTS_SQLALCHEMY_KEY": "pass"}
+    shown = cli("sessions", "show", "b", "--url", sqlite_url, "--owner-keys", str(directory), env=env)
+    assert shown.exit_code == 0, shown.output
+    refused = cli("sessions", "show", "b", "--url", sqlite_url, env=env)  # the keys are elsewhere
+    assert refused.exit_code != 0 and "owner_keys" in refused.output
+    erased = cli(
+        "users",
+        "erase",
+        "alice",
+        "--yes",
+        "--url",
+        sqlite_url,
+        "--owner-keys",
+        str(directory),
+        env=env,
+    )
+    assert erased.exit_code == 0, erased.output
+    receipt = json.loads(erased.stdout)
+    assert receipt["owner_keys_destroyed"] == 1 and receipt["owner_keys_kept"] == "KeyDirectory"
+    assert len(list(directory.iterdir())) == 1

@@ -37,6 +37,7 @@ from .options import (
     key_options,
     load_embedder,
     missing_sqlite_file,
+    owner_keys,
     run,
     shown,
 )
@@ -120,7 +121,8 @@ async def _with_store(
     url: str, tables: TableNames, key: Key | None, embedder_name: str | None
 ) -> list[Finding]:
     findings: list[Finding] = []
-    async with SessionStore(url, tables=tables, key=key, search=False) as store:
+    owners = owner_keys() if key is not None else None
+    async with SessionStore(url, tables=tables, key=key, search=False, owner_keys=owners) as store:
         findings.append(await _embedder(url, tables, store, embedder_name))
         findings.append(await _sdk_history(url, tables))
         reports, _ = await check_sessions(store, ())

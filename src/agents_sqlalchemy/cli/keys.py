@@ -23,7 +23,7 @@ from ..services import ROTATE_BATCH
 from ..store import SessionStore
 from ..tables import TableNames
 from .layout import ProgressBar, counted
-from .options import ENV_PREFIX, database_options, key_options, run
+from .options import ENV_PREFIX, database_options, key_options, owner_keys, run
 
 NEW_KEY_ENV = f"{ENV_PREFIX}NEW_KEY"
 
@@ -37,7 +37,8 @@ async def rotate(
     bar: ProgressBar,
 ) -> int:
     """Open the store with `key` and rotate it to `new_key`; return the keys re-wrapped."""
-    async with SessionStore(url, tables=tables, key=key) as store:
+    owners = owner_keys()
+    async with SessionStore(url, tables=tables, key=key, owner_keys=owners) as store:
         return await store.rotate_key(new_key, batch_size=batch_size, progress=bar)
 
 

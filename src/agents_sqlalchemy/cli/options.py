@@ -25,7 +25,7 @@ from typing import Any, TypeVar, overload
 
 import click
 
-from ..crypto import Key, KeyProvider, validate_key
+from ..crypto import Key, KeyDirectory, KeyProvider, OwnerKeyStore, validate_key
 from ..database.engines import normalize_url, sqlite_file
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
 from ..search import Embedder, embedder_by_name
@@ -144,6 +144,8 @@ def run(coroutine: Coroutine[Any, Any, T], *, create_option: bool = False) -> T:
 
 KEY_ENV = f"{ENV_PREFIX}KEY"
 KEY_FORMATS = ("passphrase", "hex", "base64")
+# Where `key_options` leaves the store `--owner-keys` names (`click.Context.meta`).
+OWNER_KEYS = "agents_sqlalchemy.owner_keys"
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,8 @@ def decode_key(value: str, form: str, option: str) -> Key:
     return raw
 
 
-def load_provider(spec: str, option: str) -> Key:
-    """The `KeyProvider` at `MODULE:ATTR` (an instance, or a class or factory to call)."""
+def _load(spec: str, option: str) -> Any:
+    """The object at `MODULE:ATTR` (an instance, or a class or factory, called)."""
     module_name, _, attr = spec.partition(":")
     hint = f"'{option}'"
     if not module_name or not attr:
@@ -230,8 +232,17 @@ def load_provider(spec: str, option: str) -> Key:
             found = getattr(found, part)
     except (ImportError, AttributeError) as exc:
         raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint=hint) from None
-    if isinstance(found, type) or (callable(found) and not isinstance(found, KeyProvider)):
+    if isinstance(found, type) or (
+        callable(found) and not isinstance(found, (KeyProvider, OwnerKeyStore))
+    ):
         found = found()
+    return found
+
+
+def load_provider(spec: str, option: str) -> Key:
+    """The `KeyProvider` at `MODULE:ATTR` (an instance, or a class or factory to call)."""
+    hint = f"'{option}'"
+    found = _load(spec, option)
     if not isinstance(found, KeyProvider):
         raise click.BadParameter(
             f"{spec!r} is a {type(found).__name__}, not a key provider (kek_id, wrap, unwrap)",
@@ -241,6 +252,27 @@ def load_provider(spec: str, option: str) -> Key:
         return validate_key(found)
     except ConfigurationError as exc:
         raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def load_owner_keys(spec: str) -> OwnerKeyStore:
+    """The owner key store `--owner-keys` names: a directory, or `MODULE:ATTR`."""
+    if ":" not in spec or Path(spec).is_dir():
+        return KeyDirectory(spec)
+    found = _load(spec, "--owner-keys")
+    if not isinstance(found, OwnerKeyStore):
+        raise click.BadParameter(
+            f"{spec!r} is a {type(found).__name__}, not an owner key store (keep, fetch, destroy)",
+            param_hint="'--owner-keys'",
+        )
+    return found
+
+
+def owner_keys() -> OwnerKeyStore | None:
+    """The owner key store this command was given with `--owner-keys` (None: the
+    database keeps the owners' keys)."""
+    context = click.get_current_context(silent=True)
+    found: OwnerKeyStore | None = None if context is None else context.meta.get(OWNER_KEYS)
+    return found
 
 
 def _key_option_list(name: str, default_env: str) -> list[Decorator]:
@@ -303,6 +335,10 @@ def key_options(
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> T:
+        if name == "key":
+            given = kwargs.pop("owner_keys")
+            if given is not None:
+                click.get_current_context().meta[OWNER_KEYS] = load_owner_keys(given)
         source = KeySource(
             f"--{name}",
             kwargs.pop(f"{param}_env"),
@@ -315,6 +351,15 @@ def key_options(
         return command(**kwargs)
 
     options = _key_option_list(name, default_env)
+    if name == "key":
+        options.append(
+            click.option(
+                "--owner-keys",
+                metavar="DIR|MODULE:ATTR",
+                help="Where the owners' keys are kept, if not in the database: a key "
+                "directory, or an owner key store (a KMS) by import path.",
+            )
+        )
     decorated: Callable[..., Any] = wrapper
     for option in reversed(options):
         decorated = option(decorated)
@@ -342,6 +387,7 @@ async def opened(
     url: str, tables: TableNames, key: Key | None, **store_options: Any
 ) -> AsyncIterator[SessionStore]:
     """A store on the database; an encrypted one opened without a key says how to give it."""
+    store_options.setdefault("owner_keys", owner_keys() if key is not None else None)
     async with SessionStore(url, tables=tables, key=key, **store_options) as store:
         try:
             yield store
