@@ -94,7 +94,7 @@ async def index_around(
     search_index, indexer = services.search_index, services.index()
     batch = await search_index.unindexed(indexer.embedder.model_id, limit, 0, Scope())
     codec = await services.opener.ready()
-    await services.owners.load(r.stored.kek_id for r in batch)
+    await services.owners.load(r.stored.kek_id for r in batch)  # none is destroyed here
     entries = await indexer.index([codec.item(r.key, r.stored) for r in batch], codec)
     await change()
     await search_index.replace_index(reindexed_rows(codec, batch, entries))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -286,30 +286,37 @@ class Sessions:
                 return total
 
     async def delete_sessions(
-        self, where: ColumnElement[bool], batch: int
-    ) -> tuple[int, int, set[str]]:
+        self, where: ColumnElement[bool], batch: int, owners: Collection[str] | None = ()
+    ) -> tuple[int, int, list[Any]]:
         """Delete the sessions matching `where`, with their items, in batches.
 
-        Returns (sessions, items) deleted, and the owners (`owner_of`) of the deleted
-        sessions that had no user: each was its own owner, whose key can go. Each batch is
-        one transaction that first locks its sessions, so a concurrent writer waits and then
-        starts a fresh session.
+        Returns (sessions, items) deleted, and the owner key rows deleted with them: each
+        batch's sessions without a user were their own owners, and with the last batch go
+        the keys of `owners` (None: of every owner). A key goes in the transaction that
+        deletes its owner's last session, so a writer still holding it is refused from then
+        on (and starts the session anew under a new key). Each batch is one transaction that
+        first locks its sessions, so a concurrent writer waits and then starts a fresh
+        session.
         """
         total_sessions = total_items = 0
-        ownerless: set[str] = set()
+        dropped: list[Any] = []
         while True:
-            deleted_sessions, deleted_items, hashes = await self._schema.db.write(
-                lambda conn: self._delete_batch(conn, where, batch)
+            deleted_sessions, deleted_items, keys = await self._schema.db.write(
+                lambda conn: self._delete_batch(conn, where, batch, owners)
             )
             total_sessions += deleted_sessions
             total_items += deleted_items
-            ownerless.update(owner_of(None, session_hash) for session_hash in hashes)
+            dropped += keys
             if deleted_sessions < batch:
-                return total_sessions, total_items, ownerless
+                return total_sessions, total_items, dropped
 
     def _delete_batch(
-        self, conn: Connection, where: ColumnElement[bool], batch: int
-    ) -> tuple[int, int, list[str]]:
+        self,
+        conn: Connection,
+        where: ColumnElement[bool],
+        batch: int,
+        owners: Collection[str] | None,
+    ) -> tuple[int, int, list[Any]]:
         sessions, items = self._schema.sessions, self._schema.items
         chosen = select(sessions.c.id).where(where).limit(batch)
         if self._schema.mysql:  # no LIMIT in an IN subquery, no UPDATE ... RETURNING
@@ -322,19 +329,37 @@ class Sessions:
                 .returning(sessions.c.id)
             )
             pks = list(locked.scalars())
+        last = len(pks) < batch
         if not pks:
-            return 0, 0, []
+            return 0, 0, self._drop_keys(conn, owners) if self._schema.sealed else []
         without_user = select(sessions.c.session_hash).where(
             sessions.c.id.in_(pks), sessions.c.user_id.is_(None)
         )
-        hashes = list(conn.execute(without_user).scalars())
+        ownerless = [owner_of(None, h) for h in conn.execute(without_user).scalars()]
         companions = select(sessions.c.id).where(sessions.c.parent_pk.in_(pks))
         # One list of keys: an OR of two (or of a subquery) kept PostgreSQL off the items'
         # (session_pk, seq) index, a sequential scan of every item per batch.
-        owners = [*pks, *conn.execute(companions).scalars()]
-        removed = conn.execute(delete(items).where(items.c.session_pk.in_(owners)))
+        holders = [*pks, *conn.execute(companions).scalars()]
+        removed = conn.execute(delete(items).where(items.c.session_pk.in_(holders)))
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
-        return len(pks), int(removed.rowcount), hashes
+        if not self._schema.sealed:
+            return len(pks), int(removed.rowcount), []
+        dropped = self._drop_keys(conn, ownerless)
+        if last:
+            dropped += self._drop_keys(conn, owners)
+        return len(pks), int(removed.rowcount), dropped
+
+    def _drop_keys(self, conn: Connection, owners: Collection[str] | None) -> list[Any]:
+        """Delete the owner key rows of `owners` (None: every one); return them."""
+        keys = self._schema.owner_keys
+        if owners is not None and not owners:
+            return []
+        chosen = select(keys) if owners is None else select(keys).where(keys.c.owner.in_(owners))
+        rows = list(conn.execute(chosen))
+        if rows:
+            gone = [row.key_id for row in rows]
+            conn.execute(delete(keys).where(keys.c.key_id.in_(gone)))
+        return rows
 
     async def purge_expired(self, batch: int) -> int:
         """Delete expired items in batches; return how many."""

@@ -220,7 +220,9 @@ class Indexer:
             new = scope.session is not None and since_seq > 0  # what this store just wrote
             while batch := await index.unindexed(model_id, batch_size, after, scope, new=new):
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
-                await self._owners.load(row.stored.kek_id for row in batch)
+                # Items whose owner key is destroyed since they were read are gone.
+                gone = await self._owners.load(row.stored.kek_id for row in batch)
+                batch = [row for row in batch if row.stored.kek_id not in gone]
                 entries = await self.index(
                     [codec.item(row.key, row.stored) for row in batch], codec
                 )

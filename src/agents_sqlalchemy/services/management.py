@@ -121,13 +121,16 @@ class Management:
             where["inactive_for"] = older_than(where["inactive_for"])
         await self._opener.ready()
         condition = self._sessions.sessions_where(**where)
+        owners: set[str] | None = set()
+        if where.get("user_id") is not None:
+            owners = {owner_of(where["user_id"], "")}
+        elif not where:  # every session: every owner's key
+            owners = None
         async with self._opener.scrubbing():
-            sessions, items, owners = await self._sessions.delete_sessions(condition, DELETE_BATCH)
-            if where.get("user_id") is not None:
-                owners.add(owner_of(where["user_id"], ""))
-            if not where:  # every session: every owner's key
-                owners |= await self._owners.every_owner()
-            destroyed = await self._owners.destroy(owners)
+            sessions, items, keys = await self._sessions.delete_sessions(
+                condition, DELETE_BATCH, owners
+            )
+            destroyed = await self._owners.destroyed(keys)
         return Removed(sessions=sessions, items=items), destroyed
 
     async def purge_expired(self, batch_size: int) -> int:

@@ -19,7 +19,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
@@ -208,24 +207,33 @@ class Owners:
         codec.owner_keys[row.key_id] = opened
         return opened
 
-    async def load(self, kek_ids: Iterable[str | None]) -> None:
-        """Open the owner keys among `kek_ids` that this store has not opened yet."""
+    async def load(self, kek_ids: Iterable[str | None]) -> frozenset[str]:
+        """Open the owner keys among `kek_ids` that this store has not opened yet; return
+        those that are destroyed (their owner erased, or the session deleted, maybe while
+        the rows that name them were read)."""
         codec = await self._codec()
         if codec is None:
-            return
+            return frozenset()
         wanted = {
             k for k in kek_ids if k is not None and is_owner_key_id(k) and k not in codec.owner_keys
         }
         if not wanted:
-            return
+            return frozenset()
         rows = await self._rows.by_ids(wanted)
         for row in rows:
             await self._open(codec, row)
-        gone = wanted - {row.key_id for row in rows}
-        if gone:
+        return frozenset(wanted - {row.key_id for row in rows})
+
+    async def _load_or_refuse(self, key_ids: Iterable[str], seen: set[str]) -> None:
+        """`load`, before an operation is tried again: a key destroyed while its rows were
+        being read is no reason to fail (they are gone too, read again); rows that still
+        name a destroyed key after that are refused."""
+        gone = await self.load(key_ids)
+        if gone and gone <= seen:
             raise OwnerKeyError(
                 f"owner key {sorted(gone)[0]} was destroyed: the items it wrapped are erased"
             )
+        seen |= gone
 
     async def owned(self, key: SessionKey) -> SessionKey:
         """`key`, with the owner its session's row names now (a sealed store's reads check
@@ -235,28 +243,15 @@ class Owners:
         row = await self._sessions.read_session_columns(key, ("user_id",))
         return key if row is None else replace(key, owner=owner_of(row.user_id, key.hash))
 
-    async def opening(self, decode: Callable[[], T | Awaitable[T]]) -> T:
-        """`decode()` (a codec's reading, maybe in a worker thread), again once the owner
-        keys it met are opened (the first time this store opens rows under them)."""
-        for attempt in range(ATTEMPTS):
-            try:
-                result = decode()
-                return await result if inspect.isawaitable(result) else result
-            except MissingOwnerKeys as missing:
-                if attempt == ATTEMPTS - 1:
-                    raise
-                await self.load(missing.key_ids)
-        raise AssertionError("unreachable")
-
     async def reading(self, key: SessionKey, read: Callable[[SessionKey], Awaitable[T]]) -> T:
         """`read(key)` with the owner of `owned(key)`, again once more owner keys it met
         are opened (the first time this store reads under them)."""
-        key = await self.owned(key)
+        key, seen = await self.owned(key), set[str]()
         for _ in range(ATTEMPTS - 1):
             try:
                 return await read(key)
             except MissingOwnerKeys as missing:
-                await self.load(missing.key_ids)
+                await self._load_or_refuse(missing.key_ids, seen)
         return await read(key)
 
     async def writing(
@@ -270,13 +265,14 @@ class Owners:
         looking once more if the owner changed meanwhile (the write's transaction checks
         it), or once the owner keys it read under are opened. With `reads`, `key` comes
         with its owner (`owned`), for a write that opens what is stored."""
+        seen = set[str]()
         for attempt in range(ATTEMPTS):
             owned = await self.owned(key) if reads else key
             sealer = await self.sealer(key)
             try:
                 return await write(owned, sealer)
             except MissingOwnerKeys as missing:
-                await self.load(missing.key_ids)
+                await self._load_or_refuse(missing.key_ids, seen)
             except OwnerKeyError:
                 if sealer is None or attempt == ATTEMPTS - 1:
                     raise
@@ -322,7 +318,9 @@ class Owners:
         rows = await self._rows.by_ids(key_ids)
         await self._destroy_rows(codec, rows)
 
-    async def _destroy_rows(self, codec: SealedCodec, rows: list[Any]) -> Destruction | None:
+    async def _destroy_rows(
+        self, codec: SealedCodec, rows: list[Any], *, delete: bool = True
+    ) -> Destruction | None:
         keeper, last = self._keeper(codec), None
         for row in rows:
             kept = None if row.kept is None else bytes(row.kept)
@@ -330,7 +328,8 @@ class Owners:
             if not isinstance(done, Destruction):
                 raise KeyProviderError(f"owner key store {keeper!r}.destroy returned {done!r}")
             last = done if last is None or done.at >= last.at else last
-        await self._rows.delete(row.key_id for row in rows)
+        if delete:
+            await self._rows.delete(row.key_id for row in rows)
         for row in rows:
             codec.owner_keys.pop(row.key_id, None)
         return last
@@ -356,6 +355,7 @@ class Owners:
             before = codec.wrapper(state_kek_id(blob), owner_of(old, key.hash), "the state")
             return rewrap_state_blob(blob, before, sealer)
 
+        seen = set[str]()
         for attempt in range(ATTEMPTS):
             try:
                 old = await self._sessions.give(key, user_id, rewrap, rewrap_state)
@@ -363,16 +363,22 @@ class Owners:
             except MissingOwnerKeys as missing:
                 if attempt == ATTEMPTS - 1:
                     raise
-                await self.load(missing.key_ids)
+                await self._load_or_refuse(missing.key_ids, seen)
         self.forget(key)
         if codec is not None and old is None and user_id is not None:
             await self.destroy([owner_of(None, key.hash)])
 
-    async def every_owner(self) -> set[str]:
-        """Every owner that has a key."""
-        if await self._codec() is None:
-            return set()
-        return {row.owner for row in await self._rows.every()}
+    async def destroyed(self, rows: list[Any]) -> Destroyed:
+        """Destroy, in the key store, the keys whose rows a deletion just took (their owner's
+        last session went with them), and forget them here."""
+        codec = await self._codec()
+        if codec is None or not rows:
+            return Destroyed(0, None, None)
+        last = await self._destroy_rows(codec, rows, delete=False)
+        self._current.clear()
+        if last is None:
+            return Destroyed(len(rows), None, None)
+        return Destroyed(len(rows), last.status, last.at)
 
     async def destroy(self, owners: Iterable[str]) -> Destroyed:
         """Destroy every key of these owners (their items, everywhere, can no longer be

@@ -130,7 +130,8 @@ class Searcher:
         # Many candidates are ranked in a worker thread, so that the event loop stays free.
         hits = await asyncio.to_thread(rank) if len(candidates) > OFF_LOOP else rank()
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
-        await self._owners.load(stored.kek_id for _, stored in rows.values())
+        # An item whose owner key is destroyed since (its session deleted) is gone too.
+        gone = await self._owners.load(stored.kek_id for _, stored in rows.values())
         results: list[SearchHit] = []
         for hit in hits:
             # An item removed since the candidates were read is not found, and its id may
@@ -139,7 +140,7 @@ class Searcher:
             i = hit.key
             row = rows.get(candidates.item_pks[i])
             ranked_at = (candidates.session_hashes[i], candidates.seqs[i])
-            if row is None or (row[0].hash, row[1].seq) != ranked_at:
+            if row is None or (row[0].hash, row[1].seq) != ranked_at or row[1].kek_id in gone:
                 continue
             key, stored = row
             results.append(
@@ -185,9 +186,16 @@ class Searcher:
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._index.vectors(pks, model_id)
-            keys = [(pk, candidates.wrapped_keys[i]) for i, pk in zip(missing, pks, strict=True)]
-            read = candidates.take(missing, [stored.get(key) for key in keys])
-            await self._owners.load(read.kek_ids)
+            gone = await self._owners.load(candidates.kek_ids[i] for i in missing)
+            read = candidates.take(
+                missing,
+                [
+                    None
+                    if candidates.kek_ids[i] in gone
+                    else stored.get((pk, candidates.wrapped_keys[i]))
+                    for i, pk in zip(missing, pks, strict=True)
+                ],
+            )
             for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
                 vectors[i] = vector
         return vectors
