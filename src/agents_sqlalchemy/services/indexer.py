@@ -23,7 +23,7 @@ from itertools import islice
 from typing import Any
 
 from ..aio import holding
-from ..codec import Codec
+from ..codec import Codec, MissingOwnerKeys
 from ..errors import AgentsSQLAlchemyError, OwnerKeyError, SearchModelWarning
 from ..repository import SearchIndex
 from ..search import (
@@ -220,12 +220,9 @@ class Indexer:
             new = scope.session is not None and since_seq > 0  # what this store just wrote
             while batch := await index.unindexed(model_id, batch_size, after, scope, new=new):
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
-                # Items whose owner key is destroyed since they were read are gone.
-                gone = await self._owners.load(row.stored.kek_id for row in batch)
-                batch = [row for row in batch if row.stored.kek_id not in gone]
-                entries = await self.index(
-                    [codec.item(row.key, row.stored) for row in batch], codec
-                )
+                await self._owners.load(row.stored.kek_id for row in batch)
+                batch, items = opened_rows(codec, batch)
+                entries = await self.index(items, codec)
                 await index.replace_index(reindexed_rows(codec, batch, entries))
                 done += len(batch)
                 if progress is not None:
@@ -259,3 +256,16 @@ def reindexed_rows(
         except OwnerKeyError:
             continue
     return rows
+
+
+def opened_rows(codec: Codec, batch: Sequence[Unindexed]) -> tuple[list[Unindexed], list[Any]]:
+    """The rows of `batch` that still open, with their items: one whose owner key was
+    destroyed since it was read (its session deleted, its owner erased) is gone."""
+    kept, items = [], []
+    for row in batch:
+        try:
+            items.append(codec.item(row.key, row.stored))
+        except MissingOwnerKeys:
+            continue
+        kept.append(row)
+    return kept, items

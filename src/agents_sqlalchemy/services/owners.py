@@ -51,8 +51,9 @@ from .opener import Opener
 T = TypeVar("T")
 # Sessions whose owner a store remembers for its writes (a write checks it again anyway).
 OWNERS_REMEMBERED = 10_000
-# Tries of an operation that meets owner keys not opened yet, or an owner that changed.
-ATTEMPTS = 3
+# Tries of an operation that meets owner keys not opened yet, or an owner (or its key)
+# that changed meanwhile: a session deleted and written again by others between its tries.
+ATTEMPTS = 8
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import asyncio
 import functools
 from typing import Any
 
-from ..codec import Codec
+from ..codec import Codec, MissingOwnerKeys
 from ..errors import ConfigurationError, SearchError
 from ..records import SearchHit
 from ..repository import SearchIndex
@@ -143,11 +143,15 @@ class Searcher:
             if row is None or (row[0].hash, row[1].seq) != ranked_at or row[1].kek_id in gone:
                 continue
             key, stored = row
+            try:
+                item = codec.item(key, stored)
+            except MissingOwnerKeys:  # its owner key was destroyed meanwhile: it is gone
+                continue
             results.append(
                 SearchHit(
                     session_id=key.session_id,
                     seq=stored.seq,
-                    item=codec.item(key, stored),
+                    item=item,
                     score=hit.score,
                     vector=hit.vector,
                     keyword=hit.keyword,
@@ -196,6 +200,14 @@ class Searcher:
                     for i, pk in zip(missing, pks, strict=True)
                 ],
             )
-            for i, vector in zip(missing, codec.vectors(read, model_id), strict=True):
+            try:
+                opened = codec.vectors(read, model_id)
+            except MissingOwnerKeys as destroyed:  # meanwhile, by another task of this store
+                kept = [
+                    None if k in destroyed.key_ids else v
+                    for k, v in zip(read.kek_ids, read.vectors, strict=True)
+                ]
+                opened = codec.vectors(read.take(range(len(read)), kept), model_id)
+            for i, vector in zip(missing, opened, strict=True):
                 vectors[i] = vector
         return vectors
