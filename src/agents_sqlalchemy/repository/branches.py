@@ -326,9 +326,14 @@ class Branches:
             conn.execute(delete(usage).where(usage.c.branch_pk == branch_pk, usage.c.turn == turn))
 
     async def pop_line(
-        self, key: SessionKey, name: str, decode: Callable[[StoredItem], T], opened: Opened
+        self,
+        key: SessionKey,
+        name: str,
+        decode: Callable[[SessionKey, StoredItem], T],
+        opened: Opened,
     ) -> T | Gone | None:
-        """Remove and return the latest live item of a line; `GONE` for a dead branch."""
+        """Remove and return the latest live item of a line, `decode(key with its owner,
+        row)`; `GONE` for a dead branch."""
 
         def work(conn: Connection) -> T | Gone | None:
             if name == MAIN:  # one statement locks and says whether the session branched
@@ -337,7 +342,7 @@ class Branches:
                     return None
                 session_pk = lines.session_pk
                 if not lines.branched:
-                    return self._pop_unbranched(conn, lines, decode)
+                    return self._pop_unbranched(conn, key, lines, decode)
             else:
                 found = self._schema.lock_existing(conn, key, self._schema.now())
                 if found is None:
@@ -349,12 +354,16 @@ class Branches:
             row, branch_pk, turn = taken
             self._drop_empty_turn_usage(conn, branch_pk, turn)
             # Decoded inside the transaction: a corrupt row raises and the removal rolls back.
-            return decode(self._schema.stored_of(row))
+            return decode(self._schema.owned(conn, key), self._schema.stored_of(row))
 
         return await self._schema.db.write(work, session_id=key.session_id, small=True)
 
     def _pop_unbranched(
-        self, conn: Connection, lines: LockedSession, decode: Callable[[StoredItem], T]
+        self,
+        conn: Connection,
+        key: SessionKey,
+        lines: LockedSession,
+        decode: Callable[[SessionKey, StoredItem], T],
     ) -> T | None:
         """A session that never branched pops as it always did (with the append path's
         prepared statements): no line but main can hold its items. With usage recorded, the
@@ -363,7 +372,7 @@ class Branches:
         if stored is None:
             return None
         # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-        item = decode(stored)
+        item = decode(self._schema.owned(conn, key), stored)
         if lines.main_pk is not None:
             self._lines.popped(conn, lines.session_pk, lines.main_pk, stored.seq, is_user(item))
         return item

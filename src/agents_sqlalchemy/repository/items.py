@@ -101,8 +101,9 @@ class Items:
 
     async def read(
         self, key: SessionKey, limit: int | None, current_kek: str | None = None
-    ) -> Sequence[Sequence[Any]]:
+    ) -> tuple[SessionKey, Sequence[Sequence[Any]]]:
         """Live items in order, as rows laid out like `StoredItem`; with a limit, the latest.
+        With them, `key` with its owner (`Schema.owned`), read in the same transaction.
 
         Sealed rows carry their kek_id only where it is not `current_kek`."""
         small = limit is not None and limit <= SMALL
@@ -112,21 +113,23 @@ class Items:
 
     def _read(
         self, conn: Connection, key: SessionKey, limit: int | None, current_kek: str | None
-    ) -> Sequence[Any]:
+    ) -> tuple[SessionKey, Sequence[Any]]:
         params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": current_kek}
+        owned = self._schema.owned(conn, key)
         if limit is None:
-            return self._schema.statements.read_all.run(conn, params)
+            return owned, self._schema.statements.read_all.run(conn, params)
         params["limit"] = limit
-        return self._schema.statements.read_tail.run(conn, params)[::-1]
+        return owned, self._schema.statements.read_tail.run(conn, params)[::-1]
 
-    async def pop(self, key: SessionKey, decode: Callable[[StoredItem], T]) -> T | None:
-        """Remove the latest live item and return it decoded; a decode error keeps it stored."""
+    async def pop(self, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]) -> T | None:
+        """Remove the latest live item and return it decoded (`decode(key with its owner,
+        row)`); a decode error keeps it stored."""
         return await self._schema.db.write(
             lambda conn: self._pop(conn, key, decode), session_id=key.session_id, small=True
         )
 
     def _pop(
-        self, conn: Connection, key: SessionKey, decode: Callable[[StoredItem], T]
+        self, conn: Connection, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]
     ) -> T | None:
         now = self._schema.now()
         session_pk = self._schema.lock_existing(conn, key, now)
@@ -134,7 +137,7 @@ class Items:
             return None
         stored = self._schema.take_last_live(conn, session_pk, now)
         # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-        return None if stored is None else decode(stored)
+        return None if stored is None else decode(self._schema.owned(conn, key), stored)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""

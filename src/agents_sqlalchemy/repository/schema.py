@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
@@ -87,6 +88,10 @@ class Statements:
         )
         self.last_live = Prepared(last_live)
         self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
+        # A sealed read's owner check: the user the session's row names now.
+        self.user_of = Prepared(
+            select(sessions.c.user_id).where(sessions.c.session_hash == bindparam("session_hash"))
+        )
         # An item taken in one statement, its wrapped key with it (where RETURNING exists).
         self.delete_last_live = Prepared(
             delete(items)
@@ -299,6 +304,15 @@ class Schema:
             return int(locked[0][0])
         found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
         return int(found[0][0]) if found else None
+
+    def owned(self, conn: Connection, key: SessionKey) -> SessionKey:
+        """`key` with the owner its session's row names now (`owner_of`), in a sealed
+        store, where reads check that each item is that owner's; else (or with no row yet)
+        `key` unchanged."""
+        if not self.sealed:
+            return key
+        found = self.statements.user_of.run(conn, {"session_hash": key.hash})
+        return replace(key, owner=owner_of(found[0][0], key.hash)) if found else key
 
     def take_last_live(self, conn: Connection, session_pk: int, now: datetime) -> StoredItem | None:
         """Delete the session's latest live item and return it, its wrapped key with it: one

@@ -118,12 +118,10 @@ class Branches:
 
         async def pop(key: SessionKey) -> Any | Gone | None:
             codec, opened = await self._codec(key)
-            return await self._branches.pop_line(
-                key, branch, lambda stored: codec.item(key, stored), opened
-            )
+            return await self._branches.pop_line(key, branch, codec.item, opened)
 
         async with self._opener.scrubbing():
-            return await self._owners.reading(key, pop)
+            return await self._owners.reading(key, pop, look=False)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete the items of every branch and the usage; return how many main items."""

@@ -17,6 +17,7 @@ import asyncio
 import functools
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +27,7 @@ from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..telemetry import current
-from ..types import WHOLE, Appended, SessionKey, StoredItem, Tail, Written
+from ..types import WHOLE, Appended, SessionKey, StoredItem, Tail, Written, owner_of
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
 from .owners import Owners
@@ -71,12 +72,12 @@ class Conversation:
                 return []
         codec = await self._opener.ready()
         if codec.kek_id is not None:
-            return await self._owners.reading(key, lambda owned: self._read(owned, limit))
+            return await self._owners.reading(key, lambda key: self._read(key, limit), look=False)
         return await self._read(key, limit)
 
     async def _read(self, key: SessionKey, limit: int | None) -> list[Any]:
         codec = await self._opener.ready()
-        rows = await self._items.read(key, limit, codec.kek_id)
+        key, rows = await self._items.read(key, limit, codec.kek_id)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
             return await asyncio.to_thread(codec.items, key, rows)
         return codec.items(key, rows)
@@ -126,12 +127,12 @@ class Conversation:
         codec = await self._opener.ready()
 
         async def pop(key: SessionKey) -> Any | None:
-            return await self._items.pop(key, lambda stored: codec.item(key, stored))
+            return await self._items.pop(key, codec.item)
 
         async with self._opener.scrubbing():
             if codec.kek_id is None:
                 return await pop(key)
-            return await self._owners.reading(key, pop)
+            return await self._owners.reading(key, pop, look=False)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of a session (and their keys); return how many."""
@@ -171,10 +172,13 @@ class Conversation:
         codec = await self._opener.ready()
 
         async def read(key: SessionKey) -> dict[str, Any]:
-            row = await self._sessions.read_session_columns(key, codec.state_columns)
-            return codec.state(key, row) if row else {}
+            columns = (*codec.state_columns, "user_id")
+            row = await self._sessions.read_session_columns(key, columns)
+            if row is None:
+                return {}
+            return codec.state(replace(key, owner=owner_of(row.user_id, key.hash)), row)
 
-        return await self._owners.reading(key, read)
+        return await self._owners.reading(key, read, look=False)
 
     async def change_state(
         self, key: SessionKey, name: str, value: Any = None, *, delete: bool = False

@@ -244,10 +244,15 @@ class Owners:
         row = await self._sessions.read_session_columns(key, ("user_id",))
         return key if row is None else replace(key, owner=owner_of(row.user_id, key.hash))
 
-    async def reading(self, key: SessionKey, read: Callable[[SessionKey], Awaitable[T]]) -> T:
-        """`read(key)` with the owner of `owned(key)`, again once more owner keys it met
-        are opened (the first time this store reads under them)."""
-        key, seen = await self.owned(key), set[str]()
+    async def reading(
+        self, key: SessionKey, read: Callable[[SessionKey], Awaitable[T]], *, look: bool = True
+    ) -> T:
+        """`read(key)` with the owner of `owned(key)` (`look=False`: the read looks it up
+        itself, in its own transaction), again once more owner keys it met are opened (the
+        first time this store reads under them)."""
+        seen = set[str]()
+        if look:
+            key = await self.owned(key)
         for _ in range(ATTEMPTS - 1):
             try:
                 return await read(key)
