@@ -24,6 +24,7 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
+from agents_sqlalchemy.services import keys as keys_module
 from agents_sqlalchemy.types import owner_of
 
 from .support.cli import cli
@@ -282,7 +283,9 @@ def test_the_command_line_takes_the_owner_key_directory(sqlite_url: str, tmp_pat
 
     asyncio.run(seed())
     env = {"AGENTS_SQLALCHEMY_KEY": "pass"}
-    shown = cli("sessions", "show", "b", "--url", sqlite_url, "--owner-keys", str(directory), env=env)
+    shown = cli(
+        "sessions", "show", "b", "--url", sqlite_url, "--owner-keys", str(directory), env=env
+    )
     assert shown.exit_code == 0, shown.output
     refused = cli("sessions", "show", "b", "--url", sqlite_url, env=env)  # the keys are elsewhere
     assert refused.exit_code != 0 and "owner_keys" in refused.output
@@ -301,3 +304,79 @@ def test_the_command_line_takes_the_owner_key_directory(sqlite_url: str, tmp_pat
     receipt = json.loads(erased.stdout)
     assert receipt["owner_keys_destroyed"] == 1 and receipt["owner_keys_kept"] == "KeyDirectory"
     assert len(list(directory.iterdir())) == 1
+
+
+class Interrupted(Exception):
+    pass
+
+
+async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(
+    db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        for user in ("alice", "bob"):
+            await store.session(user, user_id=user).add_items(
+                [message(f"{user} {i}") for i in range(6)]
+            )
+            await store.session(user).set_state("k", user)
+    before = await _owner_keys(db_url)
+    files_before = {path.stem for path in directory.iterdir()}
+    assert files_before == set(before)
+
+    real, calls = keys_module.rewrap_many, []
+
+    def failing(wrapped: list[bytes], old: object, new: object) -> list[bytes]:
+        if calls:
+            raise Interrupted
+        calls.append(len(wrapped))
+        return real(wrapped, old, new)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(keys_module, "rewrap_many", failing)
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_owner_keys(batch_size=4)
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.rotate_owner_keys(batch_size=4) == 12 - calls[0]
+        for user in ("alice", "bob"):
+            assert await store.session(user).get_items() == [
+                message(f"{user} {i}") for i in range(6)
+            ]
+            assert await store.session(user).get_state("k") == user
+    after = await _owner_keys(db_url)
+    assert sorted(after.values()) == sorted(before.values())  # one fresh key per owner
+    assert not set(after) & set(before)
+    assert {path.stem for path in directory.iterdir()} == set(after)  # old files deleted
+    assert {kek for user in ("alice", "bob") for kek in await _item_keks(db_url, user)} == set(
+        after
+    )
+
+
+def test_the_command_line_rotates_the_owner_keys(sqlite_url: str, tmp_path: Path) -> None:
+    directory = tmp_path / "keys"
+
+    async def seed() -> None:
+        async with SessionStore(
+            sqlite_url, create_tables=True, key="pass", owner_keys=KeyDirectory(directory)
+        ) as store:
+            await store.session("a", user_id="alice").add_items([message("a")])
+
+    asyncio.run(seed())
+    before = {path.name for path in directory.iterdir()}
+    env = {"AGENTS_SQLALCHEMY_KEY": "pass"}
+    done = cli(
+        "rotate-owner-keys",
+        "--url",
+        sqlite_url,
+        "--owner-keys",
+        str(directory),
+        "--no-progress",
+        env=env,
+    )
+    assert done.exit_code == 0, done.output
+    assert "Re-wrapped 1 data key under fresh owner keys" in done.output
+    after = {path.name for path in directory.iterdir()}
+    assert len(after) == 1 and not after & before

@@ -233,8 +233,28 @@ async def test_an_erased_user_is_unreadable_everywhere_with_owner_keys_outside(
             assert _opened(existing, list(in_backup)) == 0
             assert _opened(existing, bob) == len(bob)  # bob's key is there, and opens his
             assert len(await store.session("bob-1").get_items()) == ITEMS_PER_SESSION
+
+            # Items popped from bob's session stay openable with his key, until the owner
+            # keys are rotated (the store's key stays).
+            for _ in range(5):
+                await store.session("bob-0").pop_item()
+            survivors = await _wrapped_keys(url, "bob")
+            popped = [one for one in bob if one not in survivors]
+            await _checkpoint(dialect, url)
+            assert _opened(await _existing_keys(url, key, directory), popped) == 5
+            assert await store.rotate_owner_keys() == len(survivors)
+            await _checkpoint(dialect, url)
+            existing = await _existing_keys(url, key, directory)
+            found = holding(server.files(), popped)
+            assert found and _opened(existing, list(found)) == 0
+            assert _opened(existing, popped) == 0
+            rewrapped = await _wrapped_keys(url, "bob")
+            assert _opened(existing, rewrapped) == len(survivors) == 2 * ITEMS_PER_SESSION - 5
+            assert len(await store.session("bob-0").get_items()) == ITEMS_PER_SESSION - 5
         print(
             f"\n{dialect}, owner keys in a directory: alice's {len(alice)} item keys; after "
             f"erase_user {len(left)} in the server's files, {len(in_backup)} in the backup, "
-            f"0 decryptable with any key that exists; bob's {len(bob)} all decryptable"
+            f"0 decryptable with any key that exists; bob's {len(bob)} all decryptable; "
+            f"5 of bob's popped, then rotate_owner_keys: {len(found)} in the server's files, "
+            "0 decryptable"
         )

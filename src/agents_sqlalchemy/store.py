@@ -372,6 +372,23 @@ class SessionStore:
         """
         return await self._services.keys.rotate(new_key, batch_size=batch_size, progress=progress)
 
+    async def rotate_owner_keys(
+        self,
+        *,
+        batch_size: int = ROTATE_BATCH,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Give every owner a fresh key, re-wrap every data key under its owner's new one,
+        and destroy the old owner keys; the store's key stays. Resumable, as `rotate_key`.
+
+        The maintenance that makes removals final where owner keys are kept outside the
+        database (`owner_keys=`): copies made before hold only keys that are destroyed.
+        With the owner keys in the database, copies still hold the old ones wrapped under
+        the store's key: use `rotate_key` to a fresh key instead. Returns how many item
+        keys were re-wrapped.
+        """
+        return await self._services.keys.rotate_owner_keys(batch_size=batch_size, progress=progress)
+
     # -- sessions as an operator sees them -------------------------------------------------
 
     @traced("create_session", sessions=True, user_argument="user_id")

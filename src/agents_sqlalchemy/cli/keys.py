@@ -83,3 +83,47 @@ def command(
         f"only the new key opens {shown} now",
         fg="green",
     )
+
+
+async def rotate_owners(
+    url: str, tables: TableNames, key: Key, batch_size: int, bar: ProgressBar
+) -> int:
+    """Open the store with `key` and give every owner a fresh key; return the keys re-wrapped."""
+    owners = owner_keys()
+    async with SessionStore(url, tables=tables, key=key, owner_keys=owners) as store:
+        return await store.rotate_owner_keys(batch_size=batch_size, progress=bar)
+
+
+@click.command("rotate-owner-keys")
+@key_options(prompt="Key")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=ROTATE_BATCH,
+    show_default=True,
+    help="Data keys re-wrapped per transaction.",
+)
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@database_options
+def owners_command(url: str, tables: TableNames, key: Key, batch_size: int, progress: bool) -> None:
+    """Give every owner a fresh key and destroy the old ones; the store's key stays.
+
+    Items removed before it can then no longer be opened from any copy of the database,
+    where the owners' keys are kept outside it (--owner-keys). With the keys in the
+    database, copies still hold the old ones under the store's key: rotate-key instead.
+    If interrupted, run it again: it resumes.
+    """
+    bar = ProgressBar(progress, "Re-wrapping data keys")
+    started = time.perf_counter()
+    try:
+        done = run(rotate_owners(url, tables, key, batch_size, bar))
+    finally:
+        bar.close()
+    click.secho(
+        f"Re-wrapped {counted(done, 'data key')} under fresh owner keys in "
+        f"{time.perf_counter() - started:.1f} s; the old owner keys are destroyed",
+        fg="green",
+    )
+
+
+commands = (command, owners_command)

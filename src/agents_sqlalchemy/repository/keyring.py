@@ -189,16 +189,20 @@ class KeyringRows:
             )
         return rows[-1].id if rows else None
 
-    async def finish_rotation(self, old: str, owner_keys: Collection[str] = ()) -> bool:
+    async def finish_rotation(self, old: str | None, owner_keys: Collection[str] = ()) -> bool:
         """Delete the retired keyring row `old` if no item key refers to it, nor to one of
         the retired owner keys `owner_keys` (the caller destroys those then)."""
         return await self._schema.db.write(lambda conn: self._finish(conn, old, owner_keys))
 
-    def _finish(self, conn: Connection, old: str, owner_keys: Collection[str]) -> bool:
+    def _finish(self, conn: Connection, old: str | None, owner_keys: Collection[str]) -> bool:
         self._lock_keyring(conn)
         items = self._schema.items
-        gone = [old, *owner_keys]
+        gone = [*([] if old is None else [old]), *owner_keys]
+        if not gone:
+            return True
         if conn.execute(select(items.c.id).where(items.c.kek_id.in_(gone)).limit(1)).first():
             return False
-        conn.execute(delete(self._schema.keyring).where(self._schema.keyring.c.kek_id == old))
+        if old is not None:
+            keyring = self._schema.keyring
+            conn.execute(delete(keyring).where(keyring.c.kek_id == old))
         return True

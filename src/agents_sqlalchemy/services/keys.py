@@ -9,7 +9,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..crypto import (
     Key,
@@ -66,7 +67,44 @@ class KeyRotation:
         # database is then wrapped by keys that are destroyed at the end.
         pairs = await self._owners.successors(old, new, resuming=bool(pending))
         moves: dict[str, tuple[Wrapper, Wrapper]] = {old.kek_id: (old, new)}
-        moves |= {key_id: pair for key_id, pair in pairs.items()}
+        done = await self._walk(moves | pairs, old.kek_id, pairs, batch_size, progress)
+        opener.adopt(new_key, new)
+        return done
+
+    async def rotate_owner_keys(
+        self, *, batch_size: int = ROTATE_BATCH, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Give every owner a fresh key, keeping the store's; see
+        `SessionStore.rotate_owner_keys`."""
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        await self._opener.ready(rotating=True)
+        kek = self._opener.kek
+        if kek is None:
+            raise ConfigurationError("rotate_owner_keys needs a store opened with its key")
+        rows = await self._keyring.keyring_rows()
+        if any(row["retired_at"] is None and row["kek_id"] != kek.kek_id for row in rows):
+            raise ConfigurationError(
+                "a rotation of the store's key is unfinished: finish it first (rotate_key "
+                "again with the same two keys)"
+            )
+        resuming = await self._owners.rotating()
+        pairs = await self._owners.successors(kek, kek, resuming=resuming)
+        return await self._walk(dict(pairs), None, pairs, batch_size, progress)
+
+    async def _walk(
+        self,
+        moves: Mapping[str, tuple[Wrapper, Wrapper]],
+        old_kek: str | None,
+        pairs: Mapping[str, Any],
+        batch_size: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> int:
+        """Re-wrap every item key and sealed state wrapped by a key of `moves` (old id ->
+        (old, new)), a batch at a time, until none is left (a writer racing the walk may
+        have written one behind it); then retire keyring row `old_kek` and destroy the old
+        owner keys of `pairs`. Returns how many item keys were re-wrapped."""
+        keyring = self._keyring
 
         def rewrap_keys(kek_id: str, wrapped: list[bytes]) -> tuple[str, list[bytes]]:
             before, after = moves[kek_id]
@@ -80,7 +118,7 @@ class KeyRotation:
         if progress is not None:
             progress(done, total)
         finished = False
-        while not finished:  # until no key (from a writer racing the rotation) is left behind
+        while not finished:
             last: int | None = 0
             while last is not None:
                 count, last = await keyring.rewrap_keys(moves, rewrap_keys, last, batch_size)
@@ -90,8 +128,7 @@ class KeyRotation:
             after: int | None = 0
             while after is not None:
                 after = await keyring.rewrap_states(rewrap_blob, after, batch_size)
-            finished = await keyring.finish_rotation(old.kek_id, pairs)
+            finished = await keyring.finish_rotation(old_kek, pairs)
         await self._owners.destroy_keys(pairs)
         await keyring.scrub()
-        opener.adopt(new_key, new)
         return done

@@ -316,6 +316,12 @@ class Owners:
         self._current.clear()
         return pairs
 
+    async def rotating(self) -> bool:
+        """Whether a rotation of the owner keys was interrupted (retired keys are left)."""
+        if await self._codec() is None:
+            return False
+        return any(row.retired_at is not None for row in await self._rows.every())
+
     async def destroy_keys(self, key_ids: Iterable[str]) -> None:
         """Destroy these keys (a finished rotation's old ones): in the store, then rows."""
         codec = await self._codec()
