@@ -25,12 +25,13 @@ from agents_sqlalchemy import (
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
 from agents_sqlalchemy.services import keys as keys_module
+from agents_sqlalchemy.services.owners import Owners
 from agents_sqlalchemy.types import owner_of
 
 from .support.cli import cli
 from .support.disk import found_on_disk, on_disk
 from .support.items import message
-from .support.tables import ITEMS, OWNER_KEYS, SESSIONS, execute, raw_rows
+from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS, execute, raw_rows
 
 _KEYS_OF = (
     f"SELECT i.wrapped_key FROM {ITEMS} i JOIN {SESSIONS} s ON s.id = i.session_pk "
@@ -380,3 +381,36 @@ def test_the_command_line_rotates_the_owner_keys(sqlite_url: str, tmp_path: Path
     assert "Re-wrapped 1 data key under fresh owner keys" in done.output
     after = {path.name for path in directory.iterdir()}
     assert len(after) == 1 and not after & before
+
+
+async def test_items_sealed_before_owner_keys_still_open_move_and_rotate(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database written before owner keys existed: its items' keys are wrapped by the
+    store's key-encryption key. They read as before, a move re-wraps them under the new
+    owner's key, and a rotation too."""
+
+    async def no_owner_key(self: Owners, key: object) -> None:
+        return None
+
+    monkeypatch.setattr(Owners, "sealer", no_owner_key)  # writes as before owner keys
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("old").add_items([message("one"), message("two")])
+        await store.session("old").set_state("k", "v")
+    monkeypatch.undo()
+    [(kek_id,)] = await raw_rows(db_url, f"SELECT kek_id FROM {KEYRING}")
+    assert await _item_keks(db_url, "old") == {kek_id}
+    assert await _owner_keys(db_url) == {}
+    async with SessionStore(db_url, key=key) as store:
+        session = store.session("old")
+        assert await session.get_items() == [message("one"), message("two")]
+        await session.add_items([message("three")])  # new items: under an owner key
+        assert len(await _item_keks(db_url, "old")) == 2
+        await session.set_user_id("erin")
+        assert set((await _owner_keys(db_url)).values()) == {owner_of("erin", "")}
+        assert await _item_keks(db_url, "old") == set(await _owner_keys(db_url))
+        assert await session.get_state("k") == "v"
+        new_key = os.urandom(32)
+        assert await store.rotate_key(new_key) == 3
+    async with SessionStore(db_url, key=new_key) as store:
+        assert len(await store.session("old").get_items()) == 3
