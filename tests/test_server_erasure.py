@@ -191,9 +191,9 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
         print(
             f"\n{dialect}: removed {len(removed)} keys; before rotation "
             f"{len(before)} in the server's files, {len(in_backup)} in the backup, all "
-            f"decryptable with the live store key (the erased user's through her owner key, "
-            f"which the backup holds); after rotation and destroying the old key {len(after)} in the "
-            f"server's files, {len(in_backup)} in the backup, 0 decryptable"
+            "decryptable with the live store key (the erased user's through her owner key, "
+            "which the backup holds); after rotation and destroying the old key "
+            f"{len(after)} in the server's files, {len(in_backup)} in the backup, 0 decryptable"
         )
 
 

@@ -38,10 +38,10 @@ from .crypto import (
 from .errors import (
     AgentsSQLAlchemyError,
     CorruptItemError,
-    ForeignOwnerError,
     ItemError,
     KeyringError,
     OwnerKeyError,
+    TamperedItemError,
 )
 from .search import forget_terms
 from .search.postings import term_id
@@ -297,7 +297,7 @@ class SealedCodec:
                 "key that was rotated away (open it again with the new key)"
             )
         if owner is not None and found.owner != owner:
-            raise ForeignOwnerError(
+            raise TamperedItemError(
                 f"{named} is sealed for another owner than its session's row names: the "
                 "session's user_id was changed, or the item moved, outside the library"
             )

@@ -161,11 +161,6 @@ class TamperedItemError(DecryptionError, CorruptItemError):
     """An item's ciphertext or wrapped key fails to open at its place; it is never skipped."""
 
 
-class ForeignOwnerError(OwnerKeyError, TamperedItemError):
-    """An item or state is sealed under another owner's key than its session's row names:
-    the session's `user_id` was changed, or the bytes moved, outside the library."""
-
-
 class StoreClosedError(AgentsSQLAlchemyError, RuntimeError):
     """A store (or a session) was used after `close()`; nothing was read or written."""
 

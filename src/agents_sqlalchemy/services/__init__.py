@@ -140,7 +140,9 @@ class Services:
                 f"owner_keys must implement OwnerKeyStore (keep, fetch, destroy), got "
                 f"{type(owner_keys).__name__}"
             )
-        owners = Owners(opener, OwnerKeyRows(schema), sessions, owner_keys)
+        owners = Owners(
+            opener.ready, OwnerKeyRows(schema), sessions, owner_keys, sealed=key is not None
+        )
         adoption = Adoption(
             db, opener, owners, sessions, imports, tables, import_on_use=import_sdk_history
         )

@@ -9,7 +9,7 @@ owner keys: every method is then a no-op.
 
 Example::
 
-    owners = Owners(opener, OwnerKeyRows(schema), sessions, store=None)
+    owners = Owners(opener.ready, OwnerKeyRows(schema), sessions, None, sealed=True)
     sealer = await owners.sealer(key)                # the key a write to `key` seals under
     key = await owners.owned(key)                    # the owner a read must find
     await owners.load(kek_ids)                       # open what rows refer to, before decoding
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..codec import MissingOwnerKeys, SealedCodec
+from ..codec import Codec, MissingOwnerKeys, SealedCodec
 from ..crypto import (
     Destruction,
     InDatabase,
@@ -46,7 +46,6 @@ from ..errors import (
 )
 from ..repository import OwnerKeyRows, Sessions
 from ..types import SessionKey, is_owner_key_id, owner_of
-from .opener import Opener
 
 T = TypeVar("T")
 # Sessions whose owner a store remembers for its writes (a write checks it again anyway).
@@ -71,12 +70,16 @@ class Owners:
 
     def __init__(
         self,
-        opener: Opener,
+        ready: Callable[[], Awaitable[Codec]],
         rows: OwnerKeyRows,
         sessions: Sessions,
         store: OwnerKeyStore | None,
+        *,
+        sealed: bool,
     ) -> None:
-        self._opener = opener
+        # The store's codec, once its keyring is open (`Opener.ready`); whether it has a key.
+        self._ready = ready
+        self._sealed = sealed
         self._rows = rows
         self._sessions = sessions
         self._given = store
@@ -90,12 +93,12 @@ class Owners:
     def kept_in(self) -> str | None:
         """Where owner keys are kept: "database" (the default), the given key store's class
         name, or None for a plaintext store (which has none)."""
-        if self._opener.key is None:
+        if not self._sealed:
             return None
         return "database" if self._given is None else type(self._given).__name__
 
     async def _codec(self) -> SealedCodec | None:
-        codec = await self._opener.ready()
+        codec = await self._ready()
         return codec if isinstance(codec, SealedCodec) else None
 
     def _keeper(self, codec: SealedCodec) -> OwnerKeyStore:
