@@ -13,7 +13,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Dialect, Integer, LargeBinary, Text
+from sqlalchemy import BigInteger, DateTime, Dialect, Integer, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -76,6 +76,30 @@ class UTCDateTime(TypeDecorator[datetime]):
 # (which Unicode keeps for internal use) and "0", and the noncharacter itself is doubled.
 _ESCAPE = "\uffff"
 _ESCAPED = re.compile(f"{_ESCAPE}(.)", re.DOTALL)
+
+
+def no_pad_collation(dialect: Dialect) -> str:
+    """The binary collation of MySQL or MariaDB that does not pad: `'b'` and `'b '` differ,
+    in comparisons and in unique keys (`utf8mb4_bin` pads)."""
+    return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
+
+
+class ExactName(TypeDecorator[str]):
+    """A short name that a unique key tells apart exactly: on MySQL and MariaDB, a
+    VARCHAR(255) in the binary collation that does not pad (see `no_pad_collation`).
+
+    >>> from sqlalchemy.dialects import mysql
+    >>> ExactName().load_dialect_impl(mysql.dialect()).collation
+    'utf8mb4_0900_bin'
+    """
+
+    impl = String(255)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in MYSQL:
+            return mysql.VARCHAR(255, collation=no_pad_collation(dialect))
+        return dialect.type_descriptor(String(255))
 
 
 class SessionIdText(TypeDecorator[str]):

@@ -32,7 +32,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 
 # MYSQL and UTCDateTime are imported from here by the repository too.
 from .column_types import MYSQL as MYSQL
-from .column_types import NAMING_CONVENTION, TABLE_OPTIONS, Id, LongBinary, LongText, SessionIdText
+from .column_types import (
+    NAMING_CONVENTION,
+    TABLE_OPTIONS,
+    ExactName,
+    Id,
+    LongBinary,
+    LongText,
+    SessionIdText,
+)
 from .column_types import UTCDateTime as UTCDateTime
 from .tables import TableNames
 
@@ -193,7 +201,7 @@ class BranchColumns:
     sessions_fullname: ClassVar[str]
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    name: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(ExactName())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Main's row, while the session never branched: its user messages through place

@@ -117,7 +117,7 @@ class Branches:
             .join(sessions, sessions.c.id == branches.c.session_pk)
             .where(
                 sessions.c.session_hash == bindparam("session_hash"),
-                branches.c.name == bindparam("name"),
+                self._schema.equals(branches.c.name, bindparam("name")),
                 branches.c.deleted_at.is_(None),
             )
             .scalar_subquery()

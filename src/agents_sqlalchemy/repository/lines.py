@@ -127,7 +127,7 @@ class Lines:
         branches = self._schema.branches
         return select(branches.c.id).where(
             branches.c.session_pk == bindparam("session_pk"),
-            branches.c.name == bindparam("name"),
+            self._schema.equals(branches.c.name, bindparam("name")),
             branches.c.deleted_at.is_(None),
         )
 

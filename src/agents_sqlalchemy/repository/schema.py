@@ -19,10 +19,12 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import (
     ColumnElement,
     Table,
+    and_,
     bindparam,
     case,
     delete,
     func,
+    literal,
     null,
     or_,
     select,
@@ -45,6 +47,17 @@ SUPPORTED_DIALECTS = ("sqlite", "postgresql", *MYSQL)
 # A unit of work of at most this many items is small: on a SQLite file the store opened, it
 # runs on the caller's thread (see `Database.run`), where a thread hop would cost more.
 SMALL = 64
+
+
+def exactly(column: ColumnElement[Any], value: Any, mysql: bool) -> ColumnElement[bool]:
+    """SQL: `column` equals `value`, trailing spaces included. MySQL and MariaDB collations
+    pad (`'a' = 'a '` is true even in `utf8mb4_bin`): there the lengths must be equal too,
+    and the column's index still finds the rows."""
+    if not mysql:
+        same: ColumnElement[bool] = column == value
+        return same
+    given = value if isinstance(value, ColumnElement) else literal(value)
+    return and_(column == given, func.length(column) == func.length(given))
 
 
 def utcnow() -> datetime:
@@ -216,6 +229,10 @@ class Schema:
     def now(self) -> datetime:
         """The repository's clock: `utcnow` of this module, which tests move."""
         return utcnow()
+
+    def equals(self, column: ColumnElement[Any], value: Any) -> ColumnElement[bool]:
+        """SQL: `column` equals `value` exactly, on every dialect (see `exactly`)."""
+        return exactly(column, value, self.mysql)
 
     def live(self, now: datetime) -> ColumnElement[bool]:
         """SQL: the item has not expired at `now`."""

@@ -105,7 +105,7 @@ class SearchIndex:
             by_pk = schema.items.c.session_pk == schema.session_pk(scope.session).scalar_subquery()
             return and_(sessions.c.session_hash == scope.session.hash, by_pk)
         if scope.user_id is not None:
-            return sessions.c.user_id == scope.user_id
+            return schema.equals(sessions.c.user_id, scope.user_id)
         return sessions.c.id.is_not(None)
 
     def _position(self, scope: Scope) -> ColumnElement[Any]:

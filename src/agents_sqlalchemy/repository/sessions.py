@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
-from .schema import Schema
+from .schema import Schema, exactly
 
 
 class Sessions:
@@ -90,7 +90,7 @@ class Sessions:
             archived_at = sessions.c.archived_at
             query = query.where(archived_at.is_not(None) if archived else archived_at.is_(None))
         if user_id is not None:
-            query = query.where(sessions.c.user_id == user_id)
+            query = query.where(self._schema.equals(sessions.c.user_id, user_id))
         for name, value in (metadata or {}).items():
             query = query.where(self._metadata_equals(name, value))
         if updated_after is not None:
@@ -234,7 +234,7 @@ class Sessions:
         if session_hash is not None:
             conditions.append(sessions.c.session_hash == session_hash)
         if user_id is not None:
-            conditions.append(sessions.c.user_id == user_id)
+            conditions.append(self._schema.equals(sessions.c.user_id, user_id))
         if inactive_for is not None:
             conditions.append(sessions.c.updated_at < self._schema.now() - inactive_for)
         return and_(*conditions)
@@ -390,6 +390,7 @@ def _mysql_json_equals(column: ColumnElement[Any], path: str, value: object) -> 
         return and_(json_type == "BOOLEAN", unquoted == ("true" if value else "false"))
     if isinstance(value, str):
         unquoted = func.json_unquote(extracted)
-        return and_(json_type == "STRING", unquoted == literal(value).collate("utf8mb4_bin"))
+        exact = exactly(unquoted, literal(value).collate("utf8mb4_bin"), mysql=True)
+        return and_(json_type == "STRING", exact)
     numbers = ("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL")
     return and_(json_type.in_(numbers), extracted == value)

@@ -225,7 +225,7 @@ class Usage:
             .order_by(day, sessions.c.user_id)
         )
         if user_id is not None:
-            query = query.where(sessions.c.user_id == user_id)
+            query = query.where(self._schema.equals(sessions.c.user_id, user_id))
         if since is not None:
             query = query.where(usage.c.created_at >= since)
         if until is not None:

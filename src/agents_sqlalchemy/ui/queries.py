@@ -21,7 +21,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Date, and_, cast, column, func, select, table
 from sqlalchemy.sql.expression import TableClause
 
+from ..models import MYSQL
 from ..records import SessionInfo
+from ..repository.schema import exactly
 from ..store import SessionStore
 
 
@@ -148,7 +150,7 @@ async def made_per_day(
     else:
         raise ValueError(f"what is 'sessions' or 'items', not {what!r}")
     if user_id is not None:
-        conditions.append(sessions.c.user_id == user_id)
+        conditions.append(exactly(sessions.c.user_id, user_id, dialect in MYSQL))
     day = _day(made, dialect).label("day")
     query = (
         select(day, func.count())

@@ -1,5 +1,7 @@
 """Owner keys: a key per user (or per session without one) between the store's key and
-the items' data keys, so that erasing one owner destroys one key.
+the items' data keys, so that erasing one owner destroys one key. And on MySQL and MariaDB,
+branch names in a collation that does not pad, so that "b" and "b " are two branches (a
+downgrade then fails, changing nothing, while two names of a session differ only so).
 
 Revision ID: 0002
 Revises: 0001
@@ -52,7 +54,25 @@ def upgrade() -> None:
         **OPTIONS,
     )
     op.create_index(f"ix_{table}_owner", table, ["owner"], schema=schema)
+    dialect = op.get_bind().dialect
+    if dialect.name in MYSQL:
+        collation = (
+            "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
+        )
+        _branch_names(mysql.VARCHAR(255, collation=collation))
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name in MYSQL:
+        _branch_names(mysql.VARCHAR(255, collation="utf8mb4_bin"))
     op.drop_table(_tables()["owner_keys"], schema=_tables()["schema"])
+
+
+def _branch_names(kind: Any) -> None:
+    op.alter_column(
+        _tables()["branches"],
+        "name",
+        type_=kind,
+        existing_nullable=False,
+        schema=_tables()["schema"],
+    )
