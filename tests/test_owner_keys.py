@@ -30,6 +30,7 @@ from agents_sqlalchemy.types import owner_of
 from .support.cli import cli
 from .support.disk import found_on_disk, on_disk
 from .support.items import message
+from .support.server_disk import key_files, opened
 from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS, execute, raw_rows
 
 _KEYS_OF = (
@@ -247,25 +248,8 @@ async def test_an_erased_user_is_unreadable_in_a_sqlite_copy_taken_before(
         files = {path.stem: path.read_bytes() for path in directory.iterdir()}
         await store.erase_user("alice")
         await store.flush()
-    existing = [
-        OwnerKey(key_id, owner.decode(), material)
-        for key_id, (owner, _, material) in (
-            (path.stem, path.read_bytes().partition(b"\n")) for path in directory.iterdir()
-        )
-    ]
+    existing = key_files(directory)
     assert len(files) == 2 and len(existing) == 1
-
-    def opened(keys: list[OwnerKey], wrapped: list[bytes]) -> int:
-        count = 0
-        for one in wrapped:
-            for owner_key in keys:
-                try:
-                    owner_key.unwrap(one)
-                except DecryptionError:
-                    continue
-                count += 1
-                break
-        return count
 
     assert opened(existing, alice) == 0 and opened(existing, bob) == len(bob) == 20
     assert found_on_disk(sqlite_url, alice) == []  # and the live file holds none of them

@@ -22,10 +22,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import KeyDirectory, SessionStore
 from agents_sqlalchemy.crypto import KeyEncryptionKey, KeyringRecord, OwnerKey, Wrapper, open_kek
-from agents_sqlalchemy.errors import DecryptionError, WrongKeyError
+from agents_sqlalchemy.errors import WrongKeyError
 
 from .support.items import message
-from .support.server_disk import holding, own_server
+from .support.server_disk import holding, key_files, opened, own_server
 from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
@@ -72,16 +72,7 @@ async def _existing_keys(url: str, key: bytes, directory: Path | None = None) ->
     the owner keys the database keeps under them, and those of a key directory."""
     keks = await _keks(url, key)
     rows = await _sql(url, f"SELECT key_id, owner, kept, kek_id FROM {OWNER_KEYS}")
-    return [*keks, *_owner_keys_of(rows, keks), *_key_files(directory)]
-
-
-def _key_files(directory: Path | None) -> list[Wrapper]:
-    """The owner keys of a key directory's files."""
-    found: list[Wrapper] = []
-    for path in directory.iterdir() if directory is not None else ():
-        owner, _, material = path.read_bytes().partition(b"\n")
-        found.append(OwnerKey(path.stem, owner.decode(), material))
-    return found
+    return [*keks, *_owner_keys_of(rows, keks), *key_files(directory)]
 
 
 def _owner_keys_of(rows: list[Any], keks: list[KeyEncryptionKey]) -> list[Wrapper]:
@@ -92,20 +83,6 @@ def _owner_keys_of(rows: list[Any], keks: list[KeyEncryptionKey]) -> list[Wrappe
             if kept is not None and kek.kek_id == kek_id:
                 found.append(OwnerKey(key_id, owner, kek.unwrap(bytes(kept))))
     return found
-
-
-def _opened(keys: list[Wrapper], wrapped: list[bytes]) -> int:
-    """How many of `wrapped` some of `keys` unwraps."""
-    count = 0
-    for one in wrapped:
-        for key in keys:
-            try:
-                key.unwrap(one)
-            except DecryptionError:
-                continue
-            count += 1
-            break
-    return count
 
 
 async def _checkpoint(dialect: str, url: str) -> None:
@@ -160,9 +137,9 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
             # The popped items' owner (bob) has a live key, which opens them; the deleted
             # user's key is destroyed, but the backup still holds it, wrapped under the
             # store's key: with the live store key it opens every removed item.
-            assert _opened(live_keys, list(before)) == 5
-            assert _opened(live_keys + from_backup, list(before)) == len(before)
-            assert _opened(live_keys + from_backup, list(in_backup)) == len(removed)
+            assert opened(live_keys, list(before)) == 5
+            assert opened(live_keys + from_backup, list(before)) == len(before)
+            assert opened(live_keys + from_backup, list(in_backup)) == len(removed)
 
             rewrapped = await store.rotate_key(new_key)
             assert rewrapped == len(survivors)
@@ -176,8 +153,8 @@ async def test_removed_items_stay_in_server_files_until_the_key_is_rotated_and_d
         assert _owner_keys_of(kept_before, new_keks) == []  # the backup's keys stay shut
         # What lies anywhere, the live server's files and the backup alike, opens with no
         # key that still exists (the owners' keys were replaced by fresh ones too).
-        assert _opened(existing, list(after)) == 0
-        assert _opened(existing, list(in_backup)) == 0
+        assert opened(existing, list(after)) == 0
+        assert opened(existing, list(in_backup)) == 0
         # The backup's keyring row (the old key's) is there, and the new key does not open it.
         old_record = old_keks[0].record
         assert holding(backup, [old_record.verifier])
@@ -220,7 +197,7 @@ async def test_an_erased_user_is_unreadable_everywhere_with_owner_keys_outside(
             await _checkpoint(dialect, url)
             backup = server.files()  # a backup taken before the erasure
             before = await _existing_keys(url, key, directory)
-            assert _opened(before, alice) == len(alice) == 2 * ITEMS_PER_SESSION
+            assert opened(before, alice) == len(alice) == 2 * ITEMS_PER_SESSION
 
             receipt = await store.erase_user("alice")
             assert receipt.owner_keys_destroyed == 1 and receipt.owner_keys_kept == "KeyDirectory"
@@ -229,9 +206,9 @@ async def test_an_erased_user_is_unreadable_everywhere_with_owner_keys_outside(
             in_backup = holding(backup, alice)
             assert left and len(in_backup) == len(alice)  # the bytes are still there
             existing = await _existing_keys(url, key, directory)
-            assert _opened(existing, list(left)) == 0
-            assert _opened(existing, list(in_backup)) == 0
-            assert _opened(existing, bob) == len(bob)  # bob's key is there, and opens his
+            assert opened(existing, list(left)) == 0
+            assert opened(existing, list(in_backup)) == 0
+            assert opened(existing, bob) == len(bob)  # bob's key is there, and opens his
             assert len(await store.session("bob-1").get_items()) == ITEMS_PER_SESSION
 
             # Items popped from bob's session stay openable with his key, until the owner
@@ -241,15 +218,15 @@ async def test_an_erased_user_is_unreadable_everywhere_with_owner_keys_outside(
             survivors = await _wrapped_keys(url, "bob")
             popped = [one for one in bob if one not in survivors]
             await _checkpoint(dialect, url)
-            assert _opened(await _existing_keys(url, key, directory), popped) == 5
+            assert opened(await _existing_keys(url, key, directory), popped) == 5
             assert await store.rotate_owner_keys() == len(survivors)
             await _checkpoint(dialect, url)
             existing = await _existing_keys(url, key, directory)
             found = holding(server.files(), popped)
-            assert found and _opened(existing, list(found)) == 0
-            assert _opened(existing, popped) == 0
+            assert found and opened(existing, list(found)) == 0
+            assert opened(existing, popped) == 0
             rewrapped = await _wrapped_keys(url, "bob")
-            assert _opened(existing, rewrapped) == len(survivors) == 2 * ITEMS_PER_SESSION - 5
+            assert opened(existing, rewrapped) == len(survivors) == 2 * ITEMS_PER_SESSION - 5
             assert len(await store.session("bob-0").get_items()) == ITEMS_PER_SESSION - 5
         print(
             f"\n{dialect}, owner keys in a directory: alice's {len(alice)} item keys; after "

@@ -1,4 +1,5 @@
-"""A database server of a test's own, whose files the test reads byte by byte.
+"""A database server of a test's own, whose files the test reads byte by byte, and the
+keys that may open what lies there.
 
 The shared servers of `make test` are many tests' at once; a test that reads what lies in a
 server's data directory, write-ahead log or redo log starts its own through the project's
@@ -18,10 +19,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from agents_sqlalchemy.crypto import OwnerKey, Wrapper
+from agents_sqlalchemy.errors import DecryptionError
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {"postgresql": ("pg.sh", "PG_DIR"), "mariadb": ("mariadb.sh", "MARIADB_DIR")}
@@ -54,6 +58,30 @@ def holding(files: dict[Path, bytes], blobs: list[bytes]) -> dict[bytes, list[st
         where = [path.name for path, data in files.items() if blob in data]
         if where:
             found[blob] = where
+    return found
+
+
+def opened(keys: Sequence[Wrapper], wrapped: Iterable[bytes]) -> int:
+    """How many of the wrapped data keys `wrapped` some of `keys` unwraps."""
+    count = 0
+    for one in wrapped:
+        for key in keys:
+            try:
+                key.unwrap(one)
+            except DecryptionError:
+                continue
+            count += 1
+            break
+    return count
+
+
+def key_files(directory: Path | None) -> list[Wrapper]:
+    """The owner keys a key directory's files hold (`KeyDirectory`: the owner, a newline,
+    the key's 32 bytes)."""
+    found: list[Wrapper] = []
+    for path in directory.iterdir() if directory is not None else ():
+        owner, _, material = path.read_bytes().partition(b"\n")
+        found.append(OwnerKey(path.stem, owner.decode(), material))
     return found
 
 

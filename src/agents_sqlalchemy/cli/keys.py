@@ -14,6 +14,8 @@ Example::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
@@ -25,6 +27,7 @@ from ..tables import TableNames
 from .layout import ProgressBar, counted
 from .options import ENV_PREFIX, database_options, key_options, owner_keys, run
 
+T = TypeVar("T")
 NEW_KEY_ENV = f"{ENV_PREFIX}NEW_KEY"
 
 
@@ -42,17 +45,24 @@ async def rotate(
         return await store.rotate_key(new_key, batch_size=batch_size, progress=bar)
 
 
+def rotation_options(command: Callable[..., T]) -> Callable[..., T]:
+    """`--batch-size N` and `--progress/--no-progress`, of both rotations."""
+    command = click.option("--progress/--no-progress", default=True, help="Show a progress bar.")(
+        command
+    )
+    return click.option(
+        "--batch-size",
+        type=click.IntRange(min=1),
+        default=ROTATE_BATCH,
+        show_default=True,
+        help="Data keys re-wrapped per transaction.",
+    )(command)
+
+
 @click.command("rotate-key")
 @key_options(prompt="Current key")
 @key_options(name="new-key", default_env=NEW_KEY_ENV, prompt="New key", confirm=True)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=ROTATE_BATCH,
-    show_default=True,
-    help="Data keys re-wrapped per transaction.",
-)
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@rotation_options
 @database_options
 def command(
     url: str,
@@ -96,14 +106,7 @@ async def rotate_owners(
 
 @click.command("rotate-owner-keys")
 @key_options(prompt="Key")
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=ROTATE_BATCH,
-    show_default=True,
-    help="Data keys re-wrapped per transaction.",
-)
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@rotation_options
 @database_options
 def owners_command(url: str, tables: TableNames, key: Key, batch_size: int, progress: bool) -> None:
     """Give every owner a fresh key and destroy the old ones; the store's key stays.
