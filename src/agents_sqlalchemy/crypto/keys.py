@@ -139,12 +139,7 @@ class KeyEncryptionKey:
 
     def unwrap(self, wrapped: bytes) -> bytes:
         """Unwrap what `wrap` made; altered bytes or another KEK raise `DecryptionError`."""
-        try:
-            return aes_key_unwrap(self._wrap_key, wrapped)
-        except (InvalidUnwrap, ValueError) as exc:
-            raise DecryptionError(
-                f"a data key does not unwrap under key-encryption key {self.kek_id}"
-            ) from exc
+        return unwrap_with(self._wrap_key, wrapped, f"key-encryption key {self.kek_id}")
 
     def index_key(self, label: str) -> bytes:
         """A 32-byte key for a keyed index (`label` names it), the same across rotations."""
@@ -152,6 +147,15 @@ class KeyEncryptionKey:
 
     def __repr__(self) -> str:
         return f"KeyEncryptionKey(kek_id={self.kek_id!r}, kind={self.kind!r})"
+
+
+def unwrap_with(wrap_key: bytes, wrapped: bytes, named: str) -> bytes:
+    """AES key unwrap under `wrap_key`; altered bytes or another key raise
+    `DecryptionError`, naming the key (`named`)."""
+    try:
+        return aes_key_unwrap(wrap_key, wrapped)
+    except (InvalidUnwrap, ValueError) as exc:
+        raise DecryptionError(f"a data key does not unwrap under {named}") from exc
 
 
 def validate_key(key: object) -> Key:

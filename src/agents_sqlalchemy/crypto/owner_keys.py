@@ -39,11 +39,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
+from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from ..errors import ConfigurationError, DecryptionError, KeyProviderError
 from .kdf import KEY_BYTES, hkdf
-from .keys import KeyEncryptionKey
+from .keys import KeyEncryptionKey, unwrap_with
 
 _KEY_ID = re.compile(r"o[0-9a-f]{32}")
 
@@ -77,12 +77,7 @@ class OwnerKey:
 
     def unwrap(self, wrapped: bytes) -> bytes:
         """Unwrap what `wrap` made; anything else raises `DecryptionError`."""
-        try:
-            return aes_key_unwrap(self._wrap_key, wrapped)
-        except (InvalidUnwrap, ValueError) as exc:
-            raise DecryptionError(
-                f"a data key does not unwrap under owner key {self.kek_id}"
-            ) from exc
+        return unwrap_with(self._wrap_key, wrapped, f"owner key {self.kek_id}")
 
     def __repr__(self) -> str:
         return f"OwnerKey({self.kek_id!r})"
