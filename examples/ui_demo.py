@@ -2,7 +2,7 @@
 
 Several users, conversations run by the Agents SDK's real `Runner` (a scripted model, so
 nothing goes over the network) with tool calls, a tool that fails, reasoning, token usage
-on several days, and branches.
+on several days, branches, and a run that stopped before its tool answered.
 
     python examples/ui_demo.py demo.db            # fill demo.db (replaced) and serve it
     python examples/ui_demo.py demo.db --fill     # only fill it
@@ -11,6 +11,7 @@ on several days, and branches.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -47,6 +48,15 @@ def reasoning(text: str, item_id: str) -> dict[str, Any]:
     return {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": text}]}
 
 
+def answer(text: str) -> Any:
+    """The model's message, with an id of its own (the API refuses a history that holds
+    one id twice, and the browser marks it)."""
+    return assistant_message(text, item_id=f"msg_{next(_MESSAGE_IDS)}")
+
+
+_MESSAGE_IDS = itertools.count(1)
+
+
 def usage(tokens: int) -> Usage:
     return Usage(
         requests=1, input_tokens=tokens, output_tokens=tokens // 4, total_tokens=tokens * 5 // 4
@@ -63,7 +73,7 @@ class Script:
 def weather_turn(city: str, n: int) -> tuple[str, list[list[Any]]]:
     call = f"call_{city.lower()}_{n}"
     found = WEATHER.get(city)
-    answer = f"In {city} it is {found}." if found else f"I could not get the weather in {city}."
+    reply = f"In {city} it is {found}." if found else f"I could not get the weather in {city}."
     return (
         f"What is the weather in {city}?",
         [
@@ -71,13 +81,13 @@ def weather_turn(city: str, n: int) -> tuple[str, list[list[Any]]]:
                 reasoning(f"The user asks about {city}: call the weather tool.", f"rs_{call}"),
                 function_call("lookup_weather", {"city": city}, call_id=call),
             ],
-            [assistant_message(answer)],
+            [answer(reply)],
         ],
     )
 
 
-def chat_turn(question: str, answer: str) -> tuple[str, list[list[Any]]]:
-    return question, [[assistant_message(answer)]]
+def chat_turn(question: str, reply: str) -> tuple[str, list[list[Any]]]:
+    return question, [[answer(reply)]]
 
 
 def ticket_turn(title: str) -> tuple[str, list[list[Any]]]:
@@ -86,7 +96,7 @@ def ticket_turn(title: str) -> tuple[str, list[list[Any]]]:
         f"Please open a ticket: {title}",
         [
             [function_call("create_ticket", {"title": title, "priority": "high"}, call_id=call)],
-            [assistant_message(f"Done: a high-priority ticket for “{title}” is open.")],
+            [answer(f"Done: a high-priority ticket for “{title}” is open.")],
         ],
     )
 
@@ -135,7 +145,7 @@ SCRIPTS: dict[tuple[str, str], Script] = {
 async def run_script(
     store: SessionStore, user: str, session_id: str, script: Script, day: int
 ) -> None:
-    steps = [step for _, answer in script.turns for step in answer]
+    steps = [step for _, replies in script.turns for step in replies]
     model = ScriptedModel(steps, default_usage=usage(script.tokens))
     agent = Agent(name="assistant", model=model, tools=[lookup_weather, create_ticket])
     session = store.session(
@@ -165,6 +175,19 @@ async def fill(url: str, *, now: Any = None) -> None:
             tools=[lookup_weather],
         )
         await Runner.run(agent, "What is the weather in Lisbon?", session=trip)
+        # A run that stopped between the model's tool call and the tool's answer (the
+        # process died): the history the model API would now refuse, as the browser marks.
+        await store.session("support-42").add_items(
+            [
+                {"role": "user", "content": "Is the ticket fixed yet?"},
+                {
+                    "type": "function_call",
+                    "call_id": "call-interrupted",
+                    "name": "create_ticket",
+                    "arguments": json.dumps({"title": "Follow-up", "priority": "low"}),
+                },
+            ]
+        )
         await store.archive_session("weather-check")
         await store.flush()
 

@@ -6,6 +6,7 @@ items reaches the logs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy import ErasureReceipt, SessionStore
 from agents_sqlalchemy.ui import check_bind, create_app
 
 from .support.cli import cli
@@ -115,6 +116,88 @@ def test_writes_need_a_confirmation_and_the_csrf_token(evil_store: SessionStore)
     assert asyncio.run(evil_store.session_info(EVIL_ID)) is None
     other = create_app(evil_store, allow_writes=True).state.ui.guard.csrf
     assert other != csrf  # one token per app run
+
+
+def test_export_and_erase_need_writes_a_confirmation_and_the_csrf_token(
+    evil_store: SessionStore,
+) -> None:
+    with client(evil_store) as http:  # read-only
+        assert http.get("/confirm?action=export-user&target=x").status_code == 403
+    app = create_app(evil_store, allow_writes=True)
+    csrf = app.state.ui.guard.csrf
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        users = http.get("/users")
+        assert "action=export-user" in users.text and "action=erase-user" in users.text
+        confirm = http.get("/confirm", params={"action": "export-user", "target": EVIL_USER})
+        assert f'name="csrf" value="{csrf}"' in confirm.text
+        assert "JSON Lines" in confirm.text and "&lt;i&gt;mallory" in confirm.text
+        form = {"action": "export-user", "target": EVIL_USER, "confirm": "yes"}
+        assert http.post("/act", data=form).status_code == 403  # no token
+        export = http.post("/act", data=form | {"csrf": csrf})
+        assert export.status_code == 200
+        disposition = export.headers["content-disposition"]
+        assert disposition == 'attachment; filename="i_mallory_i.jsonl"'  # no markup, no quote
+        lines = [json.loads(line) for line in export.text.splitlines()]
+        assert any(line.get("session_id") == EVIL_ID for line in lines)
+        assert SECRET in export.text and lines[-1]["type"] == "done"
+        assert asyncio.run(evil_store.session_info(EVIL_ID)) is not None  # only read
+
+        erase = {"action": "erase-user", "target": EVIL_USER, "confirm": "yes"}
+        assert http.post("/act", data=erase | {"csrf": "x" * 43}).status_code == 403
+        assert asyncio.run(evil_store.session_info(EVIL_ID)) is not None
+        receipt = http.post("/act", data=erase | {"csrf": csrf})
+    assert receipt.status_code == 200
+    assert asyncio.run(evil_store.session_info(EVIL_ID)) is None
+    shown = text_of(receipt.text)
+    assert "Done: erased 1 session(s)" in shown and ErasureReceipt.hash_user(EVIL_USER) in shown
+    assert EVIL_USER not in shown and "mallory" not in receipt.text  # the hash only
+    kept = re.search(r'<pre id="receipt-json">(.*?)</pre>', receipt.text, re.S)
+    assert kept is not None
+    values = ErasureReceipt.from_dict(json.loads(unescape(kept.group(1))))
+    assert values.sessions == 1 and values.user_sha256 == ErasureReceipt.hash_user(EVIL_USER)
+
+
+def test_the_transcript_marks_what_the_model_api_would_refuse(sqlite_url: str) -> None:
+    """A tool output whose call is gone (on the oldest page) and a call never answered (on
+    the latest), on main; the branch made before that call has only the first."""
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            session = store.session("broken")
+            await session.add_items(
+                [{"type": "function_call_output", "call_id": "gone", "output": "x"}]
+            )
+            for n in range(30):
+                await session.add_items(
+                    [{"role": "user", "content": f"q{n}"}, {"role": "assistant", "content": "a"}]
+                )
+            call = {"type": "function_call", "call_id": "stopped", "name": "f", "arguments": "{}"}
+            await session.add_items([{"role": "user", "content": "last"}, call])
+            await session.create_branch_from_turn(2, "early")
+            assert len((await session.check("main")).problems) == 2
+            assert [p.kind for p in (await session.check()).problems] == ["orphan_output"]
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url)
+    try:
+        with client(store) as http:
+            latest = http.get("/session?id=broken")
+            oldest = http.get("/session?id=broken&page=2")
+            early = http.get("/session?id=broken&branch=early")
+    finally:
+        asyncio.run(store.close())
+    summary = text_of(re.search(r'<dd id="history-check">.*?</dd>', latest.text, re.S).group())  # type: ignore[union-attr]
+    assert (
+        "would refuse it" in summary and "1 orphaned tool output, 1 unanswered tool call" in summary
+    )
+    assert 'href="/session?id=broken&amp;page=2#item-1"' in latest.text  # on the oldest page
+    assert 'href="/session?id=broken#item-63"' in latest.text
+    refused = re.findall(r'class="item [^"]*refused" id="item-(\d+)"', latest.text)
+    assert refused == ["63"] and "call &#39;stopped&#39; is never answered" in latest.text
+    assert re.findall(r'class="item [^"]*refused" id="item-(\d+)"', oldest.text) == ["1"]
+    assert "the output of call &#39;gone&#39;, which is not in the history" in oldest.text
+    assert "1 orphaned tool output" in text_of(early.text)
+    assert "unanswered" not in text_of(early.text)
 
 
 def test_a_token_guards_every_request(evil_store: SessionStore) -> None:
@@ -260,6 +343,7 @@ def test_a_run_s_transcript_pairs_tool_calls_and_marks_failures(
     try:
         with client(store) as http:
             trip = http.get("/session?id=trip-planning")
+            support = http.get("/session?id=support-42")
             branch = http.get("/session?id=trip-planning&branch=retry-lisbon")
             sessions = http.get("/sessions?archived=with")
             charts = http.get("/charts?days=10")
@@ -293,3 +377,6 @@ def test_a_run_s_transcript_pairs_tool_calls_and_marks_failures(
     assert hits and set(hits) <= {"trip-planning", "dog-names"}
     assert 'class="keyword"' in search.text and 'class="recency"' in search.text
     assert "Your dog is called Mochi" in text_of(in_session.text)
+    assert "would take it" in text_of(trip.text) and "refused" not in trip.text
+    refused = re.findall(r'class="item [^"]*refused" id="item-(\d+)"', support.text)
+    assert len(refused) == 1 and "call &#39;call-interrupted&#39; is never answered" in support.text

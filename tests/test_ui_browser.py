@@ -40,7 +40,7 @@ pytestmark = pytest.mark.slow  # a server process and a browser per test
 ARTIFACTS = ROOT / ".artifacts" / "ui"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # The screenshots of the demo the docs show (docs/images/ui-NAME.png).
-DOCS = frozenset({"sessions", "users", "transcript", "search", "charts", "confirm"})
+DOCS = frozenset({"sessions", "users", "transcript", "refused", "search", "charts", "confirm"})
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +237,14 @@ def walk(driver: WebDriver, base: str, dialect: str) -> None:
     go(driver, "retry-lisbon (10 items, 2 turns)")
     assert driver.find_element(By.CSS_SELECTOR, ".branch.current").text.startswith("retry-lisbon")
     assert "In Lisbon it is 19 °C, clear." in driver.find_element(By.ID, "transcript").text
+
+    # A history the model API would refuse: the call a stopped run never answered.
+    driver.get(f"{base}/session?id=support-42")
+    assert "would refuse it" in driver.find_element(By.ID, "history-check").text
+    refused = driver.find_elements(By.CSS_SELECTOR, "article.refused")
+    assert len(refused) == 1 and "call-interrupted" in refused[0].text
+    assert "never answered" in refused[0].find_element(By.CSS_SELECTOR, ".problem").text
+    shoot(driver, f"{dialect}-refused")
 
     # Transcript pages, newest first.
     driver.get(f"{base}/session?id=trip-planning&size=10")

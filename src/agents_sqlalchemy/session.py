@@ -216,9 +216,9 @@ class StoreSession:
     # -- history health (history_check.py) -----------------------------------------------------
 
     @traced("check")
-    async def check(self) -> HistoryReport:
-        """What in the current branch's history the model API would refuse: tool outputs
-        without their call, calls never answered, an item id used twice.
+    async def check(self, branch_id: str | None = None) -> HistoryReport:
+        """What in the current branch's history (or `branch_id`'s) the model API would
+        refuse: tool outputs without their call, calls never answered, an item id used twice.
 
         Example::
 
@@ -227,9 +227,9 @@ class StoreSession:
                 print(report.summary())      # "1 orphaned tool output (12 items)"
                 await session.repair()
         """
-        if self._branch == MAIN:
+        if (self._branch if branch_id is None else branch_id) == MAIN:
             return await self._live().conversation.check(self._key)
-        return check_history(await self._read_line(WHOLE, None))
+        return check_history(await self._read_line(WHOLE, branch_id))
 
     @traced("repair")
     async def repair(self) -> HistoryReport:

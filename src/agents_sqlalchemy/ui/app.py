@@ -1,8 +1,8 @@
 """The session browser: a Starlette app over a `SessionStore`, pages rendered on the server
 with Jinja (autoescaped), charts as inline SVG, no script.
 
-Read-only unless built with `allow_writes=True`, which adds archive, restore and delete
-behind a confirmation page and this run's CSRF token.
+Read-only unless built with `allow_writes=True`, which adds archive, restore, delete,
+export and erase behind a confirmation page and this run's CSRF token.
 
 Example::
 
@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -49,7 +50,7 @@ from .fields import (
     whole,
 )
 from .security import LOCAL_HOSTS, Guard
-from .transcript import describe, shape, turn_numbers
+from .transcript import describe, problems_at, shape, turn_numbers
 
 logger = logging.getLogger("agents_sqlalchemy.ui")
 PAGE_SIZES = (20, 50, 100, 200)
@@ -65,7 +66,11 @@ ACTIONS = {
     "restore": "Restore session",
     "delete-session": "Delete session",
     "delete-user": "Delete every session of user",
+    "export-user": "Export every session of user",
+    "erase-user": "Erase user",
 }
+# The actions whose target is a user id (the others name a session).
+USER_ACTIONS = frozenset({"delete-user", "export-user", "erase-user"})
 
 
 class NotFound(Exception):
@@ -230,12 +235,20 @@ async def session_page(request: Request) -> Response:
 
     rows = await ui.cached(("usage", branch, *version), turn_usage)
     usage = {row["user_turn_number"]: row for row in rows} if isinstance(rows, list) else {}
+
+    async def check() -> Any:
+        return await session.check(branch)
+
+    report = await ui.cached(("check", branch, *version), check)
     window = slice(start, min(len(read), end + _LOOKAHEAD))
-    entries = [
-        entry
-        for entry in shape(read[window], first=first + start, numbers=numbers[window], usage=usage)
-        if entry.position < first + end
-    ]
+    shaped = shape(
+        read[window],
+        first=first + start,
+        numbers=numbers[window],
+        usage=usage,
+        problems=problems_at(report),
+    )
+    entries = [entry for entry in shaped if entry.position < first + end]
 
     async def session_usage() -> Any:
         return await session.get_session_usage(branch_id=branch)
@@ -260,6 +273,12 @@ async def session_page(request: Request) -> Response:
         first=first + start,
         last=first + end - 1,
         usage=totals,
+        report=report,
+        # Each with the page it is on (1: the latest).
+        problems=[
+            (at, note, (total - at) // size_ + 1)
+            for at, note in sorted(problems_at(report).items())
+        ],
         turn_usage=[usage[k] for k in sorted({e.turn for e in entries}) if k in usage],
     )
 
@@ -379,7 +398,7 @@ async def confirm_page(request: Request) -> Response:
     action = request.query_params.get("action", "")
     target = request.query_params.get("target", "")
     _action(ui, action, target)
-    info = None if action == "delete-user" else await _session_info(ui, target)
+    info = None if action in USER_ACTIONS else await _session_info(ui, target)
     return ui.page(
         request, "confirm.html", action=action, label=ACTIONS[action], target=target, info=info
     )
@@ -395,6 +414,18 @@ async def act(request: Request) -> Response:
     if form.get("confirm") != "yes":
         raise BadRequest("the action was not confirmed")
     store = ui.store
+    if action == "export-user":
+        logger.info("write: %s", action)  # the action only: no id, nothing from the items
+        return StreamingResponse(
+            store.export_user(target),
+            media_type="application/jsonl; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{_export_name(target)}"'},
+        )
+    if action == "erase-user":
+        receipt = await store.erase_user(target)
+        ui.cache.clear()
+        logger.info("write: %s", action)
+        return ui.page(request, "receipt.html", receipt=receipt.as_dict())
     if action == "archive":
         done = "archived" if await store.archive_session(target) else "not archived"
     elif action == "restore":
@@ -408,6 +439,13 @@ async def act(request: Request) -> Response:
     ui.cache.clear()
     logger.info("write: %s", action)  # the action only: no id, nothing from the items
     return RedirectResponse(link("/sessions", done=done, archived="with"), status_code=303)
+
+
+def _export_name(user_id: str) -> str:
+    """A file name for a user's export: the id's letters, digits, dots, dashes and
+    underscores (any other character is not safe in a header), then `.jsonl`."""
+    kept = re.sub(r"[^A-Za-z0-9._-]+", "_", user_id).strip("._")[:60]
+    return f"{kept or 'user'}.jsonl"
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -444,7 +482,8 @@ def create_app(
 ) -> Starlette:
     """The session browser over `store` (which the caller opens and closes).
 
-    `allow_writes` adds archive, restore and delete (each confirmed, CSRF-checked);
+    `allow_writes` adds archive, restore, delete, export and erase (each confirmed,
+    CSRF-checked);
     `token`, required by the command line off this machine, guards every request; `hosts`
     are the Host names accepted besides this machine's own (a guard against DNS rebinding).
     """

@@ -1,5 +1,6 @@
 """A page of a transcript as the browser shows it: numbered items grouped in user turns,
-each tool call paired with its output, reasoning apart, failures marked.
+each tool call paired with its output, reasoning apart, failures marked, and the items
+that would make the model API refuse the history (`history_check`) marked too.
 
 Pure functions over the items `session.get_items()` returns; the template escapes
 everything they hold.
@@ -23,6 +24,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..history_check import HistoryReport
 
 # Calls whose output is a separate item with the same call_id.
 _CALLS = frozenset(
@@ -74,6 +77,7 @@ class Entry:
     output: Entry | None = None
     raw: str = ""
     usage: dict[str, Any] | None = field(default=None)
+    problem: str | None = None  # why the model API would refuse the history, if it would
 
 
 def pretty(value: Any) -> str:
@@ -180,6 +184,26 @@ def describe(item: Any, position: int, turn: int) -> Entry:
     return Entry(position, turn, "other", str(kind or "item"), raw, raw=raw)
 
 
+def problems_at(report: HistoryReport) -> dict[int, str]:
+    """What `check()` found, by the position (from 1) of the item concerned, in words.
+
+    >>> from ..history_check import check_history
+    >>> problems_at(check_history([{"type": "function_call_output", "call_id": "c9"}]))
+    {1: "the output of call 'c9', which is not in the history"}
+    """
+    words = {
+        "orphan_output": "the output of call {ref!r}, which is not in the history",
+        "unanswered_call": "call {ref!r} is never answered",
+        "duplicate_id": "id {ref!r} is used by an earlier item",
+    }
+    found: dict[int, str] = {}
+    for problem in report.problems:
+        note = words[problem.kind].format(ref=problem.ref)
+        at = problem.index + 1
+        found[at] = f"{found[at]}; {note}" if at in found else note
+    return found
+
+
 def turn_numbers(items: Sequence[Any], turns: int) -> list[int]:
     """The user turn of each item of the latest `len(items)` items of a line with `turns`
     user turns (0: before the first user message).
@@ -203,17 +227,21 @@ def shape(
     first: int,
     numbers: Sequence[int],
     usage: Mapping[int, dict[str, Any]] | None = None,
+    problems: Mapping[int, str] | None = None,
 ) -> list[Entry]:
     """The entries of items numbered from `first`, in user turns `numbers` (see
     `turn_numbers`); outputs whose call came before them hang from it.
 
-    `usage` maps a user turn to its token usage, shown at the turn's first message.
+    `usage` maps a user turn to its token usage, shown at the turn's first message;
+    `problems` (see `problems_at`) what the model API would refuse, by position.
     """
     usage = usage or {}
+    problems = problems or {}
     entries: list[Entry] = []
     calls: dict[str, Entry] = {}
     for offset, (item, turn) in enumerate(zip(items, numbers, strict=True)):
         entry = describe(item, first + offset, turn)
+        entry.problem = problems.get(entry.position)
         if isinstance(item, Mapping) and item.get("role") == "user":
             entry.starts_turn = True
             entry.usage = usage.get(turn)
