@@ -5,7 +5,8 @@
 - `deadlock`: the database chose this transaction as a deadlock victim and rolled it back
   whole (InnoDB's gap locks make them common when new rows go in side by side): retried.
 - `disconnect`: the connection was gone (a server restart, a pooler recycling it). Nothing
-  was committed if it happened before the commit was sent: retried once.
+  was committed if it happened before the commit was sent (or, for a statement that commits
+  by itself, before it was sent: `never_sent`): retried once.
 
 Example::
 
@@ -52,3 +53,16 @@ def failure_kind(dialect: str, exc: DBAPIError) -> Kind | None:
         if (code is not None and code & 0xFF in _SQLITE_BUSY) or "database is locked" in str(orig):
             return "busy"
     return None
+
+
+def never_sent(exc: DBAPIError) -> bool:
+    """Whether the driver refused the statement before sending it, its connection known to
+    be closed (asyncpg's `InterfaceError`; a connection lost in the middle of a statement
+    is a `ConnectionDoesNotExistError`): then nothing reached the server."""
+    cause: BaseException | None = exc.orig
+    while cause is not None:
+        kind = type(cause)
+        if kind.__name__ == "InterfaceError" and kind.__module__.startswith("asyncpg"):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False

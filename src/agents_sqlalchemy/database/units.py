@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
 from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
-from .failures import failure_kind
+from .failures import failure_kind, never_sent
 from .sqlite_file import Locked, SQLiteFile
 
 T = TypeVar("T")
@@ -174,20 +174,36 @@ class Database:
         return await self.run(work, write=False, small=small)
 
     async def write(
-        self, work: Work[T], *, session_id: str | None = None, small: bool = False
+        self,
+        work: Work[T],
+        *,
+        session_id: str | None = None,
+        small: bool = False,
+        one_statement: bool = False,
     ) -> T:
         """Run `work(connection)` in one transaction, committed if it raises nothing.
 
         A caller cancelled meanwhile still waits for the outcome (`settle`): the write
         committed or rolled back, never "maybe". A lock wait past `lock_timeout` is a
-        `SessionBusyError` naming `session_id`. `small`: as for `read`.
+        `SessionBusyError` naming `session_id`. `small`: as for `read`. `one_statement`:
+        `work` runs a single statement, atomic by itself, and raises nothing after it; on a
+        PostgreSQL server whose connections the store opened, it then runs without BEGIN
+        and COMMIT, two round trips fewer.
         """
         if self._sync is not None:  # `run` settles the worker thread's own future
             return await self.run(work, write=True, session_id=session_id, small=small)
-        return await settle(self.run(work, write=True, session_id=session_id))
+        return await settle(
+            self.run(work, write=True, session_id=session_id, one_statement=one_statement)
+        )
 
     async def run(
-        self, work: Work[T], *, write: bool, session_id: str | None = None, small: bool = False
+        self,
+        work: Work[T],
+        *,
+        write: bool,
+        session_id: str | None = None,
+        small: bool = False,
+        one_statement: bool = False,
     ) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error).
 
@@ -212,7 +228,7 @@ class Database:
                     # A write's future is settled as it is: no task is made to wrap it.
                     return await (settle(done) if write else done)
                 return await asyncio.wait_for(
-                    self._run_async(work, write, attempt), self.statement_timeout
+                    self._run_async(work, write, attempt, one_statement), self.statement_timeout
                 )
             except AgentsSQLAlchemyError:
                 raise
@@ -228,7 +244,8 @@ class Database:
                         operation.retried("deadlock")
                     await asyncio.sleep(random.uniform(0.005, 0.02) * deadlocks)
                     continue
-                if kind == "disconnect" and not attempt.committing and not reconnected:
+                unsent = not attempt.committing or never_sent(exc)
+                if kind == "disconnect" and unsent and not reconnected:
                     reconnected = True  # the pool has dropped its dead connections
                     if (operation := current()) is not None:
                         operation.retried("disconnect")
@@ -261,17 +278,23 @@ class Database:
         engines = [] if self._sync is None else [self._sync.engine]
         return pool_usage([*engines, *self._source.engines()])
 
-    async def _run_async(self, work: Work[T], write: bool, attempt: _Attempt) -> T:
+    async def _run_async(
+        self, work: Work[T], write: bool, attempt: _Attempt, one_statement: bool = False
+    ) -> T:
         engine = self._source.get()
+        # A statement that commits by itself: its connection sets lock_timeout already.
+        alone = write and one_statement and self._source.sets_lock_timeout
         async with engine.connect() as conn:
-            if not write:
+            if not write or alone:
                 # A read runs outside a transaction: no BEGIN and ROLLBACK round trips. Each
                 # statement still sees one snapshot, and reads that must agree with each
                 # other run in a write unit, under the session's lock. Behind a transaction
                 # pooler it keeps its transaction: that holds one server connection from a
-                # statement's prepare to its execution.
+                # statement's prepare to its execution. A write of one statement is atomic
+                # by itself: no BEGIN and COMMIT either.
                 if not self._source.pooled:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
+                attempt.committing = alone  # once sent, its outcome is the commit's
                 return await conn.run_sync(work)
             await conn.begin()
             result = await conn.run_sync(self._bounded, work)

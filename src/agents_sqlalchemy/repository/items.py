@@ -55,6 +55,8 @@ class Items:
             lambda conn: self.append_in(conn, key, count, build, ttl),
             session_id=key.session_id,
             small=count <= SMALL,
+            # Plaintext on PostgreSQL: the claim and the rows in one statement, and no more.
+            one_statement=self._one_statement is not None and not self._schema.sealed,
         )
         return session_pk, next_seq - count + 1
 
