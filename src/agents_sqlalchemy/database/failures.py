@@ -56,13 +56,17 @@ def failure_kind(dialect: str, exc: DBAPIError) -> Kind | None:
 
 
 def never_sent(exc: DBAPIError) -> bool:
-    """Whether the driver refused the statement before sending it, its connection known to
-    be closed (asyncpg's `InterfaceError`; a connection lost in the middle of a statement
-    is a `ConnectionDoesNotExistError`): then nothing reached the server."""
+    """Whether the driver refused the statement before sending anything: asyncpg says so
+    with an `InterfaceError` (its connection known closed) or an `InternalClientError`
+    about its protocol's state (a connection the server dropped while it was idle); a
+    connection lost in the middle of a statement is a `ConnectionDoesNotExistError`."""
     cause: BaseException | None = exc.orig
     while cause is not None:
         kind = type(cause)
-        if kind.__name__ == "InterfaceError" and kind.__module__.startswith("asyncpg"):
-            return True
+        if kind.__module__.startswith("asyncpg"):
+            if kind.__name__ == "InterfaceError":
+                return True
+            if kind.__name__ == "InternalClientError" and "cannot switch to state" in str(cause):
+                return True
         cause = cause.__cause__ or cause.__context__
     return False

@@ -61,6 +61,10 @@ class _Attempt:
     committing: bool = False
 
 
+class _Unsent(Exception):
+    """A statement the driver refused to send, its connection broken: run it again."""
+
+
 @contextlib.contextmanager
 def database_errors(url: URL, what: str) -> Iterator[None]:
     """Turn the driver's failures into `DatabaseError`; the library's own errors pass through."""
@@ -244,13 +248,20 @@ class Database:
                         operation.retried("deadlock")
                     await asyncio.sleep(random.uniform(0.005, 0.02) * deadlocks)
                     continue
-                unsent = not attempt.committing or never_sent(exc)
-                if kind == "disconnect" and unsent and not reconnected:
+                if kind == "disconnect" and not attempt.committing and not reconnected:
                     reconnected = True  # the pool has dropped its dead connections
                     if (operation := current()) is not None:
                         operation.retried("disconnect")
                     continue
                 raise self._failed(exc, attempt) from exc
+            except _Unsent as unsent:
+                cause = unsent.__cause__
+                assert isinstance(cause, DBAPIError)
+                if reconnected:
+                    raise self._failed(cause, attempt) from cause
+                reconnected = True
+                if (operation := current()) is not None:
+                    operation.retried("disconnect")
             except asyncio.TimeoutError as exc:
                 if self.statement_timeout is None:  # the driver's own (connect) timeout
                     raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
@@ -282,8 +293,14 @@ class Database:
         self, work: Work[T], write: bool, attempt: _Attempt, one_statement: bool = False
     ) -> T:
         engine = self._source.get()
-        # A statement that commits by itself: its connection sets lock_timeout already.
-        alone = write and one_statement and self._source.sets_lock_timeout
+        # A statement that commits by itself: its connection sets lock_timeout already, and
+        # no statement_timeout may cancel it midway (its outcome would be unknown).
+        alone = (
+            write
+            and one_statement
+            and self._source.sets_lock_timeout
+            and self.statement_timeout is None
+        )
         async with engine.connect() as conn:
             if not write or alone:
                 # A read runs outside a transaction: no BEGIN and ROLLBACK round trips. Each
@@ -294,8 +311,20 @@ class Database:
                 # by itself: no BEGIN and COMMIT either.
                 if not self._source.pooled:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
-                attempt.committing = alone  # once sent, its outcome is the commit's
-                return await conn.run_sync(work)
+                if not alone:
+                    return await conn.run_sync(work)
+                attempt.committing = True  # once sent, its outcome is the commit's
+                try:
+                    return await conn.run_sync(work)
+                except DBAPIError as exc:
+                    if never_sent(exc):  # nothing reached the server: its connection is broken
+                        if not exc.connection_invalidated:
+                            await conn.invalidate()
+                        attempt.committing = False
+                        raise _Unsent() from exc
+                    if failure_kind(self.dialect_name, exc) != "disconnect":
+                        attempt.committing = False  # the server refused it, changing nothing
+                    raise
             await conn.begin()
             result = await conn.run_sync(self._bounded, work)
             attempt.committing = True

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..codec import Codec, MissingOwnerKeys
 from ..errors import ConfigurationError, SearchError
@@ -43,7 +44,9 @@ from .indexer import CATCH_UP_BATCH, Indexer
 from .opener import Opener
 from .owners import Owners
 
-# Candidates ranked in a worker thread beyond this many (below, the hop costs more).
+T = TypeVar("T")
+# Candidates ranked (and sealed vectors opened) in a worker thread beyond this many (below,
+# the hop costs more).
 OFF_LOOP = 2000
 # At most this many are indexed by one search: more means the embedder changed (reindex).
 SEARCH_CATCH_UP = 2000
@@ -128,7 +131,7 @@ class Searcher:
             )
 
         # Many candidates are ranked in a worker thread, so that the event loop stays free.
-        hits = await asyncio.to_thread(rank) if len(candidates) > OFF_LOOP else rank()
+        hits = await _off_loop(len(candidates), rank)
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
         # An item whose owner key is destroyed since (its session deleted) is gone too.
         gone = await self._owners.load(stored.kek_id for _, stored in rows.values())
@@ -185,7 +188,7 @@ class Searcher:
         from memory, or read and opened where missing (None also: the item is gone, even if
         its id names another item by now)."""
         model_id = self.embedder.model_id
-        vectors = codec.vectors(candidates, model_id)
+        vectors = await _off_loop(len(candidates), codec.vectors, candidates, model_id)
         missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
@@ -201,13 +204,20 @@ class Searcher:
                 ],
             )
             try:
-                opened = codec.vectors(read, model_id)
+                opened = await _off_loop(len(read), codec.vectors, read, model_id)
             except MissingOwnerKeys as destroyed:  # meanwhile, by another task of this store
                 kept = [
                     None if k in destroyed.key_ids else v
                     for k, v in zip(read.kek_ids, read.vectors, strict=True)
                 ]
-                opened = codec.vectors(read.take(range(len(read)), kept), model_id)
+                left = read.take(range(len(read)), kept)
+                opened = await _off_loop(len(left), codec.vectors, left, model_id)
             for i, vector in zip(missing, opened, strict=True):
                 vectors[i] = vector
         return vectors
+
+
+async def _off_loop(size: int, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` over `size` candidates: in a worker thread past `OFF_LOOP` of them (a
+    sealed store opens each vector: thousands would hold the event loop), else here."""
+    return await asyncio.to_thread(work, *args) if size > OFF_LOOP else work(*args)
