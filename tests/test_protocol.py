@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timezone
 
@@ -20,8 +21,9 @@ from agents_sqlalchemy import (
     SessionStore,
 )
 from agents_sqlalchemy.repository import schema as repository_module
+from agents_sqlalchemy.repository.schema import ARRAY_ROWS
 
-from .support.items import ALL, message
+from .support.items import ALL, message, texts
 from .support.tables import raw_rows
 
 
@@ -120,6 +122,27 @@ async def test_pop_and_clear(db_url: str) -> None:
         assert await other.get_items() == [message("other")]  # isolation
         await session.add_items([message("after clear")])
         assert await session.get_items() == [message("after clear")]
+
+
+@pytest.mark.parametrize("key", [None, "a passphrase"], ids=["plaintext", "encrypted"])
+async def test_a_history_of_several_pages_reads_whole_and_in_order(
+    db_url: str, key: str | None
+) -> None:
+    """PostgreSQL reads a long history as arrays, `ARRAY_ROWS` items a statement: past one
+    page, under the session's lock, so that a writer meanwhile is seen whole or not at all."""
+    count = ARRAY_ROWS * 2 + 7
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("long")
+        for start in range(0, count, 20_000):
+            await session.add_items(
+                [message(str(n)) for n in range(start, min(count, start + 20_000))]
+            )
+        await session.pop_item()  # a gap at the end, none at the pages' edges
+        more = [message(f"more {n}") for n in range(5)]
+        read, _ = await asyncio.gather(session.get_items(), session.add_items(more))
+        assert texts(read[: count - 1]) == [str(n) for n in range(count - 1)]
+        assert read[count - 1 :] in ([], more)
+        assert texts(await session.get_items(limit=3)) == ["more 2", "more 3", "more 4"]
 
 
 @pytest.mark.parametrize(

@@ -24,11 +24,15 @@ from sqlalchemy.engine import Connection
 from ..errors import OwnerKeyError
 from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
-from .schema import SMALL, Schema
+from .schema import ARRAY_ROWS, SMALL, Schema
 
 T = TypeVar("T")
 # Sessions whose next place a store remembers, for one-statement sealed appends.
 SESSIONS_REMEMBERED = 10_000
+
+
+class _MorePages(Exception):
+    """A full read found more than one page of items outside the session's lock."""
 
 
 class Items:
@@ -109,19 +113,52 @@ class Items:
 
         Sealed rows carry their kek_id only where it is not `current_kek`."""
         small = limit is not None and limit <= SMALL
-        return await self._schema.db.read(
-            lambda conn: self._read(conn, key, limit, current_kek), small=small
-        )
+        try:
+            return await self._schema.db.read(
+                lambda conn: self._read(conn, key, limit, current_kek), small=small
+            )
+        except _MorePages:  # read again under the session's lock: the pages then agree
+            return await self._schema.db.write(
+                lambda conn: self._read(conn, key, limit, current_kek, locked=True),
+                session_id=key.session_id,
+            )
 
     def _read(
-        self, conn: Connection, key: SessionKey, limit: int | None, current_kek: str | None
+        self,
+        conn: Connection,
+        key: SessionKey,
+        limit: int | None,
+        current_kek: str | None,
+        *,
+        locked: bool = False,
     ) -> tuple[SessionKey, Sequence[Any]]:
         params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": current_kek}
         owned = self._schema.owned(conn, key)
+        if limit is None and (page := self._schema.statements.read_page) is not None:
+            if locked:
+                conn.execute(self._share_lock, {"session_hash": key.hash})
+            rows: list[Any] = []
+            while True:  # one statement, unless the session holds more than a page
+                [arrays] = page.run(conn, params | {"after": rows[-1][0] if rows else -1})
+                if arrays[0] is None:
+                    break
+                rows += zip(*arrays, strict=True)
+                if len(arrays[0]) < ARRAY_ROWS:
+                    break
+                if not locked:
+                    raise _MorePages()
+            return owned, rows
         if limit is None:
             return owned, self._schema.statements.read_all.run(conn, params)
         params["limit"] = limit
         return owned, self._schema.statements.read_tail.run(conn, params)[::-1]
+
+    @cached_property
+    def _share_lock(self) -> Any:
+        """Holds the session's writers off while a read of many pages runs."""
+        sessions = self._schema.sessions
+        found = select(sessions.c.id).where(sessions.c.session_hash == bindparam("session_hash"))
+        return found.with_for_update(read=True)
 
     async def pop(self, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]) -> T | None:
         """Remove the latest live item and return it decoded (`decode(key with its owner,

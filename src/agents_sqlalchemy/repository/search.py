@@ -39,14 +39,12 @@ from ..types import (
     owner_of,
 )
 from .prepared import Prepared, PreparedRows
-from .schema import Schema
+from .schema import ARRAY_ROWS, Schema
 
 # Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
 IN_BATCH = 5000
 # Rows turned into columns at a time (see `_columns`).
 PARTITION = 200
-# Values per array at most (see `_aggregated`): PostgreSQL holds a value to 1 GB.
-ARRAY_ROWS = 65536
 # An index row's columns, in the order their values are given.
 INDEX_COLUMNS = ("item_pk", "model_id", "terms", "vector")
 # What `_replace` is given per row: the item's place (its session and number), the rest.
