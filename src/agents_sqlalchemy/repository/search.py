@@ -207,6 +207,8 @@ class SearchIndex:
         and wrapped key: an id may name a newer item than the one asked about."""
         index, items = self._schema.index, self._schema.items
 
+        at_once = self._schema.db.dialect_name == "postgresql"  # as arrays: see `_aggregated`
+
         def work(conn: Connection) -> dict[tuple[int, bytes | None], bytes]:
             found: dict[tuple[int, bytes | None], bytes] = {}
             for start in range(0, len(item_pks), IN_BATCH):
@@ -218,7 +220,9 @@ class SearchIndex:
                         index.c.item_pk.in_(item_pks[start : start + IN_BATCH]),
                     )
                 )
-                found.update(((pk, wrapped), vector) for pk, wrapped, vector in conn.execute(query))
+                statement = _aggregated(query, index.c.item_pk.name) if at_once else query
+                pks, wrapped, vectors = _columns(conn.execute(statement), 3, arrays=at_once)
+                found.update(zip(zip(pks, wrapped, strict=True), vectors, strict=True))
             return found
 
         return await self._schema.db.read(work)
