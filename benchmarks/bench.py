@@ -9,7 +9,7 @@ Run it with ``make bench`` (which starts a throwaway PostgreSQL too), or from th
 repository root with the package installed (``pip install -e '.[dev]'``)::
 
     python benchmarks/bench.py                 # SQLite, plus PostgreSQL if configured
-    python benchmarks/bench.py --quick         # smaller big sessions, 3 rounds
+    python benchmarks/bench.py --quick         # smaller big sessions, 5 rounds
     python benchmarks/bench.py --only sqlite   # or: --only postgres
     python benchmarks/bench.py --backends floor,ours,sdk_sqlite   # a subset of backends
     python benchmarks/bench.py --big-items 100000   # the huge session of the flat check
@@ -47,8 +47,10 @@ a long SQLite reader, and a first search with a cold semantic model
 ``embedder_by_name`` does not know it) in a fresh process.
 
 Each workload is prepared on every backend, then sampled in rounds that visit the backends
-in turn, rotating who goes first (5 rounds, or 3 with ``--quick``; the short calls, reads,
-tails and pops, in 15 or 6 shorter rounds); each figure is the median of its samples.
+in turn, rotating who goes first (5 rounds, ``--quick`` too; the short calls, reads,
+tails and pops, in 15 or 6 shorter rounds); each figure is the median of its samples, and
+each ratio of two backends (speed-ups, targets) the median of its per-round ratios, both
+figures from the same round, with their lowest and highest beside it.
 Results are checked and any mismatch or error is printed. A whole ``make bench`` takes
 about 8 minutes on a busy 2-core machine, ``--quick`` about 4.
 """

@@ -120,8 +120,52 @@ class Unsupported(Exception):
 
 # metric key -> raw measurements (items/s, ms, MiB, ...)
 Samples = dict[str, list[float]]
+
+
+class Figures(dict[str, float]):
+    """One backend's figures, by metric (the median of its samples), and each metric's
+    figure in every round it was sampled in (`rounds`): a ratio of two backends is formed
+    round by round, both figures from the same round, then its median taken."""
+
+    def __init__(self, values: dict[str, float], rounds: dict[str, list[float]]) -> None:
+        super().__init__(values)
+        self.rounds = rounds
+
+
 # results[backend key][metric key] -> the figure (absent when not run or failed)
 Results = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of two backends' figures: the median of its per-round values, and their
+    lowest and highest (the spread); `rounds` says how many there were."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+
+    def text(self) -> str:
+        """e.g. ``1.12x (1.05-1.20)``; a ratio of one round has no spread."""
+        if self.rounds < 2:
+            return f"{self.median:.2f}x"
+        return f"{self.median:.2f}x ({self.low:.2f}\u2013{self.high:.2f})"
+
+
+def ratio(results: Results, a: str, b: str, metric: str) -> Ratio | None:
+    """Backend `a`'s figure over backend `b`'s on `metric`, round by round where both were
+    sampled in the same rounds, else (a figure measured once) of their figures."""
+    x, y = results.get(a, {}), results.get(b, {})
+    if not (x.get(metric, 0.0) > 0 and y.get(metric, 0.0) > 0):
+        return None
+    mine = getattr(x, "rounds", {}).get(metric, [])
+    theirs = getattr(y, "rounds", {}).get(metric, [])
+    paired = [p / q for p, q in zip(mine, theirs, strict=False) if p > 0 and q > 0]
+    if len(mine) != len(theirs) or len(paired) < 2:
+        value = x[metric] / y[metric]
+        return Ratio(value, value, value, 1)
+    return Ratio(statistics.median(paired), min(paired), max(paired), len(paired))
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from .backends import LABELS, Backend
-from .core import Metric, Report, Results, Settings
+from .core import Metric, Ratio, Report, Results, Settings, ratio
 from .targets import TARGETS
 from .workloads import METRICS
 
@@ -57,13 +57,12 @@ def render_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), rule, *(line(row) for row in rows)])
 
 
-def speedup(results: Results, metric: Metric, ours: str, other: str) -> float | None:
-    """How many times faster ``ours`` is than ``other`` on ``metric`` (>1: ours faster)."""
-    a = results.get(ours, {}).get(metric.key)
-    b = results.get(other, {}).get(metric.key)
-    if a is None or b is None or a <= 0 or b <= 0:
-        return None
-    return a / b if metric.higher_is_better else b / a
+def speedup(results: Results, metric: Metric, ours: str, other: str) -> Ratio | None:
+    """How many times faster ``ours`` is than ``other`` on ``metric`` (>1: ours faster),
+    round by round: the median and spread of the rounds' speed-ups."""
+    if metric.higher_is_better:
+        return ratio(results, ours, other, metric.key)
+    return ratio(results, other, ours, metric.key)
 
 
 def _column(metric: Metric, settings: Settings) -> str:
@@ -105,7 +104,7 @@ def group_table(
         factors = [speedup(results, m, c.ours, c.other) if m.comparable else None for m in metrics]
         if any(factor is not None for factor in factors):
             label = f"speed-up {LABELS[c.ours]} / {LABELS[c.other]}"
-            rows.append([label, *(fmt(factor, "x") for factor in factors)])
+            rows.append([label, *("-" if f is None else f.text() for f in factors)])
     notes = [
         f"{m.column.format(**_values(s))}: {m.description.format(**_values(s))}" for m in metrics
     ]
@@ -132,7 +131,10 @@ def print_tables(
         print(f"  {backend.label}: {backend.note}")
     for group in GROUPS:
         print_group(group, backends, results, settings)
-    print("(speed-up rows: above 1 means the first is faster, or uses less memory)")
+    print(
+        "(speed-up rows: above 1 means the first is faster, or uses less memory; the median"
+        " of the per-round speed-ups, their lowest and highest in brackets)"
+    )
     for backend in backends:
         for note in reports[backend.key].notes:
             print(f"NOTE {backend.label}: {note}")

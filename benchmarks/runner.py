@@ -10,7 +10,17 @@ import traceback
 from contextlib import AsyncExitStack
 
 from .backends import Backend
-from .core import Handle, Prepared, Report, Results, Samples, Settings, Unsupported, Workload
+from .core import (
+    Figures,
+    Handle,
+    Prepared,
+    Report,
+    Results,
+    Samples,
+    Settings,
+    Unsupported,
+    Workload,
+)
 from .databases import Database
 from .workloads import METRICS, WORKLOADS
 
@@ -42,10 +52,13 @@ async def _prepare(
 
 async def run_workload(
     workload: Workload, handles: dict[str, Handle], settings: Settings, reports: dict[str, Report]
-) -> dict[str, Samples]:
-    """Prepare it on every backend, then sample them in rounds, rotating who goes first."""
+) -> tuple[dict[str, Samples], dict[str, Samples]]:
+    """Prepare it on every backend, then sample them in rounds, rotating who goes first:
+    every sample, and each round's own figure, by backend and metric."""
     prepared = await _prepare(workload, handles, settings, reports)
     taken: dict[str, Samples] = {key: dict(p.setup) for key, p in prepared.items()}
+    per_round: dict[str, Samples] = {key: {} for key in prepared}
+    aggregates = {m.key: m.aggregate for m in METRICS}
     closing = {key: p.close for key, p in prepared.items() if p.close is not None}
     rounds = workload.rounds or (settings.short_rounds if workload.short else settings.rounds)
     for round_ in range(rounds):
@@ -56,19 +69,22 @@ async def run_workload(
             try:
                 for metric, values in (await prepared[key].sample(round_)).items():
                     taken[key].setdefault(metric, []).extend(values)
+                    if values:
+                        figure = aggregates.get(metric, statistics.median)(values)
+                        per_round[key].setdefault(metric, []).append(figure)
             except Exception as exc:
                 note_error(reports[key], f"{workload.key} (round {round_})", exc)
-                del prepared[key], taken[key]  # no partial figures
+                del prepared[key], taken[key], per_round[key]  # no partial figures
     for key, close in closing.items():
         try:
             await close()
         except Exception as exc:
             note_error(reports[key], f"{workload.key} (close)", exc)
-    return taken
+    return taken, per_round
 
 
-def figures(samples: Samples) -> dict[str, float]:
-    """Each metric's figure from its samples, then the derived ones."""
+def figures(samples: Samples, rounds: Samples) -> Figures:
+    """Each metric's figure from its samples, then the derived ones; with each round's."""
     aggregates = {m.key: m.aggregate for m in METRICS}
     result = {
         metric: aggregates.get(metric, statistics.median)(values)
@@ -79,7 +95,7 @@ def figures(samples: Samples) -> dict[str, float]:
         value = m.derive(result) if m.derive is not None else None
         if value is not None:
             result[m.key] = value
-    return result
+    return Figures(result, rounds)
 
 
 async def run_database(
@@ -88,6 +104,7 @@ async def run_database(
     """Open every backend at once, then run each workload on all of them round-robin."""
     reports = {backend.key: Report() for backend in backends}
     samples: dict[str, Samples] = {backend.key: {} for backend in backends}
+    rounds: dict[str, Samples] = {backend.key: {} for backend in backends}
     async with AsyncExitStack() as stack:
         handles: dict[str, Handle] = {}
         for backend in backends:
@@ -103,8 +120,10 @@ async def run_database(
             if not workload.enabled(settings):
                 continue
             started = time.perf_counter()
-            taken = await run_workload(workload, handles, settings, reports)
+            taken, per_round = await run_workload(workload, handles, settings, reports)
             for key, measured in taken.items():
                 samples[key].update(measured)
+                rounds[key].update(per_round[key])
             log(f"{database.label} / {workload.key}: {time.perf_counter() - started:.1f} s")
-    return {key: figures(measured) for key, measured in samples.items()}, reports
+    results: Results = {key: figures(measured, rounds[key]) for key, measured in samples.items()}
+    return results, reports

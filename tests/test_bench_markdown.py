@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.backends import BACKENDS
-from benchmarks.core import Results, Settings
+from benchmarks.core import Figures, Results, Settings, ratio
 from benchmarks.markdown import MarkdownPage, public
 from benchmarks.report import target_lines
 
@@ -42,3 +44,22 @@ def test_the_page_holds_the_tables_speed_ups_and_targets(tmp_path: Path) -> None
 def test_a_servers_address_is_left_out() -> None:
     described = "PostgreSQL 15.2 at postgresql+asyncpg://u:***@db.internal:5432 (fsync=off), a db"
     assert public(described) == "PostgreSQL 15.2 (fsync=off), a db"
+
+
+def test_a_ratio_is_the_median_of_the_rounds_ratios_with_its_spread() -> None:
+    """Formed round by round, both figures from the same round: not the ratio of the two
+    medians (here 0.3 / 0.1 = 3.0), which pairs figures of different rounds."""
+    results: Results = {
+        "sdk_sqlite": Figures({"pop": 0.3}, {"pop": [0.2, 0.3, 0.3, 0.4, 0.6]}),
+        "ours_nosearch": Figures({"pop": 0.1}, {"pop": [0.1, 0.05, 0.2, 0.1, 0.1]}),
+    }
+    found = ratio(results, "sdk_sqlite", "ours_nosearch", "pop")
+    assert found is not None and found.rounds == 5
+    spread = (found.median, found.low, found.high)
+    assert spread == pytest.approx((4.0, 1.5, 6.0))  # of 2, 6, 1.5, 4 and 6
+    assert found.text() == "4.00x (1.50\u20136.00)"
+    targets = target_lines("sqlite", set(results), results, Settings(quick=True))
+    [pop] = [t for t in targets if t.text.endswith("SDK SQLiteSession: pop")]
+    assert pop.verdict == "PASS" and "speed-up 4.00x (1.50\u20136.00) (need > 1x)" in pop.detail
+    measured_once = {k: Figures(dict(v), {}) for k, v in results.items()}
+    assert ratio(measured_once, "sdk_sqlite", "ours_nosearch", "pop").text() == "3.00x"  # type: ignore[union-attr]
