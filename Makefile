@@ -16,6 +16,13 @@ WITH_PG = trap 'bash scripts/pg.sh stop' EXIT; \
 	bash scripts/pg.sh start; \
 	export AGENTS_SQLALCHEMY_PG_URL="$$(cat .pgtmp/url)";
 
+# PostgreSQL and MariaDB, for the benchmark; both stopped on exit.
+WITH_BENCH_SERVERS = trap 'bash scripts/mariadb.sh stop; bash scripts/pg.sh stop' EXIT; \
+	bash scripts/pg.sh start; \
+	export AGENTS_SQLALCHEMY_PG_URL="$$(cat .pgtmp/url)"; \
+	bash scripts/mariadb.sh start; \
+	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
+
 # PostgreSQL, PgBouncer in front of it, and MariaDB; all stopped on exit, whatever happens.
 WITH_SERVERS = trap 'bash scripts/pgbouncer.sh stop; bash scripts/mariadb.sh stop; \
 	bash scripts/pg.sh stop' EXIT; \
@@ -71,11 +78,14 @@ test-fast: venv
 	$(PY) -m pytest -m "not servers and not slow" $(PYTEST_ARGS)
 
 bench: venv
-	$(WITH_PG) $(PY) benchmarks/bench.py $(BENCH_ARGS)
+	$(WITH_BENCH_SERVERS) $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
-# The quick run with search, written to the page the docs include (a few minutes).
+# The pages the docs include: the quick run with search, the event loop's lag beside a
+# 200,000-item session, the memory of a 1,000,000-item one (about 25 minutes in all).
 bench-docs: venv
-	$(WITH_PG) $(PY) benchmarks/bench.py --quick --search --markdown docs/benchmarks/results.md
+	$(WITH_BENCH_SERVERS) $(PY) benchmarks/bench.py --quick --search --markdown docs/benchmarks/results.md; \
+	$(PY) -m benchmarks.loop_lag --markdown docs/benchmarks/loop-lag.md; \
+	$(PY) -m benchmarks.million --markdown docs/benchmarks/million.md
 
 # 1,000,000 sessions and 10,000,000 items on PostgreSQL (2-4 min and 5 GB of disk);
 # BENCH_ARGS="--sessions 10000 --items 100000" for a one-minute run. Not part of `make test`.

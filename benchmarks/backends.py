@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core import BenchSession, Handle, Location, Unsupported
-from .floor import postgres_floor, sqlite_floor
+from .floor import mariadb_floor, postgres_floor, sqlite_floor
 
 BOTH = frozenset({"sqlite", "postgres"})
+ALL = frozenset({"sqlite", "postgres", "mariadb"})
 SQLITE = frozenset({"sqlite"})
 
 
@@ -46,6 +47,8 @@ def asyncpg_dsn(url: str) -> str:
 async def open_floor(location: Location) -> AsyncIterator[Handle]:
     if location.path is not None:
         floor = sqlite_floor(location.path)
+    elif location.database == "mariadb":
+        floor = mariadb_floor(location.url)
     else:
         floor = postgres_floor(asyncpg_dsn(location.url))
     async with floor as factory:
@@ -185,10 +188,11 @@ BACKENDS: list[Backend] = [
     Backend(
         "floor",
         "floor (bare driver + json)",
-        BOTH,
+        ALL,
         open_floor,
         "one items table, stdlib json; SQLite: sqlite3, one asyncio.to_thread hop a call; "
-        "PostgreSQL: one asyncpg connection, one statement a call",
+        "PostgreSQL: one asyncpg connection, one statement a call; MariaDB: one asyncmy "
+        "connection in autocommit, one statement a call",
     ),
     Backend(
         "sdk_sqlite",
@@ -200,7 +204,7 @@ BACKENDS: list[Backend] = [
     Backend(
         "sdk_sqlalchemy",
         "SDK SQLAlchemySession",
-        BOTH,
+        BOTH,  # its tables do not compile on MySQL and MariaDB (a VARCHAR without a length)
         open_sdk_sqlalchemy,
         "agents.extensions.memory.SQLAlchemySession, one engine for all sessions",
     ),
@@ -215,21 +219,21 @@ BACKENDS: list[Backend] = [
     Backend(
         "ours_nosearch",
         "ours, search=False",
-        BOTH,
+        ALL,
         open_ours(search=False, encrypted=False),
         "SessionStore(url, search=False)",
     ),
     Backend(
         "ours",
         "ours (defaults)",
-        BOTH,
+        ALL,
         open_ours(search=True, encrypted=False),
         "SessionStore(url): search on, items indexed just after the write on a worker thread",
     ),
     Backend(
         "ours_encrypted",
         "ours, encrypted",
-        BOTH,
+        ALL,
         open_ours(search=True, encrypted=True),
         "SessionStore(url, key=os.urandom(32)): a data key per item, AES-256-GCM, search on",
     ),

@@ -17,7 +17,14 @@ from pathlib import Path
 
 from .backends import BACKENDS, Backend
 from .core import Results, Settings
-from .databases import PG_URL_ENV, Database, postgres_database, sqlite_database
+from .databases import (
+    MARIADB_URL_ENV,
+    PG_URL_ENV,
+    Database,
+    mariadb_database,
+    postgres_database,
+    sqlite_database,
+)
 from .markdown import MarkdownPage
 from .oneoffs import (
     listing_cost,
@@ -136,6 +143,15 @@ def databases_from(args: argparse.Namespace, directory: Path) -> list[Database] 
             return None
         else:
             print(f"\nPostgreSQL: skipped ({PG_URL_ENV} is not set)")
+    if args.only in (None, "mariadb"):
+        mariadb_url = os.environ.get(MARIADB_URL_ENV)
+        if mariadb_url:
+            databases.append(mariadb_database(mariadb_url))
+        elif args.only == "mariadb":
+            print(f"--only mariadb needs {MARIADB_URL_ENV}", file=sys.stderr)
+            return None
+        else:
+            print(f"\nMariaDB: skipped ({MARIADB_URL_ENV} is not set)")
     return databases
 
 
@@ -212,7 +228,9 @@ def main(doc: str | None = None, argv: list[str] | None = None) -> int:
         epilog="See the docstring of benchmarks/bench.py for the workloads.",
     )
     parser.add_argument("--quick", action="store_true", help="smaller sessions, 5 rounds")
-    parser.add_argument("--only", choices=("sqlite", "postgres"), help="one database only")
+    parser.add_argument(
+        "--only", choices=("sqlite", "postgres", "mariadb"), help="one database only"
+    )
     parser.add_argument(
         "--backends",
         help="comma-separated backend keys (default: all but sdk_encrypted): "

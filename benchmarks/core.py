@@ -31,7 +31,7 @@ class BenchSession(Protocol):
 class Location:
     """Where a backend stores its data: a fresh SQLite file or a fresh PostgreSQL database."""
 
-    database: str  # "sqlite" or "postgres"
+    database: str  # "sqlite", "postgres" or "mariadb"
     url: str  # SQLAlchemy async URL
     path: Path | None = None  # the SQLite file, if any
     key: bytes | None = None  # the key an encrypted backend opens it with (None: a new one)

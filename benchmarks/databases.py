@@ -1,8 +1,9 @@
-"""The databases: a fresh SQLite file, or a fresh PostgreSQL database, per backend.
+"""The databases: a fresh SQLite file, or a fresh PostgreSQL or MariaDB database, per
+backend.
 
 PostgreSQL is benchmarked only when ``AGENTS_SQLALCHEMY_PG_URL`` names a server (``make
-bench`` starts one); its role needs CREATEDB: each backend gets its own database, dropped
-at the end.
+bench`` starts one), MariaDB when ``AGENTS_SQLALCHEMY_MARIADB_URL`` does; their role needs
+to create databases: each backend gets its own, dropped at the end.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from typing import Any
 from .core import Location
 
 PG_URL_ENV = "AGENTS_SQLALCHEMY_PG_URL"
+MARIADB_URL_ENV = "AGENTS_SQLALCHEMY_MARIADB_URL"
 
 
 @dataclass(frozen=True)
 class Database:
-    key: str  # "sqlite" or "postgres"
+    key: str  # "sqlite", "postgres" or "mariadb"
     label: str
     # (name) -> async context manager yielding a fresh, empty Location
     fresh: Callable[[str], AbstractAsyncContextManager[Location]]
@@ -145,3 +147,57 @@ def postgres_database(server_url: str) -> Database:
         )
 
     return Database("postgres", "PostgreSQL", fresh, describe, probe)
+
+
+def mariadb_database(server_url: str) -> Database:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server_url)
+    if url.drivername in ("mysql", "mariadb"):
+        url = url.set(drivername="mysql+asyncmy")
+
+    async def admin(sql: str) -> Any:
+        import asyncmy  # type: ignore[import-untyped]
+
+        conn = await asyncmy.connect(
+            host=url.host, port=url.port or 3306, user=url.username, password=url.password
+        )
+        try:
+            async with conn.cursor() as cursor:
+                await cursor.execute(sql)
+                row = await cursor.fetchone()
+                return None if row is None else row[-1]
+        finally:
+            conn.close()
+
+    @asynccontextmanager
+    async def fresh(name: str) -> AsyncIterator[Location]:
+        database = f"bench_{name}_{os.getpid()}_{secrets.token_hex(3)}"
+        await admin(f"CREATE DATABASE `{database}`")
+        try:
+            yield Location(
+                "mariadb", url.set(database=database).render_as_string(hide_password=False)
+            )
+        finally:
+            await admin(f"DROP DATABASE IF EXISTS `{database}`")
+
+    async def describe() -> str:
+        version = await admin("SELECT VERSION()")
+        flush = await admin("SHOW VARIABLES LIKE 'innodb_flush_log_at_trx_commit'")
+        where = url.set(database=None).render_as_string(hide_password=True)
+        return (
+            f"MariaDB {version} at {where} (innodb_flush_log_at_trx_commit={flush}), "
+            "a fresh database per backend"
+        )
+
+    async def probe() -> str:
+        durations = []
+        for _ in range(20):
+            started = time.perf_counter()
+            await admin("SELECT 1")
+            durations.append(time.perf_counter() - started)
+        return (
+            f"one asyncmy connect and SELECT 1 takes {statistics.median(durations) * 1000:.3f} ms"
+        )
+
+    return Database("mariadb", "MariaDB", fresh, describe, probe)

@@ -11,6 +11,9 @@ no lock beyond the database's own. What no library over the same driver can beat
 - pop: one ``DELETE ... WHERE seq = (SELECT the last seq) RETURNING payload`` statement,
   its own transaction.
 
+On MariaDB: one ``asyncmy`` connection in autocommit, an append one multi-row ``INSERT``,
+a pop one ``DELETE ... ORDER BY seq DESC LIMIT 1 RETURNING payload``.
+
 On SQLite (WAL, ``synchronous=NORMAL``, like our store) each operation runs in a worker
 thread through ``asyncio.to_thread``, as the SDK's ``SQLiteSession`` does and as any async
 caller must (a blocking call on the event loop stalls every other task); our store also
@@ -154,6 +157,48 @@ class PostgresFloorSession:
         await self._conn.execute("DELETE FROM items WHERE session_id = $1", self._id)
 
 
+class MariadbFloorSession:
+    """Bare ``asyncmy`` + ``json`` on one connection (autocommit) shared by the sessions."""
+
+    def __init__(self, conn: Any, session_id: str) -> None:
+        self._conn, self._id = conn, session_id
+
+    async def _rows(self, sql: str, *args: Any) -> list[Any]:
+        async with self._conn.cursor() as cursor:
+            await cursor.execute(sql, args)
+            return list(await cursor.fetchall())
+
+    async def get_items(self, limit: int | None = None) -> list[Item]:
+        if limit is None:
+            rows = await self._rows(
+                "SELECT payload FROM items WHERE session_id = %s ORDER BY seq", self._id
+            )
+        else:
+            rows = await self._rows(
+                "SELECT payload FROM items WHERE session_id = %s ORDER BY seq DESC LIMIT %s",
+                self._id,
+                limit,
+            )
+            rows.reverse()
+        return [json.loads(row[0]) for row in rows]
+
+    async def add_items(self, items: list[Item]) -> None:
+        values = ", ".join(["(%s, %s)"] * len(items))
+        args = [value for item in items for value in (self._id, _dumps(item))]
+        async with self._conn.cursor() as cursor:
+            await cursor.execute(f"INSERT INTO items (session_id, payload) VALUES {values}", args)
+
+    async def pop_item(self) -> Item | None:
+        rows = await self._rows(
+            "DELETE FROM items WHERE session_id = %s ORDER BY seq DESC LIMIT 1 RETURNING payload",
+            self._id,
+        )
+        return cast(Item, json.loads(rows[0][0])) if rows else None
+
+    async def clear_session(self) -> None:
+        await self._rows("DELETE FROM items WHERE session_id = %s", self._id)
+
+
 @asynccontextmanager
 async def sqlite_floor(path: Path) -> AsyncIterator[SessionFactory]:
     floor = await asyncio.to_thread(SqliteFloor, path)
@@ -185,3 +230,33 @@ async def postgres_floor(dsn: str) -> AsyncIterator[SessionFactory]:
         yield session
     finally:
         await conn.close()
+
+
+@asynccontextmanager
+async def mariadb_floor(url: str) -> AsyncIterator[SessionFactory]:
+    import asyncmy  # type: ignore[import-untyped]
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    conn = await asyncmy.connect(
+        host=parsed.host,
+        port=parsed.port or 3306,
+        user=parsed.username,
+        password=parsed.password,
+        database=parsed.database,
+        autocommit=True,
+    )
+    async with conn.cursor() as cursor:
+        await cursor.execute(
+            "CREATE TABLE IF NOT EXISTS items (seq BIGINT AUTO_INCREMENT PRIMARY KEY, "
+            "session_id VARCHAR(255) NOT NULL, payload LONGTEXT NOT NULL, "
+            "INDEX items_session (session_id, seq)) CHARACTER SET utf8mb4"
+        )
+
+    def session(session_id: str) -> BenchSession:
+        return MariadbFloorSession(conn, session_id)
+
+    try:
+        yield session
+    finally:
+        conn.close()
