@@ -130,28 +130,27 @@ async def run_one(
     return print_targets(database.label, targets)
 
 
+SERVERS = (
+    ("postgres", "PostgreSQL", PG_URL_ENV, postgres_database),
+    ("mariadb", "MariaDB", MARIADB_URL_ENV, mariadb_database),
+)
+
+
 def databases_from(args: argparse.Namespace, directory: Path) -> list[Database] | None:
     databases: list[Database] = []
     if args.only in (None, "sqlite"):
         databases.append(sqlite_database(directory))
-    if args.only in (None, "postgres"):
-        pg_url = os.environ.get(PG_URL_ENV)
-        if pg_url:
-            databases.append(postgres_database(pg_url))
-        elif args.only == "postgres":
-            print(f"--only postgres needs {PG_URL_ENV}", file=sys.stderr)
+    for key, label, variable, database in SERVERS:
+        if args.only not in (None, key):
+            continue
+        url = os.environ.get(variable)
+        if url:
+            databases.append(database(url))
+        elif args.only == key:
+            print(f"--only {key} needs {variable}", file=sys.stderr)
             return None
         else:
-            print(f"\nPostgreSQL: skipped ({PG_URL_ENV} is not set)")
-    if args.only in (None, "mariadb"):
-        mariadb_url = os.environ.get(MARIADB_URL_ENV)
-        if mariadb_url:
-            databases.append(mariadb_database(mariadb_url))
-        elif args.only == "mariadb":
-            print(f"--only mariadb needs {MARIADB_URL_ENV}", file=sys.stderr)
-            return None
-        else:
-            print(f"\nMariaDB: skipped ({MARIADB_URL_ENV} is not set)")
+            print(f"\n{label}: skipped ({variable} is not set)")
     return databases
 
 

@@ -92,6 +92,24 @@ def sqlite_database(directory: Path) -> Database:
     return Database("sqlite", "SQLite", fresh, describe, probe)
 
 
+def _throwaway(
+    admin: Callable[[str], Awaitable[Any]], url: Any, kind: str, quoted: str, force: str = ""
+) -> Callable[[str], AbstractAsyncContextManager[Location]]:
+    """A server's fresh databases: one made per backend by `admin`, dropped at its end."""
+
+    @asynccontextmanager
+    async def fresh(name: str) -> AsyncIterator[Location]:
+        database = quoted.format(f"bench_{name}_{os.getpid()}_{secrets.token_hex(3)}")
+        await admin(f"CREATE DATABASE {database}")
+        try:
+            location = url.set(database=database.strip('"`'))
+            yield Location(kind, location.render_as_string(hide_password=False))
+        finally:
+            await admin(f"DROP DATABASE IF EXISTS {database}{force}")
+
+    return fresh
+
+
 def postgres_database(server_url: str) -> Database:
     from sqlalchemy.engine import make_url
 
@@ -109,16 +127,7 @@ def postgres_database(server_url: str) -> Database:
         finally:
             await conn.close()
 
-    @asynccontextmanager
-    async def fresh(name: str) -> AsyncIterator[Location]:
-        database = f"bench_{name}_{os.getpid()}_{secrets.token_hex(3)}"
-        await admin(f'CREATE DATABASE "{database}"')
-        try:
-            yield Location(
-                "postgres", url.set(database=database).render_as_string(hide_password=False)
-            )
-        finally:
-            await admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    fresh = _throwaway(admin, url, "postgres", '"{}"', " WITH (FORCE)")
 
     async def describe() -> str:
         version = await admin("SHOW server_version")
@@ -170,16 +179,7 @@ def mariadb_database(server_url: str) -> Database:
         finally:
             conn.close()
 
-    @asynccontextmanager
-    async def fresh(name: str) -> AsyncIterator[Location]:
-        database = f"bench_{name}_{os.getpid()}_{secrets.token_hex(3)}"
-        await admin(f"CREATE DATABASE `{database}`")
-        try:
-            yield Location(
-                "mariadb", url.set(database=database).render_as_string(hide_password=False)
-            )
-        finally:
-            await admin(f"DROP DATABASE IF EXISTS `{database}`")
+    fresh = _throwaway(admin, url, "mariadb", "`{}`")
 
     async def describe() -> str:
         version = await admin("SELECT VERSION()")
