@@ -240,13 +240,14 @@ async def session_page(request: Request) -> Response:
         return await session.check(branch)
 
     report = await ui.cached(("check", branch, *version), check)
+    problems = problems_at(report)
     window = slice(start, min(len(read), end + _LOOKAHEAD))
     shaped = shape(
         read[window],
         first=first + start,
         numbers=numbers[window],
         usage=usage,
-        problems=problems_at(report),
+        problems=problems,
     )
     entries = [entry for entry in shaped if entry.position < first + end]
 
@@ -275,10 +276,7 @@ async def session_page(request: Request) -> Response:
         usage=totals,
         report=report,
         # Each with the page it is on (1: the latest).
-        problems=[
-            (at, note, (total - at) // size_ + 1)
-            for at, note in sorted(problems_at(report).items())
-        ],
+        problems=[(at, note, (total - at) // size_ + 1) for at, note in sorted(problems.items())],
         turn_usage=[usage[k] for k in sorted({e.turn for e in entries}) if k in usage],
     )
 
