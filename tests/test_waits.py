@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
     ConfigurationError,
+    DatabaseError,
     DatabaseTimeoutError,
     SessionBusyError,
     SessionStore,
@@ -157,7 +158,11 @@ async def test_statement_timeout_bounds_a_hung_server(own_pg: Path) -> None:
 
 
 async def _kill_connections(kind: str, url: str) -> int:
-    """End, from the server's side, every connection to the test's database; how many."""
+    """End, from the server's side, every connection to the test's database; how many.
+
+    It returns once the server has ended them, and the client's loop has heard so: a
+    connection ended while a statement is on its way is another case (that statement's
+    outcome is unknown, `test_an_append_whose_connection_ends_midway_...`)."""
     name = make_url(url).database
     engine = create_async_engine(PG_URL if kind == "postgresql" else MARIADB_URL or "")
     try:
@@ -165,7 +170,7 @@ async def _kill_connections(kind: str, url: str) -> int:
             if kind == "postgresql":
                 killed = await conn.execute(
                     text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
                         "WHERE datname = :name AND pid <> pg_backend_pid()"
                     ),
                     {"name": name},
@@ -181,6 +186,7 @@ async def _kill_connections(kind: str, url: str) -> int:
             return len(found)
     finally:
         await engine.dispose()
+        await asyncio.sleep(0.05)  # the ended connections' last messages reach their protocol
 
 
 @pytest.mark.servers
@@ -201,3 +207,57 @@ async def _write_and_read_across_drops(kind: str, url: str) -> None:
         await session.add_items([message("1")])
         assert await _kill_connections(kind, url) >= 1
         assert [item["content"] for item in await session.get_items()] == ["0", "1"]
+
+
+@pytest.mark.servers
+def test_an_append_whose_connection_ends_midway_says_its_outcome_is_unknown(pg_url: str) -> None:
+    asyncio.run(_append_cut_off_midway(pg_url))
+
+
+async def _append_cut_off_midway(url: str) -> None:
+    """A plaintext append on PostgreSQL commits by itself: once sent, a connection that ends
+    before the answer leaves its outcome unknown, and the error says so (it is not retried,
+    which could write it twice). What was stored before is untouched."""
+    async with SessionStore(url, create_tables=True) as store:
+        session = store.session("cut")
+        await session.add_items([message("before")])
+        async for _ in holding_the_lock(url, "cut"):
+            append = asyncio.create_task(session.add_items([message("unknown")]))
+            waiting = await _backends_waiting_on_a_lock(url)
+            assert await _terminate(url, waiting) == len(waiting) >= 1
+            with pytest.raises(DatabaseError, match="may or may not have been saved"):
+                await append
+        assert [item["content"] for item in await session.get_items()] == ["before"]
+
+
+async def _backends_waiting_on_a_lock(url: str) -> list[int]:
+    engine = create_async_engine(PG_URL or "")
+    try:
+        async with engine.connect() as conn:
+            for _ in range(500):
+                pids = await conn.execute(
+                    text(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = :name "
+                        "AND wait_event_type = 'Lock'"
+                    ),
+                    {"name": make_url(url).database},
+                )
+                if found := [row[0] for row in pids]:
+                    return found
+                await asyncio.sleep(0.01)
+        raise AssertionError("the append never waited on the lock")
+    finally:
+        await engine.dispose()
+
+
+async def _terminate(url: str, pids: list[int]) -> int:
+    engine = create_async_engine(PG_URL or "")
+    try:
+        async with engine.connect() as conn:
+            ended = await conn.execute(
+                text("SELECT pg_terminate_backend(pid, 5000) FROM unnest(CAST(:pids AS integer[])) AS pid"),
+                {"pids": pids},
+            )
+            return sum(1 for row in ended if row[0])
+    finally:
+        await engine.dispose()
