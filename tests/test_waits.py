@@ -255,7 +255,10 @@ async def _terminate(url: str, pids: list[int]) -> int:
     try:
         async with engine.connect() as conn:
             ended = await conn.execute(
-                text("SELECT pg_terminate_backend(pid, 5000) FROM unnest(CAST(:pids AS integer[])) AS pid"),
+                text(
+                    "SELECT pg_terminate_backend(pid, 5000) "
+                    "FROM unnest(CAST(:pids AS integer[])) AS pid"
+                ),
                 {"pids": pids},
             )
             return sum(1 for row in ended if row[0])
