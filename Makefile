@@ -16,10 +16,14 @@ WITH_PG = trap 'bash scripts/pg.sh stop' EXIT; \
 	bash scripts/pg.sh start; \
 	export AGENTS_SQLALCHEMY_PG_URL="$$(cat .pgtmp/url)";
 
-# PostgreSQL and MariaDB, for the benchmark; both stopped on exit.
-WITH_BENCH_SERVERS = trap 'bash scripts/mariadb.sh stop; bash scripts/pg.sh stop' EXIT; \
+# PostgreSQL (with fsync off, and another with it on) and MariaDB, for the benchmark; all
+# stopped on exit.
+WITH_BENCH_SERVERS = trap 'bash scripts/mariadb.sh stop; bash scripts/pg.sh stop; \
+	PG_DIR="$(CURDIR)/.pgtmp-fsync" bash scripts/pg.sh stop' EXIT; \
 	bash scripts/pg.sh start; \
 	export AGENTS_SQLALCHEMY_PG_URL="$$(cat .pgtmp/url)"; \
+	PG_DIR="$(CURDIR)/.pgtmp-fsync" PG_FSYNC=on bash scripts/pg.sh start; \
+	export AGENTS_SQLALCHEMY_PG_FSYNC_URL="$$(cat .pgtmp-fsync/url)"; \
 	bash scripts/mariadb.sh start; \
 	export AGENTS_SQLALCHEMY_MARIADB_URL="$$(cat .mariadbtmp/url)";
 

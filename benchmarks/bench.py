@@ -5,10 +5,13 @@ same machine, and the script prints each figure, the speed-ups, and a PASS/MISS 
 performance target (issues 10 and 11; INFO for a figure watched beside them). The machine
 may be shared and noisy: compare figures within one run only.
 
-Run it with ``make bench`` (which starts a throwaway PostgreSQL too), or from the
-repository root with the package installed (``pip install -e '.[dev]'``)::
+Run it with ``make bench`` (which starts throwaway PostgreSQL servers, one with fsync off
+and one with it on, and a MariaDB), or from the repository root with the package
+installed (``pip install -e '.[dev]'``)::
 
-    python benchmarks/bench.py                 # SQLite, plus PostgreSQL if configured
+    python benchmarks/bench.py                 # SQLite, plus each server configured:
+    #   AGENTS_SQLALCHEMY_PG_URL, AGENTS_SQLALCHEMY_PG_FSYNC_URL (fsync on: measured apart),
+    #   AGENTS_SQLALCHEMY_MARIADB_URL
     python benchmarks/bench.py --quick         # smaller big sessions, 5 rounds
     python benchmarks/bench.py --only sqlite   # or: --only postgres
     python benchmarks/bench.py --backends floor,ours,sdk_sqlite   # a subset of backends

@@ -12,13 +12,15 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from .backends import BACKENDS, Backend
 from .core import Results, Settings
 from .databases import (
     MARIADB_URL_ENV,
+    PG_FSYNC_URL_ENV,
     PG_URL_ENV,
     Database,
     mariadb_database,
@@ -130,8 +132,11 @@ async def run_one(
     return print_targets(database.label, targets)
 
 
-SERVERS = (
+FSYNC_ON = "PostgreSQL, fsync on"
+# (key, label, the variable naming its server, what makes the Database of that URL)
+SERVERS: tuple[tuple[str, str, str, Callable[[str], Database]], ...] = (
     ("postgres", "PostgreSQL", PG_URL_ENV, postgres_database),
+    ("postgres", FSYNC_ON, PG_FSYNC_URL_ENV, partial(postgres_database, label=FSYNC_ON)),
     ("mariadb", "MariaDB", MARIADB_URL_ENV, mariadb_database),
 )
 
@@ -146,7 +151,7 @@ def databases_from(args: argparse.Namespace, directory: Path) -> list[Database] 
         url = os.environ.get(variable)
         if url:
             databases.append(database(url))
-        elif args.only == key:
+        elif args.only == key and variable != PG_FSYNC_URL_ENV:
             print(f"--only {key} needs {variable}", file=sys.stderr)
             return None
         else:

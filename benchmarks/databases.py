@@ -23,6 +23,8 @@ from typing import Any
 from .core import Location
 
 PG_URL_ENV = "AGENTS_SQLALCHEMY_PG_URL"
+# A second PostgreSQL server, with fsync on (the benchmark runs on it too when it is set).
+PG_FSYNC_URL_ENV = "AGENTS_SQLALCHEMY_PG_FSYNC_URL"
 MARIADB_URL_ENV = "AGENTS_SQLALCHEMY_MARIADB_URL"
 
 
@@ -110,7 +112,7 @@ def _throwaway(
     return fresh
 
 
-def postgres_database(server_url: str) -> Database:
+def postgres_database(server_url: str, label: str = "PostgreSQL") -> Database:
     from sqlalchemy.engine import make_url
 
     url = make_url(server_url)
@@ -155,7 +157,7 @@ def postgres_database(server_url: str) -> Database:
             f"one asyncpg round trip (SELECT 1) takes {statistics.median(durations) * 1000:.3f} ms"
         )
 
-    return Database("postgres", "PostgreSQL", fresh, describe, probe)
+    return Database("postgres", label, fresh, describe, probe)
 
 
 def mariadb_database(server_url: str) -> Database:

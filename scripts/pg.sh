@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Start/stop a throwaway PostgreSQL server in .pgtmp/ (usage: scripts/pg.sh start|stop|restart).
 # PG_DIR=... puts another one elsewhere; `restart` stops and starts it on the same port.
+# It runs with fsync=off (nothing here outlives a crash); PG_FSYNC=on starts one that flushes
+# its commits to disk, as a production server does (the benchmark measures both).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,7 +63,7 @@ start() {
   as_pg "$BINDIR/initdb" -D "$DIR/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
   log "starting PostgreSQL on 127.0.0.1:$port"
   as_pg "$BINDIR/pg_ctl" -D "$DIR/data" -l "$DIR/log" -w -o \
-    "-c listen_addresses=127.0.0.1 -p $port -k '$DIR' -c fsync=off -c max_connections=200" start >/dev/null \
+    "-c listen_addresses=127.0.0.1 -p $port -k '$DIR' -c fsync=${PG_FSYNC:-off} -c max_connections=200" start >/dev/null \
     || { log "pg_ctl start failed; server log follows"; cat "$DIR/log" >&2; exit 1; }
   head -n1 "$DIR/data/postmaster.pid" > "$DIR/pid"
   echo "postgresql+asyncpg://postgres@127.0.0.1:$port/postgres" > "$DIR/url"
