@@ -194,3 +194,40 @@ async def test_many_first_writes_at_once_on_new_sessions(db_url: str) -> None:
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_mariadb_connections_are_rolled_back_only_while_a_transaction_is_open(
+    mariadb_url: str,
+) -> None:
+    """A MySQL driver's rollback is a round trip even with nothing to roll back, and a pool
+    rolls back every connection it gets back: the store's engines roll back only those
+    whose transaction the server says is open (a read's), never a committed write's; and a
+    read leaves no snapshot behind for the next one."""
+    one_connection = {"pool_size": 1, "max_overflow": 0}
+    async with (
+        SessionStore(
+            mariadb_url, create_tables=True, search=False, engine_kwargs=one_connection
+        ) as store,
+        SessionStore(mariadb_url) as other,
+    ):
+        session = store.session("round trips")
+        await session.add_items([message("0")])
+        before = await _rollbacks(store)
+        for n in range(1, 6):
+            await session.add_items([message(str(n))])
+        assert await session.pop_item() == message("5")
+        assert await _rollbacks(store) == before  # six writes: no rollback
+        assert len(await session.get_items()) == 5
+        assert await _rollbacks(store) == before + 1  # the read's
+        await other.session("round trips").add_items([message("another client's")])
+        assert (await session.get_items())[-1] == message("another client's")
+
+
+async def _rollbacks(store: SessionStore) -> int:
+    """ROLLBACK statements the store's one connection has sent (asked on the driver's own
+    connection: SQLAlchemy would roll back the transaction it opens for the question)."""
+    async with store.engine.connect() as conn:
+        raw = (await conn.get_raw_connection()).driver_connection
+        async with raw.cursor() as cursor:
+            await cursor.execute("SHOW SESSION STATUS LIKE 'Com_rollback'")
+            return int((await cursor.fetchone())[1])

@@ -23,7 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, PoolResetState
 
 from ..errors import ConfigurationError
 from .pragmas import sqlite_pragmas
@@ -152,6 +152,24 @@ def mysql_lock_wait(engine: Engine, lock_timeout: float) -> None:
             cursor.close()
 
 
+# The server's status flag of an open transaction, in every MySQL protocol OK packet.
+_SERVER_STATUS_IN_TRANS = 1
+
+
+def mysql_reset_if_open(engine: Engine) -> None:
+    """Roll back a MySQL connection going back to the pool only if the server said its
+    transaction is still open: the pool's own reset (with `pool_reset_on_return=None`)
+    costs a round trip after every commit. A driver that does not say is rolled back."""
+
+    @event.listens_for(engine, "reset")
+    def _on_reset(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
+        if state.terminate_only or not state.asyncio_safe:
+            return
+        status = getattr(dbapi_connection.driver_connection, "server_status", None)
+        if status is None or status & _SERVER_STATUS_IN_TRANS:
+            dbapi_connection.rollback()
+
+
 class EngineSource:
     """Hands out the engine for the running event loop.
 
@@ -244,6 +262,9 @@ class EngineSource:
             url, options = pgbouncer_options(url, options)
         elif self.sets_lock_timeout:
             options = _pg_lock_timeout(options, self._lock_timeout)
+        reset_if_open = self.dialect_name in MYSQL and "pool_reset_on_return" not in options
+        if reset_if_open:
+            options = {**options, "pool_reset_on_return": None}
         if url.query.get("mode") == "memory":  # kept alive by the store's own connection
             options = {"poolclass": NullPool, **options}
         try:
@@ -261,6 +282,8 @@ class EngineSource:
         sqlite_pragmas(engine.sync_engine, lock_timeout=self._lock_timeout)
         if self.dialect_name in MYSQL:
             mysql_lock_wait(engine.sync_engine, self._lock_timeout)
+        if reset_if_open:
+            mysql_reset_if_open(engine.sync_engine)
         return engine
 
     def _forget_closed_loops(self) -> None:

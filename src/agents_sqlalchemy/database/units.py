@@ -44,7 +44,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
-from .engines import DEFAULT_LOCK_TIMEOUT, EngineSource, sqlite_file
+from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, sqlite_file
 from .failures import failure_kind, never_sent
 from .sqlite_file import Locked, SQLiteFile
 
@@ -308,8 +308,10 @@ class Database:
                 # other run in a write unit, under the session's lock. Behind a transaction
                 # pooler it keeps its transaction: that holds one server connection from a
                 # statement's prepare to its execution. A write of one statement is atomic
-                # by itself: no BEGIN and COMMIT either.
-                if not self._source.pooled:
+                # by itself: no BEGIN and COMMIT either. MySQL drivers pay a round trip to
+                # switch autocommit on, and three to switch it back: a read runs there in a
+                # transaction (one snapshot), rolled back as its connection is returned.
+                if not self._source.pooled and self.dialect_name not in MYSQL:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
                 if not alone:
                     return await conn.run_sync(work)
