@@ -158,8 +158,9 @@ _SERVER_STATUS_IN_TRANS = 1
 
 def mysql_reset_if_open(engine: Engine) -> None:
     """Roll back a MySQL connection going back to the pool only if the server said its
-    transaction is still open: the pool's own reset (with `pool_reset_on_return=None`)
-    costs a round trip after every commit. A driver that does not say is rolled back."""
+    transaction is still open, in place of the pool's own reset (the engine is made with
+    `pool_reset_on_return=None`), which costs a round trip after every commit too. A
+    connection whose driver does not say is rolled back."""
 
     @event.listens_for(engine, "reset")
     def _on_reset(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
