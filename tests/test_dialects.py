@@ -223,11 +223,40 @@ async def test_mariadb_connections_are_rolled_back_only_while_a_transaction_is_o
         assert (await session.get_items())[-1] == message("another client's")
 
 
+async def test_a_mariadb_pop_reads_its_own_session_only(mariadb_url: str) -> None:
+    """A pop finds the session's last item by index and deletes it by primary key: no
+    statement scans the items table (a `DELETE` whose subquery reads its own table did,
+    for a long session: every row of every session read, and locked)."""
+    one_connection = {"pool_size": 1, "max_overflow": 0}
+    async with SessionStore(
+        mariadb_url, create_tables=True, search=False, engine_kwargs=one_connection
+    ) as store:
+        session, other = store.session("popped"), store.session("another")
+        await session.add_items([message(str(n)) for n in range(1000)])
+        await other.add_items([message(str(n)) for n in range(500)])
+        for last in ("999", "998"):
+            before = await _scanned(store)
+            assert await session.pop_item() == message(last)
+            assert await _scanned(store) - before < 100  # the old DELETE's: about 1,500
+        assert len(await session.get_items()) == 998
+        assert len(await other.get_items()) == 500
+
+
 async def _rollbacks(store: SessionStore) -> int:
-    """ROLLBACK statements the store's one connection has sent (asked on the driver's own
+    """ROLLBACK statements the store's one connection has sent."""
+    return await _status(store, "Com_rollback")
+
+
+async def _scanned(store: SessionStore) -> int:
+    """Rows the store's one connection has read by scanning a table."""
+    return await _status(store, "Handler_read_rnd_next")
+
+
+async def _status(store: SessionStore, name: str) -> int:
+    """A status counter of the store's one connection (asked on the driver's own
     connection: SQLAlchemy would roll back the transaction it opens for the question)."""
     async with store.engine.connect() as conn:
         raw = (await conn.get_raw_connection()).driver_connection
         async with raw.cursor() as cursor:
-            await cursor.execute("SHOW SESSION STATUS LIKE 'Com_rollback'")
+            await cursor.execute("SHOW SESSION STATUS LIKE %s", (name,))
             return int((await cursor.fetchone())[1])

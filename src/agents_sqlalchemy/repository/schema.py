@@ -355,10 +355,12 @@ class Schema:
 
     def take_last_live(self, conn: Connection, session_pk: int, now: datetime) -> StoredItem | None:
         """Delete the session's latest live item and return it, its wrapped key with it: one
-        `DELETE ... RETURNING` where the database has it (not MySQL), else two statements.
-        Decode it in the same transaction: a corrupt row raises and the delete rolls back."""
+        `DELETE ... RETURNING` on SQLite and PostgreSQL, else a read and a delete by primary
+        key (MariaDB runs a `DELETE` whose subquery reads its own table as a scan of the
+        whole table, locking every row). Decode it in the same transaction: a corrupt row
+        raises and the delete rolls back."""
         statements, params = self.statements, {"session_pk": session_pk, "now": now}
-        if conn.dialect.delete_returning:
+        if conn.dialect.delete_returning and not self.mysql:
             taken = statements.delete_last_live.run(conn, params)
             return StoredItem(*taken[0]) if taken else None
         found = statements.last_live.run(conn, params)
