@@ -189,20 +189,12 @@ class Searcher:
         its id names another item by now)."""
         model_id = self.embedder.model_id
         vectors = await _off_loop(len(candidates), codec.vectors, candidates, model_id)
-        missing = [i for i, v in enumerate(vectors) if v is None and candidates.has_vector[i]]
+        missing = await _off_loop(len(vectors), _unopened, vectors, candidates.has_vector)
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._index.vectors(pks, model_id)
             gone = await self._owners.load(candidates.kek_ids[i] for i in missing)
-            read = candidates.take(
-                missing,
-                [
-                    None
-                    if candidates.kek_ids[i] in gone
-                    else stored.get((pk, candidates.wrapped_keys[i]))
-                    for i, pk in zip(missing, pks, strict=True)
-                ],
-            )
+            read = await _off_loop(len(missing), _with_stored, candidates, missing, stored, gone)
             try:
                 opened = await _off_loop(len(read), codec.vectors, read, model_id)
             except MissingOwnerKeys as destroyed:  # meanwhile, by another task of this store
@@ -215,6 +207,24 @@ class Searcher:
             for i, vector in zip(missing, opened, strict=True):
                 vectors[i] = vector
         return vectors
+
+
+def _unopened(vectors: list[bytes | None], has_vector: list[bool]) -> list[int]:
+    """The places of the candidates that have a vector not opened yet."""
+    return [i for i, v in enumerate(vectors) if v is None and has_vector[i]]
+
+
+def _with_stored(
+    candidates: Candidates,
+    missing: list[int],
+    stored: dict[tuple[int, bytes | None], bytes],
+    gone: frozenset[str],
+) -> Candidates:
+    """The `missing` candidates with their stored vectors (None where the item is gone or
+    its owner key was destroyed)."""
+    pks, wrapped, kek_ids = candidates.item_pks, candidates.wrapped_keys, candidates.kek_ids
+    found = [None if kek_ids[i] in gone else stored.get((pks[i], wrapped[i])) for i in missing]
+    return candidates.take(missing, found)
 
 
 async def _off_loop(size: int, work: Callable[..., T], *args: Any) -> T:
