@@ -171,12 +171,13 @@ class Items:
         self, conn: Connection, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]
     ) -> T | None:
         now = self._schema.now()
-        session_pk = self._schema.lock_existing(conn, key, now)
-        if session_pk is None:
+        locked = self._schema.lock_owned(conn, key, now)
+        if locked is None:
             return None
+        session_pk, owned = locked
         stored = self._schema.take_last_live(conn, session_pk, now)
         # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-        return None if stored is None else decode(self._schema.owned(conn, key), stored)
+        return None if stored is None else decode(owned, stored)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""

@@ -148,7 +148,7 @@ class Statements:
             update(sessions)
             .where(sessions.c.session_hash == bindparam("hash"))
             .values(updated_at=touched_at)
-            .returning(sessions.c.id)
+            .returning(sessions.c.id, sessions.c.user_id)
         )
         self.touch = Prepared(  # MySQL's lock: by id, after SELECT ... FOR UPDATE
             update(sessions).where(sessions.c.id == bindparam("pk")).values(updated_at=touched_at)
@@ -275,7 +275,7 @@ class Schema:
         values = self.claim_values(key, count, now)
         if self.mysql:  # the upsert locks the row; reading it back sees our own change
             self._claim_statement.run(conn, values)
-            [(session_pk, next_seq)] = self.claimed_statement.run(conn, values)
+            session_pk, next_seq = self.claimed_statement.run(conn, values)[0][:2]
         else:
             [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
         return Claimed(session_pk, next_seq)
@@ -326,23 +326,35 @@ class Schema:
 
     @cached_property
     def claimed_statement(self) -> Prepared:
-        """The session's id and `next_seq` (MySQL: locked, for `lock_existing`)."""
+        """The session's id, `next_seq` and `user_id` (MySQL: locked, for `lock_owned`)."""
         sessions = self.sessions
-        found = select(sessions.c.id, sessions.c.next_seq).where(
+        found = select(sessions.c.id, sessions.c.next_seq, sessions.c.user_id).where(
             sessions.c.session_hash == bindparam("session_hash")
         )
         return Prepared(found.with_for_update())
 
     def lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
+        locked = self.lock_owned(conn, key, now)
+        return None if locked is None else locked[0]
+
+    def lock_owned(
+        self, conn: Connection, key: SessionKey, now: datetime
+    ) -> tuple[int, SessionKey] | None:
+        """Take the session's write lock if it has a row; return its primary key and `key`
+        with its owner (as `owned`), read by the statement that locks it."""
         if self.mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
             locked = self.claimed_statement.run(conn, {"session_hash": key.hash})
             if not locked:
                 return None
-            self.statements.touch.run(conn, {"pk": locked[0][0], "now": now})
-            return int(locked[0][0])
-        found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
-        return int(found[0][0]) if found else None
+            pk, _, user_id = locked[0]
+            self.statements.touch.run(conn, {"pk": pk, "now": now})
+        else:
+            found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
+            if not found:
+                return None
+            pk, user_id = found[0]
+        return int(pk), self._with_owner(key, user_id)
 
     def owned(self, conn: Connection, key: SessionKey) -> SessionKey:
         """`key` with the owner its session's row names now (`owner_of`), in a sealed
@@ -351,7 +363,11 @@ class Schema:
         if not self.sealed:
             return key
         found = self.statements.user_of.run(conn, {"session_hash": key.hash})
-        return replace(key, owner=owner_of(found[0][0], key.hash)) if found else key
+        return self._with_owner(key, found[0][0]) if found else key
+
+    def _with_owner(self, key: SessionKey, user_id: str | None) -> SessionKey:
+        """`key` with the owner of a session whose row names `user_id` (sealed stores)."""
+        return replace(key, owner=owner_of(user_id, key.hash)) if self.sealed else key
 
     def take_last_live(self, conn: Connection, session_pk: int, now: datetime) -> StoredItem | None:
         """Delete the session's latest live item and return it, its wrapped key with it: one
