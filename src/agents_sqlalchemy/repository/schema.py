@@ -335,7 +335,7 @@ class Schema:
 
     def lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row; return its primary key."""
-        locked = self.lock_owned(conn, key, now)
+        locked = self._lock_row(conn, key, now)
         return None if locked is None else locked[0]
 
     def lock_owned(
@@ -343,18 +343,22 @@ class Schema:
     ) -> tuple[int, SessionKey] | None:
         """Take the session's write lock if it has a row; return its primary key and `key`
         with its owner (as `owned`), read by the statement that locks it."""
+        locked = self._lock_row(conn, key, now)
+        return None if locked is None else (locked[0], self._with_owner(key, locked[1]))
+
+    def _lock_row(
+        self, conn: Connection, key: SessionKey, now: datetime
+    ) -> tuple[int, str | None] | None:
+        """Lock the session's row, if any, as an activity: its primary key and `user_id`."""
         if self.mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
             locked = self.claimed_statement.run(conn, {"session_hash": key.hash})
             if not locked:
                 return None
             pk, _, user_id = locked[0]
             self.statements.touch.run(conn, {"pk": pk, "now": now})
-        else:
-            found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
-            if not found:
-                return None
-            pk, user_id = found[0]
-        return int(pk), self._with_owner(key, user_id)
+            return int(pk), user_id
+        found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
+        return (int(found[0][0]), found[0][1]) if found else None
 
     def owned(self, conn: Connection, key: SessionKey) -> SessionKey:
         """`key` with the owner its session's row names now (`owner_of`), in a sealed
