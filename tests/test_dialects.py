@@ -226,7 +226,7 @@ async def test_mariadb_connections_are_rolled_back_only_while_a_transaction_is_o
 async def test_a_mariadb_pop_reads_its_own_session_only(mariadb_url: str) -> None:
     """A pop finds the session's last item by index and deletes it by primary key: no
     statement scans the items table (a `DELETE` whose subquery reads its own table did,
-    for a long session: every row of every session read, and locked)."""
+    for a long session: every row of every session read)."""
     one_connection = {"pool_size": 1, "max_overflow": 0}
     async with SessionStore(
         mariadb_url, create_tables=True, search=False, engine_kwargs=one_connection

@@ -376,8 +376,8 @@ class Schema:
     def take_last_live(self, conn: Connection, session_pk: int, now: datetime) -> StoredItem | None:
         """Delete the session's latest live item and return it, its wrapped key with it: one
         `DELETE ... RETURNING` on SQLite and PostgreSQL, else a read and a delete by primary
-        key (MariaDB runs a `DELETE` whose subquery reads its own table as a scan of the
-        whole table, locking every row). Decode it in the same transaction: a corrupt row
+        key (MariaDB ran a `DELETE` whose subquery reads its own table, on a long session,
+        as a scan of the whole table). Decode it in the same transaction: a corrupt row
         raises and the delete rolls back."""
         statements, params = self.statements, {"session_pk": session_pk, "now": now}
         if conn.dialect.delete_returning and not self.mysql:
