@@ -4,6 +4,7 @@ cancelled, and a batch sent again with the same idempotency key is stored once."
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 
 import pytest
@@ -18,7 +19,10 @@ async def test_retries_after_random_cancellations_store_each_batch_once(
     db_url: str, key: str | None
 ) -> None:
     """Hundreds of appends, each cancelled at a random point and sent again (with its key)
-    until one call finishes: every batch is stored exactly once, whole, in order."""
+    until one call finishes: every batch is stored exactly once, whole, in order. A retry
+    waits up to twice as long as the one before (as a caller backing off would): a
+    cancelled call can cost its connection, and a new one may take longer to open than
+    the shortest waits."""
     rounds, rng = 200, random.Random(7)
     cancelled = 0
     async with SessionStore(db_url, create_tables=True, key=key) as store:
@@ -27,11 +31,11 @@ async def test_retries_after_random_cancellations_store_each_batch_once(
             # some big enough to leave the caller's thread on SQLite (where a small one never waits)
             size = rng.choice([1, 2, 3, 80])
             batch = [message(f"batch {n} item {i}") for i in range(size)]
-            while True:
+            for tries in itertools.count():
                 try:
                     await asyncio.wait_for(
                         session.add_items(batch, idempotency_key=f"batch-{n}"),
-                        rng.uniform(0, 0.004),
+                        rng.uniform(0, 0.004) * 2 ** min(tries, 8),
                     )
                     break
                 except asyncio.TimeoutError:
