@@ -401,7 +401,7 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
 
         async def indexed_and_live() -> tuple[int, int, int]:
             candidates, indexed = await search_index.candidates(scope, model_id)
-            return len(candidates), indexed, await search_index.count_live(scope)
+            return len(candidates), indexed, (await search_index.stamp(scope)).live
 
         assert await indexed_and_live() == (2, 3, 4)  # the reference: indexed, no candidate
         travel(monkeypatch, timedelta(hours=1))
@@ -700,10 +700,10 @@ async def test_a_hit_removed_during_the_search_never_returns_the_item_that_took_
         await alice.add_items([message("an older note on kayaks")])
         read_hits = SearchIndex.hit_rows
 
-        async def meanwhile(self: SearchIndex, item_pks: list[int]) -> Any:
+        async def meanwhile(self: SearchIndex, item_pks: list[int], scope: Scope) -> Any:
             await alice.pop_item()
             await bob.add_items([message("bob's secret diary")])
-            return await read_hits(self, item_pks)
+            return await read_hits(self, item_pks, scope)
 
         for search in (
             lambda: alice.search_hits("kayaks for sale", mode="keyword"),

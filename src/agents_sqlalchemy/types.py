@@ -106,6 +106,26 @@ class Scope:
     session: SessionKey | None = None
     user_id: str | None = None
 
+    @property
+    def key(self) -> tuple[str | None, str | None]:
+        """The scope as a hashable key: its session's hash, or its user (None: all)."""
+        return (None if self.session is None else self.session.hash, self.user_id)
+
+
+@dataclass(frozen=True)
+class ScopeStamp:
+    """A scope's live items on its main lines (what search indexes), in a few numbers: how
+    many there are, and the sums of their row ids, sequence numbers and session row ids.
+
+    A session never hands out a sequence number twice, nor a database a session row id: an
+    item written, removed or expired in the scope changes the stamp, short of changes that
+    cancel out in all four numbers at once (a write and a removal in the same session
+    never do: the written item's number is larger).
+    """
+
+    live: int
+    sums: tuple[int, int, int]
+
 
 @dataclass
 class Candidates:

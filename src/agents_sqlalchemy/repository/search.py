@@ -33,6 +33,7 @@ from ..types import (
     Candidates,
     NewItem,
     Scope,
+    ScopeStamp,
     SessionKey,
     StoredItem,
     Unindexed,
@@ -91,7 +92,7 @@ class SearchIndex:
 
         index = SearchIndex(schema)
         candidates, indexed = await index.candidates(Scope(user_id="alice"), model_id)
-        rows = await index.hit_rows([candidates.item_pks[0]])
+        rows = await index.hit_rows([candidates.item_pks[0]], Scope(user_id="alice"))
     """
 
     def __init__(self, schema: Schema) -> None:
@@ -184,11 +185,13 @@ class SearchIndex:
 
         return await self._schema.db.read(work)
 
-    async def count_live(self, scope: Scope) -> int:
-        """How many live items there are in scope (on main lines: what search indexes)."""
+    async def stamp(self, scope: Scope) -> ScopeStamp:
+        """How many live items there are in scope on main lines (what search indexes), and
+        the sums that change when one of them does (`ScopeStamp`)."""
         items, sessions = self._schema.items, self._schema.sessions
+        sums = (items.c.id, items.c.seq, items.c.session_pk)
         query = (
-            select(func.count())
+            select(func.count(), *(func.coalesce(func.sum(column), 0) for column in sums))
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(
@@ -197,7 +200,12 @@ class SearchIndex:
                 sessions.c.parent_pk.is_(None),
             )
         )
-        return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
+
+        def work(conn: Connection) -> ScopeStamp:
+            live, ids, seqs, sessions_ = conn.execute(query).one()
+            return ScopeStamp(int(live), (int(ids), int(seqs), int(sessions_)))
+
+        return await self._schema.db.read(work)
 
     async def vectors(
         self, item_pks: list[int], model_id: str
@@ -239,15 +247,21 @@ class SearchIndex:
         )
         return _aggregated(query, index.c.item_pk.name) if self._arrays else query
 
-    async def hit_rows(self, item_pks: list[int]) -> dict[int, tuple[SessionKey, StoredItem]]:
-        """The items behind the hits, with their sessions (and their owners, as the
-        sessions' rows name them), by primary key."""
+    async def hit_rows(
+        self, item_pks: list[int], scope: Scope
+    ) -> dict[int, tuple[SessionKey, StoredItem]]:
+        """The items behind the hits that are still live and in `scope`, with their sessions
+        (and their owners, as the sessions' rows name them), by primary key."""
         items, sessions = self._schema.items, self._schema.sessions
         query = (
             self._schema.item_columns()
             .add_columns(sessions.c.session_id, sessions.c.user_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(items.c.id.in_(item_pks))
+            .where(
+                items.c.id.in_(item_pks),
+                self._in_scope(scope),
+                self._schema.live(self._schema.now()),
+            )
         )
 
         def work(conn: Connection) -> dict[int, tuple[SessionKey, StoredItem]]:

@@ -40,6 +40,7 @@ from ..telemetry import current
 from ..types import Candidates, Scope
 from ..validation import check_range
 from .background import Background
+from .candidate_cache import CandidateCache
 from .indexer import CATCH_UP_BATCH, Indexer
 from .opener import Opener
 from .owners import Owners
@@ -68,6 +69,7 @@ class Searcher:
         self._owners = owners
         self._indexer = indexer
         self._background = background
+        self._kept = CandidateCache()
 
     @property
     def embedder(self) -> Embedder:
@@ -132,14 +134,14 @@ class Searcher:
 
         # Many candidates are ranked in a worker thread, so that the event loop stays free.
         hits = await _off_loop(len(candidates), rank)
-        rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits])
+        rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits], scope)
         # An item whose owner key is destroyed since (its session deleted) is gone too.
         gone = await self._owners.load(stored.kek_id for _, stored in rows.values())
         results: list[SearchHit] = []
         for hit in hits:
-            # An item removed since the candidates were read is not found, and its id may
-            # name another item by now (SQLite gives a deleted last row's id again): a row
-            # counts only at the place it was ranked for.
+            # An item removed, expired or moved out of scope since the candidates were read
+            # is not found, and its id may name another item by now (SQLite gives a deleted
+            # last row's id again): a row counts only at the place it was ranked for.
             i = hit.key
             row = rows.get(candidates.item_pks[i])
             ranked_at = (candidates.session_hashes[i], candidates.seqs[i])
@@ -168,20 +170,26 @@ class Searcher:
     async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
         """The scope's candidates, once what others left unindexed is indexed (at most
         SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
-        some are missing; the read is then done again."""
+        some are missing; the read is then done again. A plaintext store reads them from
+        its `CandidateCache` while the scope's stamp is unchanged."""
+        model_id = self.embedder.model_id
+        vectors, terms = mode != "keyword" and not codec.caches_vectors, mode != "vector"
         read = functools.partial(
-            self._index.candidates,
-            scope,
-            self.embedder.model_id,
-            vectors=mode != "keyword" and not codec.caches_vectors,
-            terms=mode != "vector",
+            self._index.candidates, scope, model_id, vectors=vectors, terms=terms
         )
-        live, (candidates, indexed) = await asyncio.gather(self._index.count_live(scope), read())
-        if indexed >= live:
-            return candidates
-        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-        await self._indexer.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
-        return (await read())[0]
+        key = (*scope.key, model_id, vectors, terms) if codec.kek_id is None else None
+        # The stamp first: candidates are never kept with a stamp newer than they are.
+        stamp = await self._index.stamp(scope)
+        if key is not None and (kept := self._kept.get(key, stamp)) is not None:
+            return kept
+        candidates, indexed = await read()
+        if indexed < stamp.live:
+            batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+            await self._indexer.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
+            candidates, indexed = await read()
+        if key is not None and indexed >= stamp.live:
+            self._kept.put(key, stamp, candidates)
+        return candidates
 
     async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
         """The candidates' plain vectors of the embedder's model (None: it has none): opened

@@ -1,0 +1,183 @@
+"""A large scope's candidates are read once while the scope is unchanged (issue 38: the
+heavy user's search page), and never stand in for a scope that changed.
+
+Each search reads its scope's stamp first; these tests count the candidate reads that
+follow, and change the scope every way the library can, through a second store on the
+same database (another process, as far as the first one can tell).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.repository import SearchIndex
+from agents_sqlalchemy.services.candidate_cache import CACHE_FROM, CandidateCache
+from agents_sqlalchemy.types import Candidates, ScopeStamp
+
+from .support.clock import travel
+from .support.items import message
+
+# A user with two sessions, each with more live items than CACHE_FROM.
+FILLER = CACHE_FROM + 10
+QUERY = "zanzibar sunset ferry"
+
+
+def _candidates(count: int) -> Candidates:
+    return Candidates(
+        item_pks=list(range(count)),
+        session_hashes=["h"] * count,
+        seqs=list(range(count)),
+        positions=[float(n) for n in range(count)],
+        terms=[b"x" * 12] * count,
+        has_vector=[False] * count,
+        vectors=[None] * count,
+        wrapped_keys=[None] * count,
+        kek_ids=[None] * count,
+    )
+
+
+def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -> None:
+    cache = CandidateCache(limit=10, smallest=3)
+    one, two = ScopeStamp(5, (1, 2, 3)), ScopeStamp(5, (1, 2, 4))
+    cache.put("small", one, _candidates(2))  # read in a few milliseconds: not kept
+    assert cache.get("small", one) is None
+    kept = _candidates(4)
+    cache.put("a", one, kept)
+    assert cache.get("a", one) is kept
+    assert cache.get("a", two) is None  # another stamp: dropped ...
+    assert cache.get("a", one) is None  # ... for good
+    cache.put("a", one, _candidates(4))
+    cache.put("b", one, _candidates(4))
+    assert cache.get("a", one) is not None  # "a" used last: "b" is the oldest
+    cache.put("c", one, _candidates(4))  # 12 candidates > 10
+    assert cache.get("b", one) is None
+    assert cache.get("a", one) is not None and cache.get("c", one) is not None
+    cache.put("huge", one, _candidates(11))  # more than the whole cache: not kept
+    assert cache.get("huge", one) is None
+    cache.clear()
+    assert cache.get("a", one) is None
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """How many candidates each candidate read returned, in order."""
+    counted: list[int] = []
+    real = SearchIndex.candidates
+
+    async def candidates(self: SearchIndex, *args: Any, **kwargs: Any) -> Any:
+        found = await real(self, *args, **kwargs)
+        counted.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(SearchIndex, "candidates", candidates)
+    yield counted
+
+
+async def _fill(store: SessionStore) -> None:
+    for name in ("ana-1", "ana-2"):
+        session = store.session(name, user_id="ana")
+        await session.add_items([message(f"note {n} on the {name} garden") for n in range(FILLER)])
+    await store.flush()
+
+
+async def _found(store: SessionStore) -> list[tuple[str, int]]:
+    hits = await store.search(QUERY, user_id="ana", mode="keyword", limit=5)
+    return sorted((hit.session_id, hit.seq) for hit in hits)
+
+
+async def test_an_unchanged_scope_is_read_once_and_every_change_is_seen(
+    db_url: str, reads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with (
+        SessionStore(db_url, create_tables=True) as store,
+        SessionStore(db_url) as other,
+    ):
+        await _fill(store)
+        ride = ("ana-1", FILLER + 1)
+        await store.session("ana-1").add_items([message("a zanzibar sunset ferry ride")])
+        await store.flush()
+        for _ in range(2):  # hybrid: vectors and terms
+            [hit] = await store.search(QUERY, user_id="ana", limit=1)
+            assert (hit.session_id, hit.seq) == ride
+        assert reads == [2 * FILLER + 1]  # the scope is unchanged: its candidates were kept
+        assert await _found(store) == [ride]  # keyword mode reads no vectors: a read of its own
+        assert await _found(store) == [ride]
+        assert len(reads) == 2
+
+        async def after(change: Awaitable[Any] | None, expected: list[tuple[str, int]]) -> None:
+            before = len(reads)
+            if change is not None:
+                await change
+                await other.flush()
+            assert await _found(store) == expected
+            assert len(reads) == before + 1  # read again, and kept again
+            assert await _found(store) == expected
+            assert len(reads) == before + 1
+
+        # Another process writes, pops, moves a session away and back, an item expires, and
+        # a session is deleted.
+        ana2 = other.session("ana-2", user_id="ana")
+        table = message("the zanzibar sunset ferry timetable")
+        await after(ana2.add_items([table]), [ride, ("ana-2", FILLER + 1)])
+
+        async def pop_and_write() -> None:  # as many live items as before: the sums tell
+            await ana2.pop_item()
+            await ana2.add_items([message("a plain note")])
+
+        await after(pop_and_write(), [ride])
+        await after(other.session("ana-1").set_user_id("bea"), [])
+        await after(other.session("ana-1").set_user_id("ana"), [ride])
+        expiring = other.session("ana-2", user_id="ana", ttl=timedelta(minutes=10))
+        again = message("zanzibar sunset ferry, again")
+        await after(expiring.add_items([again]), [ride, ("ana-2", FILLER + 3)])
+        travel(monkeypatch, timedelta(minutes=11))
+        await after(None, [ride])
+        await after(other.delete_session("ana-1"), [])
+
+
+async def test_kept_candidates_that_missed_a_change_never_return_what_is_gone(
+    db_url: str, reads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were a change to cancel out in every number of the stamp, the kept candidates would
+    be stale: each hit is read again, and one removed, expired or moved out of the scope
+    is left out (a stamp that never changes stands in for such a change)."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        await _fill(store)
+        ana1 = store.session("ana-1", user_id="ana")
+        expiring = store.session("ana-2", user_id="ana", ttl=timedelta(minutes=10))
+        await ana1.add_items([message("a zanzibar sunset ferry ride")])
+        await expiring.add_items([message("zanzibar sunset ferry, again")])
+        await store.flush()
+        blind = ScopeStamp(1, (1, 1, 1))
+
+        async def stamp(self: SearchIndex, scope: Any) -> ScopeStamp:
+            return blind
+
+        monkeypatch.setattr(SearchIndex, "stamp", stamp)
+        assert await _found(store) == [("ana-1", FILLER + 1), ("ana-2", FILLER + 1)]
+        travel(monkeypatch, timedelta(minutes=11))
+        assert await _found(store) == [("ana-1", FILLER + 1)]
+        await store.session("ana-1").set_user_id("bea")
+        assert await _found(store) == []
+        await store.session("ana-1").set_user_id("ana")
+        assert await _found(store) == [("ana-1", FILLER + 1)]
+        await ana1.pop_item()
+        await ana1.add_items([message("bea's private note")])  # may take the popped row's id
+        assert await _found(store) == []
+        assert len(reads) == 1  # all of it from the kept candidates
+
+
+async def test_an_encrypted_store_reads_its_candidates_every_time(
+    sqlite_url: str, reads: list[int]
+) -> None:
+    async with SessionStore(sqlite_url, create_tables=True, key=os.urandom(32)) as store:
+        await _fill(store)
+        for _ in range(2):
+            assert await store.search("garden", user_id="ana", limit=1)
+        assert reads == [2 * FILLER] * 2
