@@ -16,11 +16,19 @@ Only a plaintext store keeps candidates: an encrypted store's rows change their 
 keys under a rotation, which the stamp does not see, and it keeps no copy of sealed data
 beyond what its codec caches and forgets with its keys.
 
+A search of a small scope (or of one not searched before) reads the stamp and the
+candidates at once, as it always did, and keeps nothing; once a scope is seen to be large,
+its searches read the stamp first, so that no candidates are ever kept with a stamp newer
+than they are.
+
 Example::
 
     cache = CandidateCache()
-    cache.put(("session-hash", None, "model", True, True), stamp, candidates)
-    kept = cache.get(("session-hash", None, "model", True, True), stamp)   # or None
+    key = ("session-hash", None, "model", True, True)
+    if cache.large(key):                        # seen with CACHE_FROM candidates or more
+        kept = cache.get(key, stamp)            # read under this very stamp, or None
+    cache.put(key, stamp, candidates)           # read after `stamp`
+    cache.note(key, len(candidates))            # read beside a stamp: only its size counts
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from ..types import Candidates, ScopeStamp
 CACHE_CANDIDATES = 100_000
 #: A scope with fewer candidates is read every time (it reads in a few milliseconds).
 CACHE_FROM = 2000
+#: Large scopes remembered as such (their keys only), the least recently seen forgotten.
+LARGE_SCOPES = 1024
 
 
 class CandidateCache:
@@ -47,8 +57,13 @@ class CandidateCache:
         self._limit = limit
         self._smallest = smallest
         self._kept: OrderedDict[Hashable, tuple[ScopeStamp, Candidates]] = OrderedDict()
+        self._large: OrderedDict[Hashable, None] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
+
+    def large(self, key: Hashable) -> bool:
+        """Whether `key`'s scope was last seen with candidates worth keeping."""
+        return key in self._large
 
     def get(self, key: Hashable, stamp: ScopeStamp) -> Candidates | None:
         """The candidates kept for `key` if they were read under `stamp`; else None (and
@@ -65,6 +80,7 @@ class CandidateCache:
 
     def put(self, key: Hashable, stamp: ScopeStamp, candidates: Candidates) -> None:
         """Keep `candidates`, read after `stamp`, if the scope is large enough to gain."""
+        self.note(key, len(candidates))
         with self._lock:
             self._drop(key)
             if not self._smallest <= len(candidates) <= self._limit:
@@ -74,10 +90,24 @@ class CandidateCache:
             while self._size > self._limit:
                 self._drop(next(iter(self._kept)))
 
+    def note(self, key: Hashable, size: int) -> None:
+        """`key`'s scope has `size` candidates: enough to gain from keeping them (and few
+        enough to fit), or no longer."""
+        with self._lock:
+            if not self._smallest <= size <= self._limit:
+                self._large.pop(key, None)
+                self._drop(key)
+                return
+            self._large[key] = None
+            self._large.move_to_end(key)
+            if len(self._large) > LARGE_SCOPES:
+                self._large.popitem(last=False)
+
     def clear(self) -> None:
         """Keep nothing."""
         with self._lock:
             self._kept.clear()
+            self._large.clear()
             self._size = 0
 
     def _drop(self, key: Hashable) -> None:

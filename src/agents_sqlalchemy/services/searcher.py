@@ -178,17 +178,23 @@ class Searcher:
             self._index.candidates, scope, model_id, vectors=vectors, terms=terms
         )
         key = (*scope.key, model_id, vectors, terms) if codec.kek_id is None else None
-        # The stamp first: candidates are never kept with a stamp newer than they are.
-        stamp = await self._index.stamp(scope)
-        if key is not None and (kept := self._kept.get(key, stamp)) is not None:
-            return kept
-        candidates, indexed = await read()
+        ordered = key is not None and self._kept.large(key)
+        if ordered:  # the stamp first: candidates are never kept with a newer stamp
+            stamp = await self._index.stamp(scope)
+            if (kept := self._kept.get(key, stamp)) is not None:
+                return kept
+            candidates, indexed = await read()
+        else:  # a small scope, or one not seen yet: both at once, as cheap as it gets
+            stamp, (candidates, indexed) = await asyncio.gather(self._index.stamp(scope), read())
         if indexed < stamp.live:
             batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
             await self._indexer.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
             candidates, indexed = await read()
-        if key is not None and indexed >= stamp.live:
-            self._kept.put(key, stamp, candidates)
+        if key is not None:
+            if ordered and indexed >= stamp.live:
+                self._kept.put(key, stamp, candidates)
+            else:
+                self._kept.note(key, len(candidates))
         return candidates
 
     async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
