@@ -212,15 +212,17 @@ TARGETS: list[Target] = [
     Target(
         "10",
         BOTH,
-        "ours (defaults) session.search() in a {search_items:,}-item session: p50 < 100 ms",
-        at_most("ours", "search_p50", 100.0, "ms"),
+        "ours (defaults) session.search() in a {search_items:,}-item session, right after a "
+        "write in it: p50 < 100 ms",
+        at_most("ours", "search_written_p50", 100.0, "ms"),
         when=lambda settings: settings.search_workload,
     ),
     Target(
         "10",
         BOTH,
-        "ours (defaults) store.search() over {search_sessions:,} sessions of a user: p50 < 100 ms",
-        at_most("ours", "store_search_p50", 100.0, "ms"),
+        "ours (defaults) store.search() over {search_sessions:,} sessions of a user, right "
+        "after a write in one: p50 < 100 ms",
+        at_most("ours", "store_search_written_p50", 100.0, "ms"),
         when=lambda settings: settings.search_workload,
     ),
     Target(
