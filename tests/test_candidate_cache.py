@@ -65,8 +65,6 @@ def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -
     assert cache.large("b") and cache.get("b", one) is None
     cache.note("a", 2)  # shrunk: neither large nor kept
     assert not cache.large("a") and cache.get("a", one) is None
-    cache.clear()
-    assert cache.get("c", one) is None and not cache.large("c")
 
 
 @pytest.fixture

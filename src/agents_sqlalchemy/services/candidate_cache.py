@@ -17,7 +17,7 @@ keys under a rotation, which the stamp does not see, and it keeps no copy of sea
 beyond what its codec caches and forgets with its keys.
 
 A search of a small scope (or of one not searched before) reads the stamp and the
-candidates at once, as it always did, and keeps nothing; once a scope is seen to be large,
+candidates at once and keeps nothing; once a scope is seen to be large,
 its searches read the stamp first, so that no candidates are ever kept with a stamp newer
 than they are.
 
@@ -80,11 +80,10 @@ class CandidateCache:
 
     def put(self, key: Hashable, stamp: ScopeStamp, candidates: Candidates) -> None:
         """Keep `candidates`, read after `stamp`, if the scope is large enough to gain."""
-        self.note(key, len(candidates))
         with self._lock:
-            self._drop(key)
-            if not self._smallest <= len(candidates) <= self._limit:
+            if not self._noted(key, len(candidates)):
                 return
+            self._drop(key)
             self._kept[key] = (stamp, candidates)
             self._size += len(candidates)
             while self._size > self._limit:
@@ -94,21 +93,19 @@ class CandidateCache:
         """`key`'s scope has `size` candidates: enough to gain from keeping them (and few
         enough to fit), or no longer."""
         with self._lock:
-            if not self._smallest <= size <= self._limit:
-                self._large.pop(key, None)
-                self._drop(key)
-                return
-            self._large[key] = None
-            self._large.move_to_end(key)
-            if len(self._large) > LARGE_SCOPES:
-                self._large.popitem(last=False)
+            self._noted(key, size)
 
-    def clear(self) -> None:
-        """Keep nothing."""
-        with self._lock:
-            self._kept.clear()
-            self._large.clear()
-            self._size = 0
+    def _noted(self, key: Hashable, size: int) -> bool:
+        """`note`, under the lock; whether the scope is large."""
+        if not self._smallest <= size <= self._limit:
+            self._large.pop(key, None)
+            self._drop(key)
+            return False
+        self._large[key] = None
+        self._large.move_to_end(key)
+        if len(self._large) > LARGE_SCOPES:
+            self._large.popitem(last=False)
+        return True
 
     def _drop(self, key: Hashable) -> None:
         found = self._kept.pop(key, None)

@@ -178,8 +178,8 @@ class Searcher:
             self._index.candidates, scope, model_id, vectors=vectors, terms=terms
         )
         key = (*scope.key, model_id, vectors, terms) if codec.kek_id is None else None
-        ordered = key is not None and self._kept.large(key)
-        if ordered:  # the stamp first: candidates are never kept with a newer stamp
+        stamp_first = key is not None and self._kept.large(key)
+        if stamp_first:  # then candidates are never kept with a stamp newer than they are
             stamp = await self._index.stamp(scope)
             if (kept := self._kept.get(key, stamp)) is not None:
                 return kept
@@ -191,7 +191,7 @@ class Searcher:
             await self._indexer.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
             candidates, indexed = await read()
         if key is not None:
-            if ordered and indexed >= stamp.live:
+            if stamp_first and indexed >= stamp.live:
                 self._kept.put(key, stamp, candidates)
             else:
                 self._kept.note(key, len(candidates))
