@@ -17,9 +17,8 @@ keys under a rotation, which the stamp does not see, and it keeps no copy of sea
 beyond what its codec caches and forgets with its keys.
 
 A search of a small scope (or of one not searched before) reads the stamp and the
-candidates at once and keeps nothing; once a scope is seen to be large,
-its searches read the stamp first, so that no candidates are ever kept with a stamp newer
-than they are.
+candidates at once and keeps nothing; once a scope is seen to be large, its searches read
+the stamp first, so that no candidates are ever kept with a stamp newer than they are.
 
 Example::
 
