@@ -8,6 +8,7 @@ same database (another process, as far as the first one can tell).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Awaitable, Iterator
 from datetime import timedelta
@@ -22,6 +23,7 @@ from agents_sqlalchemy.types import Candidates, ScopeStamp
 
 from .support.clock import travel
 from .support.items import message
+from .support.threads import on_threads
 
 # A user with two sessions, each with more live items than CACHE_FROM.
 FILLER = CACHE_FROM + 10
@@ -177,6 +179,30 @@ async def test_kept_candidates_that_missed_a_change_never_return_what_is_gone(
         await ana1.add_items([message("bea's private note")])  # may take the popped row's id
         assert await _found(store) == []
         assert len(reads) == 2  # the rest from the kept candidates
+
+
+def test_one_store_on_three_threads_sees_each_write_in_a_kept_scope(db_url: str) -> None:
+    """One store serves three event loops on three threads: one writes into the large
+    scope and searches for what it wrote, the others search the scope all along (keeping
+    and checking its candidates at the same time); the writer always finds its item."""
+    store = SessionStore(db_url, create_tables=True)
+    asyncio.run(_fill(store))
+
+    async def write_and_find() -> None:
+        for n in range(6):
+            item = message(f"a quokka{n} sighting")
+            await store.session("ana-1").add_items([item])
+            await store.flush()
+            hits = await store.search(f"quokka{n}", user_id="ana", mode="keyword")
+            assert [hit.item for hit in hits] == [item]
+
+    async def search_along() -> None:
+        for _ in range(12):
+            hits = await store.search("garden", user_id="ana", mode="keyword", limit=3)
+            assert len(hits) == 3
+
+    on_threads(lambda index: asyncio.run(write_and_find() if index == 0 else search_along()), 3)
+    asyncio.run(store.close())
 
 
 async def test_an_encrypted_store_reads_its_candidates_every_time(

@@ -6,8 +6,6 @@ import asyncio
 import json
 import os
 import random
-import threading
-from collections.abc import Callable
 
 import pytest
 from agents import Agent, Runner
@@ -20,25 +18,7 @@ from agents_sqlalchemy.search.postings import term_id, unpack_terms
 from .support.items import message
 from .support.processes import finish, spawn
 from .support.tables import raw_rows
-
-
-def on_threads(work: Callable[[int], object], count: int) -> None:
-    """Run `work(0)` ... `work(count - 1)` at once, each on a thread of its own; what
-    failed there is raised here."""
-    errors: list[BaseException] = []
-
-    def run(index: int) -> None:
-        try:
-            work(index)
-        except BaseException as exc:  # collected and re-raised in the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=240)
-    assert not errors, errors
+from .support.threads import on_threads
 
 
 @pytest.mark.slow
