@@ -107,6 +107,12 @@ class SearchIndex:
             return schema.equals(sessions.c.user_id, scope.user_id)
         return sessions.c.id.is_not(None)
 
+    def _searched(self, scope: Scope) -> ColumnElement[bool]:
+        """The items search indexes in scope: live, on main lines (never the items a session
+        wrote on its other branches, its companion row's)."""
+        main_line = self._schema.sessions.c.parent_pk.is_(None)
+        return and_(self._in_scope(scope), self._schema.live(self._schema.now()), main_line)
+
     def _position(self, scope: Scope) -> ColumnElement[Any]:
         """An item's age as a number: `seq` within a session, else `created_at` in epoch
         seconds, computed by the database (parsing datetimes costs more than the search)."""
@@ -194,11 +200,7 @@ class SearchIndex:
             select(func.count(), *(func.coalesce(func.sum(column), 0) for column in sums))
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(
-                self._in_scope(scope),
-                self._schema.live(self._schema.now()),
-                sessions.c.parent_pk.is_(None),
-            )
+            .where(self._searched(scope))
         )
 
         def work(conn: Connection) -> ScopeStamp:
@@ -280,10 +282,7 @@ class SearchIndex:
         searched."""
         items, index = self._schema.items, self._schema.index
         indexed = exists().where(index.c.item_pk == items.c.id, index.c.model_id == model_id)
-        main_line = self._schema.sessions.c.parent_pk.is_(None)
-        return and_(
-            ~indexed, self._schema.live(self._schema.now()), self._in_scope(scope), main_line
-        )
+        return and_(~indexed, self._searched(scope))
 
     async def count_unindexed(self, model_id: str, scope: Scope) -> int:
         """How many live items in scope have no vector of `model_id`."""
