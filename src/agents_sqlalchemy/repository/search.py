@@ -252,18 +252,14 @@ class SearchIndex:
     async def hit_rows(
         self, item_pks: list[int], scope: Scope
     ) -> dict[int, tuple[SessionKey, StoredItem]]:
-        """The items behind the hits that are still live and in `scope`, with their sessions
-        (and their owners, as the sessions' rows name them), by primary key."""
+        """The items behind the hits that search still indexes in `scope` (`_searched`), with
+        their sessions (and their owners, as the sessions' rows name them), by primary key."""
         items, sessions = self._schema.items, self._schema.sessions
         query = (
             self._schema.item_columns()
             .add_columns(sessions.c.session_id, sessions.c.user_id)
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(
-                items.c.id.in_(item_pks),
-                self._in_scope(scope),
-                self._schema.live(self._schema.now()),
-            )
+            .where(items.c.id.in_(item_pks), self._searched(scope))
         )
 
         def work(conn: Connection) -> dict[int, tuple[SessionKey, StoredItem]]:
