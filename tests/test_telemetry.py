@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -334,6 +335,34 @@ async def test_pool_usage_is_observed(pg_url: str) -> None:
         assert all(
             "@" not in point.attributes["db.client.connection.pool.name"] for point in points
         )
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+@pytest.mark.pgbouncer
+async def test_reads_cancelled_at_any_point_give_their_connections_back(db_url: str) -> None:
+    """Reads cancelled at random points (a whole read, a tail, a search) leave no connection
+    in use, and every later call still works."""
+    out, rng = Exported(), random.Random(11)
+    items = [{"role": "user", "content": f"item {i}"} for i in range(2_000)]
+    async with SessionStore(db_url, create_tables=True, telemetry=out.telemetry()) as store:
+        session = store.session("cancelled")
+        await session.add_items(items)
+        calls = [
+            session.get_items,
+            lambda: session.get_items(limit=20),
+            lambda: session.search("7"),
+        ]
+        cancelled = 0
+        for _ in range(150):
+            try:
+                await asyncio.wait_for(rng.choice(calls)(), rng.uniform(0, 0.004))
+            except asyncio.TimeoutError:
+                cancelled += 1
+        assert await session.get_items() == items
+        points = out.metrics()["db.client.connection.count"]
+        states = {point.attributes["db.client.connection.state"]: point.value for point in points}
+        assert states["used"] == 0 and states["idle"] >= 1
+    assert cancelled > 10  # the test did cancel, often
 
 
 async def test_import_is_one_operation(tmp_path: Path) -> None:
