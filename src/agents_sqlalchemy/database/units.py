@@ -318,13 +318,13 @@ class Database:
         and the pool's reset waits for it: the connection serves again.)"""
         with engine.connect() as conn:
             try:
-                return self._on(conn, work, write, attempt, alone)
+                return self._run_on(conn, work, write, attempt, alone)
             except asyncio.CancelledError:
                 if self.dialect_name in MYSQL:
                     conn.invalidate()
                 raise
 
-    def _on(
+    def _run_on(
         self, conn: Connection, work: Work[T], write: bool, attempt: _Attempt, alone: bool
     ) -> T:
         """`_unit`'s work on its connection: autocommit for reads and lone statements, else
