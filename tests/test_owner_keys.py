@@ -149,6 +149,52 @@ async def test_a_writer_that_missed_a_move_seals_under_the_new_owner(
     assert set(keys.values()) == {owner_of("dave", "")}
 
 
+async def test_stores_taking_turns_on_one_session_seal_each_batch_at_its_place(
+    db_url: str, key: bytes
+) -> None:
+    """Three stores (as three processes) write one session at once, and a fourth gives it
+    to another user midway (the first user's key stays: it is theirs for other sessions):
+    each store's idea of where the session's next items go, and of its owner, is often
+    stale. No batch is lost, split or sealed for a place it does not hold, and every item
+    is wrapped under the key of the owner the row names."""
+    async with (
+        SessionStore(db_url, create_tables=True, key=key, search=False) as first,
+        SessionStore(db_url, key=key, search=False) as second,
+        SessionStore(db_url, key=key, search=False) as third,
+        SessionStore(db_url, key=key, search=False) as mover,
+    ):
+        await first.session("other", user_id="dana").add_items([message("dana's")])
+        await first.session("shared", user_id="dana").add_items([message("first")])
+
+        async def write(store: SessionStore, name: str) -> None:
+            for n in range(12):
+                batch = [message(f"{name} {n} {i}") for i in range(3)]
+                await store.session("shared").add_items(batch)
+                if name == "first" and n == 5:
+                    await mover.session("shared").set_user_id("erin")
+
+        stores = {"first": first, "second": second, "third": third}
+        await asyncio.gather(*(write(store, name) for name, store in stores.items()))
+        items = await mover.session("shared").get_items()
+    assert items[0] == message("first")
+    contents = [item["content"] for item in items[1:]]
+    assert len(contents) == 108
+    for start in range(0, 108, 3):
+        name, n, _ = contents[start].split()
+        assert contents[start : start + 3] == [f"{name} {n} {i}" for i in range(3)]
+    for name in stores:
+        mine = [c for c in contents if c.startswith(f"{name} ") and c.endswith(" 0")]
+        assert mine == [f"{name} {n} 0" for n in range(12)]
+    keys = {key_id: owner for key_id, owner in (await _owner_keys(db_url)).items()}
+    assert {keys[kek] for kek in await _item_keks(db_url, "shared")} == {owner_of("erin", "")}
+    places = await raw_rows(
+        db_url,
+        f"SELECT seq FROM {ITEMS} i JOIN {SESSIONS} s ON s.id = i.session_pk "
+        "WHERE s.session_id = 'shared'",
+    )
+    assert sorted(seq for (seq,) in places) == list(range(1, 110))  # no place claimed twice
+
+
 async def test_erasing_a_user_destroys_their_key_only(db_url: str, key: bytes) -> None:
     async with SessionStore(db_url, create_tables=True, key=key) as store:
         await store.session("a", user_id="alice").add_items([message("a")])

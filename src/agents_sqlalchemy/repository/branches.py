@@ -372,7 +372,7 @@ class Branches:
         if stored is None:
             return None
         # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-        item = decode(self._schema.owned(conn, key), stored)
+        item = decode(self._schema.with_owner(key, lines.user_id), stored)
         if lines.main_pk is not None:
             self._lines.popped(conn, lines.session_pk, lines.main_pk, stored.seq, is_user(item))
         return item

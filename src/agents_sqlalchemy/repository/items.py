@@ -13,15 +13,14 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from ..errors import OwnerKeyError
 from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
 from .schema import ARRAY_ROWS, SMALL, Schema
@@ -40,8 +39,8 @@ class Items:
 
     def __init__(self, schema: Schema) -> None:
         self._schema = schema
-        # The `next_seq` this store last saw, by session hash (where sealed appends go).
-        self._next_seqs: dict[str, int] = {}
+        # Sealed: each session's `next_seq` and user as this store last left them, by hash.
+        self._seen: dict[str, tuple[int, str | None]] = {}
 
     async def append(
         self,
@@ -54,13 +53,23 @@ class Items:
         write; return the session row's id and the number of the first item.
 
         `build(first_seq)` makes the rows once their numbers are known (sealing binds them).
+        On PostgreSQL the append is one statement that commits by itself: always for
+        plaintext; sealed, when the session is as this store last left it.
         """
-        session_pk, next_seq = await self._schema.db.write(
+        db = self._schema.db
+        if self._sealed_at_once is not None and key.hash in self._seen:
+            placed = await db.write(
+                lambda conn: self._append_sealed(conn, key, count, build, ttl),
+                session_id=key.session_id,
+                one_statement=True,
+            )
+            if placed is not None:
+                return placed[0], placed[1] - count + 1
+        session_pk, next_seq = await db.write(
             lambda conn: self.append_in(conn, key, count, build, ttl),
             session_id=key.session_id,
             small=count <= SMALL,
-            # Plaintext on PostgreSQL: the claim and the rows in one statement, and no more.
-            one_statement=self._one_statement is not None and not self._schema.sealed,
+            one_statement=self._at_once is not None,
         )
         return session_pk, next_seq - count + 1
 
@@ -133,7 +142,8 @@ class Items:
         locked: bool = False,
     ) -> tuple[SessionKey, Sequence[Any]]:
         params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": current_kek}
-        owned = self._schema.owned(conn, key)
+        # A sealed store's tail reads and pages end with the session's user (the owner).
+        width, sealed = len(StoredItem._fields), self._schema.sealed
         if limit is None and (page := self._schema.statements.read_page) is not None:
             if locked:
                 conn.execute(self._share_lock, {"session_hash": key.hash})
@@ -142,16 +152,20 @@ class Items:
                 [arrays] = page.run(conn, params | {"after": rows[-1][0] if rows else -1})
                 if arrays[0] is None:
                     break
-                rows += zip(*arrays, strict=True)
+                if sealed:
+                    key = self._schema.with_owner(key, arrays[width])
+                rows += zip(*arrays[:width], strict=True)
                 if len(arrays[0]) < ARRAY_ROWS:
                     break
                 if not locked:
                     raise _MorePages()
-            return owned, rows
+            return key, rows
         if limit is None:
-            return owned, self._schema.statements.read_all.run(conn, params)
-        params["limit"] = limit
-        return owned, self._schema.statements.read_tail.run(conn, params)[::-1]
+            return self._schema.owned(conn, key), self._schema.statements.read_all.run(conn, params)
+        rows = self._schema.statements.read_tail.run(conn, params | {"limit": limit})
+        if sealed and rows:
+            return self._schema.with_owner(key, rows[0][width]), [row[:width] for row in rows[::-1]]
+        return key, rows[::-1]
 
     @cached_property
     def _share_lock(self) -> Any:
@@ -205,99 +219,141 @@ class Items:
         `next_seq` after (the Runner's append runs it too, beside its usage record)."""
         now = self._schema.now()
         expires_at = now + ttl if ttl else None
-        if self._one_statement is not None:
-            session_pk, next_seq, inserted = self._append_at_once(
-                conn, key, count, build, now, expires_at
-            )
-            if inserted:
-                return session_pk, next_seq
+        if self._at_once is not None:  # plaintext on PostgreSQL
+            values = self._schema.claim_values(key, count, now) | {"expires_at": expires_at}
+            values["payloads"] = [row.payload for row in build(0)]  # placed by the statement
+            [(session_pk, next_seq)] = self._at_once.run(conn, values)
+            return session_pk, next_seq
+        if self._sealed_at_once is not None:
+            if (placed := self._append_sealed(conn, key, count, build, ttl)) is not None:
+                return placed
+            values = self._schema.claim_values(key, count, now)
+            [(session_pk, next_seq, user_id)] = self._claim_with_user.run(conn, values)
         else:
             session_pk, next_seq = self._schema.claim(conn, key, count, now)
         first = next_seq - count + 1
+        # Sealed items go in only under a live key of the session's owner (else it refuses).
         self._schema.insert_items(conn, session_pk, first, build(first), now, expires_at)
+        if self._sealed_at_once is not None:
+            self._remember(key, next_seq, user_id)
         return session_pk, next_seq
 
-    def _append_at_once(
+    def _append_sealed(
         self,
         conn: Connection,
         key: SessionKey,
         count: int,
         build: Callable[[int], Sequence[NewItem]],
-        now: datetime,
-        expires_at: datetime | None,
-    ) -> tuple[int, int, bool]:
-        """PostgreSQL: claim and insert in one statement; the session's id, its `next_seq`,
-        and whether the items went in.
-
-        Plaintext items go in at once. Sealed ones are bound to their place, so they are
-        sealed at the place this store last saw free, and go in only if it still is (else
-        the caller seals them again at the place claimed, in the same transaction), and
-        only under a live owner key of the session's owner (else the write is refused).
-        """
-        assert self._one_statement is not None
-        first: int | None = None
-        if not self._schema.sealed:
-            rows = build(0)  # plaintext rows do not depend on their place
-        elif (last := self._next_seqs.get(key.hash)) is not None:
-            first = last + 1
-            rows = build(first)
-        else:
-            rows = []  # a session this store has not written yet: claim only
-        columns = {
-            f"{column}s": [getattr(row, column) for row in rows]
-            for column in ("payload", "ciphertext", "wrapped_key", "kek_id")
+        ttl: timedelta | None,
+    ) -> tuple[int, int] | None:
+        """PostgreSQL, sealed: claim and insert in one statement, if the session is as this
+        store last left it (its next place and its user unchanged) and the items' key is a
+        live key of that user's; else None, and nothing written."""
+        assert self._sealed_at_once is not None
+        seen = self._seen.pop(key.hash, None)
+        if seen is None:
+            return None
+        last, user_id = seen
+        rows = build(last + 1)  # sealed where they will go: bound to their place
+        now = self._schema.now()
+        values = {
+            "session_hash": key.hash,
+            "last": last,
+            "user_id": user_id,
+            "owner": owner_of(user_id, key.hash),
+            "kek": rows[0].kek_id,
+            "count": count,
+            "now": now,
+            "expires_at": now + ttl if ttl else None,
+            "ciphertexts": [row.ciphertext for row in rows],
+            "wrapped_keys": [row.wrapped_key for row in rows],
         }
-        values = self._schema.claim_values(key, count, now) | columns
-        values |= {"expires_at": expires_at, "first": first}
-        if self._schema.sealed:  # sealed items go in only under the keyring's active kek
-            values["kek"] = rows[0].kek_id if rows else None
-        [(session_pk, next_seq, inserted, user_id, key_owner)] = self._one_statement.run(
-            conn, values
-        )
-        if self._schema.sealed and inserted and owner_of(user_id, key.hash) != key_owner:
-            raise OwnerKeyError(  # the transaction rolls back; the caller looks again
-                "the session's owner changed since this store looked: nothing was written"
-            )
-        if self._schema.sealed:
-            if len(self._next_seqs) >= SESSIONS_REMEMBERED:
-                self._next_seqs.clear()
-            self._next_seqs[key.hash] = next_seq
-        return session_pk, next_seq, inserted == count
+        found = self._sealed_at_once.run(conn, values)
+        if not found:
+            return None
+        [(session_pk, next_seq)] = found
+        self._remember(key, next_seq, user_id)
+        return session_pk, next_seq
+
+    def _remember(self, key: SessionKey, next_seq: int, user_id: str | None) -> None:
+        """Keep where the session's next items go, and its user, as this store left them."""
+        if len(self._seen) >= SESSIONS_REMEMBERED:
+            self._seen.clear()
+        self._seen[key.hash] = (next_seq, user_id)
 
     @cached_property
-    def _one_statement(self) -> Prepared | None:
-        """PostgreSQL: an append in one statement (one round trip). The claim of `Schema.claim`
-        is its first CTE; the items, numbered by their place in the arrays, go in when the
-        claimed place is `first` (or `first` is NULL); it returns the claim and how many
-        items went in."""
-        if self._schema.db.dialect_name != "postgresql":
+    def _at_once(self) -> Prepared | None:
+        """PostgreSQL, plaintext: an append in one statement (one round trip). The claim of
+        `Schema.claim` is its first CTE; the items, numbered by their place in the array,
+        go in after it."""
+        if self._schema.db.dialect_name != "postgresql" or self._schema.sealed:
             return None
-        items = self._schema.items
-        claimed = self._schema.claim_upsert.returning(self._schema.sessions.c.user_id)
-        claimed = claimed.cte("claimed")
-        names = ("payload", "ciphertext", "wrapped_key", "kek_id")
-        arrays = [
-            bindparam(f"{name}s", type_=postgresql.ARRAY(items.c[name].type)) for name in names
-        ]
-        given = func.unnest(*arrays).table_valued(*names, with_ordinality="place").render_derived()
-        count = bindparam("count", type_=items.c.seq.type)
-        first = bindparam("first", type_=items.c.seq.type)
-        rows = select(
-            claimed.c.id,
-            claimed.c.next_seq - count + given.c.place,
-            bindparam("now", type_=items.c.created_at.type),
-            bindparam("expires_at", type_=items.c.expires_at.type),
-            *(given.c[name] for name in names),
-        ).where(or_(first.is_(None), claimed.c.next_seq - count + 1 == first))
-        keys = self._schema.owner_keys
+        claimed = self._schema.claim_upsert.cte("claimed")
+        payloads = bindparam("payloads", type_=postgresql.ARRAY(self._schema.items.c.payload.type))
+        return self._inserting(claimed, {"payload": payloads})
+
+    @cached_property
+    def _sealed_at_once(self) -> Prepared | None:
+        """PostgreSQL, sealed: an append in one statement, which claims the places only where
+        the session's row still holds `last` and `user_id` (and is no branch's companion)
+        and `kek` is a live key of `owner`, whose row it locks against a rotation."""
+        if self._schema.db.dialect_name != "postgresql" or not self._schema.sealed:
+            return None
+        sessions, items, keys = self._schema.sessions, self._schema.items, self._schema.owner_keys
         kek = bindparam("kek", type_=keys.c.key_id.type)
-        if self._schema.sealed:  # only under a live owner key (else `insert_items` refuses)
-            live = select(keys.c.key_id).where(keys.c.key_id == kek, keys.c.retired_at.is_(None))
-            rows = rows.where(exists(live.with_for_update(read=True)))
-        columns = ["session_pk", "seq", "created_at", "expires_at", *names]
-        inserted = items.insert().from_select(columns, rows).returning(items.c.id).cte("inserted")
-        went_in = select(func.count()).select_from(inserted).scalar_subquery()
-        key_owner = select(keys.c.owner).where(keys.c.key_id == kek).scalar_subquery()
-        return Prepared(
-            select(claimed.c.id, claimed.c.next_seq, went_in, claimed.c.user_id, key_owner)
+        live = select(keys.c.key_id).where(
+            keys.c.key_id == kek,
+            keys.c.owner == bindparam("owner", type_=keys.c.owner.type),
+            keys.c.retired_at.is_(None),
         )
+        count = bindparam("count", type_=sessions.c.next_seq.type)
+        claimed = (
+            update(sessions)
+            .where(
+                sessions.c.session_hash == bindparam("session_hash"),
+                sessions.c.next_seq == bindparam("last", type_=sessions.c.next_seq.type),
+                sessions.c.user_id.is_not_distinct_from(
+                    bindparam("user_id", type_=sessions.c.user_id.type)
+                ),
+                sessions.c.parent_pk.is_(None),
+                exists(live.with_for_update(read=True)),
+            )
+            .values(
+                next_seq=sessions.c.next_seq + count,
+                updated_at=bindparam("now", type_=sessions.c.updated_at.type),
+            )
+            .returning(sessions.c.id, sessions.c.next_seq)
+            .cte("claimed")
+        )
+        arrays = {
+            name: bindparam(f"{name}s", type_=postgresql.ARRAY(items.c[name].type))
+            for name in ("ciphertext", "wrapped_key")
+        }
+        return self._inserting(claimed, arrays, {"kek_id": kek})
+
+    def _inserting(
+        self, claimed: Any, arrays: dict[str, Any], same: dict[str, Any] | None = None
+    ) -> Prepared:
+        """The statement that inserts after `claimed` (a CTE returning the session's `id`
+        and its `next_seq` after the claim) one item per element of the `arrays` (by
+        column), each with the values of `same`; it returns the claim."""
+        items = self._schema.items
+        unnested = func.unnest(*arrays.values())
+        each = unnested.table_valued(*arrays, with_ordinality="place").render_derived()
+        count = bindparam("count", type_=items.c.seq.type)
+        values = {
+            "session_pk": claimed.c.id,
+            "seq": claimed.c.next_seq - count + each.c.place,
+            "created_at": bindparam("now", type_=items.c.created_at.type),
+            "expires_at": bindparam("expires_at", type_=items.c.expires_at.type),
+            **{name: each.c[name] for name in arrays},
+            **(same or {}),
+        }
+        rows = select(*values.values())
+        inserted = items.insert().from_select(list(values), rows).cte("inserted")
+        return Prepared(select(claimed.c.id, claimed.c.next_seq).add_cte(inserted))
+
+    @cached_property
+    def _claim_with_user(self) -> Prepared:
+        """`Schema.claim` on PostgreSQL, returning the session's user as well."""
+        return Prepared(self._schema.claim_upsert.returning(self._schema.sessions.c.user_id))

@@ -80,11 +80,13 @@ def inserted(conn: Connection, statement: Any) -> int:
 
 
 class LockedSession(NamedTuple):
-    """A session's row locked for a removal: its pk, whether it ever branched, its main row."""
+    """A session's row locked for a removal: its pk, whether it ever branched, its main row,
+    its user (a sealed store's reads check the owner by it)."""
 
     session_pk: int
     branched: bool
     main_pk: int | None
+    user_id: str | None
 
 
 class Lines:
@@ -318,7 +320,8 @@ class Lines:
 
     def lock_lines(self, conn: Connection, key: SessionKey) -> LockedSession | None:
         """Take the session's write lock (an activity) and learn, in the same statement,
-        whether it ever branched and which main row holds its usage; None if it has no row."""
+        whether it ever branched, which main row holds its usage and its user; None if it
+        has no row."""
         now = self._schema.now()
         if self._schema.mysql:  # no UPDATE ... RETURNING: lock the row, touch it, then read
             # After the lock: a plain read in the locking statement would fix the snapshot of
@@ -329,20 +332,21 @@ class Lines:
             found = self._lines_lock.run(conn, {"hash": key.hash, "now": now})
         if not found:
             return None
-        pk, branched, main_pk = found[0]
-        return LockedSession(int(pk), bool(branched), None if main_pk is None else int(main_pk))
+        pk, branched, main_pk, user_id = found[0]
+        main_pk = None if main_pk is None else int(main_pk)
+        return LockedSession(int(pk), bool(branched), main_pk, user_id)
 
     def _lines_columns(self) -> list[Any]:
-        """The session's pk, whether it branched, its main row. Found by the session's hash,
-        each name unambiguous in its own query: SQLite's RETURNING names columns without
-        their table."""
+        """The session's pk, whether it branched, its main row, its user. Found by the
+        session's hash, each name unambiguous in its own query: SQLite's RETURNING names
+        columns without their table."""
         sessions, branches = self._schema.sessions, self._schema.branches
         owner = self._schema.sessions.alias("owner")
         owner_pk = select(owner.c.id).where(owner.c.session_hash == bindparam("hash"))
         of_session = branches.c.session_pk == owner_pk.scalar_subquery()
         other = exists().where(of_session, branches.c.name != MAIN)
         main = select(branches.c.id).where(of_session, branches.c.name == MAIN)
-        return [sessions.c.id, other, main.scalar_subquery()]
+        return [sessions.c.id, other, main.scalar_subquery(), sessions.c.user_id]
 
     @cached_property
     def _lines_lock(self) -> Prepared:

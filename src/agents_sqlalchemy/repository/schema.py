@@ -98,6 +98,13 @@ class Statements:
         stored = schema.item_columns(with_id=False, other_kek=True)
         in_session = stored.where(items.c.session_pk == session_pk, live)
         self.read_all = Prepared(in_session.order_by(items.c.seq))
+        # A sealed read's owner check: the user the session's row names now, read on its own
+        # (`Schema.owned`), or after the columns of a tail read or a page (one round trip).
+        user_id = select(sessions.c.user_id).where(
+            sessions.c.session_hash == bindparam("session_hash")
+        )
+        self.user_of = Prepared(user_id)
+        owner = [user_id.scalar_subquery().label("user_id")] if schema.sealed else []
         # PostgreSQL: the next `ARRAY_ROWS` items after place `after`, as an array per column.
         # asyncpg makes a record per row read, which the garbage collector tracks into its
         # oldest generation: a read of 200,000 rows brought two full collections of over
@@ -114,8 +121,9 @@ class Statements:
                 func.array_agg(postgresql.aggregate_order_by(column, page.c.seq))
                 for column in page.c
             ]
-            self.read_page = Prepared(select(*by_place))
-        self.read_tail = Prepared(in_session.order_by(items.c.seq.desc()).limit(bindparam("limit")))
+            self.read_page = Prepared(select(*by_place, *owner))
+        tail = in_session.add_columns(*owner).order_by(items.c.seq.desc())
+        self.read_tail = Prepared(tail.limit(bindparam("limit")))
         last_live = (
             columns.where(items.c.session_pk == bindparam("session_pk"), live)
             .order_by(items.c.seq.desc())
@@ -123,10 +131,6 @@ class Statements:
         )
         self.last_live = Prepared(last_live)
         self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
-        # A sealed read's owner check: the user the session's row names now.
-        self.user_of = Prepared(
-            select(sessions.c.user_id).where(sessions.c.session_hash == bindparam("session_hash"))
-        )
         # An item taken in one statement, its wrapped key with it (where RETURNING exists).
         self.delete_last_live = Prepared(
             delete(items)
@@ -344,7 +348,7 @@ class Schema:
         """Take the session's write lock if it has a row; return its primary key and `key`
         with its owner (as `owned`), read by the statement that locks it."""
         locked = self._lock_row(conn, key, now)
-        return None if locked is None else (locked[0], self._with_owner(key, locked[1]))
+        return None if locked is None else (locked[0], self.with_owner(key, locked[1]))
 
     def _lock_row(
         self, conn: Connection, key: SessionKey, now: datetime
@@ -367,9 +371,9 @@ class Schema:
         if not self.sealed:
             return key
         found = self.statements.user_of.run(conn, {"session_hash": key.hash})
-        return self._with_owner(key, found[0][0]) if found else key
+        return self.with_owner(key, found[0][0]) if found else key
 
-    def _with_owner(self, key: SessionKey, user_id: str | None) -> SessionKey:
+    def with_owner(self, key: SessionKey, user_id: str | None) -> SessionKey:
         """`key` with the owner of a session whose row names `user_id` (sealed stores)."""
         return replace(key, owner=owner_of(user_id, key.hash)) if self.sealed else key
 
