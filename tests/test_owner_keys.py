@@ -140,6 +140,7 @@ async def test_a_writer_that_missed_a_move_seals_under_the_new_owner(
     ):
         await writer.session("s").add_items([message("before")])
         await mover.session("s").set_user_id("dave")
+        assert await writer.session("s").get_items() == [message("before")]  # a stale key
         await writer.session("s").add_items([message("after")])  # its owner cache is stale
         await writer.session("s").set_state("k", 1)
         assert await mover.session("s").get_items() == [message("before"), message("after")]
@@ -176,6 +177,9 @@ async def test_stores_taking_turns_on_one_session_seal_each_batch_at_its_place(
         stores = {"first": first, "second": second, "third": third}
         await asyncio.gather(*(write(store, name) for name, store in stores.items()))
         items = await mover.session("shared").get_items()
+        for store in stores.values():  # each knows a key of its own as the session's
+            assert await store.session("shared").get_items() == items
+            assert await store.session("shared").get_items(limit=40) == items[-40:]
     assert items[0] == message("first")
     contents = [item["content"] for item in items[1:]]
     assert len(contents) == 108

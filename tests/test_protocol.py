@@ -21,6 +21,7 @@ from agents_sqlalchemy import (
     SessionStore,
 )
 from agents_sqlalchemy.repository import schema as repository_module
+from agents_sqlalchemy.repository.items import page_rows
 from agents_sqlalchemy.repository.schema import ARRAY_ROWS
 
 from .support.items import ALL, message, texts
@@ -143,6 +144,21 @@ async def test_a_history_of_several_pages_reads_whole_and_in_order(
         assert texts(read[: count - 1]) == [str(n) for n in range(count - 1)]
         assert read[count - 1 :] in ([], more)
         assert texts(await session.get_items(limit=3)) == ["more 2", "more 3", "more 4"]
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plaintext", "encrypted"])
+def test_a_page_whose_arrays_come_out_of_place_order_is_put_in_order(sealed: bool) -> None:
+    """A page's arrays share one order, which PostgreSQL does not promise to be by place
+    (the aggregates have no ORDER BY of their own): the rows come out by place anyway."""
+    seqs = [3, 1, 2]
+    if sealed:  # no JSON text; the ciphertexts, wrapped keys and kek ids; then the user
+        arrays = [seqs, [b"c3", b"c1", b"c2"], [b"w3", b"w1", b"w2"], [None, "k", None], "u"]
+        expected = [(1, None, b"c1", b"w1", "k"), (2, None, b"c2", b"w2", None)]
+        expected.append((3, None, b"c3", b"w3", None))
+    else:
+        arrays = [seqs, ["three", "one", "two"]]
+        expected = [(1, "one"), (2, "two"), (3, "three")]
+    assert page_rows(arrays, sealed) == expected
 
 
 @pytest.mark.parametrize(

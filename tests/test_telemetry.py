@@ -338,10 +338,13 @@ async def test_pool_usage_is_observed(pg_url: str) -> None:
 
 
 @pytest.mark.dialects("postgresql", "mariadb")
-@pytest.mark.pgbouncer
 async def test_reads_cancelled_at_any_point_give_their_connections_back(db_url: str) -> None:
     """Reads cancelled at random points (a whole read, a tail, a search) leave no connection
-    in use, and every later call still works."""
+    in use, and every later call still works.
+
+    Not behind PgBouncer: PgBouncer 1.18 exits ("bad client state") when the client of a
+    cancel request leaves before the request is done (pgbouncer issue 801), which this
+    test's 150 cancellations met in one of its runs, taking every later test with it."""
     out, rng = Exported(), random.Random(11)
     items = [{"role": "user", "content": f"item {i}"} for i in range(2_000)]
     async with SessionStore(db_url, create_tables=True, telemetry=out.telemetry()) as store:

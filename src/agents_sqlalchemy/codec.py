@@ -166,8 +166,11 @@ class Codec(Protocol):
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any: ...
 
-    def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        """The items of rows laid out as `StoredItem` (seq, payload, ...), in order."""
+    def items(
+        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+    ) -> list[Any]:
+        """The items of rows laid out as `StoredItem` (seq, payload, ...), in order. A row
+        whose kek_id is None was wrapped by `usual_kek` (by default the store's key)."""
         ...
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem: ...
@@ -218,7 +221,9 @@ class PlainCodec:
     def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
         return list(candidates.vectors)
 
-    def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
+    def items(
+        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+    ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[1] or "") for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
@@ -403,19 +408,24 @@ class SealedCodec:
         data_key = unwrap_data_key(wrapper, wrapped_key, place, where=where_)
         return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
-    def items(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[Any]:
+    def items(
+        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+    ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[2] or b"") for row in rows))
-        self._missing({row[4] for row in rows})
+        self._missing({row[4] for row in rows} | {usual_kek})
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            return parse_objects(self._plaintexts_of(key, rows))
+            return parse_objects(self._plaintexts_of(key, rows, usual_kek))
         except OwnerKeyError:
             raise
         except (AgentsSQLAlchemyError, TypeError, ValueError):
             pass
-        return [self.item(key, StoredItem(*row)) for row in rows]
+        stored = (StoredItem(*row) for row in rows)
+        return [self.item(key, row._replace(kek_id=row.kek_id or usual_kek)) for row in stored]
 
-    def _plaintexts_of(self, key: SessionKey, rows: Sequence[Sequence[Any]]) -> list[bytes]:
+    def _plaintexts_of(
+        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+    ) -> list[bytes]:
         """The rows' plaintexts, in order: from memory where the very same ciphertext at the
         same place was opened before, else unwrapped and opened (any failure raises)."""
         session_hash, seen_before, opened = key.hash, self._plaintexts.get, {}
@@ -424,7 +434,8 @@ class SealedCodec:
         for seq, _, ciphertext, wrapped, row_kek_id in rows:
             open_one = openers.get(row_kek_id)
             if open_one is None:  # the owner check, once per key (a session has one or two)
-                wrapper = self.wrapper(row_kek_id, key.owner, where(key, seq))
+                kek_id = usual_kek if row_kek_id is None else row_kek_id
+                wrapper = self.wrapper(kek_id, key.owner, where(key, seq))
                 open_one = openers[row_kek_id] = item_opener(wrapper, session_hash)
             seen = seen_before(wrapped)
             if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:

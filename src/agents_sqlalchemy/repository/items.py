@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import cached_property
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, delete, exists, func, select, update
@@ -28,6 +30,22 @@ from .schema import ARRAY_ROWS, SMALL, Schema
 T = TypeVar("T")
 # Sessions whose next place a store remembers, for one-statement sealed appends.
 SESSIONS_REMEMBERED = 10_000
+
+
+def page_rows(arrays: Sequence[Any], sealed: bool) -> list[tuple[Any, ...]]:
+    """A page of PostgreSQL's full read (`Statements.read_page`: an array per column, a
+    sealed page's without the JSON text, then the owner) as rows laid out like
+    `StoredItem`, by place. The arrays take the rows in one order, which the statement does
+    not promise to be by place: sorted here if it is not."""
+    seqs = arrays[0]
+    if sealed:  # seq, ciphertext, wrapped key, kek id; the user follows
+        _, ciphertexts, wrapped_keys, kek_ids, _ = arrays
+        rows = list(zip(seqs, repeat(None), ciphertexts, wrapped_keys, kek_ids))
+    else:
+        rows = list(zip(*arrays, strict=True))
+    if seqs != sorted(seqs):
+        rows.sort(key=itemgetter(0))
+    return rows
 
 
 class _MorePages(Exception):
@@ -143,7 +161,7 @@ class Items:
     ) -> tuple[SessionKey, Sequence[Any]]:
         params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": current_kek}
         # A sealed store's tail reads and pages end with the session's user (the owner).
-        width, sealed = len(StoredItem._fields), self._schema.sealed
+        sealed = self._schema.sealed
         if limit is None and (page := self._schema.statements.read_page) is not None:
             if locked:
                 conn.execute(self._share_lock, {"session_hash": key.hash})
@@ -153,8 +171,8 @@ class Items:
                 if arrays[0] is None:
                     break
                 if sealed:
-                    key = self._schema.with_owner(key, arrays[width])
-                rows += zip(*arrays[:width], strict=True)
+                    key = self._schema.with_owner(key, arrays[-1])
+                rows += page_rows(arrays, sealed)
                 if len(arrays[0]) < ARRAY_ROWS:
                     break
                 if not locked:
@@ -164,6 +182,7 @@ class Items:
             return self._schema.owned(conn, key), self._schema.statements.read_all.run(conn, params)
         rows = self._schema.statements.read_tail.run(conn, params | {"limit": limit})
         if sealed and rows:
+            width = len(StoredItem._fields)
             return self._schema.with_owner(key, rows[0][width]), [row[:width] for row in rows[::-1]]
         return key, rows[::-1]
 

@@ -109,6 +109,9 @@ class Statements:
         # asyncpg makes a record per row read, which the garbage collector tracks into its
         # oldest generation: a read of 200,000 rows brought two full collections of over
         # 100 ms each, the event loop held; strings and bytes in arrays give it nothing.
+        # Every array takes the rows in the order they come, the same for all (`page_rows`
+        # checks that it is by place): an aggregate's own ORDER BY sorts its input again,
+        # once per column. Sealed items hold no JSON text: their page leaves it out.
         self.read_page: Prepared | None = None
         if schema.db.dialect_name == "postgresql":
             page = (
@@ -117,11 +120,8 @@ class Statements:
                 .limit(ARRAY_ROWS)
                 .subquery()
             )
-            by_place = [
-                func.array_agg(postgresql.aggregate_order_by(column, page.c.seq))
-                for column in page.c
-            ]
-            self.read_page = Prepared(select(*by_place, *owner))
+            kept = [c for c in page.c if not (schema.sealed and c.name == "payload")]
+            self.read_page = Prepared(select(*map(func.array_agg, kept), *owner))
         tail = in_session.add_columns(*owner).order_by(items.c.seq.desc())
         self.read_tail = Prepared(tail.limit(bindparam("limit")))
         last_live = (

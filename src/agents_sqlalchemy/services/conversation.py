@@ -77,10 +77,12 @@ class Conversation:
 
     async def _read(self, key: SessionKey, limit: int | None) -> list[Any]:
         codec = await self._opener.ready()
-        key, rows = await self._items.read(key, limit, codec.kek_id)
+        # The key most rows name, if known: the rows it wraps come without its id.
+        usual = self._owners.known_key_id(key) or codec.kek_id
+        key, rows = await self._items.read(key, limit, usual)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
-            return await asyncio.to_thread(codec.items, key, rows)
-        return codec.items(key, rows)
+            return await asyncio.to_thread(codec.items, key, rows, usual)
+        return codec.items(key, rows, usual)
 
     async def append(
         self,

@@ -119,6 +119,14 @@ class Owners:
             self._users[key.hash] = user
         return await self.current(codec, owner_of(user, key.hash))
 
+    def known_key_id(self, key: SessionKey) -> str | None:
+        """The id of the key this store seals the session's items under, if it knows it
+        without asking (it wrote to the session): a read names that key once, not per row."""
+        if key.hash not in self._users:
+            return None
+        found = self._current.get(owner_of(self._users[key.hash], key.hash))
+        return None if found is None else found.kek_id
+
     def forget(self, key: SessionKey) -> None:
         """Look the session's owner, and owners' newest keys, up again (its owner changed,
         or a rotation retired the key it was sealed under)."""
