@@ -323,11 +323,11 @@ class Lines:
         whether it ever branched, which main row holds its usage and its user; None if it
         has no row."""
         now = self._schema.now()
-        if self._schema.mysql:  # no UPDATE ... RETURNING: lock the row, touch it, then read
+        if self._schema.mysql:  # no UPDATE ... RETURNING: touch the row (the lock), then read
             # After the lock: a plain read in the locking statement would fix the snapshot of
             # a REPEATABLE READ transaction before the lock was granted.
-            session_pk = self._schema.lock_existing(conn, key, now)
-            found = [] if session_pk is None else self._lines_select.run(conn, {"hash": key.hash})
+            self._lines_touch.run(conn, {"hash": key.hash, "now": now})
+            found = self._lines_select.run(conn, {"hash": key.hash})
         else:
             found = self._lines_lock.run(conn, {"hash": key.hash, "now": now})
         if not found:
@@ -349,14 +349,22 @@ class Lines:
         return [sessions.c.id, other, main.scalar_subquery(), sessions.c.user_id]
 
     @cached_property
-    def _lines_lock(self) -> Prepared:
+    def _touched(self) -> Any:
+        """The session's row marked active: the write lock on it."""
         sessions = self._schema.sessions
-        return Prepared(
+        return (
             update(sessions)
             .where(sessions.c.session_hash == bindparam("hash"))
             .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
-            .returning(*self._lines_columns())
         )
+
+    @cached_property
+    def _lines_lock(self) -> Prepared:
+        return Prepared(self._touched.returning(*self._lines_columns()))
+
+    @cached_property
+    def _lines_touch(self) -> Prepared:
+        return Prepared(self._touched)
 
     @cached_property
     def _lines_select(self) -> Prepared:
