@@ -15,9 +15,11 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 
+@lru_cache(maxsize=4096)  # every sealed read asks, for the few sessions a process serves
 def owner_of(user_id: str | None, session_hash: str) -> str:
     """The owner of a session, as hex: its user, or the session itself when it has none.
 
@@ -49,6 +51,12 @@ class SessionKey:
     def of(cls, session_id: str, **first_write: Any) -> SessionKey:
         digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
         return cls(session_id, digest, **first_write)
+
+    def owned_by(self, user_id: str | None) -> SessionKey:
+        """This key with the owner of a session whose row names `user_id` (built directly:
+        `dataclasses.replace` costs more than a sealed tail read's own work on an item)."""
+        owner = owner_of(user_id, self.hash)
+        return SessionKey(self.session_id, self.hash, self.user_id, self.metadata, owner)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
@@ -218,15 +217,15 @@ class Schema:
         is live and belongs to the session's owner as its row says now: the session may
         have been given to another user since this store looked (`set_user_id`, maybe in
         another process), or the owner erased. The caller looks again and retries."""
-        found = conn.execute(self._owner_of_session, {"pk": session_pk, "key_id": key_id}).first()
-        if found is None or owner_of(found[0], found[1]) != found[2]:
+        found = self._owner_of_session.run(conn, {"pk": session_pk, "key_id": key_id})
+        if not found or owner_of(found[0][0], found[0][1]) != found[0][2]:
             raise OwnerKeyError(
                 "the session's owner changed, or its owner key was destroyed, since this "
                 "store looked: nothing was written"
             )
 
     @cached_property
-    def _owner_of_session(self) -> Any:
+    def _owner_of_session(self) -> Prepared:
         """The session's user id and the hash its owner key is bound to (a companion row's
         parent's), with the owner of a live owner key, whose row it locks on a server."""
         sessions, keys = self.sessions, self.owner_keys
@@ -242,7 +241,9 @@ class Schema:
         query = select(user_id, root_hash, keys.c.owner).where(
             keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
         )
-        return query if self.db.dialect_name == "sqlite" else query.with_for_update(read=True)
+        return Prepared(
+            query if self.db.dialect_name == "sqlite" else query.with_for_update(read=True)
+        )
 
     @cached_property
     def _active_kek(self) -> Any:
@@ -375,7 +376,7 @@ class Schema:
 
     def with_owner(self, key: SessionKey, user_id: str | None) -> SessionKey:
         """`key` with the owner of a session whose row names `user_id` (sealed stores)."""
-        return replace(key, owner=owner_of(user_id, key.hash)) if self.sealed else key
+        return key.owned_by(user_id) if self.sealed else key
 
     def take_last_live(self, conn: Connection, session_pk: int, now: datetime) -> StoredItem | None:
         """Delete the session's latest live item and return it, its wrapped key with it: one

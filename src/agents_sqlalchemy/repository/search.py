@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -37,7 +36,6 @@ from ..types import (
     SessionKey,
     StoredItem,
     Unindexed,
-    owner_of,
 )
 from .prepared import Prepared, PreparedRows
 from .schema import ARRAY_ROWS, Schema
@@ -266,7 +264,7 @@ class SearchIndex:
             found = {}
             for row in conn.execute(query):
                 key = SessionKey.of(row[-2])
-                key = replace(key, owner=owner_of(row[-1], key.hash))
+                key = key.owned_by(row[-1])
                 found[row[0]] = (key, self._schema.stored(row[:-2]))
             return found
 

@@ -17,7 +17,6 @@ import asyncio
 import functools
 import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,7 +26,7 @@ from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..telemetry import current
-from ..types import WHOLE, Appended, SessionKey, StoredItem, Tail, Written, owner_of
+from ..types import WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
 from .owners import Owners
@@ -178,7 +177,7 @@ class Conversation:
             row = await self._sessions.read_session_columns(key, columns)
             if row is None:
                 return {}
-            return codec.state(replace(key, owner=owner_of(row.user_id, key.hash)), row)
+            return codec.state(key.owned_by(row.user_id), row)
 
         return await self._owners.reading(key, read, look=False)
 

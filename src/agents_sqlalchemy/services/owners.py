@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -253,7 +253,7 @@ class Owners:
         if await self._codec() is None:
             return key
         row = await self._sessions.read_session_columns(key, ("user_id",))
-        return key if row is None else replace(key, owner=owner_of(row.user_id, key.hash))
+        return key if row is None else key.owned_by(row.user_id)
 
     async def reading(
         self, key: SessionKey, read: Callable[[SessionKey], Awaitable[T]], *, look: bool = True
