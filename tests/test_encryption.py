@@ -608,6 +608,27 @@ async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
         assert len(await store.session("other").search(word)) == 1
 
 
+@pytest.mark.slow
+async def test_a_pop_leaves_no_copy_of_the_popped_text_and_keeps_the_others(
+    sqlite_url: str, key: bytes
+) -> None:
+    """A pop drops from memory what the popped item left there, and only that: the other
+    items' plaintexts stay, so the next read opens nothing again."""
+    word, kept = f"zorblax{os.urandom(4).hex()}", f"quuxle{os.urandom(4).hex()}"
+    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+        session = store.session("secret")
+        await session.add_items([message(f"the {kept} note")] * 3)
+        await session.add_items([message(f"the {word} note, {word}.")])
+        assert (await session.search(word, limit=1))[0]["content"].startswith("the")
+        assert len(await session.get_items()) == 4
+        assert reachable_text(word, [store]) and reachable_text(kept, [store])
+        assert (await session.pop_item()) == message(f"the {word} note, {word}.")
+        assert reachable_text(word, [store]) == []
+        assert reachable_text(kept, [store]), "the other items' plaintexts stay"
+        assert await session.search(word) == []
+        assert len(await session.search(kept)) == 3
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 

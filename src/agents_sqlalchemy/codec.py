@@ -13,10 +13,10 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import lru_cache
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic_core import from_json, to_json
 from sqlalchemy import null
@@ -141,6 +141,24 @@ def where(key: SessionKey, seq: int | None) -> str:
     """How errors name an item (by its sequence number) or a state, and its session."""
     what = "state" if seq is None else f"item #{seq}"
     return f"{what} of session {key.session_id[:80]!r}"
+
+
+T = TypeVar("T")
+
+
+def noting_keys(
+    decode: Callable[[SessionKey, StoredItem], T], removed: list[bytes]
+) -> Callable[[SessionKey, StoredItem], T]:
+    """`decode` for a removal, which notes each sealed item's wrapped key in `removed`: what
+    `SealedCodec.forget_keys` then drops from memory, and nothing else."""
+
+    def decode_noting(key: SessionKey, stored: StoredItem) -> T:
+        item = decode(key, stored)
+        if stored.wrapped_key is not None:
+            removed.append(bytes(stored.wrapped_key))
+        return item
+
+    return decode_noting
 
 
 class Codec(Protocol):
@@ -323,14 +341,20 @@ class SealedCodec:
         with self._opened_lock:
             _add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
-    def forget_keys(self) -> None:
+    def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
         """Drop the cached plaintexts, opened vectors, hashed terms, the vocabulary and the
         search layer's process-wide term caches (after a removal: no copy of a removed item,
         nor of anything its destroyed key opened, is kept; a destroyed owner key is dropped
-        by `services.owners`)."""
+        by `services.owners`). With `removed` (the wrapped keys of the only items removed,
+        as by a pop), the other items' plaintexts and vectors stay."""
         with self._opened_lock:
-            self._plaintexts.clear()
-            self._opened.clear()
+            if removed is None:
+                self._plaintexts.clear()
+                self._opened.clear()
+            for wrapped_key in removed or ():
+                self._plaintexts.pop(wrapped_key, None)
+                for vectors in self._opened.values():
+                    vectors.pop(wrapped_key, None)
         self._hash_term.cache_clear()  # the terms of removed items too
         self.vocabulary = Vocabulary()
         forget_terms()

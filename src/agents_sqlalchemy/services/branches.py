@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import repository
-from ..codec import Codec, encode_items
+from ..codec import Codec, encode_items, noting_keys
 from ..crypto import OwnerKey
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
@@ -116,11 +116,14 @@ class Branches:
     async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:
         """Remove and return a branch's latest live item; `GONE` if the branch is dead."""
 
+        removed = list[bytes]()
+
         async def pop(key: SessionKey) -> Any | Gone | None:
             codec, opened = await self._codec(key)
-            return await self._branches.pop_line(key, branch, codec.item, opened)
+            decode = noting_keys(codec.item, removed)
+            return await self._branches.pop_line(key, branch, decode, opened)
 
-        async with self._opener.scrubbing():
+        async with self._opener.scrubbing(removed=removed):  # the others stay in memory
             return await self._owners.reading(key, pop, look=False)
 
     async def clear(self, key: SessionKey) -> int:

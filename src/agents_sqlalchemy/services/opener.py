@@ -136,14 +136,17 @@ class Opener:
             await announce_sdk_history(self._imports, self._db.url, self._tables)
 
     @asynccontextmanager
-    async def scrubbing(self, *, forget: bool = True) -> AsyncIterator[None]:
+    async def scrubbing(
+        self, *, forget: bool = True, removed: list[bytes] | None = None
+    ) -> AsyncIterator[None]:
         """Around a removal (or an overwrite) in encrypted mode: forget cached keys at once,
         and have the SQLite WAL checkpointed just after, off the caller's path
         (`Background`). `forget=False` keeps the cache (an overwritten state was never in
-        it): only the WAL is checkpointed."""
+        it): only the WAL is checkpointed. `removed`, filled in by the removal (`noting_keys`):
+        the wrapped keys of the only items it removed, whose plaintexts alone are dropped."""
         yield
         if forget and isinstance(self._codec, SealedCodec):
-            self._codec.forget_keys()
+            self._codec.forget_keys(removed)
         if self.key is not None:
             self._background.submit(("scrub",), self._keyring.scrub)
 
