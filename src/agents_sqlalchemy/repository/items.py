@@ -1,4 +1,4 @@
-"""The items of one session's main line: append, read, pop and clear (the SDK protocol).
+"""The items of one session's main line: append, read and clear (a pop is `Branches.pop_line`).
 
 An append claims the batch's places and inserts its items in one transaction: in one
 statement on PostgreSQL, in two elsewhere.
@@ -17,7 +17,7 @@ from datetime import timedelta
 from functools import cached_property
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects import postgresql
@@ -27,7 +27,6 @@ from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
 from .schema import ARRAY_ROWS, SMALL, Schema
 
-T = TypeVar("T")
 # Sessions whose next place a store remembers, for one-statement sealed appends.
 SESSIONS_REMEMBERED = 10_000
 
@@ -192,25 +191,6 @@ class Items:
         sessions = self._schema.sessions
         found = select(sessions.c.id).where(sessions.c.session_hash == bindparam("session_hash"))
         return found.with_for_update(read=True)
-
-    async def pop(self, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]) -> T | None:
-        """Remove the latest live item and return it decoded (`decode(key with its owner,
-        row)`); a decode error keeps it stored."""
-        return await self._schema.db.write(
-            lambda conn: self._pop(conn, key, decode), session_id=key.session_id, small=True
-        )
-
-    def _pop(
-        self, conn: Connection, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]
-    ) -> T | None:
-        now = self._schema.now()
-        locked = self._schema.lock_owned(conn, key, now)
-        if locked is None:
-            return None
-        session_pk, owned = locked
-        stored = self._schema.take_last_live(conn, session_pk, now)
-        # Decoded inside the transaction: a corrupt row raises and the delete rolls back.
-        return None if stored is None else decode(owned, stored)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""

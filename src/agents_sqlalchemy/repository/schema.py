@@ -151,7 +151,7 @@ class Statements:
             update(sessions)
             .where(sessions.c.session_hash == bindparam("hash"))
             .values(updated_at=touched_at)
-            .returning(sessions.c.id, sessions.c.user_id)
+            .returning(sessions.c.id)
         )
         self.touch = Prepared(  # MySQL's lock: by id, after SELECT ... FOR UPDATE
             update(sessions).where(sessions.c.id == bindparam("pk")).values(updated_at=touched_at)
@@ -331,7 +331,7 @@ class Schema:
 
     @cached_property
     def claimed_statement(self) -> Prepared:
-        """The session's id, `next_seq` and `user_id` (MySQL: locked, for `lock_owned`)."""
+        """The session's id, `next_seq` and `user_id`, its row locked (MySQL's claim and lock)."""
         sessions = self.sessions
         found = select(sessions.c.id, sessions.c.next_seq, sessions.c.user_id).where(
             sessions.c.session_hash == bindparam("session_hash")
@@ -339,31 +339,16 @@ class Schema:
         return Prepared(found.with_for_update())
 
     def lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
-        """Take the session's write lock if it has a row; return its primary key."""
-        locked = self._lock_row(conn, key, now)
-        return None if locked is None else locked[0]
-
-    def lock_owned(
-        self, conn: Connection, key: SessionKey, now: datetime
-    ) -> tuple[int, SessionKey] | None:
-        """Take the session's write lock if it has a row; return its primary key and `key`
-        with its owner (as `owned`), read by the statement that locks it."""
-        locked = self._lock_row(conn, key, now)
-        return None if locked is None else (locked[0], self.with_owner(key, locked[1]))
-
-    def _lock_row(
-        self, conn: Connection, key: SessionKey, now: datetime
-    ) -> tuple[int, str | None] | None:
-        """Lock the session's row, if any, as an activity: its primary key and `user_id`."""
+        """Take the session's write lock if it has a row, as an activity; its primary key."""
         if self.mysql:  # no UPDATE ... RETURNING: lock the row, then touch it
             locked = self.claimed_statement.run(conn, {"session_hash": key.hash})
             if not locked:
                 return None
-            pk, _, user_id = locked[0]
+            pk = int(locked[0][0])
             self.statements.touch.run(conn, {"pk": pk, "now": now})
-            return int(pk), user_id
+            return pk
         found = self.statements.lock.run(conn, {"hash": key.hash, "now": now})
-        return (int(found[0][0]), found[0][1]) if found else None
+        return int(found[0][0]) if found else None
 
     def owned(self, conn: Connection, key: SessionKey) -> SessionKey:
         """`key` with the owner its session's row names now (`owner_of`), in a sealed

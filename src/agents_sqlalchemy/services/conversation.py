@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from ..codec import encode_item, encode_items, noting_keys
+from ..codec import encode_item, encode_items
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
@@ -122,18 +122,6 @@ class Conversation:
         if self._written is not None:  # a sealed store keeps no plaintext past the call
             handed = codec.kek_id is None
             self._written(Appended(key, first_seq, session_pk, tuple(payloads) if handed else None))
-
-    async def pop(self, key: SessionKey) -> Any | None:
-        """Remove and return the latest live item, or None; its key is destroyed."""
-        codec, removed = await self._opener.ready(), list[bytes]()
-
-        async def pop(key: SessionKey) -> Any | None:
-            return await self._items.pop(key, noting_keys(codec.item, removed))
-
-        async with self._opener.scrubbing(removed=removed):  # the others stay in memory
-            if codec.kek_id is None:
-                return await pop(key)
-            return await self._owners.reading(key, pop, look=False)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of a session (and their keys); return how many."""
