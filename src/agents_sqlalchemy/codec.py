@@ -437,7 +437,6 @@ class SealedCodec:
     ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[2] or b"") for row in rows))
-        self._missing({row[4] for row in rows} | {usual_kek})
         try:  # the whole batch at once; a row that fails is named by `item`, below
             return parse_objects(self._plaintexts_of(key, rows, usual_kek))
         except OwnerKeyError:
@@ -451,24 +450,37 @@ class SealedCodec:
         self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
     ) -> list[bytes]:
         """The rows' plaintexts, in order: from memory where the very same ciphertext at the
-        same place was opened before, else unwrapped and opened (any failure raises)."""
-        session_hash, seen_before, opened = key.hash, self._plaintexts.get, {}
-        openers: dict[str | None, Callable[[bytes, bytes, int], bytes]] = {}
+        same place was opened before, else unwrapped and opened (any failure raises).
+
+        Every key the rows name is checked first, once (it must belong to the session's
+        owner, and be opened: else `MissingOwnerKeys` names all that are not)."""
+        named = {row[4] for row in rows}
+        self._missing({usual_kek if kek_id is None else kek_id for kek_id in named})
+        wrappers = {
+            kek_id: self.wrapper(
+                usual_kek if kek_id is None else kek_id,
+                key.owner,
+                where(key, next(row[0] for row in rows if row[4] == kek_id)),
+            )
+            for kek_id in named
+        }
+        session_hash, seen_before = key.hash, self._plaintexts.get
         texts: list[bytes] = []
-        for seq, _, ciphertext, wrapped, row_kek_id in rows:
-            open_one = openers.get(row_kek_id)
-            if open_one is None:  # the owner check, once per key (a session has one or two)
-                kek_id = usual_kek if row_kek_id is None else row_kek_id
-                wrapper = self.wrapper(kek_id, key.owner, where(key, seq))
-                open_one = openers[row_kek_id] = item_opener(wrapper, session_hash)
+        missed: list[int] = []
+        for seq, _, ciphertext, wrapped, _kek_id in rows:
             seen = seen_before(wrapped)
             if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:
                 texts.append(seen[3])
-                continue
-            text = open_one(ciphertext, wrapped, seq)
-            opened[wrapped] = (ciphertext, session_hash, seq, text)
-            texts.append(text)
-        if opened:
+            else:
+                missed.append(len(texts))
+                texts.append(b"")
+        if missed:
+            openers = {kek_id: item_opener(w, session_hash) for kek_id, w in wrappers.items()}
+            opened = {}
+            for i in missed:
+                seq, _, ciphertext, wrapped, kek_id = rows[i]
+                texts[i] = openers[kek_id](ciphertext, wrapped, seq)
+                opened[wrapped] = (ciphertext, session_hash, seq, texts[i])
             self._remember(opened)
         return texts
 
