@@ -65,13 +65,15 @@ class Items:
         count: int,
         build: Callable[[int], Sequence[NewItem]],
         ttl: timedelta | None,
+        owner_key: str | None = None,
     ) -> tuple[int, int]:
         """Append `count` (> 0) items in one transaction, creating the session row on first
         write; return the session row's id and the number of the first item.
 
-        `build(first_seq)` makes the rows once their numbers are known (sealing binds them).
-        On PostgreSQL the append is one statement that commits by itself: always for
-        plaintext; sealed, when the session is as this store last left it.
+        `build(first_seq)` makes the rows once their numbers are known (sealing binds them),
+        under `owner_key` if it names one. On PostgreSQL the append is one statement that
+        commits by itself: always for plaintext; sealed, when the session is as this store
+        last left it.
         """
         db = self._schema.db
         if self._sealed_at_once is not None and key.hash in self._seen:
@@ -83,7 +85,7 @@ class Items:
             if placed is not None:
                 return placed[0], placed[1] - count + 1
         session_pk, next_seq = await db.write(
-            lambda conn: self.append_in(conn, key, count, build, ttl),
+            lambda conn: self.append_in(conn, key, count, build, ttl, owner_key),
             session_id=key.session_id,
             small=count <= SMALL,
             one_statement=self._at_once is not None,
@@ -117,13 +119,13 @@ class Items:
         batch_key: str,
     ) -> tuple[int, int] | None:
         now, items = self._schema.now(), self._schema.items
-        session_pk, _ = self._schema.claim(conn, key, 0, now)  # the lock, no place taken
+        session_pk = self._schema.claim(conn, key, 0, now).id  # the lock, no place taken
         held = select(items.c.id).where(
             items.c.session_pk == session_pk, items.c.batch_key == batch_key
         )
         if conn.execute(held.limit(1)).first() is not None:
             return None
-        session_pk, next_seq = self._schema.claim(conn, key, count, now)
+        session_pk, next_seq, _ = self._schema.claim(conn, key, count, now)
         first = next_seq - count + 1
         expires_at = now + ttl if ttl else None
         self._schema.insert_items(conn, session_pk, first, build(first), now, expires_at)
@@ -213,9 +215,11 @@ class Items:
         count: int,
         build: Callable[[int], Sequence[NewItem]],
         ttl: timedelta | None,
+        owner_key: str | None = None,
     ) -> tuple[int, int]:
         """Inside a transaction: append `count` items to the session's main line; its id and
-        `next_seq` after (the Runner's append runs it too, beside its usage record)."""
+        `next_seq` after (the Runner's append runs it too, beside its usage record).
+        `owner_key`: the owner key `build` seals under, if it names one (`Schema.claim`)."""
         now = self._schema.now()
         expires_at = now + ttl if ttl else None
         if self._at_once is not None:  # plaintext on PostgreSQL
@@ -228,11 +232,14 @@ class Items:
                 return placed
             values = self._schema.claim_values(key, count, now)
             [(session_pk, next_seq, user_id)] = self._claim_with_user.run(conn, values)
+            checked = None
         else:
-            session_pk, next_seq = self._schema.claim(conn, key, count, now)
+            claimed = self._schema.claim(conn, key, count, now, owner_key=owner_key)
+            session_pk, next_seq, checked = claimed
         first = next_seq - count + 1
         # Sealed items go in only under a live key of the session's owner (else it refuses).
-        self._schema.insert_items(conn, session_pk, first, build(first), now, expires_at)
+        new = build(first)
+        self._schema.insert_items(conn, session_pk, first, new, now, expires_at, checked=checked)
         if self._sealed_at_once is not None:
             self._remember(key, next_seq, user_id)
         return session_pk, next_seq

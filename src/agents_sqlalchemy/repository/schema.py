@@ -65,10 +65,12 @@ def utcnow() -> datetime:
 
 
 class Claimed(NamedTuple):
-    """A session's row, locked for this transaction, and its `next_seq` after the claim."""
+    """A session's row, locked for this transaction, and its `next_seq` after the claim;
+    `checked`: the owner key the claim found live and the session's owner's, if it looked."""
 
     id: int
     next_seq: int
+    checked: str | None = None
 
 
 #: Values per array at most where PostgreSQL reads many rows as arrays: asyncpg decodes a
@@ -218,11 +220,8 @@ class Schema:
         have been given to another user since this store looked (`set_user_id`, maybe in
         another process), or the owner erased. The caller looks again and retries."""
         found = self._owner_of_session.run(conn, {"pk": session_pk, "key_id": key_id})
-        if not found or owner_of(found[0][0], found[0][1]) != found[0][2]:
-            raise OwnerKeyError(
-                "the session's owner changed, or its owner key was destroyed, since this "
-                "store looked: nothing was written"
-            )
+        user_id, root_hash, key_owner = found[0] if found else (None, "", None)
+        _refuse_unless_owned(user_id, root_hash, key_owner)
 
     @cached_property
     def _owner_of_session(self) -> Prepared:
@@ -244,6 +243,27 @@ class Schema:
         return Prepared(
             query if self.db.dialect_name == "sqlite" else query.with_for_update(read=True)
         )
+
+    @cached_property
+    def _claimed_owned(self) -> Prepared:
+        """MySQL: `claimed_statement` with `_owner_of_session`'s columns, the owner key's row
+        share-locked by its own subquery (a lone SELECT ... FOR UPDATE would lock it for
+        writing, and every writer of the owner would wait for the others)."""
+        sessions, keys = self.sessions, self.owner_keys
+        parent = sessions.alias("parent")
+        parent_hash = select(parent.c.session_hash).where(parent.c.id == sessions.c.parent_pk)
+        root_hash = func.coalesce(parent_hash.scalar_subquery(), sessions.c.session_hash)
+        owner = select(keys.c.owner).where(
+            keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
+        )
+        found = select(
+            sessions.c.id,
+            sessions.c.next_seq,
+            sessions.c.user_id,
+            root_hash,
+            owner.with_for_update(read=True).scalar_subquery(),
+        ).where(sessions.c.session_hash == bindparam("session_hash"))
+        return Prepared(found.with_for_update())
 
     @cached_property
     def _active_kek(self) -> Any:
@@ -270,16 +290,31 @@ class Schema:
         """A select of the session's row id, by its hash."""
         return select(self.sessions.c.id).where(self.sessions.c.session_hash == key.hash)
 
-    def claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
+    def claim(
+        self,
+        conn: Connection,
+        key: SessionKey,
+        count: int,
+        now: datetime,
+        *,
+        owner_key: str | None = None,
+    ) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
         The first statement of every write: on PostgreSQL, MySQL and MariaDB it locks the
         session's row, on SQLite it takes the database's write lock. Returns the row's `id`
-        and `next_seq`.
+        and `next_seq`. `owner_key`: the owner key the items will be sealed under; on MySQL
+        the claim's read of the row checks it (`refuse_foreign_owner`'s check, a round trip
+        fewer) and names it `checked`.
         """
         values = self.claim_values(key, count, now)
         if self.mysql:  # the upsert locks the row; reading it back sees our own change
             self._claim_statement.run(conn, values)
+            if owner_key is not None:
+                values["key_id"] = owner_key
+                [(session_pk, next_seq, *owned)] = self._claimed_owned.run(conn, values)
+                _refuse_unless_owned(*owned)
+                return Claimed(session_pk, next_seq, owner_key)
             session_pk, next_seq = self.claimed_statement.run(conn, values)[0][:2]
         else:
             [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
@@ -392,13 +427,17 @@ class Schema:
         new: Sequence[NewItem],
         created_at: datetime,
         expires_at: datetime | None,
+        *,
+        checked: str | None = None,
     ) -> None:
-        """Insert items numbered from `first_seq`, sealed ones with their wrapped keys."""
+        """Insert items numbered from `first_seq`, sealed ones with their wrapped keys, under
+        a key checked in this transaction (`checked`: the owner key the claim checked)."""
         if self.sealed and new:
-            if is_owner_key_id(new[0].kek_id):
-                self.refuse_foreign_owner(conn, session_pk, new[0].kek_id)
-            else:
-                self.refuse_retired_kek(conn, new[0].kek_id)
+            kek_id = new[0].kek_id
+            if not is_owner_key_id(kek_id):
+                self.refuse_retired_kek(conn, kek_id)
+            elif kek_id != checked:
+                self.refuse_foreign_owner(conn, session_pk, kek_id)
         if self.db.dialect_name == "sqlite":
             keys = self.sealed
             self.statements.insert_item_rows.run(
@@ -458,3 +497,13 @@ class Schema:
     def stored_of(self, row: Any) -> StoredItem:
         """The `StoredItem` of a row of `item_columns` that other columns follow."""
         return self.stored(row[: self.width])
+
+
+def _refuse_unless_owned(user_id: str | None, root_hash: str, key_owner: str | None) -> None:
+    """`OwnerKeyError` unless a live owner key's owner (`key_owner`, None if not live) is the
+    owner of the session whose row names `user_id` (its owner key bound to `root_hash`)."""
+    if key_owner is None or owner_of(user_id, root_hash) != key_owner:
+        raise OwnerKeyError(
+            "the session's owner changed, or its owner key was destroyed, since this "
+            "store looked: nothing was written"
+        )

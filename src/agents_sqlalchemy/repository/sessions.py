@@ -152,7 +152,7 @@ class Sessions:
         columns: tuple[str, ...],
     ) -> None:
         sessions = self._schema.sessions
-        session_pk, _ = self._schema.claim(conn, key, 0, self._schema.now())
+        session_pk = self._schema.claim(conn, key, 0, self._schema.now()).id
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
         values = change(row)  # a sealed state's owner is checked there, on the row read
@@ -184,7 +184,7 @@ class Sessions:
         rewrap_state: Callable[[str | None, bytes], bytes],
     ) -> str | None:
         sessions, items = self._schema.sessions, self._schema.items
-        session_pk, _ = self._schema.claim(conn, key, 0, self._schema.now())
+        session_pk = self._schema.claim(conn, key, 0, self._schema.now()).id
         row = conn.execute(
             select(sessions.c.user_id, sessions.c.sealed_state).where(sessions.c.id == session_pk)
         ).one()

@@ -120,9 +120,11 @@ class Usage:
         ttl: timedelta | None,
         usage: dict[str, Any] | None,
         opened: Opened,
+        owner_key: str | None = None,
     ) -> bool:
         """Append to a line and, with `usage`, record it on the line's current turn, in one
-        transaction; False (nothing written) when branch `name` is gone."""
+        transaction; False (nothing written) when branch `name` is gone. `owner_key`: the
+        owner key `build` seals under, if it names one (`Schema.claim`)."""
 
         def work(conn: Connection) -> bool:
             if name != MAIN:
@@ -132,7 +134,8 @@ class Usage:
                 if usage is not None:
                     self._record(conn, *appended, usage)
                 return True
-            session_pk, next_seq = self._items.append_in(conn, key, len(flags), build, ttl)
+            count = len(flags)
+            session_pk, next_seq = self._items.append_in(conn, key, count, build, ttl, owner_key)
             if usage is not None:
                 self._record_main(conn, session_pk, next_seq, flags, usage, opened)
             return True

@@ -106,6 +106,7 @@ class Branches:
                 ttl or self.ttl,
                 usage,
                 opened,
+                None if sealer is None else sealer.kek_id,
             )
 
         done = await self._owners.writing(key, write, reads=True)

@@ -112,7 +112,8 @@ class Conversation:
         async def write(key: SessionKey, sealer: OwnerKey | None) -> tuple[int, int] | None:
             build = functools.partial(codec.rows, key, payloads, sealer=sealer)
             if batch_key is None:
-                return await self._items.append(key, len(payloads), build, ttl)
+                owner_key = None if sealer is None else sealer.kek_id
+                return await self._items.append(key, len(payloads), build, ttl, owner_key)
             return await self._items.append_once(key, len(payloads), build, ttl, batch_key)
 
         placed = await self._owners.writing(key, write)
