@@ -1,7 +1,10 @@
 """`SQLiteFile`: units of work on a SQLite database the store opened itself, with pysqlite.
 
 A unit of work runs whole in one worker thread: one thread hop per operation, where
-aiosqlite would hop for every cursor call. A *small* unit (a few rows: an append of one
+aiosqlite would hop for every cursor call. The writers of one file in this process take
+turns on a lock of their own (`writer_of`): SQLite's lock keeps no queue, and a writer
+polling for it between sleeps could wait past `lock_timeout` while small writes took it
+back to back. A *small* unit (a few rows: an append of one
 turn, a tail read, a pop) runs on the caller's thread instead, on a connection that thread
 keeps: the hop, and a pool checkout, would cost more than the work. Such a unit never
 waits there: its connection has no busy timeout, so when another writer holds the lock it
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -30,7 +35,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import create_engine
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from ..errors import ConfigurationError
@@ -50,6 +55,17 @@ class Locked(Exception):
     """A small unit met a locked database and changed nothing: run it in a worker thread."""
 
 
+_writers: dict[str, threading.Lock] = {}
+_writers_lock = threading.Lock()
+
+
+def writer_of(path: str) -> threading.Lock:
+    """The lock this process's writers of the SQLite file at `path` take turns on, across
+    stores and threads; waiters on a `threading.Lock` are woken as it is released."""
+    with _writers_lock:
+        return _writers.setdefault(os.path.realpath(path), threading.Lock())
+
+
 class SQLiteFile:
     """The synchronous engines of one SQLite database: for worker threads and for here."""
 
@@ -63,6 +79,8 @@ class SQLiteFile:
         self.engine = _engine(url, options)
         sqlite_pragmas(self.engine, synchronous=synchronous, lock_timeout=lock_timeout)
         self._lock = threading.Lock() if memory else None
+        self._writer = None if memory else writer_of(str(url.database))
+        self._lock_timeout = lock_timeout
         # Small units run here only where neither a lock wait nor a sync can stall the loop.
         self._here: ThreadConnections | None = None
         if not memory and synchronous in ("OFF", "NORMAL"):
@@ -94,22 +112,37 @@ class SQLiteFile:
         nothing was done (run it in a thread then)."""
         if self._here is None:
             raise Locked("no connection for this thread's units")
+        if not write:
+            return self._run_here(work, write)
+        assert self._writer is not None
+        if not self._writer.acquire(blocking=False):  # its turn comes in a worker thread
+            raise Locked("another writer of this process holds or awaits the file")
+        try:
+            result = self._run_here(work, write)
+        finally:
+            self._writer.release()
+        self._writes_here += 1
+        return result
+
+    def _run_here(self, work: Work[T], write: bool) -> T:
+        assert self._here is not None
         try:
             with self._here.own() as conn:
                 if not write:
                     return work(conn)
                 with conn.begin():
-                    result = work(conn)
+                    return work(conn)
         except DBAPIError as exc:
             if failure_kind("sqlite", exc) == "busy":
                 raise Locked(str(exc.orig)) from exc
             raise
-        self._writes_here += 1
-        return result
 
     def run_in_thread(self, work: Work[T], write: bool) -> T:
         """Run a unit of work (in a worker thread: it may wait for the lock)."""
-        with self._one_at_a_time(), self.engine.begin() if write else self.engine.connect() as conn:
+        with (
+            self._one_at_a_time(write),
+            self.engine.begin() if write else self.engine.connect() as conn,
+        ):
             return work(conn)
 
     def _checkpoint_wal(self) -> None:
@@ -133,12 +166,20 @@ class SQLiteFile:
             self._here.close()
 
     @contextlib.contextmanager
-    def _one_at_a_time(self) -> Iterator[None]:
-        if self._lock is None:
+    def _one_at_a_time(self, write: bool) -> Iterator[None]:
+        """Every unit of an in-memory database in turn; a file's writers in turn, each
+        waiting `lock_timeout` at most for its turn (then busy, as SQLite says it)."""
+        lock = self._lock or (self._writer if write else None)
+        if lock is None:
             yield
-        else:
-            with self._lock:
-                yield
+            return
+        if not lock.acquire(timeout=self._lock_timeout):
+            locked = sqlite3.OperationalError("database is locked")
+            raise OperationalError("BEGIN (this process's writers' turn)", None, locked)
+        try:
+            yield
+        finally:
+            lock.release()
 
 
 class ThreadConnections:
