@@ -106,22 +106,28 @@ class KeyringRows:
         query = select(items.c.id).where(items.c.payload.is_not(None)).limit(1)
         return await self._schema.db.read(lambda conn: conn.execute(query).first() is not None)
 
+    async def last_item_id(self) -> int:
+        """The highest item id (0 with no item): where a walk of `rewrap_keys` may end."""
+        query = select(func.coalesce(func.max(self._schema.items.c.id), 0))
+        return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
+
     async def rewrap_keys(
         self,
         old: Collection[str],
         rewrap: Callable[[str, list[bytes]], tuple[str, list[bytes]]],
         after: int,
         batch: int,
+        upto: int,
     ) -> tuple[int, int | None]:
-        """Re-wrap the keys wrapped by one of `old` among the `batch` items after id `after`,
-        in one transaction (`rewrap(kek_id, keys)` gives the new kek_id and keys); return
-        how many, and the last id seen (None: no item is left).
+        """Re-wrap the keys wrapped by one of `old` among the `batch` items after id `after`
+        (up to id `upto`), in one transaction (`rewrap(kek_id, keys)` gives the new kek_id
+        and keys); return how many, and the last id seen (None: no item is left).
 
         A walk over the primary key, a window at a time: `kek_id` has no index (it would
         cost every append), and a window bounds the time each transaction holds the lock.
         """
         return await self._schema.db.write(
-            lambda conn: self._rewrap_keys(conn, set(old), rewrap, after, batch)
+            lambda conn: self._rewrap_keys(conn, set(old), rewrap, after, batch, upto)
         )
 
     def _rewrap_keys(
@@ -131,12 +137,13 @@ class KeyringRows:
         rewrap: Callable[[str, list[bytes]], tuple[str, list[bytes]]],
         after: int,
         batch: int,
+        upto: int,
     ) -> tuple[int, int | None]:
         items = self._schema.items
         self._lock_keyring(conn)
         window = conn.execute(
             select(items.c.id, items.c.kek_id, items.c.wrapped_key)
-            .where(items.c.id > after)
+            .where(items.c.id > after, items.c.id <= upto)
             .order_by(items.c.id)
             .limit(batch)
         ).all()

@@ -101,9 +101,13 @@ class KeyRotation:
         progress: Callable[[int, int], None] | None,
     ) -> int:
         """Re-wrap every item key and sealed state wrapped by a key of `moves` (old id ->
-        (old, new)), a batch at a time, until none is left (a writer racing the walk may
-        have written one behind it); then retire keyring row `old_kek` and destroy the old
-        owner keys of `pairs`. Returns how many item keys were re-wrapped."""
+        (old, new)), a batch at a time, until none is left; then retire keyring row
+        `old_kek` and destroy the old owner keys of `pairs`. Returns how many item keys were
+        re-wrapped.
+
+        The old keys are retired before the walk, so items written after it started are
+        sealed under the new ones: a pass ends at the last item there when it starts (a
+        walk chasing busy writers would not end), and passes go on while one is left."""
         keyring = self._keyring
 
         def rewrap_keys(kek_id: str, wrapped: list[bytes]) -> tuple[str, list[bytes]]:
@@ -120,8 +124,9 @@ class KeyRotation:
         finished = False
         while not finished:
             last: int | None = 0
+            upto = await keyring.last_item_id()
             while last is not None:
-                count, last = await keyring.rewrap_keys(moves, rewrap_keys, last, batch_size)
+                count, last = await keyring.rewrap_keys(moves, rewrap_keys, last, batch_size, upto)
                 done += count
                 if count and progress is not None:
                     progress(done, max(total, done))
