@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
     KeyDirectory,
@@ -23,6 +27,7 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
+from agents_sqlalchemy.repository.schema import Schema
 from agents_sqlalchemy.services import keys as keys_module
 from agents_sqlalchemy.services.owners import Owners
 from agents_sqlalchemy.types import owner_of
@@ -387,6 +392,101 @@ async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(
     assert {kek for user in ("alice", "bob") for kek in await _item_keks(db_url, user)} == set(
         after
     )
+
+
+async def test_writes_racing_an_owner_key_rotation_all_read_back(db_url: str, key: bytes) -> None:
+    """A store appends to a user's sessions while another rotates the owner keys: every
+    append that returned went in under a key the rotation re-wrapped (the write holds the
+    key's row against its retirement) or under the new one, and reads back after the old
+    keys are destroyed."""
+    async with (
+        SessionStore(db_url, create_tables=True, key=key, search=False) as writer,
+        SessionStore(db_url, key=key, search=False) as rotating,
+    ):
+        sessions = [writer.session(f"race{n}", user_id="alice") for n in range(3)]
+        written: dict[str, list[dict[str, object]]] = {}
+        for session in sessions:
+            written[session.session_id] = [message("before")]
+            await session.add_items([message("before")])
+        rotated = asyncio.Event()
+
+        async def write() -> None:
+            n = after = 0
+            while after < 5:  # until the rotation is over, and five more
+                session = sessions[n % len(sessions)]
+                item = message(f"during {n}")
+                n, after = n + 1, after + rotated.is_set()
+                await session.add_items([item])
+                written[session.session_id].append(item)
+                await asyncio.sleep(0)
+
+        async def rotate() -> None:
+            await rotating.rotate_owner_keys(batch_size=2)
+            rotated.set()
+
+        await asyncio.gather(write(), rotate())
+    keys = await _owner_keys(db_url)
+    assert list(keys.values()) == [owner_of("alice", "")]  # the old key is gone
+    async with SessionStore(db_url, key=key) as reopened:
+        for session_id, items in written.items():
+            assert len(items) > 1
+            assert await reopened.session(session_id).get_items() == items
+            assert await _item_keks(db_url, session_id) == set(keys)
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_sealed_write_holds_its_owner_key_against_retirement_until_it_commits(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a sealed write has put its items in, the owner key they are sealed under cannot
+    be retired (by a rotation, or an erasure) before the write commits: the retirement
+    waits, and then finds the items to re-wrap."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("held", user_id="alice").add_items([message("first")])
+    [key_id] = await _owner_keys(db_url)
+    inserted, tried = threading.Event(), threading.Event()
+    outcome: list[str] = []
+    insert_items = Schema.insert_items
+
+    def holding(self: Schema, *args: object, **kwargs: object) -> None:
+        insert_items(self, *args, **kwargs)  # type: ignore[arg-type]
+        inserted.set()
+        tried.wait(timeout=10)  # the write's transaction stays open meanwhile
+
+    wait = (
+        "SET lock_timeout = '1s'"
+        if db_url.startswith("postgresql")
+        else "SET SESSION innodb_lock_wait_timeout = 1"
+    )
+    retire = f"UPDATE {OWNER_KEYS} SET retired_at = created_at WHERE key_id = '{key_id}'"
+
+    def retire_meanwhile() -> None:
+        async def attempt() -> None:
+            engine = create_async_engine(db_url)
+            try:
+                async with engine.begin() as conn:
+                    await conn.execute(text(wait))
+                    await conn.execute(text(retire))
+                outcome.append("retired")
+            except DBAPIError as exc:
+                outcome.append(f"waited: {exc.orig}")
+            finally:
+                await engine.dispose()
+
+        inserted.wait(timeout=10)
+        asyncio.run(attempt())
+        tried.set()
+
+    thread = threading.Thread(target=retire_meanwhile)
+    thread.start()
+    monkeypatch.setattr(Schema, "insert_items", holding)
+    async with SessionStore(db_url, key=key, search=False) as writer:
+        await writer.session("held").add_items([message("second")])
+    thread.join()
+    assert outcome and outcome[0].startswith("waited"), outcome
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=key) as reader:
+        assert await reader.session("held").get_items() == [message("first"), message("second")]
 
 
 def test_the_command_line_rotates_the_owner_keys(sqlite_url: str, tmp_path: Path) -> None:
