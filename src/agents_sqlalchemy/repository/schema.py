@@ -225,45 +225,35 @@ class Schema:
 
     @cached_property
     def _owner_of_session(self) -> Prepared:
-        """The session's user id and the hash its owner key is bound to (a companion row's
-        parent's), with the owner of a live owner key, whose row it locks on a server."""
-        sessions, keys = self.sessions, self.owner_keys
-        parent = sessions.alias("parent")
-        this = sessions.c.id == bindparam("pk")
-        user_id = select(sessions.c.user_id).where(this).scalar_subquery()
-        root_hash = (
-            select(func.coalesce(parent.c.session_hash, sessions.c.session_hash))
-            .select_from(sessions.outerjoin(parent, parent.c.id == sessions.c.parent_pk))
-            .where(this)
-            .scalar_subquery()
-        )
-        query = select(user_id, root_hash, keys.c.owner).where(
-            keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
-        )
-        return Prepared(
-            query if self.db.dialect_name == "sqlite" else query.with_for_update(read=True)
-        )
+        """`_owned_columns` of the session's row, by its id."""
+        sessions = self.sessions
+        return Prepared(select(*self._owned_columns()).where(sessions.c.id == bindparam("pk")))
 
     @cached_property
     def _claimed_owned(self) -> Prepared:
-        """MySQL: `claimed_statement` with `_owner_of_session`'s columns, the owner key's row
-        share-locked by its own subquery (a lone SELECT ... FOR UPDATE would lock it for
-        writing, and every writer of the owner would wait for the others)."""
+        """MySQL: `claimed_statement` with `_owned_columns`."""
+        sessions = self.sessions
+        found = select(sessions.c.id, sessions.c.next_seq, *self._owned_columns()).where(
+            sessions.c.session_hash == bindparam("session_hash")
+        )
+        return Prepared(found.with_for_update())
+
+    def _owned_columns(self) -> list[Any]:
+        """A session row's user id, the hash its owner key is bound to (a companion row's
+        parent's), and the owner of owner key `key_id` if it is live (else NULL). On a
+        server the key's row is share-locked by its own subquery: against a retirement, and
+        not for writing, which a `FOR UPDATE` of the whole statement would do (every writer
+        of the owner would then wait for the others)."""
         sessions, keys = self.sessions, self.owner_keys
         parent = sessions.alias("parent")
         parent_hash = select(parent.c.session_hash).where(parent.c.id == sessions.c.parent_pk)
-        root_hash = func.coalesce(parent_hash.scalar_subquery(), sessions.c.session_hash)
         owner = select(keys.c.owner).where(
             keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
         )
-        found = select(
-            sessions.c.id,
-            sessions.c.next_seq,
-            sessions.c.user_id,
-            root_hash,
-            owner.with_for_update(read=True).scalar_subquery(),
-        ).where(sessions.c.session_hash == bindparam("session_hash"))
-        return Prepared(found.with_for_update())
+        if self.db.dialect_name != "sqlite":
+            owner = owner.with_for_update(read=True)
+        root_hash = func.coalesce(parent_hash.scalar_subquery(), sessions.c.session_hash)
+        return [sessions.c.user_id, root_hash, owner.scalar_subquery()]
 
     @cached_property
     def _active_kek(self) -> Any:
