@@ -187,6 +187,7 @@ class Database:
         session_id: str | None = None,
         small: bool = False,
         one_statement: bool = False,
+        bounded: bool = True,
     ) -> T:
         """Run `work(connection)` in one transaction, committed if it raises nothing.
 
@@ -195,12 +196,19 @@ class Database:
         `SessionBusyError` naming `session_id`. `small`: as for `read`. `one_statement`:
         `work` runs a single statement, atomic by itself, and raises nothing after it; on a
         PostgreSQL server whose connections the store opened, it then runs without BEGIN
-        and COMMIT, two round trips fewer.
+        and COMMIT, two round trips fewer. `bounded=False`: no `statement_timeout` (a
+        migration: its DDL, stopped midway on MySQL, would leave the schema half made).
         """
         if self._sync is not None:  # `run` settles the worker thread's own future
             return await self.run(work, write=True, session_id=session_id, small=small)
         return await settle(
-            self.run(work, write=True, session_id=session_id, one_statement=one_statement)
+            self.run(
+                work,
+                write=True,
+                session_id=session_id,
+                one_statement=one_statement,
+                bounded=bounded,
+            )
         )
 
     async def run(
@@ -211,12 +219,15 @@ class Database:
         session_id: str | None = None,
         small: bool = False,
         one_statement: bool = False,
+        bounded: bool = True,
     ) -> T:
-        """Run `work(connection)` in one transaction (committed if `write` and no error).
+        """Run `work(connection)` in one transaction (committed if `write` and no error),
+        within `statement_timeout` if `bounded`.
 
         Database failures become `DatabaseError`; the transaction is rolled back.
         """
         self.check_open()
+        timeout = self.statement_timeout if bounded else None
         deadlocks, reconnected = 0, False
         while True:
             attempt = _Attempt()
@@ -235,7 +246,7 @@ class Database:
                     # A write's future is settled as it is: no task is made to wrap it.
                     return await (settle(done) if write else done)
                 return await asyncio.wait_for(
-                    self._run_async(work, write, attempt, one_statement), self.statement_timeout
+                    self._run_async(work, write, attempt, one_statement), timeout
                 )
             except AgentsSQLAlchemyError:
                 raise
@@ -266,7 +277,7 @@ class Database:
                 if (operation := current()) is not None:
                     operation.retried("disconnect")
             except asyncio.TimeoutError as exc:
-                if self.statement_timeout is None:  # the driver's own (connect) timeout
+                if timeout is None:  # the driver's own (connect) timeout
                     raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
                 raise DatabaseTimeoutError(
                     f"the database did not answer within statement_timeout="

@@ -130,7 +130,10 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
         for delay in (*CREATE_RETRY_DELAYS, None):
             try:
                 async with migration_lock():
-                    status = await (db.write(migrate) if create else db.read(migrate))
+                    if create:  # DDL has no statement_timeout: MySQL's would stop halfway
+                        status = await db.write(migrate, bounded=False)
+                    else:
+                        status = await db.read(migrate)
                 break
             except DatabaseError:
                 if not create or delay is None or sqlite_open_problem(db.url):
