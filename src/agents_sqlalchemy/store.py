@@ -74,8 +74,8 @@ class SessionStore:
     (`SearchModelWarning`) and searches by keyword only. A write waits at most
     `lock_timeout` seconds for another writer of its session (`SessionBusyError`); with
     `statement_timeout`, no unit of work waits longer than that for a server
-    (`DatabaseTimeoutError`). `telemetry` (a `Telemetry`, or False) says how operations
-    are reported to OpenTelemetry.
+    (`DatabaseTimeoutError`), but making the tables runs to its end. `telemetry` (a
+    `Telemetry`, or False) says how operations are reported to OpenTelemetry.
 
     On a database where the SDK's own `SQLAlchemySession` kept conversations, a session id
     with history there and none here is refused (`SdkHistoryError`, naming the command that
