@@ -487,7 +487,6 @@ class SealedCodec:
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
         if stored.ciphertext is None or stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} is not sealed")
-        self._missing([stored.kek_id])
         ciphertext, wrapped = bytes(stored.ciphertext), bytes(stored.wrapped_key)
         row = (stored.seq, None, ciphertext, wrapped, stored.kek_id)
         try:
