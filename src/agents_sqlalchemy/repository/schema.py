@@ -294,8 +294,8 @@ class Schema:
         The first statement of every write: on PostgreSQL, MySQL and MariaDB it locks the
         session's row, on SQLite it takes the database's write lock. Returns the row's `id`
         and `next_seq`. `owner_key`: the owner key the items will be sealed under; on MySQL
-        the claim's read of the row checks it (`refuse_foreign_owner`'s check, a round trip
-        fewer) and names it `checked`.
+        and SQLite the claim's own statements check it (`refuse_foreign_owner`'s check, a
+        statement fewer) and name it `checked`.
         """
         values = self.claim_values(key, count, now)
         if self.mysql:  # the upsert locks the row; reading it back sees our own change
@@ -306,6 +306,16 @@ class Schema:
                 _refuse_unless_owned(*owned)
                 return Claimed(session_pk, next_seq, owner_key)
             session_pk, next_seq = self.claimed_statement.run(conn, values)[0][:2]
+        elif owner_key is not None and self.db.dialect_name == "sqlite":
+            values["key_id"] = owner_key
+            [(session_pk, next_seq, user_id, parent_pk, key_owner)] = self._claim_owned.run(
+                conn, values
+            )
+            if parent_pk is None:  # else a companion row: its key is bound to its parent's hash
+                _refuse_unless_owned(user_id, key.hash, key_owner)
+            else:
+                self.refuse_foreign_owner(conn, session_pk, owner_key)
+            return Claimed(session_pk, next_seq, owner_key)
         else:
             [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
         return Claimed(session_pk, next_seq)
@@ -353,6 +363,19 @@ class Schema:
             .on_conflict_do_update(index_elements=[sessions.c.session_hash], set_=bump)
             .returning(sessions.c.id, sessions.c.next_seq)
         )
+
+    @cached_property
+    def _claim_owned(self) -> Prepared:
+        """SQLite: `claim_upsert` returning the row's user and parent too, and the owner of
+        owner key `key_id` if it is live (the write lock, held from this statement on, keeps
+        them so). SQLAlchemy writes RETURNING's columns unqualified, so no subquery there can
+        name the row's parent: its hash is looked up apart, for a companion row only."""
+        sessions, keys = self.sessions, self.owner_keys
+        owner = select(keys.c.owner).where(
+            keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
+        )
+        returned = (sessions.c.user_id, sessions.c.parent_pk, owner.scalar_subquery())
+        return Prepared(self.claim_upsert.returning(*returned))
 
     @cached_property
     def claimed_statement(self) -> Prepared:
