@@ -4,6 +4,9 @@ wait short."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -11,6 +14,8 @@ import pytest
 
 from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.services.background import Background
+
+from .support.tables import PREFIX, raw_rows
 
 PAUSE = 0.5  # GATHER_SECONDS in these tests
 WRITE_EVERY = 0.05
@@ -81,3 +86,41 @@ async def test_a_flush_cuts_the_gathering_short(monkeypatch: pytest.MonkeyPatch)
     await asyncio.wait_for(background.flush(), 10)
     assert len(job.ran) == 1
     await background.close()
+
+
+EXIT_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, atexit, sys, threading
+
+    def workers_left():  # registered before the library's own hook: runs after it
+        names = [t.name for t in threading.enumerate() if t.name.startswith("agents-sqlalchemy")]
+        print("workers left at exit:", names)
+
+    atexit.register(workers_left)
+    from agents_sqlalchemy import SessionStore
+
+    async def main(url):
+        store = SessionStore(url, create_tables=True)  # never closed
+        items = [{"role": "user", "content": f"invoice {i} for the deploy"} for i in range(200)]
+        await store.session("ending").add_items(items)
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+def test_a_process_that_ends_without_closing_its_store_stops_the_worker_first(
+    db_url: str,
+) -> None:
+    """The worker is stopped at interpreter exit: one the finalizing interpreter kills inside
+    the driver aborts the whole process (2 runs in 30 here on PostgreSQL, exit status 134).
+    On a server it indexes what was written first; on SQLite it cannot (the interpreter's
+    thread pools are shut by then) and the next search catches up."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, db_url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "workers left at exit: []" in done.stdout, done.stdout
+    if not db_url.startswith("sqlite"):
+        count = f"SELECT count(*) FROM {PREFIX}search_index"
+        assert asyncio.run(raw_rows(db_url, count)) == [(200,)]
