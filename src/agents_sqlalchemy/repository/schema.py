@@ -308,13 +308,8 @@ class Schema:
             session_pk, next_seq = self.claimed_statement.run(conn, values)[0][:2]
         elif owner_key is not None and self.db.dialect_name == "sqlite":
             values["key_id"] = owner_key
-            [(session_pk, next_seq, user_id, parent_pk, key_owner)] = self._claim_owned.run(
-                conn, values
-            )
-            if parent_pk is None:  # else a companion row: its key is bound to its parent's hash
-                _refuse_unless_owned(user_id, key.hash, key_owner)
-            else:
-                self.refuse_foreign_owner(conn, session_pk, owner_key)
+            [(session_pk, next_seq, user_id, key_owner)] = self._claim_owned.run(conn, values)
+            _refuse_unless_owned(user_id, key.hash, key_owner)
             return Claimed(session_pk, next_seq, owner_key)
         else:
             [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
@@ -366,16 +361,15 @@ class Schema:
 
     @cached_property
     def _claim_owned(self) -> Prepared:
-        """SQLite: `claim_upsert` returning the row's user and parent too, and the owner of
-        owner key `key_id` if it is live (the write lock, held from this statement on, keeps
-        them so). SQLAlchemy writes RETURNING's columns unqualified, so no subquery there can
-        name the row's parent: its hash is looked up apart, for a companion row only."""
+        """SQLite: `claim_upsert` returning the row's user too, and the owner of owner key
+        `key_id` if it is live (the write lock, held from this statement on, keeps them so).
+        The key is bound to the session's own hash: a row claimed by a session's key is never
+        a companion row (whose hash holds a byte no text does)."""
         sessions, keys = self.sessions, self.owner_keys
         owner = select(keys.c.owner).where(
             keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
         )
-        returned = (sessions.c.user_id, sessions.c.parent_pk, owner.scalar_subquery())
-        return Prepared(self.claim_upsert.returning(*returned))
+        return Prepared(self.claim_upsert.returning(sessions.c.user_id, owner.scalar_subquery()))
 
     @cached_property
     def claimed_statement(self) -> Prepared:
