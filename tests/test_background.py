@@ -4,11 +4,13 @@ wait short."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +126,37 @@ def test_a_process_that_ends_without_closing_its_store_stops_the_worker_first(
     if not db_url.startswith("sqlite"):
         count = f"SELECT count(*) FROM {PREFIX}search_index"
         assert asyncio.run(raw_rows(db_url, count)) == [(200,)]
+
+
+FORK_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, atexit, os, sys, time
+    from agents_sqlalchemy import SessionStore
+
+    async def main(url):
+        store = SessionStore(url, create_tables=True)
+        await store.session("forked").add_items([{"role": "user", "content": "hello"}])
+        pid = os.fork()  # while the worker gathers the new item's indexing
+        if pid == 0:  # the child has the store's state but not its worker thread
+            started = time.monotonic()
+            atexit._run_exitfuncs()
+            print(f"exit handlers took {time.monotonic() - started:.1f} s", flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        await store.close()
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+def test_a_forked_child_does_not_wait_at_exit_for_its_parents_worker(tmp_path: Path) -> None:
+    """A child forked while the worker had jobs waiting has no worker of its own: its exit
+    stops nothing (it waited 5 s, every bound in turn, for a thread that is not there)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    [took] = re.findall(r"exit handlers took ([0-9.]+) s", done.stdout)
+    assert float(took) < 1.0, done.stdout

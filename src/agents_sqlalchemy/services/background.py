@@ -146,7 +146,7 @@ class Background:
         are released and its thread ends. For a store never closed, at interpreter exit."""
         with self._lock:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is None or thread is None or loop.is_closed():
+        if loop is None or thread is None or not thread.is_alive():  # closed, or a forked child
             return
         running, _ = self._hurry_now()
         if not self._idle.wait(seconds) and running is not None:
