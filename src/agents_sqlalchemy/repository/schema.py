@@ -244,16 +244,22 @@ class Schema:
         server the key's row is share-locked by its own subquery: against a retirement, and
         not for writing, which a `FOR UPDATE` of the whole statement would do (every writer
         of the owner would then wait for the others)."""
-        sessions, keys = self.sessions, self.owner_keys
+        sessions = self.sessions
         parent = sessions.alias("parent")
         parent_hash = select(parent.c.session_hash).where(parent.c.id == sessions.c.parent_pk)
+        root_hash = func.coalesce(parent_hash.scalar_subquery(), sessions.c.session_hash)
+        return [sessions.c.user_id, root_hash, self._live_owner()]
+
+    def _live_owner(self) -> Any:
+        """SQL: the owner of owner key `key_id` if it is live, else NULL (its row
+        share-locked on a server)."""
+        keys = self.owner_keys
         owner = select(keys.c.owner).where(
             keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
         )
         if self.db.dialect_name != "sqlite":
             owner = owner.with_for_update(read=True)
-        root_hash = func.coalesce(parent_hash.scalar_subquery(), sessions.c.session_hash)
-        return [sessions.c.user_id, root_hash, owner.scalar_subquery()]
+        return owner.scalar_subquery()
 
     @cached_property
     def _active_kek(self) -> Any:
@@ -308,7 +314,9 @@ class Schema:
             session_pk, next_seq = self.claimed_statement.run(conn, values)[0][:2]
         elif owner_key is not None and self.db.dialect_name == "sqlite":
             values["key_id"] = owner_key
-            [(session_pk, next_seq, user_id, key_owner)] = self._claim_owned.run(conn, values)
+            [(session_pk, next_seq, user_id, key_owner)] = self._claim_returning_owner.run(
+                conn, values
+            )
             _refuse_unless_owned(user_id, key.hash, key_owner)
             return Claimed(session_pk, next_seq, owner_key)
         else:
@@ -360,16 +368,13 @@ class Schema:
         )
 
     @cached_property
-    def _claim_owned(self) -> Prepared:
-        """SQLite: `claim_upsert` returning the row's user too, and the owner of owner key
-        `key_id` if it is live (the write lock, held from this statement on, keeps them so).
-        The key is bound to the session's own hash: a row claimed by a session's key is never
-        a companion row (whose hash holds a byte no text does)."""
-        sessions, keys = self.sessions, self.owner_keys
-        owner = select(keys.c.owner).where(
-            keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
-        )
-        return Prepared(self.claim_upsert.returning(sessions.c.user_id, owner.scalar_subquery()))
+    def _claim_returning_owner(self) -> Prepared:
+        """SQLite: `claim_upsert` returning the row's user too, and `_live_owner` (the write
+        lock, held from this statement on, keeps them so). The key is bound to the session's
+        own hash: a row claimed by a session's key is never a companion row (whose hash holds
+        a byte no text does)."""
+        returned = (self.sessions.c.user_id, self._live_owner())
+        return Prepared(self.claim_upsert.returning(*returned))
 
     @cached_property
     def claimed_statement(self) -> Prepared:
