@@ -10,14 +10,18 @@ import random
 import pytest
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.search import item_text, term_counts
 from agents_sqlalchemy.search.postings import term_id, unpack_terms
+from agents_sqlalchemy.types import SessionKey
 
 from .support.items import message
+from .support.locks import holding_the_lock
 from .support.processes import finish, spawn
-from .support.tables import raw_rows
+from .support.tables import ITEMS, SESSIONS, raw_rows
 from .support.threads import on_threads
 
 
@@ -57,6 +61,58 @@ async def test_concurrent_pops_return_each_item_once(db_url: str) -> None:
     ]
     popped = [item["content"] for item in [*popped_here, *popped_there] if item is not None]
     assert sorted(popped, key=int) == [str(i) for i in range(120)]
+
+
+async def test_a_pop_overtaken_by_a_write_pops_what_the_write_left_last(db_url: str) -> None:
+    """Another client appends while a pop is under way: the pop waits for it and takes the
+    new last item (PostgreSQL's pop reads without the lock, then finds its read stale)."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("overtaken")
+        await session.add_items([message("1"), message("2")])
+        hash_ = SessionKey.of("overtaken").hash
+        async for conn in holding_the_lock(db_url, "overtaken"):
+            await conn.execute(
+                text(f"UPDATE {SESSIONS} SET next_seq = next_seq + 1 WHERE session_hash = :h"),
+                {"h": hash_},
+            )
+            await conn.execute(
+                text(
+                    f"INSERT INTO {ITEMS} (session_pk, seq, created_at, payload) "
+                    f"SELECT s.id, s.next_seq, i.created_at, :payload FROM {SESSIONS} s "
+                    f"JOIN {ITEMS} i ON i.session_pk = s.id WHERE s.session_hash = :h "
+                    "AND i.seq = 1"
+                ),
+                {"h": hash_, "payload": json.dumps(message("late"))},
+            )
+            pop = asyncio.ensure_future(session.pop_item())
+            await asyncio.sleep(0.3)  # the pop has read, or waits for the lock
+            assert not pop.done()
+            await conn.commit()
+        assert await pop == message("late")
+        assert await session.get_items() == [message("1"), message("2")]
+
+
+async def test_a_pop_whose_item_another_client_removed_takes_the_one_before(
+    pg_url: str,
+) -> None:
+    """An expired item's purge removes rows without the session's lock: a pop that read
+    such an item before it went reads again, and never returns what it did not remove."""
+    async with SessionStore(pg_url, create_tables=True) as store:
+        session = store.session("purged")
+        await session.add_items([message("1"), message("2"), message("3")])
+        engine = create_async_engine(pg_url)
+        try:
+            async with engine.connect() as conn:
+                await conn.begin()
+                await conn.execute(text(f"DELETE FROM {ITEMS} WHERE seq = 3"))
+                pop = asyncio.ensure_future(session.pop_item())
+                await asyncio.sleep(0.3)  # the pop read item 3, and waits for its row
+                assert not pop.done()
+                await conn.commit()
+        finally:
+            await engine.dispose()
+        assert await pop == message("2")
+        assert await session.get_items() == [message("1")]
 
 
 @pytest.mark.pgbouncer

@@ -194,10 +194,11 @@ class Database:
         A caller cancelled meanwhile still waits for the outcome (`settle`): the write
         committed or rolled back, never "maybe". A lock wait past `lock_timeout` is a
         `SessionBusyError` naming `session_id`. `small`: as for `read`. `one_statement`:
-        `work` runs a single statement, atomic by itself, and raises nothing after it; on a
-        PostgreSQL server whose connections the store opened, it then runs without BEGIN
-        and COMMIT, two round trips fewer. `bounded=False`: no `statement_timeout` (a
-        migration: its DDL, stopped midway on MySQL, would leave the schema half made).
+        `work` changes the database in a single statement, atomic by itself (reads may come
+        before it), and raises nothing after it; on a PostgreSQL server whose connections
+        the store opened, it then runs without BEGIN and COMMIT, two round trips fewer.
+        `bounded=False`: no `statement_timeout` (a migration: its DDL, stopped midway on
+        MySQL, would leave the schema half made).
         """
         if self._sync is not None:  # `run` settles the worker thread's own future
             return await self.run(work, write=True, session_id=session_id, small=small)

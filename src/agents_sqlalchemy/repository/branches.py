@@ -36,6 +36,15 @@ from .prepared import Prepared
 from .schema import Schema
 
 T = TypeVar("T")
+#: How many times a pop without the lock reads again after a write got in before it.
+UNLOCKED_TRIES = 4
+
+
+class _Locked:
+    """A pop to make under the session's lock."""
+
+
+LOCKED = _Locked()
 
 
 class Branches:
@@ -334,6 +343,14 @@ class Branches:
     ) -> T | Gone | None:
         """Remove and return the latest live item of a line, `decode(key with its owner,
         row)`; `GONE` for a dead branch."""
+        if name == MAIN and self._schema.db.dialect_name == "postgresql":
+            taken = await self._schema.db.write(
+                lambda conn: self._pop_unlocked(conn, key, decode),
+                session_id=key.session_id,
+                one_statement=True,
+            )
+            if not isinstance(taken, _Locked):
+                return taken
 
         def work(conn: Connection) -> T | Gone | None:
             if name == MAIN:  # one statement locks and says whether the session branched
@@ -357,6 +374,27 @@ class Branches:
             return decode(self._schema.owned(conn, key), self._schema.stored_of(row))
 
         return await self._schema.db.write(work, session_id=key.session_id, small=True)
+
+    def _pop_unlocked(
+        self, conn: Connection, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]
+    ) -> T | _Locked | None:
+        """PostgreSQL: a session that never branched pops without its lock, in two round
+        trips instead of four. Its latest item is read with the version of its row and
+        decoded (a corrupt row raises, and nothing changed), then removed by one statement
+        that commits by itself if that version still stands (`Lines.take_unchanged`); if it
+        does not, read again. `LOCKED`: a branched session, or one written to all along,
+        pops under its lock."""
+        for _ in range(UNLOCKED_TRIES):
+            now = self._schema.now()
+            seen = self._lines.peek(conn, key, now)
+            if seen is not None and seen.branched:
+                return LOCKED
+            if seen is None or seen.stored is None:
+                return None
+            item = decode(self._schema.with_owner(key, seen.user_id), seen.stored)
+            if self._lines.take_unchanged(conn, seen, is_user(item), now):
+                return item
+        return LOCKED
 
     def _pop_unbranched(
         self,

@@ -34,17 +34,21 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import (
     JSON,
     Boolean,
+    Text,
     bindparam,
     case,
     cast,
     delete,
     exists,
     func,
+    literal_column,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Update
 
 from ..turns import MAIN, turn_numbers
 from ..types import SessionKey, StoredItem
@@ -87,6 +91,19 @@ class LockedSession(NamedTuple):
     branched: bool
     main_pk: int | None
     user_id: str | None
+
+
+class Peeked(NamedTuple):
+    """A session as a removal without its lock saw it: its pk, its row's version, whether it
+    ever branched, its main row, its user, and its latest live item (None if none)."""
+
+    session_pk: int
+    version: str
+    branched: bool
+    main_pk: int | None
+    user_id: str | None
+    item_pk: int | None
+    stored: StoredItem | None
 
 
 class Lines:
@@ -336,14 +353,16 @@ class Lines:
         main_pk = None if main_pk is None else int(main_pk)
         return LockedSession(int(pk), bool(branched), main_pk, user_id)
 
-    def _lines_columns(self) -> list[Any]:
-        """The session's pk, whether it branched, its main row, its user. Found by the
-        session's hash, each name unambiguous in its own query: SQLite's RETURNING names
-        columns without their table."""
+    def _lines_columns(self, session_pk: Any = None) -> list[Any]:
+        """The session's pk, whether it branched, its main row, its user. Its lines are
+        found by `session_pk`, else by the session's hash, each name unambiguous in its own
+        query: SQLite's RETURNING names columns without their table."""
         sessions, branches = self._schema.sessions, self._schema.branches
-        owner = self._schema.sessions.alias("owner")
-        owner_pk = select(owner.c.id).where(owner.c.session_hash == bindparam("hash"))
-        of_session = branches.c.session_pk == owner_pk.scalar_subquery()
+        if session_pk is None:
+            owner = self._schema.sessions.alias("owner")
+            owned = select(owner.c.id).where(owner.c.session_hash == bindparam("hash"))
+            session_pk = owned.scalar_subquery()
+        of_session = branches.c.session_pk == session_pk
         other = exists().where(of_session, branches.c.name != MAIN)
         main = select(branches.c.id).where(of_session, branches.c.name == MAIN)
         return [sessions.c.id, other, main.scalar_subquery(), sessions.c.user_id]
@@ -496,6 +515,12 @@ class Lines:
 
     @cached_property
     def _pop_count(self) -> Prepared:
+        return Prepared(self._count_loses)
+
+    @cached_property
+    def _count_loses(self) -> Update:
+        """`popped`'s count: the main row `main_pk` loses the item at place `at` (`u`: a user
+        message) of session `sp`."""
         main, items = self._schema.branches, self._schema.items
         at = bindparam("at", type_=main.c.counted.type)
         before = select(func.max(items.c.seq)).where(
@@ -503,7 +528,7 @@ class Lines:
         )
         user = case((bindparam("u", type_=Boolean), 1), else_=0)
         # MySQL assigns left to right: `turns` first, while `counted` is still the old one.
-        return Prepared(
+        return (
             update(main)
             .where(main.c.id == bindparam("main_pk"), main.c.counted >= at)
             .ordered_values(
@@ -517,3 +542,100 @@ class Lines:
                 ),
             )
         )
+
+    # -- a removal without the lock (PostgreSQL) --------------------------------------------
+
+    def peek(self, conn: Connection, key: SessionKey, now: datetime) -> Peeked | None:
+        """The session and its latest live item as they stand, its lock not taken; None if
+        the session has no row."""
+        found = self._peek.run(conn, {"hash": key.hash, "now": now})
+        if not found:
+            return None
+        pk, version, branched, main_pk, user_id, item_pk, *item = found[0]
+        stored = None if item_pk is None else self._schema.stored((item_pk, *item))
+        main_pk = None if main_pk is None else int(main_pk)
+        return Peeked(int(pk), version, bool(branched), main_pk, user_id, item_pk, stored)
+
+    def take_unchanged(self, conn: Connection, seen: Peeked, user: bool, now: datetime) -> bool:
+        """Remove `seen`'s item, and from the main line's count (`popped`), in one statement
+        that commits by itself, if the session's row is still the version `seen` read.
+
+        Every writer changes that row (its write lock), so then nothing was written since,
+        and `seen` is the session as it is. False if it changed, or the item went (an
+        expired one purged): nothing was removed, and the row is marked active only."""
+        assert seen.stored is not None
+        params = {
+            "sp": seen.session_pk,
+            "seen": seen.version,
+            "now": now,
+            "item_pk": seen.item_pk,
+            "main_pk": seen.main_pk,
+            "at": seen.stored.seq,
+            "u": user,
+        }
+        return bool(self._take_unchanged.run(conn, params)[0][0])
+
+    @cached_property
+    def _peek(self) -> Prepared:
+        """`peek`'s read: the session's `_lines_columns` with its row's version (`xmin`,
+        which every update of the row changes) and the columns of its latest live item."""
+        sessions, items = self._schema.sessions, self._schema.items
+        pk, *lines = self._lines_columns(sessions.c.id)
+        version = cast(literal_column("xmin"), Text).label("version")  # read where unambiguous
+        row = select(pk, version, *lines).where(sessions.c.session_hash == bindparam("hash"))
+        session = row.subquery("session")
+        now = bindparam("now", type_=items.c.expires_at.type)
+        last = (
+            self._schema.item_columns()
+            .where(
+                items.c.session_pk == session.c.id,
+                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
+            )
+            .order_by(items.c.seq.desc())
+            .limit(1)
+            .lateral("last")
+        )
+        found = select(*session.c, *last.c).select_from(session.outerjoin(last, true()))
+        return Prepared(found)
+
+    @cached_property
+    def _take_unchanged(self) -> Prepared:
+        """`take_unchanged`'s statement: the row marked active if still at version `seen`,
+        then the item removed and counted out (`_count_loses`), then a user turn's usage
+        gone with its turn; how many items it removed (none, or one)."""
+        sessions, items = self._schema.sessions, self._schema.items
+        main, usage = self._schema.branches, self._schema.turn_usage
+        unchanged = (
+            update(sessions)
+            .where(
+                sessions.c.id == bindparam("sp"),
+                cast(literal_column("xmin"), Text) == bindparam("seen", type_=Text),
+            )
+            .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
+            .returning(sessions.c.id)
+            .cte("unchanged")
+        )
+        taken = (
+            delete(items)
+            .where(items.c.id == bindparam("item_pk"), items.c.session_pk.in_(select(unchanged)))
+            .returning(items.c.id)
+            .cte("taken")
+        )
+        counted = (
+            self._count_loses.where(exists(select(taken))).returning(main.c.turns).cte("counted")
+        )
+        turns_now = func.coalesce(
+            select(counted.c.turns).scalar_subquery(),
+            select(main.c.turns).where(main.c.id == bindparam("main_pk")).scalar_subquery(),
+        )
+        past = (
+            delete(usage)
+            .where(
+                bindparam("u", type_=Boolean),
+                usage.c.branch_pk == bindparam("main_pk"),
+                usage.c.turn > turns_now,
+                exists(select(taken)),
+            )
+            .cte("past")
+        )
+        return Prepared(select(func.count()).select_from(taken).add_cte(past))
