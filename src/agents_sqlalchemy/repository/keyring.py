@@ -37,6 +37,11 @@ class KeyringRows:
         checks, in its own transaction, that it is still the keyring's active one."""
         self._schema.sealing_kek = kek_id
 
+    @property
+    def scrubs(self) -> bool:
+        """Whether `scrub` has anything to do: only a SQLite file keeps a WAL of its own."""
+        return self._schema.db.dialect_name == "sqlite"
+
     async def scrub(self) -> None:
         """Leave no bytes of deleted rows in a SQLite file's WAL: checkpoint and truncate it.
 
@@ -44,7 +49,7 @@ class KeyringRows:
         older copies of those pages until it is checkpointed and truncated. No-op elsewhere.
         """
         db = self._schema.db
-        if db.dialect_name == "sqlite":
+        if self.scrubs:
             await db.read(
                 lambda conn: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").all()
             )

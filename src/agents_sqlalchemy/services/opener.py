@@ -140,14 +140,15 @@ class Opener:
         self, *, forget: bool = True, removed: list[bytes] | None = None
     ) -> AsyncIterator[None]:
         """Around a removal (or an overwrite) in encrypted mode: forget cached keys at once,
-        and have the SQLite WAL checkpointed just after, off the caller's path
-        (`Background`). `forget=False` keeps the cache (an overwritten state was never in
-        it): only the WAL is checkpointed. `removed`, filled in by the removal (`noting_keys`):
-        the wrapped keys of the only items it removed, whose plaintexts alone are dropped."""
+        and have a SQLite file's WAL checkpointed just after, off the caller's path
+        (`Background`; a server keeps no WAL the store could scrub). `forget=False` keeps
+        the cache (an overwritten state was never in it): only the WAL is checkpointed.
+        `removed`, filled in by the removal (`noting_keys`): the wrapped keys of the only
+        items it removed, whose plaintexts alone are dropped."""
         yield
         if forget and isinstance(self._codec, SealedCodec):
             self._codec.forget_keys(removed)
-        if self.key is not None:
+        if self.key is not None and self._keyring.scrubs:
             self._background.submit(("scrub",), self._keyring.scrub)
 
     @property
