@@ -379,7 +379,8 @@ class Branches:
         self, conn: Connection, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]
     ) -> T | _Locked | None:
         """PostgreSQL: a session that never branched pops without its lock, in two round
-        trips instead of four. Its latest item is read with the version of its row and
+        trips instead of four where no BEGIN and COMMIT are needed (`Database.write`'s
+        `one_statement`). Its latest item is read with the version of its row and
         decoded (a corrupt row raises, and nothing changed), then removed by one statement
         that commits by itself if that version still stands (`Lines.take_unchanged`); if it
         does not, read again. `LOCKED`: a branched session, or one written to all along,
