@@ -22,7 +22,7 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.repository.items import page_rows
-from agents_sqlalchemy.repository.schema import ARRAY_ROWS, TAIL_LIMITS
+from agents_sqlalchemy.repository.schema import ARRAY_ROWS
 
 from .support.items import ALL, message, texts
 from .support.tables import raw_rows
@@ -95,20 +95,6 @@ async def test_limits_follow_the_sdk(db_url: str) -> None:
         assert await unlimited.get_items(limit=1) == items[-1:]
         with pytest.raises(ConfigurationError):
             await unlimited.get_items(limit=-1)
-
-
-@pytest.mark.parametrize("key", [None, "passphrase"])
-async def test_every_tail_limit_reads_right_past_the_ones_written_into_sql(
-    db_url: str, key: str | None
-) -> None:
-    """The first `TAIL_LIMITS` limits get a read with the limit in its SQL; the others
-    share one with the limit bound: both read the same."""
-    async with SessionStore(db_url, create_tables=True, key=key) as store:
-        session = store.session("tails")
-        items = [message(str(i)) for i in range(TAIL_LIMITS + 8)]
-        await session.add_items(items)
-        for limit in range(1, len(items) + 3):
-            assert await session.get_items(limit=limit) == items[-limit:]
 
 
 async def test_store_wide_settings_and_dict_settings(db_url: str) -> None:

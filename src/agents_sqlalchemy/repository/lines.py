@@ -52,7 +52,7 @@ from sqlalchemy.sql.dml import Update
 
 from ..turns import MAIN, turn_numbers
 from ..types import SessionKey, StoredItem
-from .prepared import Prepared, constant
+from .prepared import Prepared
 from .schema import Schema
 
 T = TypeVar("T")
@@ -592,7 +592,7 @@ class Lines:
                 or_(items.c.expires_at.is_(None), items.c.expires_at > now),
             )
             .order_by(items.c.seq.desc())
-            .limit(constant(1))
+            .limit(1)
             .lateral("last")
         )
         found = select(*session.c, *last.c).select_from(session.outerjoin(last, true()))

@@ -36,7 +36,7 @@ from ..database.units import Database
 from ..errors import ConfigurationError, OwnerKeyError, WrongKeyError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem, is_owner_key_id, owner_of
-from .prepared import Prepared, PreparedRows, constant
+from .prepared import Prepared, PreparedRows
 
 T = TypeVar("T")
 # The columns an append writes, in its parameter sets (sealed: and the item's wrapped key).
@@ -76,8 +76,6 @@ class Claimed(NamedTuple):
 #: Values per array at most where PostgreSQL reads many rows as arrays: asyncpg decodes a
 #: row at once, on the event loop (16,384 strings: a few ms), and a value holds 1 GB at most.
 ARRAY_ROWS = 16384
-#: How many different `get_items(limit=n)` limits get a read of their own (`read_tail`).
-TAIL_LIMITS = 16
 
 
 class Statements:
@@ -120,19 +118,17 @@ class Statements:
             page = (
                 in_session.where(items.c.seq > bindparam("after", type_=items.c.seq.type))
                 .order_by(items.c.seq)
-                .limit(constant(ARRAY_ROWS))
+                .limit(ARRAY_ROWS)
                 .subquery()
             )
             kept = [c for c in page.c if not (schema.sealed and c.name == "payload")]
             self.read_page = Prepared(select(*map(func.array_agg, kept), *owner))
         tail = in_session.add_columns(*owner).order_by(items.c.seq.desc())
-        self._tail = tail
-        self._tails: dict[int, Prepared] = {}
-        self._any_tail = Prepared(tail.limit(bindparam("limit")))
+        self.read_tail = Prepared(tail.limit(bindparam("limit")))
         last_live = (
             columns.where(items.c.session_pk == bindparam("session_pk"), live)
             .order_by(items.c.seq.desc())
-            .limit(constant(1))
+            .limit(1)
         )
         self.last_live = Prepared(last_live)
         self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
@@ -162,17 +158,6 @@ class Statements:
         self.touch = Prepared(  # MySQL's lock: by id, after SELECT ... FOR UPDATE
             update(sessions).where(sessions.c.id == bindparam("pk")).values(updated_at=touched_at)
         )
-
-    def read_tail(self, limit: int) -> Prepared:
-        """The read of the last `limit` items, newest first. The first `TAIL_LIMITS` limits
-        asked are written into their SQL (`constant`: PostgreSQL then plans the read once,
-        not at every call), any other is bound."""
-        found = self._tails.get(limit)
-        if found is None:
-            if len(self._tails) >= TAIL_LIMITS:
-                return self._any_tail
-            found = self._tails[limit] = Prepared(self._tail.limit(constant(limit)))
-        return found
 
 
 class Schema:
