@@ -23,6 +23,7 @@ from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository import schema as repository_module
 
 from .support.items import ALL, USER, message
+from .support.tables import ITEMS, execute, heap_pages_read
 
 
 @pytest.mark.parametrize("key", [None, "passphrase"])
@@ -36,6 +37,28 @@ async def test_an_item_of_a_megabyte_round_trips(db_url: str, key: str | None) -
         assert await session.get_items() == [USER, big]
         assert await session.get_state("blob") == {"text": "é" * 200_000}
         assert await session.pop_item() == big
+
+
+async def test_a_tail_read_on_postgresql_reads_the_tail_of_a_big_session_only(
+    pg_url: str,
+) -> None:
+    """`get_items(limit=n)` costs O(n), also before PostgreSQL has statistics (autovacuum
+    off here), when it takes every session for a small one: a tail of 20 reads a few pages
+    of a 20,000-item session, not all of them at every call."""
+    async with SessionStore(pg_url, create_tables=True, search=False) as store:
+        await store.session("small").add_items([message("s")] * 100)
+        await execute(pg_url, f"ALTER TABLE {ITEMS} SET (autovacuum_enabled = false)")
+        big = store.session("big")
+        for start in range(0, 20_000, 5_000):
+            await big.add_items([message(str(i)) for i in range(start, start + 5_000)])
+    before = await heap_pages_read(pg_url, ITEMS)
+    async with SessionStore(pg_url) as store:
+        session = store.session("big")
+        for _ in range(30):
+            tail = await session.get_items(limit=20)
+            assert tail == [message(str(i)) for i in range(19_980, 20_000)]
+    read = await heap_pages_read(pg_url, ITEMS) - before
+    assert read < 30 * 20, f"{read} pages read by 30 tail reads"  # the whole session: ~7,000
 
 
 async def test_sessions_a_microsecond_apart_page_in_order(

@@ -22,7 +22,7 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.repository.items import page_rows
-from agents_sqlalchemy.repository.schema import ARRAY_ROWS
+from agents_sqlalchemy.repository.schema import ARRAY_ROWS, TAIL_LIMITS
 
 from .support.items import ALL, message, texts
 from .support.tables import raw_rows
@@ -95,6 +95,38 @@ async def test_limits_follow_the_sdk(db_url: str) -> None:
         assert await unlimited.get_items(limit=1) == items[-1:]
         with pytest.raises(ConfigurationError):
             await unlimited.get_items(limit=-1)
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_every_tail_limit_reads_right_past_the_ones_written_into_sql(
+    db_url: str, key: str | None
+) -> None:
+    """On PostgreSQL the first `TAIL_LIMITS` limits get a read with the limit in its SQL,
+    the others share one with the limit bound: both read the same."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("tails")
+        items = [message(str(i)) for i in range(TAIL_LIMITS + 8)]
+        await session.add_items(items)
+        for limit in range(1, len(items) + 3):
+            assert await session.get_items(limit=limit) == items[-limit:]
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_an_emptied_session_reads_and_pops_nothing_of_the_session_before_it(
+    db_url: str, key: str | None
+) -> None:
+    """A session's newest items are found at the end of its range of places (PostgreSQL):
+    one with none left must not be given the last items of the session before it."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        before, emptied = store.session("before"), store.session("emptied")
+        await before.add_items([message("1"), message("2")])
+        await emptied.add_items([message("3")])
+        assert await emptied.pop_item() == message("3")
+        assert await emptied.get_items(limit=5) == []
+        assert await emptied.pop_item() is None
+        assert await store.session("never written").get_items(limit=5) == []
+        assert await store.session("never written").pop_item() is None
+        assert await before.get_items() == [message("1"), message("2")]
 
 
 async def test_store_wide_settings_and_dict_settings(db_url: str) -> None:

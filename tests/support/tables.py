@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy import inspect, text
@@ -29,6 +30,28 @@ async def execute(url: str, sql: str, params: dict[str, Any] | None = None) -> N
     try:
         async with engine.begin() as conn:
             await conn.execute(text(sql), params or {})
+    finally:
+        await engine.dispose()
+
+
+async def heap_pages_read(url: str, table: str) -> int:
+    """How many pages of `table` PostgreSQL has read (from memory or disk), once the counts
+    of the connections closed before have reached the server's statistics."""
+    engine = create_async_engine(url)
+    query = text(
+        "SELECT heap_blks_read + heap_blks_hit FROM pg_statio_user_tables WHERE relname = :t"
+    )
+    try:
+        seen: list[int] = []
+        async with engine.connect() as conn:
+            for _ in range(50):  # a closed connection's counts arrive as its backend ends
+                await conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+                seen.append(int((await conn.execute(query, {"t": table})).scalar_one()))
+                if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+                    break
+                await asyncio.sleep(0.1)
+            await conn.rollback()
+        return seen[-1]
     finally:
         await engine.dispose()
 

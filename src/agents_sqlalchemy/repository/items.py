@@ -181,7 +181,7 @@ class Items:
             return key, rows
         if limit is None:
             return self._schema.owned(conn, key), self._schema.statements.read_all.run(conn, params)
-        rows = self._schema.statements.read_tail.run(conn, params | {"limit": limit})
+        rows = self._schema.statements.read_tail(limit).run(conn, params | {"limit": limit})
         if sealed and rows:
             width = len(StoredItem._fields)
             return self._schema.with_owner(key, rows[0][width]), [row[:width] for row in rows[::-1]]

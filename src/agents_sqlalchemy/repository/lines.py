@@ -585,16 +585,12 @@ class Lines:
         row = select(pk, version, *lines).where(sessions.c.session_hash == bindparam("hash"))
         session = row.subquery("session")
         now = bindparam("now", type_=items.c.expires_at.type)
-        last = (
-            self._schema.item_columns()
-            .where(
-                items.c.session_pk == session.c.id,
-                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
-            )
-            .order_by(items.c.seq.desc())
-            .limit(1)
-            .lateral("last")
+        live = or_(items.c.expires_at.is_(None), items.c.expires_at > now)
+        owned = select(sessions.c.id).where(sessions.c.session_hash == bindparam("hash"))
+        newest = self._schema.newest(
+            self._schema.item_columns().where(live), owned.scalar_subquery(), 1
         )
+        last = newest.subquery("last")
         found = select(*session.c, *last.c).select_from(session.outerjoin(last, true()))
         return Prepared(found)
 

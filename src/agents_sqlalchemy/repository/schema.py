@@ -27,6 +27,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
@@ -36,7 +37,7 @@ from ..database.units import Database
 from ..errors import ConfigurationError, OwnerKeyError, WrongKeyError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem, is_owner_key_id, owner_of
-from .prepared import Prepared, PreparedRows
+from .prepared import Prepared, PreparedRows, constant
 
 T = TypeVar("T")
 # The columns an append writes, in its parameter sets (sealed: and the item's wrapped key).
@@ -76,6 +77,10 @@ class Claimed(NamedTuple):
 #: Values per array at most where PostgreSQL reads many rows as arrays: asyncpg decodes a
 #: row at once, on the event loop (16,384 strings: a few ms), and a value holds 1 GB at most.
 ARRAY_ROWS = 16384
+#: How many different `get_items(limit=n)` limits get a read of their own (`read_tail`).
+TAIL_LIMITS = 16
+#: Past every place: the end of a session's range in the `(session_pk, seq)` index.
+MAX_SEQ = 2**63 - 1
 
 
 class Statements:
@@ -123,19 +128,18 @@ class Statements:
             )
             kept = [c for c in page.c if not (schema.sealed and c.name == "payload")]
             self.read_page = Prepared(select(*map(func.array_agg, kept), *owner))
-        tail = in_session.add_columns(*owner).order_by(items.c.seq.desc())
-        self.read_tail = Prepared(tail.limit(bindparam("limit")))
-        last_live = (
-            columns.where(items.c.session_pk == bindparam("session_pk"), live)
-            .order_by(items.c.seq.desc())
-            .limit(1)
-        )
+        self._schema, self._owner = schema, owner
+        self._live_stored, self._session_pk = stored.where(live), session_pk
+        self._tails: dict[int, Prepared] = {}
+        self._any_tail = self._tail(bindparam("limit"))
+        last_live = schema.newest(columns.where(live), bindparam("session_pk"), 1)
         self.last_live = Prepared(last_live)
         self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
         # An item taken in one statement, its wrapped key with it (where RETURNING exists).
+        last_id = last_live.with_only_columns(last_live.selected_columns[0])
         self.delete_last_live = Prepared(
             delete(items)
-            .where(items.c.id == last_live.with_only_columns(items.c.id).scalar_subquery())
+            .where(items.c.id == last_id.scalar_subquery())
             .returning(*stored.selected_columns)
         )
         written = ITEM_COLUMNS + KEY_COLUMNS if schema.sealed else ITEM_COLUMNS
@@ -158,6 +162,24 @@ class Statements:
         self.touch = Prepared(  # MySQL's lock: by id, after SELECT ... FOR UPDATE
             update(sessions).where(sessions.c.id == bindparam("pk")).values(updated_at=touched_at)
         )
+
+    def read_tail(self, limit: int) -> Prepared:
+        """The read of a session's last `limit` live items, newest first (and, sealed, the
+        session's owner). On PostgreSQL the first `TAIL_LIMITS` limits asked are written
+        into their SQL (`constant`), so each is planned once; other limits, and other
+        databases, bind it."""
+        if self._schema.db.dialect_name != "postgresql":
+            return self._any_tail
+        found = self._tails.get(limit)
+        if found is None:
+            if len(self._tails) >= TAIL_LIMITS:
+                return self._any_tail
+            found = self._tails[limit] = self._tail(constant(limit))
+        return found
+
+    def _tail(self, limit: Any) -> Prepared:
+        tail = self._schema.newest(self._live_stored, self._session_pk, limit)
+        return Prepared(tail.add_columns(*self._owner))
 
 
 class Schema:
@@ -475,6 +497,31 @@ class Schema:
             for seq, item in enumerate(new, first_seq)
         ]
         self.statements.insert_items.run_many(conn, rows)
+
+    def newest(self, query: Any, session_pk: Any, count: Any) -> Any:
+        """`query`'s rows (items) of the session `session_pk`, newest first, `count` at most
+        (an int is written into the SQL, see `constant`).
+
+        PostgreSQL finds them at the end of a range of the `(session_pk, seq)` index, and
+        checks the session after. Asked for a session's rows by equality, it guesses their
+        number from the average session (without statistics yet, from a default): guessing
+        few, it read and sorted the whole of a big session (a tail of 20 on 20,000 items:
+        4.2 ms; 0.15 ms by the range)."""
+        items = self.items
+        count = constant(count) if isinstance(count, int) else count
+        if self.db.dialect_name != "postgresql":
+            mine = query.where(items.c.session_pk == session_pk)
+            return mine.order_by(items.c.seq.desc()).limit(count)
+        end = tuple_(session_pk, literal(MAX_SEQ, items.c.seq.type))
+        found = (
+            query.add_columns(items.c.session_pk.label("holder"))
+            .where(tuple_(items.c.session_pk, items.c.seq) <= end)
+            .order_by(items.c.session_pk.desc(), items.c.seq.desc())
+            .limit(count)
+            .subquery()
+        )
+        kept = [found.c[column.name] for column in query.selected_columns]
+        return select(*kept).where(found.c.holder == session_pk).order_by(found.c.seq.desc())
 
     def item_columns(self, *, with_id: bool = True, other_kek: bool = False) -> Any:
         """A select of an item's columns, laid out as `StoredItem` (after its id).
