@@ -586,6 +586,7 @@ class Lines:
         session = row.subquery("session")
         now = bindparam("now", type_=items.c.expires_at.type)
         live = or_(items.c.expires_at.is_(None), items.c.expires_at > now)
+        # The item is found by the hash again: a table in FROM cannot see its neighbour.
         owned = select(sessions.c.id).where(sessions.c.session_hash == bindparam("hash"))
         newest = self._schema.newest(
             self._schema.item_columns().where(live), owned.scalar_subquery(), 1
