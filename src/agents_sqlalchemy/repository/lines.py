@@ -67,6 +67,9 @@ class Gone:
 
 
 GONE = Gone()
+#: PostgreSQL: the version of a session's row, which every update of it changes (`xmin`).
+#: Unqualified: used only where the sessions table is the one table in FROM.
+row_version = cast(literal_column("xmin"), Text)
 _STALE = object()
 
 
@@ -579,18 +582,15 @@ class Lines:
     def _peek(self) -> Prepared:
         """`peek`'s read: the session's `_lines_columns` with its row's version (`xmin`,
         which every update of the row changes) and the columns of its latest live item."""
-        sessions, items = self._schema.sessions, self._schema.items
+        sessions = self._schema.sessions
         pk, *lines = self._lines_columns(sessions.c.id)
-        version = cast(literal_column("xmin"), Text).label("version")  # read where unambiguous
+        version = row_version.label("version")
         row = select(pk, version, *lines).where(sessions.c.session_hash == bindparam("hash"))
         session = row.subquery("session")
-        now = bindparam("now", type_=items.c.expires_at.type)
-        live = or_(items.c.expires_at.is_(None), items.c.expires_at > now)
         # The item is found by the hash again: a table in FROM cannot see its neighbour.
         owned = select(sessions.c.id).where(sessions.c.session_hash == bindparam("hash"))
-        newest = self._schema.newest(
-            self._schema.item_columns().where(live), owned.scalar_subquery(), 1
-        )
+        live = self._schema.statements.live_items
+        newest = self._schema.newest(live, owned.scalar_subquery(), 1)
         last = newest.subquery("last")
         found = select(*session.c, *last.c).select_from(session.outerjoin(last, true()))
         return Prepared(found)
@@ -606,7 +606,7 @@ class Lines:
             update(sessions)
             .where(
                 sessions.c.id == bindparam("sp"),
-                cast(literal_column("xmin"), Text) == bindparam("seen", type_=Text),
+                row_version == bindparam("seen", type_=Text),
             )
             .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
             .returning(sessions.c.id)

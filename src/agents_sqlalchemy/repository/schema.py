@@ -132,7 +132,9 @@ class Statements:
         self._live_stored, self._session_pk = stored.where(live), session_pk
         self._tails: dict[int, Prepared] = {}
         self._any_tail = self._tail(bindparam("limit"))
-        last_live = schema.newest(columns.where(live), bindparam("session_pk"), 1)
+        # A session's items not expired at `now`, with their ids (a pop reads the newest).
+        self.live_items = columns.where(live)
+        last_live = schema.newest(self.live_items, bindparam("session_pk"), 1)
         self.last_live = Prepared(last_live)
         self.delete_item = Prepared(delete(items).where(items.c.id == bindparam("item_pk")))
         # An item taken in one statement, its wrapped key with it (where RETURNING exists).
