@@ -69,9 +69,11 @@ class IndexEntry:
     model_id: str
 
 
-@dataclass(frozen=True)
-class NewItem:
-    """One item as it will be stored: JSON text, or ciphertext with its wrapped data key."""
+class NewItem(NamedTuple):
+    """One item as it will be stored: JSON text, or ciphertext with its wrapped data key.
+
+    A named tuple, as `StoredItem`: an append makes one per item.
+    """
 
     payload: str | None = None
     ciphertext: bytes | None = None
