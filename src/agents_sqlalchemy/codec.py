@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import islice
 from typing import Any, Protocol, TypeVar
 
@@ -304,10 +304,14 @@ class SealedCodec:
         self.kek_id = kek.kek_id
 
     def wrapper(
-        self, kek_id: str | None, owner: str | None = None, named: str = "an item"
+        self,
+        kek_id: str | None,
+        owner: str | None = None,
+        named: str | Callable[[], str] = "an item",
     ) -> Wrapper:
         """The key that wrapped a row's data key: by the row's `kek_id`. An owner key must
-        belong to `owner` (the session's owner, as its row says), when that is given."""
+        belong to `owner` (the session's owner, as its row says), when that is given;
+        `named` names the row in the error if not (a callable: only then)."""
         if kek_id is None or kek_id == self.kek_id:
             return self.kek
         found = self.owner_keys.get(kek_id)
@@ -321,8 +325,9 @@ class SealedCodec:
             )
         if owner is not None and found.owner != owner:
             raise TamperedItemError(
-                f"{named} is sealed for another owner than its session's row names: the "
-                "session's user_id was changed, or the item moved, outside the library"
+                f"{named() if callable(named) else named} is sealed for another owner than its "
+                "session's row names: the session's user_id was changed, or the item moved, "
+                "outside the library"
             )
         return found
 
@@ -460,7 +465,7 @@ class SealedCodec:
             kek_id: self.wrapper(
                 usual_kek if kek_id is None else kek_id,
                 key.owner,
-                where(key, next(row[0] for row in rows if row[4] == kek_id)),
+                partial(_first_named, key, rows, kek_id),
             )
             for kek_id in named
         }
@@ -514,6 +519,11 @@ class SealedCodec:
         wrapper = self.wrapper(kek_id, key.owner, where(key, None))
         plaintext = open_state(wrapper, row.sealed_state, key.hash, where=where(key, None))
         return dict(decode_item(plaintext.decode("utf-8"), key, None))
+
+
+def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:
+    """How errors name the first of `rows` whose data key `kek_id` wraps."""
+    return where(key, next(row[0] for row in rows if row[4] == kek_id))
 
 
 def _add_bounded(cache: dict[Any, Any], new: Mapping[Any, Any], size: int) -> None:
