@@ -1,5 +1,5 @@
 """How long one big session holds the event loop: a 1 ms ticker on the same loop while
-another task reads, searches or appends on a session of many items.
+another task reads, searches, appends or pops on a session of many items.
 
 Prints, per database and mode, the ticker's p50/p99/longest lag (ms) during each operation
 and the operation's own time. The target (issue: no stall whatever the session's size) is
@@ -84,6 +84,9 @@ async def measure(url: str, items: int, key: str | None) -> list[tuple[str, list
             ("session.search", lambda: session.search("why was the disk full?")),
             ("store.search (user)", lambda: store.search("invoice for the dog", user_id="u")),
             ("add_items(1,000)", lambda: session.add_items(extra)),
+            ("pop_item()", session.pop_item),
+            # Encrypted, the worker then forgets what the pop may have left in memory.
+            ("flush() after the pop", store.flush),
         ):
             lags, took = await ticking(operation)
             rows.append((name, lags, took))

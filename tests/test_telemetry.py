@@ -172,7 +172,8 @@ async def test_every_operation_is_a_span_with_the_conventions(db_url: str) -> No
     assert all(point.attributes["db.system.name"] == system for point in durations)
     assert out.metrics()["agents_sqlalchemy.search.duration"][0].count == 1
     backlog = out.metrics()["agents_sqlalchemy.background.backlog"]
-    assert {point.attributes["agents_sqlalchemy.job"] for point in backlog} == {"index", "scrub"}
+    jobs = {point.attributes["agents_sqlalchemy.job"] for point in backlog}
+    assert jobs == {"index", "scrub", "forget"}
 
 
 async def test_spans_nest_under_the_app_and_the_runner_across_the_worker_thread(
@@ -506,7 +507,7 @@ async def test_metrics_alone_and_a_passphrase_never_exported(sqlite_url: str) ->
     assert out.total("agents_sqlalchemy.items.written") == 2
     assert out.total("agents_sqlalchemy.items.read") == 2
     durations = out.metrics()["db.client.operation.duration"]
-    assert {"append", "read", "clear", "index", "scrub"} <= {
+    assert {"append", "read", "clear", "index", "scrub", "forget"} <= {
         point.attributes["db.operation.name"] for point in durations
     }
     data = out.reader.get_metrics_data()

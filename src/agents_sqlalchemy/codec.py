@@ -12,15 +12,16 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import lru_cache, partial
-from itertools import islice
 from typing import Any, Protocol, TypeVar
 
 from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
+from .caches import RELEASE_PAUSE, add_bounded, release
 from .crypto import (
     KeyEncryptionKey,
     OwnerKey,
@@ -300,6 +301,8 @@ class SealedCodec:
         # (anything moved or altered is opened again, and fails, as if never seen). An
         # agent reads its whole history every turn; `forget_keys` drops them all.
         self._plaintexts: dict[bytes, tuple[bytes, str, int, bytes]] = {}
+        # Caches `forget_keys` set aside whole, for `forget_text` to free.
+        self._held: list[dict[Any, Any]] = []
         self.vocabulary = Vocabulary()
         self.kek_id = kek.kek_id
 
@@ -344,25 +347,40 @@ class SealedCodec:
     def _remember(self, opened: dict[bytes, tuple[bytes, str, int, bytes]]) -> None:
         """Keep these plaintexts (the oldest go past the cache's size)."""
         with self._opened_lock:
-            _add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
+            add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
-        """Drop the cached plaintexts, opened vectors, hashed terms, the vocabulary and the
-        search layer's process-wide term caches (after a removal: no copy of a removed item,
-        nor of anything its destroyed key opened, is kept; a destroyed owner key is dropped
-        by `services.owners`). With `removed` (the wrapped keys of the only items removed,
-        as by a pop), the other items' plaintexts and vectors stay."""
+        """Drop the plaintexts and opened vectors of the items a removal took, at once:
+        with `removed`, the wrapped keys of the only items removed (as by a pop), theirs,
+        and the other items' stay; without, all of them (set aside whole, for
+        `forget_text`). What else a removal leaves in memory, `forget_text` drops after it.
+        """
         with self._opened_lock:
             if removed is None:
-                self._plaintexts.clear()
-                self._opened.clear()
+                self._held += [self._plaintexts, *self._opened.values()]
+                self._plaintexts, self._opened = {}, {}
             for wrapped_key in removed or ():
                 self._plaintexts.pop(wrapped_key, None)
                 for vectors in self._opened.values():
                     vectors.pop(wrapped_key, None)
+
+    async def forget_text(self) -> None:
+        """After a removal, off the caller's path (`Opener.scrubbing` has the worker run it;
+        `flush()` waits for it): drop what the removed items may have left in memory and
+        `forget_keys` did not, nor anything their destroyed keys opened: the caches it set
+        aside, the keyed hashes of terms, the words indexing tokenised, and the search
+        layer's process-wide caches (`search.forget_terms`). One cache at a time, the big
+        ones a slice at a time (`caches.release`): all at once, on the caller's path, a
+        pop after 5,000 items were indexed held the event loop for 76 ms."""
+        with self._opened_lock:
+            held, self._held = self._held, []
         self._hash_term.cache_clear()  # the terms of removed items too
-        self.vocabulary = Vocabulary()
-        forget_terms()
+        await asyncio.sleep(RELEASE_PAUSE)
+        self.vocabulary = Vocabulary()  # the old one is freed here
+        await asyncio.sleep(RELEASE_PAUSE)
+        for cache in held:
+            await release(cache)
+        await forget_terms()
 
     def rows(
         self, key: SessionKey, payloads: list[str], first_seq: int, sealer: Wrapper | None = None
@@ -427,7 +445,7 @@ class SealedCodec:
         if opened:
             with self._opened_lock:
                 cache = self._opened.setdefault(model_id, {})
-                _add_bounded(cache, opened, VECTOR_CACHE)
+                add_bounded(cache, opened, VECTOR_CACHE)
         return out
 
     def _open_vector(
@@ -524,14 +542,3 @@ class SealedCodec:
 def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:
     """How errors name the first of `rows` whose data key `kek_id` wraps."""
     return where(key, next(row[0] for row in rows if row[4] == kek_id))
-
-
-def _add_bounded(cache: dict[Any, Any], new: Mapping[Any, Any], size: int) -> None:
-    """Add `new` to `cache`; past `size` entries, drop the oldest down to seven eighths of
-    it, in one pass: a dict finds its oldest entry by scanning past the slots its removals
-    freed, so evicting a few at every call rescanned them every time (an append of 4
-    sealed items spent a tenth of its bookkeeping there)."""
-    cache.update(new)
-    if len(cache) > size:
-        for oldest in list(islice(cache, len(cache) - size + size // 8)):
-            del cache[oldest]

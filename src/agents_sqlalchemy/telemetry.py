@@ -10,10 +10,11 @@ Spans
 -----
 Named `"{db.operation.name} {db.collection.name}"` (`"append agents_items"`), nested under
 the caller's current span (an app's request, a traced `Runner.run`); the work a write
-leaves for the store's worker thread (`index`, `scrub`) nests under the write's span. Each
-carries `db.system.name` (`sqlite`, `postgresql`, `mariadb`, `mysql`), `db.operation.name`,
-`db.collection.name`, `db.namespace` and `server.address`/`server.port` (servers only; never
-a user, password or URL query), `error.type` (the exception's class) on failure, and:
+leaves for the store's worker thread (`index`, `scrub`, `forget`) nests under the write's
+span. Each carries `db.system.name` (`sqlite`, `postgresql`, `mariadb`, `mysql`),
+`db.operation.name`, `db.collection.name`, `db.namespace` and `server.address`/
+`server.port` (servers only; never a user, password or URL query), `error.type` (the
+exception's class) on failure, and:
 
 ====================================  ==================================================
 `agents_sqlalchemy.items`              items written, read or removed by the operation
@@ -60,8 +61,9 @@ name                                       instrument           unit        attr
 
 `db.*` is `db.system.name`, `db.operation.name`, `db.collection.name`, `db.namespace`,
 `server.address`, `server.port`; no metric carries an id. The background backlog counts the
-sessions waiting to be indexed (`job=index`) and the scrubs waiting to run (`job=scrub`);
-the background wait is how long a job waited from its write to its start.
+sessions waiting to be indexed (`job=index`), the scrubs waiting to run (`job=scrub`) and
+the removals of an encrypted store whose traces in memory wait to be dropped
+(`job=forget`); the background wait is how long a job waited from its write to its start.
 
 Loggers
 -------
@@ -276,7 +278,7 @@ class _Instruments:
     def _backlog(self, options: Any) -> Iterator[Any]:
         observation = _Api.metrics.Observation
         for probe in list(self.probes):
-            counts = {"index": 0, "scrub": 0}
+            counts = {"index": 0, "scrub": 0, "forget": 0}
             if probe.backlog is not None:
                 counts.update(probe.backlog())
             for job, count in counts.items():

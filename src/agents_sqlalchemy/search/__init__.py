@@ -28,6 +28,9 @@ most `MAX_QUERY_CHARS` characters (`check_query`). The constants are fitted by
 cross-validation on tests/search_eval (314 questions, five sets).
 """
 
+import asyncio
+
+from ..caches import RELEASE_PAUSE, release
 from ..errors import EmbedderError, MissingExtraError, QueryTooLongError, SearchError
 from .builtin import BUILTIN_EMBEDDERS, builtin_for, embedder_by_name
 from .embedders import (
@@ -52,7 +55,7 @@ from .fusion import (
     fusion_weight,
     has_evidence,
 )
-from .hashing import HashingEmbedder, _features
+from .hashing import HashingEmbedder, forget_features
 from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
@@ -126,11 +129,15 @@ __all__ = [
 ]
 
 
-def forget_terms() -> None:
+async def forget_terms() -> None:
     """Drop what this layer caches process-wide of any text: tokenised pieces, term ids and
-    the hashing embedder's term features (an encrypted store calls it after a removal).
+    the hashing embedder's term features (an encrypted store does after a removal, off the
+    caller's path). One cache at a time, and the features a slice at a time
+    (`caches.release`): emptied at once, they held the event loop for tens of ms.
 
-    >>> forget_terms()
+    >>> import asyncio; asyncio.run(forget_terms())
     """
-    for cache in (_chunk_terms, term_id, _features):
+    for cache in (_chunk_terms, term_id):
         cache.cache_clear()
+        await asyncio.sleep(RELEASE_PAUSE)
+    await release(forget_features())

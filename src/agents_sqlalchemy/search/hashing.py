@@ -11,11 +11,11 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
+from ..caches import add_bounded
 from ..errors import ConfigurationError
 from .embedders import normalize
 from .text import tokenize
@@ -63,12 +63,13 @@ class HashingEmbedder:
         Each distinct term's features are hashed once (and cached); every feature of every
         term of every text is then summed into its row in one `bincount`.
         """
-        features = [_features(t, self.dim, self.ngrams, self.ngram_weight) for t in table.terms]
+        settings = (self.dim, self.ngrams, self.ngram_weight)
+        features = [_features(term, *settings) for term in table.terms]
         if not features:
             return normalize(np.zeros((table.size, self.dim)))
-        lengths = np.fromiter((len(idx) for idx, _ in features), np.intp, len(features))
-        indices = np.concatenate([idx for idx, _ in features])
-        values = np.concatenate([val for _, val in features])
+        lengths = np.fromiter((len(idx) >> 3 for idx, _ in features), np.intp, len(features))
+        indices = np.frombuffer(b"".join([idx for idx, _ in features]), np.int64)
+        values = np.frombuffer(b"".join([val for _, val in features]), np.float64)
         spans_of_entries = lengths[table.term]  # features per (text, term)
         at = spans(np.cumsum(lengths)[table.term] - spans_of_entries, spans_of_entries)
         counts = table.counts
@@ -92,12 +93,37 @@ def _ngrams(term: str, bounds: tuple[int, int]) -> Sequence[str]:
     ]
 
 
-@lru_cache(maxsize=65536)
+#: The hashed features of the terms seen lately, by term and embedder settings: at most
+#: `FEATURES_CACHED`, oldest first (`caches`); `forget_features` empties it.
+FEATURES_CACHED = 65536
+Settings = tuple[str, int, tuple[int, int], float]
+_cached: dict[Settings, tuple[bytes, bytes]] = {}
+
+
 def _features(
     term: str, dim: int, ngrams: tuple[int, int], ngram_weight: float
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+) -> tuple[bytes, bytes]:
     """The hashed features of one term: the term itself (weight 1) and its n-grams (together
-    of norm about `ngram_weight`), duplicates merged."""
+    of norm about `ngram_weight`), duplicates merged; as the bytes of their int64 indices
+    and float64 weights (joined for a batch at once, and freed fast: see `caches`)."""
+    key = (term, dim, ngrams, ngram_weight)
+    found = _cached.get(key)
+    if found is None:
+        found = _hashed(term, dim, ngrams, ngram_weight)
+        add_bounded(_cached, {key: found}, FEATURES_CACHED)
+    return found
+
+
+def forget_features() -> dict[Settings, tuple[bytes, bytes]]:
+    """Empty the cache of hashed features at once; what it held, to free (`caches.release`)."""
+    global _cached
+    held, _cached = _cached, {}
+    return held
+
+
+def _hashed(
+    term: str, dim: int, ngrams: tuple[int, int], ngram_weight: float
+) -> tuple[bytes, bytes]:
     grams = _ngrams(term, ngrams) if ngram_weight else []
     features = {f"w:{term}": 1.0}
     for gram in grams:
@@ -108,4 +134,5 @@ def _features(
         h = zlib.crc32(feature.encode("utf-8"))
         sign = 1.0 if h & 0x80000000 else -1.0
         acc[h % dim] = acc.get(h % dim, 0.0) + sign * weight
-    return np.fromiter(acc.keys(), np.int64, len(acc)), np.fromiter(acc.values(), np.float64)
+    indices = np.fromiter(acc.keys(), np.int64, len(acc))
+    return indices.tobytes(), np.fromiter(acc.values(), np.float64, len(acc)).tobytes()

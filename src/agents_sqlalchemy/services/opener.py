@@ -139,15 +139,17 @@ class Opener:
     async def scrubbing(
         self, *, forget: bool = True, removed: list[bytes] | None = None
     ) -> AsyncIterator[None]:
-        """Around a removal (or an overwrite) in encrypted mode: forget cached keys at once,
-        and have a SQLite file's WAL checkpointed just after, off the caller's path
-        (`Background`; a server keeps no WAL the store could scrub). `forget=False` keeps
-        the cache (an overwritten state was never in it): only the WAL is checkpointed.
-        `removed`, filled in by the removal (`noting_keys`): the wrapped keys of the only
-        items it removed, whose plaintexts alone are dropped."""
+        """Around a removal (or an overwrite) in encrypted mode: forget cached plaintexts
+        at once, and just after, off the caller's path (`Background`), the rest of what
+        the removal may have left in memory (`SealedCodec.forget_text`) and a SQLite file's
+        WAL (checkpointed; a server keeps no WAL the store could scrub). `forget=False`
+        keeps the caches (an overwritten state was never in them): only the WAL is
+        checkpointed. `removed`, filled in by the removal (`noting_keys`): the wrapped keys
+        of the only items it removed, whose plaintexts alone are dropped."""
         yield
         if forget and isinstance(self._codec, SealedCodec):
             self._codec.forget_keys(removed)
+            self._background.submit(("forget",), self._codec.forget_text)
         if self.key is not None and self._keyring.scrubs:
             self._background.submit(("scrub",), self._keyring.scrub)
 
