@@ -592,10 +592,12 @@ def reachable_text(word: str, roots: list[object]) -> list[str]:
 
 @pytest.mark.slow
 async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
-    sqlite_url: str, key: bytes
+    db_url: str, key: bytes
 ) -> None:
+    """What the removal leaves in memory is forgotten by the store's worker, on every
+    database (the WAL scrub is SQLite's alone)."""
     word = f"zorblax{os.urandom(4).hex()}"  # made here: no constant of the test holds it
-    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
         session = store.session("secret")
         await session.add_items([message(f"the {word} note, {word}.")] * 3)
         await session.add_items([message("kept, and nothing of it secret")])
@@ -611,12 +613,12 @@ async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
 
 @pytest.mark.slow
 async def test_a_pop_leaves_no_copy_of_the_popped_text_and_keeps_the_others(
-    sqlite_url: str, key: bytes
+    db_url: str, key: bytes
 ) -> None:
     """A pop drops from memory what the popped item left there, and only that: the other
     items' plaintexts stay, so the next read opens nothing again."""
     word, kept = f"zorblax{os.urandom(4).hex()}", f"quuxle{os.urandom(4).hex()}"
-    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
         session = store.session("secret")
         await session.add_items([message(f"the {kept} note")] * 3)
         await session.add_items([message(f"the {word} note, {word}.")])
