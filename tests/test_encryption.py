@@ -591,9 +591,7 @@ def reachable_text(word: str, roots: list[object]) -> list[str]:
 
 
 @pytest.mark.slow
-async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(
-    db_url: str, key: bytes
-) -> None:
+async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(db_url: str, key: bytes) -> None:
     """What the removal leaves in memory is forgotten by the store's worker, on every
     database (the WAL scrub is SQLite's alone)."""
     word = f"zorblax{os.urandom(4).hex()}"  # made here: no constant of the test holds it
