@@ -350,10 +350,10 @@ class SealedCodec:
             add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
-        """Drop the plaintexts and opened vectors of the items a removal took, at once:
-        with `removed`, the wrapped keys of the only items removed (as by a pop), theirs,
-        and the other items' stay; without, all of them (set aside whole, for
-        `forget_text`). What else a removal leaves in memory, `forget_text` drops after it.
+        """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
+        `removed` (the wrapped keys of the only items removed, as by a pop), theirs only:
+        the other items' stay. Without, all of them, set aside whole for `forget_text` to
+        free. The rest of what a removal leaves in memory, `forget_text` drops just after.
         """
         with self._opened_lock:
             if removed is None:
