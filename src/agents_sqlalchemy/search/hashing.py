@@ -96,8 +96,8 @@ def _ngrams(term: str, bounds: tuple[int, int]) -> Sequence[str]:
 #: The hashed features of the terms seen lately, by term and embedder settings: at most
 #: `FEATURES_CACHED`, oldest first (`caches`); `forget_features` empties it.
 FEATURES_CACHED = 65536
-Settings = tuple[str, int, tuple[int, int], float]
-_cached: dict[Settings, tuple[bytes, bytes]] = {}
+FeaturesKey = tuple[str, int, tuple[int, int], float]  # a term and the embedder settings
+_cached: dict[FeaturesKey, tuple[bytes, bytes]] = {}
 
 
 def _features(
@@ -114,7 +114,7 @@ def _features(
     return found
 
 
-def forget_features() -> dict[Settings, tuple[bytes, bytes]]:
+def forget_features() -> dict[FeaturesKey, tuple[bytes, bytes]]:
     """Empty the cache of hashed features at once; what it held, to free (`caches.release`)."""
     global _cached
     held, _cached = _cached, {}
