@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core import BenchSession, Handle, Location, Unsupported
-from .floor import mariadb_floor, postgres_floor, sqlite_floor
+from .floor import mariadb_floor, postgres_floor, postgres_floor_sqlalchemy, sqlite_floor
 
 BOTH = frozenset({"sqlite", "postgres"})
 ALL = frozenset({"sqlite", "postgres", "mariadb"})
 SQLITE = frozenset({"sqlite"})
+POSTGRES = frozenset({"postgres"})
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ async def open_floor(location: Location) -> AsyncIterator[Handle]:
     else:
         floor = postgres_floor(asyncpg_dsn(location.url))
     async with floor as factory:
+        yield Handle(location, factory)
+
+
+@asynccontextmanager
+async def open_floor_sqlalchemy(location: Location) -> AsyncIterator[Handle]:
+    async with postgres_floor_sqlalchemy(location.url) as factory:
         yield Handle(location, factory)
 
 
@@ -193,6 +200,14 @@ BACKENDS: list[Backend] = [
         "one items table, stdlib json; SQLite: sqlite3, one asyncio.to_thread hop a call; "
         "PostgreSQL: one asyncpg connection, one statement a call; MariaDB: one asyncmy "
         "connection in autocommit, one statement a call",
+    ),
+    Backend(
+        "floor_sqlalchemy",
+        "floor through SQLAlchemy",
+        POSTGRES,
+        open_floor_sqlalchemy,
+        "the floor's statements, each on a pooled connection of SQLAlchemy's AsyncEngine "
+        "(autocommit, exec_driver_sql): what SQLAlchemy costs before any work of ours",
     ),
     Backend(
         "sdk_sqlite",

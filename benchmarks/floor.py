@@ -14,6 +14,12 @@ no lock beyond the database's own. What no library over the same driver can beat
 On MariaDB: one ``asyncmy`` connection in autocommit, an append one multi-row ``INSERT``,
 a pop one ``DELETE ... ORDER BY seq DESC LIMIT 1 RETURNING payload``.
 
+On PostgreSQL the floor runs a second time through SQLAlchemy (``postgres_floor_sqlalchemy``):
+the same statements, each on a connection of an ``AsyncEngine``'s pool in autocommit,
+through ``exec_driver_sql``. The library is bound to SQLAlchemy, so that row is what any
+call of it pays before doing anything of its own: the pool, the greenlet bridge and the
+DB-API adapter.
+
 On SQLite (WAL, ``synchronous=NORMAL``, like our store) each operation runs in a worker
 thread through ``asyncio.to_thread``, as the SDK's ``SQLiteSession`` does and as any async
 caller must (a blocking call on the event loop stalls every other task); our store also
@@ -212,11 +218,29 @@ async def sqlite_floor(path: Path) -> AsyncIterator[SessionFactory]:
         await asyncio.to_thread(floor.close)
 
 
-@asynccontextmanager
-async def postgres_floor(dsn: str) -> AsyncIterator[SessionFactory]:
-    import asyncpg  # type: ignore[import-untyped]
+class EngineConnection:
+    """What ``PostgresFloorSession`` asks of an asyncpg connection, each call through
+    SQLAlchemy's ``AsyncEngine``: a connection from its pool (autocommit), the statement
+    by ``exec_driver_sql``, the rows as a list, the connection given back."""
 
-    conn = await asyncpg.connect(dsn)
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        async with self._engine.connect() as conn:
+            result = await conn.exec_driver_sql(sql, args)
+            return list(result.all()) if result.returns_rows else []
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        rows = await self.fetch(sql, *args)
+        return rows[0][0] if rows else None
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self.fetch(sql, *args)
+
+
+async def _postgres_sessions(conn: Any) -> SessionFactory:
+    """The floor's table on ``conn`` (asyncpg's, or an ``EngineConnection``), and its sessions."""
     await conn.execute(
         "CREATE TABLE IF NOT EXISTS items (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
         "session_id text NOT NULL, payload text NOT NULL)"
@@ -226,10 +250,29 @@ async def postgres_floor(dsn: str) -> AsyncIterator[SessionFactory]:
     def session(session_id: str) -> BenchSession:
         return PostgresFloorSession(conn, session_id)
 
+    return session
+
+
+@asynccontextmanager
+async def postgres_floor(dsn: str) -> AsyncIterator[SessionFactory]:
+    import asyncpg  # type: ignore[import-untyped]
+
+    conn = await asyncpg.connect(dsn)
     try:
-        yield session
+        yield await _postgres_sessions(conn)
     finally:
         await conn.close()
+
+
+@asynccontextmanager
+async def postgres_floor_sqlalchemy(url: str) -> AsyncIterator[SessionFactory]:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        yield await _postgres_sessions(EngineConnection(engine))
+    finally:
+        await engine.dispose()
 
 
 @asynccontextmanager
