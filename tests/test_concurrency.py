@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.errors import CorruptItemError
 from agents_sqlalchemy.search import item_text, term_counts
 from agents_sqlalchemy.search.postings import term_id, unpack_terms
 from agents_sqlalchemy.types import SessionKey
@@ -21,7 +22,7 @@ from agents_sqlalchemy.types import SessionKey
 from .support.items import message
 from .support.locks import holding_the_lock
 from .support.processes import finish, spawn
-from .support.tables import ITEMS, SESSIONS, raw_rows
+from .support.tables import ITEMS, SESSIONS, execute, raw_rows
 from .support.threads import on_threads
 
 
@@ -113,6 +114,47 @@ async def test_a_pop_whose_item_another_client_removed_takes_the_one_before(
             await engine.dispose()
         assert await pop == message("2")
         assert await session.get_items() == [message("1")]
+
+
+async def test_a_pop_starts_from_what_the_last_pop_left_only_while_it_stands(
+    pg_url: str,
+) -> None:
+    """PostgreSQL: a pop remembers the session as it left it, and the next pop removes the
+    item it then saw in one statement, but only if nothing changed meanwhile: another
+    client's append, an item altered or added outside the library, or one that expired
+    makes that statement remove nothing, and the pop goes on from the session as it is."""
+    async with SessionStore(pg_url, create_tables=True) as store:
+        session = store.session("left")
+        await session.add_items([message(str(i)) for i in range(1, 6)])
+        assert await session.pop_item() == message("5")  # leaves "4" as the next one
+        async with SessionStore(pg_url) as other:
+            await other.session("left").add_items([message("other")])
+        assert await session.pop_item() == message("other")
+        assert await session.pop_item() == message("4")  # leaves "3"
+        # A row added outside the library, the session's row untouched: still the newest.
+        await execute(
+            pg_url,
+            f"INSERT INTO {ITEMS} (session_pk, seq, created_at, payload) SELECT session_pk, "
+            f"100, created_at, :payload FROM {ITEMS} WHERE seq = 3",
+            {"payload": json.dumps(message("outside"))},
+        )
+        assert await session.pop_item() == message("outside")
+        assert await session.pop_item() == message("3")  # leaves "2"
+        # The row the pop would take next, altered outside the library: loud, and kept.
+        await execute(pg_url, f"UPDATE {ITEMS} SET payload = 'not json' WHERE seq = 2")
+        with pytest.raises(CorruptItemError, match="#2"):
+            await session.pop_item()
+        assert await raw_rows(pg_url, f"SELECT seq FROM {ITEMS} ORDER BY seq") == [(1,), (2,)]
+
+
+async def test_a_pop_never_returns_what_expired_since_the_last_pop(pg_url: str) -> None:
+    async with SessionStore(pg_url, create_tables=True) as store:
+        await store.session("expiring").add_items([message("kept")])
+        brief = store.session("expiring", ttl=0.5)
+        await brief.add_items([message("brief 1"), message("brief 2")])
+        assert await brief.pop_item() == message("brief 2")  # leaves "brief 1"
+        await asyncio.sleep(0.6)
+        assert await brief.pop_item() == message("kept")
 
 
 @pytest.mark.pgbouncer

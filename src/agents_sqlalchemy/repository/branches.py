@@ -28,16 +28,22 @@ from typing import Any, TypeVar
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
-from ..errors import BranchError
+from ..caches import add_bounded
+from ..errors import AgentsSQLAlchemyError, BranchError
 from ..turns import MAIN, is_user, turn_numbers
 from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
-from .lines import GONE, Gone, Lines, LockedSession, Opened, inserted
+from .lines import GONE, Gone, Lines, LockedSession, Opened, Peeked, inserted
 from .prepared import Prepared
 from .schema import Schema
 
 T = TypeVar("T")
 #: How many times a pop without the lock reads again after a write got in before it.
 UNLOCKED_TRIES = 4
+#: Sessions a store remembers as its last pop without the lock left them, for the next pop
+#: (one round trip instead of two) ...
+SESSIONS_REMEMBERED = 1000
+#: ... when the item then latest is at most this big, stored.
+ITEM_BYTES = 16 * 1024
 
 
 class _Locked:
@@ -54,6 +60,8 @@ class Branches:
     def __init__(self, schema: Schema, lines: Lines) -> None:
         self._schema = schema
         self._lines = lines
+        # PostgreSQL: sessions as this store's last pop without the lock left them, by hash.
+        self._left: dict[str, Peeked] = {}
 
     def _line_items(self, branch_pk: Any, *, users_only: bool = False) -> Any:
         """A branch's live items in order, with their turn, user flag and time."""
@@ -378,24 +386,51 @@ class Branches:
     def _pop_unlocked(
         self, conn: Connection, key: SessionKey, decode: Callable[[SessionKey, StoredItem], T]
     ) -> T | _Locked | None:
-        """PostgreSQL: a session that never branched pops without its lock, in two round
-        trips instead of four where no BEGIN and COMMIT are needed (`Database.write`'s
-        `one_statement`). Its latest item is read with the version of its row and
-        decoded (a corrupt row raises, and nothing changed), then removed by one statement
-        that commits by itself if that version still stands (`Lines.take_unchanged`); if it
-        does not, read again. `LOCKED`: a branched session, or one written to all along,
-        pops under its lock."""
+        """PostgreSQL: a session that never branched pops without its lock, where no BEGIN
+        and COMMIT are needed (`Database.write`'s `one_statement`). Its latest item is read
+        with the version of its row and decoded (a corrupt row raises, and nothing
+        changed), then removed by one statement that commits by itself if that version
+        still stands (`Lines.take_unchanged`); if it does not, that statement's own view
+        of the session is the next try's. The statement also reads the session as it
+        leaves it, which this store keeps: the next pop of the session starts from there,
+        in one round trip instead of two (`_left`; its statement's checks make a stale one
+        cost nothing but the read it saved). `LOCKED`: a branched session, or one written
+        to all along, pops under its lock."""
+        seen = self._left.pop(key.hash, None)  # never branched, with an item
+        remembered = seen is not None
+        if seen is None:
+            seen = self._lines.peek(conn, key, self._schema.now())
         for _ in range(UNLOCKED_TRIES):
-            now = self._schema.now()
-            seen = self._lines.peek(conn, key, now)
-            if seen is not None and seen.branched:
-                return LOCKED
             if seen is None or seen.stored is None:
                 return None
-            item = decode(self._schema.with_owner(key, seen.user_id), seen.stored)
-            if self._lines.take_unchanged(conn, seen, is_user(item), now):
+            if seen.branched:
+                return LOCKED
+            try:
+                item = decode(self._schema.with_owner(key, seen.user_id), seen.stored)
+            except AgentsSQLAlchemyError:
+                if not remembered:
+                    raise
+                # What this store remembered may be out of date: read the session as it is.
+                remembered, seen = False, self._lines.peek(conn, key, self._schema.now())
+                continue
+            now = self._schema.now()
+            removed, seen = self._lines.take_unchanged(conn, key, seen, is_user(item), now)
+            remembered = False
+            if removed:
+                self._leave(key, seen)
                 return item
         return LOCKED
+
+    def forget_remembered(self) -> None:
+        """Forget how the pops left every session (a removal in an encrypted store: what
+        is kept holds a sealed item, which the store's key still opens)."""
+        self._left = {}
+
+    def _leave(self, key: SessionKey, left: Peeked | None) -> None:
+        """Remember the session as a pop left it, if it has an item and it is small."""
+        stored = None if left is None else left.stored
+        if stored is not None and len(stored.payload or stored.ciphertext or b"") <= ITEM_BYTES:
+            add_bounded(self._left, {key.hash: left}, SESSIONS_REMEMBERED)
 
     def _pop_unbranched(
         self,

@@ -53,7 +53,7 @@ from sqlalchemy.sql.dml import Update
 from ..turns import MAIN, turn_numbers
 from ..types import SessionKey, StoredItem
 from .prepared import Prepared
-from .schema import Schema
+from .schema import MAX_SEQ, Schema
 
 T = TypeVar("T")
 #: Decodes stored items of a session and says which are user messages.
@@ -98,7 +98,8 @@ class LockedSession(NamedTuple):
 
 class Peeked(NamedTuple):
     """A session as a removal without its lock saw it: its pk, its row's version, whether it
-    ever branched, its main row, its user, and its latest live item (None if none)."""
+    ever branched, its main row, its user, and its latest live item (None if none) with
+    that item's row version."""
 
     session_pk: int
     version: str
@@ -107,6 +108,7 @@ class Peeked(NamedTuple):
     user_id: str | None
     item_pk: int | None
     stored: StoredItem | None
+    item_version: str | None = None
 
 
 class Lines:
@@ -552,36 +554,60 @@ class Lines:
         """The session and its latest live item as they stand, its lock not taken; None if
         the session has no row."""
         found = self._peek.run(conn, {"hash": key.hash, "now": now})
-        if not found:
-            return None
-        pk, version, branched, main_pk, user_id, item_pk, *item = found[0]
-        stored = None if item_pk is None else self._schema.stored((item_pk, *item))
-        main_pk = None if main_pk is None else int(main_pk)
-        return Peeked(int(pk), version, bool(branched), main_pk, user_id, item_pk, stored)
+        return self._peeked(found[0]) if found else None
 
-    def take_unchanged(self, conn: Connection, seen: Peeked, user: bool, now: datetime) -> bool:
+    def take_unchanged(
+        self, conn: Connection, key: SessionKey, seen: Peeked, user: bool, now: datetime
+    ) -> tuple[bool, Peeked | None]:
         """Remove `seen`'s item, and from the main line's count (`popped`), in one statement
-        that commits by itself, if the session's row is still the version `seen` read.
+        that commits by itself, if the session's row is still the version `seen` read and
+        the item is as `seen` read it: the same row version, live, and the newest.
 
-        Every writer changes that row (its write lock), so then nothing was written since,
-        and `seen` is the session as it is. False if it changed, or the item went (an
-        expired one purged): nothing was removed, and the row is marked active only."""
+        Every writer changes the session's row (its write lock), so then nothing was written
+        since, and `seen` is the session as it is. Whether it removed the item, and the
+        session as that statement left it (`peek`'s view, its latest item the one before
+        the removed one): what the next removal starts from, with no read of its own. If
+        the session's row changed, or the item did (an expired one purged, a row altered
+        outside the library), nothing was removed, and the row is marked active only."""
         assert seen.stored is not None
         params = {
+            "hash": key.hash,
             "sp": seen.session_pk,
             "seen": seen.version,
             "now": now,
             "item_pk": seen.item_pk,
+            "item_seen": seen.item_version,
             "main_pk": seen.main_pk,
             "at": seen.stored.seq,
             "u": user,
         }
-        return bool(self._take_unchanged.run(conn, params)[0][0])
+        rows = self._take_unchanged.run(conn, params)
+        if not rows:  # the session's row is gone
+            return False, None
+        [(removed, version, *found)] = rows
+        after = self._peeked(found)
+        return bool(removed), after._replace(version=version) if removed else after
 
-    @cached_property
-    def _peek(self) -> Prepared:
-        """`peek`'s read: the session's `_lines_columns` with its row's version (`xmin`,
-        which every update of the row changes) and the columns of its latest live item."""
+    def _peeked(self, row: Any) -> Peeked:
+        """A row of `_seen` as a `Peeked`."""
+        width = self._schema.width
+        pk, version, branched, main_pk, user_id, *item = row
+        stored = None if item[0] is None else self._schema.stored(item[:width])
+        return Peeked(
+            int(pk),
+            version,
+            bool(branched),
+            None if main_pk is None else int(main_pk),
+            user_id,
+            item[0],
+            stored,
+            item[width],
+        )
+
+    def _seen(self, last: Any = None) -> Any:
+        """The session's `_lines_columns` with its row's version (`xmin`, which every update
+        of the row changes), and the columns and row version of its latest live item (at a
+        place up to `last`, if given)."""
         sessions = self._schema.sessions
         pk, *lines = self._lines_columns(sessions.c.id)
         version = row_version.label("version")
@@ -589,17 +615,22 @@ class Lines:
         session = row.subquery("session")
         # The item is found by the hash again: a table in FROM cannot see its neighbour.
         owned = select(sessions.c.id).where(sessions.c.session_hash == bindparam("hash"))
-        live = self._schema.statements.live_items
-        newest = self._schema.newest(live, owned.scalar_subquery(), 1)
-        last = newest.subquery("last")
-        found = select(*session.c, *last.c).select_from(session.outerjoin(last, true()))
-        return Prepared(found)
+        live = self._schema.statements.live_items.add_columns(row_version.label("item_version"))
+        newest = self._schema.newest(live, owned.scalar_subquery(), 1, last=last)
+        latest = newest.subquery("latest")
+        return select(*session.c, *latest.c).select_from(session.outerjoin(latest, true()))
+
+    @cached_property
+    def _peek(self) -> Prepared:
+        """`peek`'s read (`_seen`)."""
+        return Prepared(self._seen())
 
     @cached_property
     def _take_unchanged(self) -> Prepared:
         """`take_unchanged`'s statement: the row marked active if still at version `seen`,
-        then the item removed and counted out (`_count_loses`), then a user turn's usage
-        gone with its turn; how many items it removed (none, or one)."""
+        then the item removed if as seen and counted out (`_count_loses`), then a user
+        turn's usage gone with its turn; how many items it removed (none, or one), the
+        row's new version, and the session as `_seen` finds it after the removal."""
         sessions, items = self._schema.sessions, self._schema.items
         main, usage = self._schema.branches, self._schema.turn_usage
         unchanged = (
@@ -609,12 +640,26 @@ class Lines:
                 row_version == bindparam("seen", type_=Text),
             )
             .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
-            .returning(sessions.c.id)
+            .returning(sessions.c.id, row_version.label("version"))
             .cte("unchanged")
+        )
+        at = bindparam("at", type_=items.c.seq.type)
+        now = bindparam("now", type_=items.c.expires_at.type)
+        later = items.alias("later")
+        newer = exists().where(
+            later.c.session_pk == bindparam("sp"),
+            later.c.seq > at,
+            or_(later.c.expires_at.is_(None), later.c.expires_at > now),
         )
         taken = (
             delete(items)
-            .where(items.c.id == bindparam("item_pk"), items.c.session_pk.in_(select(unchanged)))
+            .where(
+                items.c.id == bindparam("item_pk"),
+                row_version == bindparam("item_seen", type_=Text),
+                items.c.session_pk.in_(select(unchanged.c.id)),
+                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
+                ~newer,
+            )
             .returning(items.c.id)
             .cte("taken")
         )
@@ -635,4 +680,10 @@ class Lines:
             )
             .cte("past")
         )
-        return Prepared(select(func.count()).select_from(taken).add_cte(past))
+        # All of it sees the database as the statement began: the removed item is still
+        # there, so the latest item after it is the latest one before its place.
+        last = case((exists(select(taken)), at - 1), else_=MAX_SEQ)
+        after = self._seen(last).subquery("after")
+        removed = select(func.count()).select_from(taken).scalar_subquery()
+        version = select(unchanged.c.version).scalar_subquery()
+        return Prepared(select(removed, version, *after.c).add_cte(past))

@@ -500,9 +500,10 @@ class Schema:
         ]
         self.statements.insert_items.run_many(conn, rows)
 
-    def newest(self, query: Any, session_pk: Any, count: Any) -> Any:
+    def newest(self, query: Any, session_pk: Any, count: Any, last: Any = None) -> Any:
         """`query`'s rows (items) of the session `session_pk`, newest first, `count` at most
-        (an int is written into the SQL, see `constant`).
+        (an int is written into the SQL, see `constant`); with `last`, those at places up
+        to it only.
 
         PostgreSQL finds them at the end of a range of the `(session_pk, seq)` index, and
         checks the session after. Asked for a session's rows by equality, it guesses their
@@ -513,8 +514,10 @@ class Schema:
         count = constant(count) if isinstance(count, int) else count
         if self.db.dialect_name != "postgresql":
             mine = query.where(items.c.session_pk == session_pk)
+            if last is not None:
+                mine = mine.where(items.c.seq <= last)
             return mine.order_by(items.c.seq.desc()).limit(count)
-        end = tuple_(session_pk, literal(MAX_SEQ, items.c.seq.type))
+        end = tuple_(session_pk, literal(MAX_SEQ, items.c.seq.type) if last is None else last)
         found = (
             query.add_columns(items.c.session_pk.label("holder"))
             .where(tuple_(items.c.session_pk, items.c.seq) <= end)

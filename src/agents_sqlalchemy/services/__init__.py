@@ -132,6 +132,7 @@ class Services:
             key=key,
             create_tables=create_tables,
             background=background,
+            forget_sealed=branches.forget_remembered,
         )
         if owner_keys is not None and key is None:
             raise ConfigurationError("owner_keys= needs a key: a plaintext store has no keys")

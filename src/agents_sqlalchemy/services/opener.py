@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from sqlalchemy.engine import URL
@@ -61,8 +61,12 @@ class Opener:
         key: Key | None,
         create_tables: bool,
         background: Background,
+        forget_sealed: Callable[[], None] = lambda: None,
     ) -> None:
         self.key = key  # validated by the caller
+        # Drops the sealed copies of items that other parts of the store keep (the tails its
+        # pops remember), at a removal that drops every plaintext.
+        self._forget_sealed = forget_sealed
         self.create_tables = create_tables
         # Whether a first open warns about the SDK's own tables' history (an import does not).
         self.announce_history = True
@@ -145,10 +149,13 @@ class Opener:
         WAL (checkpointed; a server keeps no WAL the store could scrub). `forget=False`
         keeps the caches (an overwritten state was never in them): only the WAL is
         checkpointed. `removed`, filled in by the removal (`noting_keys`): the wrapped keys
-        of the only items it removed, whose plaintexts alone are dropped."""
+        of the only items it removed, whose plaintexts alone are dropped (else every
+        plaintext, and every sealed copy other parts of the store keep)."""
         yield
         if forget and isinstance(self._codec, SealedCodec):
             self._codec.forget_keys(removed)
+            if removed is None:
+                self._forget_sealed()
             self._background.submit(("forget",), self._codec.forget_text)
         if self.key is not None and self._keyring.scrubs:
             self._background.submit(("scrub",), self._keyring.scrub)
