@@ -108,7 +108,7 @@ class Peeked(NamedTuple):
     user_id: str | None
     item_pk: int | None
     stored: StoredItem | None
-    item_version: str | None = None
+    item_version: str | None
 
 
 class Lines:
