@@ -645,19 +645,19 @@ class Lines:
         )
         at = bindparam("at", type_=items.c.seq.type)
         now = bindparam("now", type_=items.c.expires_at.type)
+
+        def live(table: Any) -> Any:
+            return or_(table.c.expires_at.is_(None), table.c.expires_at > now)
+
         later = items.alias("later")
-        newer = exists().where(
-            later.c.session_pk == bindparam("sp"),
-            later.c.seq > at,
-            or_(later.c.expires_at.is_(None), later.c.expires_at > now),
-        )
+        newer = exists().where(later.c.session_pk == bindparam("sp"), later.c.seq > at, live(later))
         taken = (
             delete(items)
             .where(
                 items.c.id == bindparam("item_pk"),
                 row_version == bindparam("item_seen", type_=Text),
                 items.c.session_pk.in_(select(unchanged.c.id)),
-                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
+                live(items),
                 ~newer,
             )
             .returning(items.c.id)
