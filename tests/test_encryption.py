@@ -614,6 +614,7 @@ async def test_a_removal_leaves_no_copy_of_the_text_in_the_process(db_url: str, 
         await session.pop_item()
         sealed = blobs_of(await sealed_rows(db_url, "secret"))
         assert reachable_text(word, [store]), "the scan finds what is there"
+        assert any(reachable_text(blob, [store]) for blob in sealed), "sealed bytes too"
         await session.clear_session()
         await store.flush()  # the search caches are emptied after the removal, in slices
         assert reachable_text(word, [store]) == []
