@@ -23,12 +23,13 @@ from sqlalchemy import bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
+from ..caches import add_bounded
 from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
 from .schema import ARRAY_ROWS, SMALL, Schema
 
-# Sessions whose next place a store remembers, for one-statement sealed appends.
-SESSIONS_REMEMBERED = 10_000
+#: Sessions whose next place a sealed store remembers, for one-statement appends.
+PLACES_REMEMBERED = 10_000
 
 
 def page_rows(arrays: Sequence[Any], sealed: bool) -> list[tuple[Any, ...]]:
@@ -283,9 +284,7 @@ class Items:
 
     def _remember(self, key: SessionKey, next_seq: int, user_id: str | None) -> None:
         """Keep where the session's next items go, and its user, as this store left them."""
-        if len(self._seen) >= SESSIONS_REMEMBERED:
-            self._seen.clear()
-        self._seen[key.hash] = (next_seq, user_id)
+        add_bounded(self._seen, {key.hash: (next_seq, user_id)}, PLACES_REMEMBERED)
 
     @cached_property
     def _at_once(self) -> Prepared | None:
