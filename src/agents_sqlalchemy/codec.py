@@ -188,7 +188,7 @@ class Codec(Protocol):
     def items(
         self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
     ) -> list[Any]:
-        """The items of rows laid out as `StoredItem` (seq, payload, ...), in order. A row
+        """The items of rows laid out as `StoredItem` (seq, body, ...), in order. A row
         whose kek_id is None was wrapped by `usual_kek` (by default the store's key)."""
         ...
 
@@ -254,11 +254,11 @@ class PlainCodec:
         return [self.item(key, StoredItem(*row)) for row in rows]
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
-        if stored.payload is None:
+        if stored.body is None:
             raise CorruptItemError(
                 f"stored {where(key, stored.seq)} is sealed: open the store with its key"
             )
-        return decode_item(stored.payload, key, stored.seq)
+        return decode_item(stored.body, key, stored.seq)
 
     def state_values(
         self, key: SessionKey, state: dict[str, Any], sealer: Wrapper | None = None
@@ -459,7 +459,7 @@ class SealedCodec:
         self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
     ) -> list[Any]:
         if (operation := current()) is not None:
-            operation.read(len(rows), sum(len(row[2] or b"") for row in rows))
+            operation.read(len(rows), sum(len(row[1] or b"") for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
             return parse_objects(self._plaintexts_of(key, rows, usual_kek))
         except OwnerKeyError:
@@ -477,7 +477,7 @@ class SealedCodec:
 
         Every key the rows name is checked first, once (it must belong to the session's
         owner, and be opened: else `MissingOwnerKeys` names all that are not)."""
-        named = {row[4] for row in rows}
+        named = {row[3] for row in rows}
         self._missing({usual_kek if kek_id is None else kek_id for kek_id in named})
         wrappers = {
             kek_id: self.wrapper(
@@ -490,7 +490,7 @@ class SealedCodec:
         session_hash, seen_before = key.hash, self._plaintexts.get
         texts: list[bytes] = []
         missed: list[int] = []
-        for seq, _, ciphertext, wrapped, _kek_id in rows:
+        for seq, ciphertext, wrapped, _kek_id in rows:
             seen = seen_before(wrapped)
             if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:
                 texts.append(seen[3])
@@ -501,17 +501,17 @@ class SealedCodec:
             openers = {kek_id: item_opener(w, session_hash) for kek_id, w in wrappers.items()}
             opened = {}
             for i in missed:
-                seq, _, ciphertext, wrapped, kek_id = rows[i]
+                seq, ciphertext, wrapped, kek_id = rows[i]
                 texts[i] = openers[kek_id](ciphertext, wrapped, seq)
                 opened[wrapped] = (ciphertext, session_hash, seq, texts[i])
             self._remember(opened)
         return texts
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any:
-        if stored.ciphertext is None or stored.wrapped_key is None:
+        if stored.body is None or isinstance(stored.body, str) or stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} is not sealed")
-        ciphertext, wrapped = bytes(stored.ciphertext), bytes(stored.wrapped_key)
-        row = (stored.seq, None, ciphertext, wrapped, stored.kek_id)
+        ciphertext, wrapped = bytes(stored.body), bytes(stored.wrapped_key)
+        row = (stored.seq, ciphertext, wrapped, stored.kek_id)
         try:
             [plaintext] = self._plaintexts_of(key, [row])
         except OwnerKeyError:
@@ -541,4 +541,4 @@ class SealedCodec:
 
 def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:
     """How errors name the first of `rows` whose data key `kek_id` wraps."""
-    return where(key, next(row[0] for row in rows if row[4] == kek_id))
+    return where(key, next(row[0] for row in rows if row[3] == kek_id))

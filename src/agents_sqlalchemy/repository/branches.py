@@ -429,7 +429,7 @@ class Branches:
     def _leave(self, key: SessionKey, left: Peeked | None) -> None:
         """Remember the session as a pop left it, if it has an item and it is small."""
         stored = None if left is None else left.stored
-        if stored is not None and len(stored.payload or stored.ciphertext or b"") <= ITEM_BYTES:
+        if stored is not None and len(stored.body or b"") <= ITEM_BYTES:
             add_bounded(self._left, {key.hash: left}, SESSIONS_REMEMBERED)
 
     def _pop_unbranched(

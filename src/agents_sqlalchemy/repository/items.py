@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import cached_property
-from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -34,15 +33,11 @@ PLACES_REMEMBERED = 10_000
 
 def page_rows(arrays: Sequence[Any], sealed: bool) -> list[tuple[Any, ...]]:
     """A page of PostgreSQL's full read (`Statements.read_page`: an array per column, a
-    sealed page's without the JSON text, then the owner) as rows laid out like
-    `StoredItem`, by place. The arrays take the rows in one order, which the statement does
-    not promise to be by place: sorted here if it is not."""
+    sealed page's followed by the owner) as rows laid out like `StoredItem`, by place. The
+    arrays take the rows in one order, which the statement does not promise to be by
+    place: sorted here if it is not."""
     seqs = arrays[0]
-    if sealed:  # seq, ciphertext, wrapped key, kek id; the user follows
-        _, ciphertexts, wrapped_keys, kek_ids, _ = arrays
-        rows = list(zip(seqs, repeat(None), ciphertexts, wrapped_keys, kek_ids))
-    else:
-        rows = list(zip(*arrays, strict=True))
+    rows = list(zip(*(arrays[:-1] if sealed else arrays), strict=True))
     if seqs != sorted(seqs):
         rows.sort(key=itemgetter(0))
     return rows

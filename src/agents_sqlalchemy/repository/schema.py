@@ -117,7 +117,7 @@ class Statements:
         # 100 ms each, the event loop held; strings and bytes in arrays give it nothing.
         # Every array takes the rows in the order they come, the same for all (`page_rows`
         # checks that it is by place): an aggregate's own ORDER BY sorts its input again,
-        # once per column. Sealed items hold no JSON text: their page leaves it out.
+        # once per column.
         self.read_page: Prepared | None = None
         if schema.db.dialect_name == "postgresql":
             page = (
@@ -126,8 +126,7 @@ class Statements:
                 .limit(ARRAY_ROWS)
                 .subquery()
             )
-            kept = [c for c in page.c if not (schema.sealed and c.name == "payload")]
-            self.read_page = Prepared(select(*map(func.array_agg, kept), *owner))
+            self.read_page = Prepared(select(*map(func.array_agg, page.c), *owner))
         self._schema, self._owner = schema, owner
         self._live_stored, self._session_pk = stored.where(live), session_pk
         self._tails: dict[int, Prepared] = {}
@@ -542,21 +541,19 @@ class Schema:
         if other_kek:
             current = bindparam("current_kek", None, type_=kek_id.type)
             kek_id = case((kek_id == current, null()), else_=kek_id).label("kek_id")
-        return select(
-            *first, items.c.seq, items.c.payload, items.c.ciphertext, items.c.wrapped_key, kek_id
-        )
+        return select(*first, items.c.seq, items.c.ciphertext, items.c.wrapped_key, kek_id)
 
     @property
     def width(self) -> int:
         """How many columns `item_columns` selects with the id (others may follow them)."""
-        return 6 if self.sealed else 3
+        return 5 if self.sealed else 3
 
     def stored(self, row: Any) -> StoredItem:
         """A row of `item_columns` (with the id) as a `StoredItem`."""
         if not self.sealed:
             return StoredItem(row[1], row[2])
-        _, seq, payload, ciphertext, wrapped_key, kek_id = row
-        return StoredItem(seq, payload, ciphertext, wrapped_key, kek_id)
+        _, seq, ciphertext, wrapped_key, kek_id = row
+        return StoredItem(seq, ciphertext, wrapped_key, kek_id)
 
     def stored_of(self, row: Any) -> StoredItem:
         """The `StoredItem` of a row of `item_columns` that other columns follow."""
