@@ -30,7 +30,7 @@ from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
 from agents_sqlalchemy.repository.schema import Schema
 from agents_sqlalchemy.services import keys as keys_module
 from agents_sqlalchemy.services.owners import Owners
-from agents_sqlalchemy.types import owner_of
+from agents_sqlalchemy.types import StoredItem, owner_of
 
 from .support.cli import cli
 from .support.disk import found_on_disk, on_disk
@@ -103,6 +103,32 @@ async def test_a_session_given_to_another_user_behind_the_library_does_not_open(
             await store.search("secret", user_id="bob")
         assert await store.session("b").get_items() == [message("bob's")]
     assert len(await _item_keks(db_url, "s")) == 1  # the pop rolled back: nothing removed
+
+
+async def test_a_store_that_only_reads_a_session_expects_the_key_its_rows_named(
+    db_url: str, key: bytes
+) -> None:
+    """A store that never wrote to a session expected its own key-encryption key, and every
+    row named the owner's key instead; after one read it expects the owner's key, and a
+    session moved meanwhile (its rows name another key) reads as well, then expects that."""
+    items = [message(f"m{i}") for i in range(3)]
+    async with SessionStore(db_url, create_tables=True, key=key) as writer:
+        await writer.session("s", user_id="alice").add_items(items)
+    [alice_key] = await _item_keks(db_url, "s")
+    async with SessionStore(db_url, key=key) as reader:
+        session = reader.session("s")
+        conversation = session._services.conversation
+        assert conversation._owners.known_key_id(session._key) is None
+        assert await session.get_items() == items
+        assert conversation._owners.known_key_id(session._key) == alice_key
+        _, rows = await conversation._items.read(session._key, None, alice_key)
+        assert [StoredItem(*row).kek_id for row in rows] == [None] * 3  # named once, not per row
+        async with SessionStore(db_url, key=key) as mover:
+            await mover.session("s").set_user_id("bob")
+        [bob_key] = await _item_keks(db_url, "s")
+        assert bob_key != alice_key
+        assert await session.get_items(limit=2) == items[1:]
+        assert conversation._owners.known_key_id(session._key) == bob_key
 
 
 async def test_set_user_id_rewraps_every_key_and_destroys_the_session_s_own(

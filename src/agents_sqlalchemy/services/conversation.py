@@ -80,8 +80,12 @@ class Conversation:
         usual = self._owners.known_key_id(key) or codec.kek_id
         key, rows = await self._items.read(key, limit, usual)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
-            return await asyncio.to_thread(codec.items, key, rows, usual)
-        return codec.items(key, rows, usual)
+            items = await asyncio.to_thread(codec.items, key, rows, usual)
+        else:
+            items = codec.items(key, rows, usual)
+        if rows and codec.kek_id is not None:
+            self._owners.read_under(key, StoredItem(*rows[-1]).kek_id)
+        return items
 
     async def append(
         self,
