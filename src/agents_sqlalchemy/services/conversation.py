@@ -38,7 +38,8 @@ OFF_LOOP = 1000
 #: Times `repair` reads again when a writer changed the history meanwhile.
 REPAIR_ATTEMPTS = 5
 
-#: Told after each write what went into the main line, if set: search indexes it.
+#: Where a row laid out as `StoredItem` holds its kek_id (sealed rows only).
+KEK_ID = StoredItem._fields.index("kek_id")
 
 
 class Conversation:
@@ -83,8 +84,8 @@ class Conversation:
             items = await asyncio.to_thread(codec.items, key, rows, usual)
         else:
             items = codec.items(key, rows, usual)
-        if rows and codec.kek_id is not None:
-            self._owners.read_under(key, StoredItem(*rows[-1]).kek_id)
+        if rows and codec.kek_id is not None and (named := rows[-1][KEK_ID]) is not None:
+            self._owners.read_under(key, named)  # the newest row named another key
         return items
 
     async def append(

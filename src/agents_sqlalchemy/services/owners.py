@@ -131,15 +131,14 @@ class Owners:
                 return found.kek_id
         return self._read_under.get(key.hash)
 
-    def read_under(self, key: SessionKey, kek_id: str | None) -> None:
+    def read_under(self, key: SessionKey, kek_id: str) -> None:
         """Note the key a read found the session's newest item wrapped under, when its row
         named one (not the key the read expected): the session's next read expects it.
 
         A store that only reads (a web backend showing what workers wrote) expected its own
         key-encryption key, and every row named its owner's key instead: a 1,200-item read
         on SQLite took 826 us, against 730 us once the read expected the owner's key."""
-        if kek_id is not None:
-            add_bounded(self._read_under, {key.hash: kek_id}, OWNERS_REMEMBERED)
+        add_bounded(self._read_under, {key.hash: kek_id}, OWNERS_REMEMBERED)
 
     def forget(self, key: SessionKey) -> None:
         """Look the session's owner, and owners' newest keys, up again (its owner changed,
