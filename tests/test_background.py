@@ -150,6 +150,31 @@ FORK_SCRIPT = textwrap.dedent(
 )
 
 
+FORK_HOLDING_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, atexit, faulthandler, os, sys, time
+    from agents_sqlalchemy import SessionStore
+
+    async def main(url):
+        store = SessionStore(url, create_tables=True)
+        await store.session("forked").add_items([{"role": "user", "content": "hello"}])
+        background = store._services.background
+        with background._lock:  # as the worker holds it for a moment now and then
+            pid = os.fork()
+            if pid == 0:
+                faulthandler.dump_traceback_later(20, exit=True)  # a hang fails, and says where
+                started = time.monotonic()
+                atexit._run_exitfuncs()
+                print(f"exit handlers took {time.monotonic() - started:.1f} s", flush=True)
+                os._exit(0)
+        os.waitpid(pid, 0)
+        await store.close()
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
 def test_a_forked_child_does_not_wait_at_exit_for_its_parents_worker(tmp_path: Path) -> None:
     """A child forked while the worker had jobs waiting has no worker of its own: its exit
     stops nothing (it waited 5 s, every bound in turn, for a thread that is not there)."""
@@ -160,3 +185,19 @@ def test_a_forked_child_does_not_wait_at_exit_for_its_parents_worker(tmp_path: P
     assert done.returncode == 0, done.stderr
     [took] = re.findall(r"exit handlers took ([0-9.]+) s", done.stdout)
     assert float(took) < 1.0, done.stdout
+
+
+def test_a_child_forked_while_a_worker_held_its_lock_exits_at_once(tmp_path: Path) -> None:
+    """The parent's worker may hold its lock at the moment of a fork; in the child nothing
+    ever releases it, and the child's exit waited on it for ever (1 run of 13, machine
+    busy). The child starts its workers afresh instead."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_HOLDING_SCRIPT, url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    [took] = re.findall(r"exit handlers took ([0-9.]+) s", done.stdout)
+    assert float(took) < 1.0, done.stdout + done.stderr

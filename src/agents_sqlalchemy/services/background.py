@@ -29,6 +29,7 @@ import asyncio
 import atexit
 import contextlib
 import logging
+import os
 import sys
 import threading
 import time
@@ -157,6 +158,19 @@ class Background:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(seconds)
 
+    def _forked(self) -> None:
+        """In a child this process forked: its worker thread did not come along, and a lock
+        that thread held at the fork would stay held for ever (the child's exit waited on
+        it, in 1 run of 13 with the machine busy). Start afresh, with nothing waiting: the
+        parent runs what was."""
+        self._lock = threading.Lock()
+        self._pending = {}
+        self._idle = threading.Event()
+        self._idle.set()
+        self._hurry, self._hurried = None, False
+        self._loop, self._thread = None, None
+        self._running, self._running_loop = None, None
+
     def _start(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             loop = asyncio.new_event_loop()
@@ -245,3 +259,14 @@ def _stop_workers() -> None:
     """At interpreter exit, before it finalizes: stop every worker still running."""
     for background in list(_WORKING):
         background.stop_at_exit()
+
+
+def _forget_workers() -> None:
+    """In a forked child: none of the parent's workers runs here (`Background._forked`)."""
+    for background in list(_WORKING):
+        background._forked()
+    _WORKING.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_workers)
