@@ -130,38 +130,17 @@ def test_a_process_that_ends_without_closing_its_store_stops_the_worker_first(
 
 FORK_SCRIPT = textwrap.dedent(
     """
-    import asyncio, atexit, os, sys, time
+    import asyncio, atexit, contextlib, faulthandler, os, sys, time
     from agents_sqlalchemy import SessionStore
 
-    async def main(url):
+    async def main(url, hold):
         store = SessionStore(url, create_tables=True)
         await store.session("forked").add_items([{"role": "user", "content": "hello"}])
-        pid = os.fork()  # while the worker gathers the new item's indexing
-        if pid == 0:  # the child has the store's state but not its worker thread
-            started = time.monotonic()
-            atexit._run_exitfuncs()
-            print(f"exit handlers took {time.monotonic() - started:.1f} s", flush=True)
-            os._exit(0)
-        os.waitpid(pid, 0)
-        await store.close()
-
-    asyncio.run(main(sys.argv[1]))
-    """
-)
-
-
-FORK_HOLDING_SCRIPT = textwrap.dedent(
-    """
-    import asyncio, atexit, faulthandler, os, sys, time
-    from agents_sqlalchemy import SessionStore
-
-    async def main(url):
-        store = SessionStore(url, create_tables=True)
-        await store.session("forked").add_items([{"role": "user", "content": "hello"}])
-        background = store._services.background
-        with background._lock:  # as the worker holds it for a moment now and then
-            pid = os.fork()
-            if pid == 0:
+        # With "hold": forked while the lock is held, as the worker holds it now and then.
+        held = store._services.background._lock if hold else contextlib.nullcontext()
+        with held:
+            pid = os.fork()  # while the worker gathers the new item's indexing
+            if pid == 0:  # the child has the store's state but not its worker thread
                 faulthandler.dump_traceback_later(20, exit=True)  # a hang fails, and says where
                 started = time.monotonic()
                 atexit._run_exitfuncs()
@@ -170,34 +149,30 @@ FORK_HOLDING_SCRIPT = textwrap.dedent(
         os.waitpid(pid, 0)
         await store.close()
 
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2:] == ["hold"]))
     """
 )
+
+
+def _fork_exit_seconds(tmp_path: Path, *args: str) -> float:
+    """How long the exit handlers of a child forked after a write took (`FORK_SCRIPT`)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, url, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    [took] = re.findall(r"exit handlers took ([0-9.]+) s", done.stdout)
+    return float(took)
 
 
 def test_a_forked_child_does_not_wait_at_exit_for_its_parents_worker(tmp_path: Path) -> None:
     """A child forked while the worker had jobs waiting has no worker of its own: its exit
     stops nothing (it waited 5 s, every bound in turn, for a thread that is not there)."""
-    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
-    done = subprocess.run(
-        [sys.executable, "-c", FORK_SCRIPT, url], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    [took] = re.findall(r"exit handlers took ([0-9.]+) s", done.stdout)
-    assert float(took) < 1.0, done.stdout
+    assert _fork_exit_seconds(tmp_path) < 1.0
 
 
 def test_a_child_forked_while_a_worker_held_its_lock_exits_at_once(tmp_path: Path) -> None:
     """The parent's worker may hold its lock at the moment of a fork; in the child nothing
     ever releases it, and the child's exit waited on it for ever (1 run of 13, machine
     busy). The child starts its workers afresh instead."""
-    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
-    done = subprocess.run(
-        [sys.executable, "-c", FORK_HOLDING_SCRIPT, url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    [took] = re.findall(r"exit handlers took ([0-9.]+) s", done.stdout)
-    assert float(took) < 1.0, done.stdout + done.stderr
+    assert _fork_exit_seconds(tmp_path, "hold") < 1.0
