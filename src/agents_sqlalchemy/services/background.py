@@ -65,9 +65,14 @@ class Background:
     ) -> None:
         self._release = release  # frees the worker loop's connections before it stops
         self._threaded = thread
+        self._last_submit = 0.0  # time.monotonic() of the latest submit
+        self._telemetry = telemetry
+        self._afresh()
+
+    def _afresh(self) -> None:
+        """No worker, nothing waiting: as made, and in a child this process forked."""
         self._lock = threading.Lock()
         self._pending: dict[Hashable, Job] = {}
-        self._last_submit = 0.0  # time.monotonic() of the latest submit
         self._idle = threading.Event()
         self._idle.set()
         self._hurry: asyncio.Event | None = None  # of the running drain, set on its loop
@@ -76,7 +81,6 @@ class Background:
         self._thread: threading.Thread | None = None
         self._running: Future[None] | asyncio.Task[None] | None = None
         self._running_loop: asyncio.AbstractEventLoop | None = None
-        self._telemetry = telemetry
 
     def submit(self, key: Hashable, job: Job) -> None:
         """Run `job` soon; a job already waiting under the same key is replaced.
@@ -157,19 +161,6 @@ class Background:
             asyncio.run_coroutine_threadsafe(self._release(), loop).result(seconds)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(seconds)
-
-    def _forked(self) -> None:
-        """In a child this process forked: its worker thread did not come along, and a lock
-        that thread held at the fork would stay held for ever (the child's exit waited on
-        it, in 1 run of 13 with the machine busy). Start afresh, with nothing waiting: the
-        parent runs what was."""
-        self._lock = threading.Lock()
-        self._pending = {}
-        self._idle = threading.Event()
-        self._idle.set()
-        self._hurry, self._hurried = None, False
-        self._loop, self._thread = None, None
-        self._running, self._running_loop = None, None
 
     def _start(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -262,9 +253,12 @@ def _stop_workers() -> None:
 
 
 def _forget_workers() -> None:
-    """In a forked child: none of the parent's workers runs here (`Background._forked`)."""
+    """In a forked child: the parent's worker threads did not come along, and a lock one
+    held at the fork would stay held for ever (the child's exit waited on it, in 1 run of
+    13 with the machine busy). Each of their Backgrounds starts afresh, with nothing
+    waiting: the parent runs what was."""
     for background in list(_WORKING):
-        background._forked()
+        background._afresh()
     _WORKING.clear()
 
 
