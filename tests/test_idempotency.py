@@ -4,6 +4,7 @@ cancelled, and a batch sent again with the same idempotency key is stored once."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import random
 
@@ -68,6 +69,32 @@ async def test_a_cancelled_append_is_whole_or_absent_and_a_keyed_retry_adds_it_o
         await session.add_items(batch, idempotency_key="b")
         await session.add_items(batch, idempotency_key="b")  # the retry: nothing more
         assert len(await session.get_items()) == before + 2_000
+
+
+async def test_a_cancelled_append_has_ended_when_its_caller_hears_of_it(db_url: str) -> None:
+    """A caller cancelled at any point of its append sees CancelledError only once the write
+    has ended: the batch is then stored whole or not at all, and stays so. (80 items: on
+    SQLite a small write runs on the caller's thread, where no cancellation reaches it.)"""
+    rng, size = random.Random(11), 80
+    stored = 0
+    told_in_flight = 0
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("told")
+        for n in range(40):
+            batch = [message(f"batch {n} item {i}") for i in range(size)]
+            call = asyncio.ensure_future(session.add_items(batch))
+            for _ in range(rng.randrange(8)):  # the cancellation lands anywhere in the call
+                await asyncio.sleep(0)
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            when_told = len(await session.get_items())
+            assert when_told in (stored, stored + size)
+            told_in_flight += when_told > stored and call.cancelled()
+            await asyncio.sleep(0.02)
+            stored = len(await session.get_items())
+            assert stored == when_told, "the append went on after its caller was told"
+    assert told_in_flight > 0  # some cancellations landed while the write was under way
 
 
 async def test_the_key_of_a_batch_and_where_it_applies(db_url: str) -> None:

@@ -15,22 +15,41 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+class _Settling(asyncio.Task[T]):
+    """A write's task, which refuses to be cancelled: the caller's cancellation waits for it."""
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        return False
+
+
 async def settle(operation: Awaitable[T]) -> T:
     """Await a write to its end even if the caller is cancelled, then re-raise the cancellation.
 
-    The caller then knows the write either committed or rolled back, never "maybe".
+    The caller then knows the write either committed or rolled back, never "maybe". A
+    coroutine runs as a task that refuses cancellation: cancelling its awaiting caller only
+    marks the caller, which wakes when the write ends and raises then (one turn of the loop
+    after the write, as a plain `await` takes; waiting through `asyncio.wait` took two more).
+    A future (a worker thread's) is waited for until it is done.
     """
-    task = asyncio.ensure_future(operation)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
+    if asyncio.iscoroutine(operation):
+        task: asyncio.Task[T] = _Settling(operation)
         try:
-            await asyncio.wait({task})
+            return await task
+        except asyncio.CancelledError:
+            if task.done():
+                task.exception()  # retrieved: the cancellation is what the caller sees
+            raise
+    future = asyncio.ensure_future(operation)
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            await asyncio.wait({future})
         except asyncio.CancelledError as exc:
             cancelled = cancelled or exc
     if cancelled is not None:
-        task.exception()  # retrieved: the cancellation is what the caller sees
+        future.exception()  # retrieved: the cancellation is what the caller sees
         raise cancelled
-    return task.result()
+    return future.result()
 
 
 #: Told how long `holding` waited for its lock, when something listens (telemetry sets it).
