@@ -28,7 +28,7 @@ async def settle(operation: Awaitable[T]) -> T:
     The caller then knows the write either committed or rolled back, never "maybe". A
     coroutine runs as a task that refuses cancellation: cancelling its awaiting caller only
     marks the caller, which wakes when the write ends and raises then (one turn of the loop
-    after the write, as a plain `await` takes; waiting through `asyncio.wait` took two more).
+    after the write, as a plain `await` takes; waiting through `asyncio.wait` took one more).
     A future (a worker thread's) is waited for until it is done.
     """
     if asyncio.iscoroutine(operation):
