@@ -99,6 +99,27 @@ async def test_an_app_engine_is_used_and_left_open(db_url: str) -> None:
         await engine.dispose()
 
 
+async def test_an_app_engine_gets_its_connection_back_in_transactions(pg_url: str) -> None:
+    """The store reads and writes single statements on PostgreSQL in autocommit. The app's
+    engine has one connection: after the store used it, the app's own rollback still undoes
+    what the app wrote."""
+    engine = create_async_engine(pg_url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE app_notes (note TEXT)"))
+        async with SessionStore(engine, create_tables=True) as store:
+            session = store.session("s")
+            await session.add_items([message("x"), message("y")])
+            assert await session.get_items(limit=1) == [message("y")]
+            assert await session.pop_item() == message("y")
+            async with engine.connect() as conn:
+                await conn.execute(text("INSERT INTO app_notes VALUES ('draft')"))
+                await conn.rollback()
+                assert (await conn.execute(text("SELECT count(*) FROM app_notes"))).scalar() == 0
+    finally:
+        await engine.dispose()
+
+
 @pytest.mark.parametrize(
     "url",
     ["{path}", "sqlite:///{path}", "sqlite+aiosqlite:///{path}"],
