@@ -48,7 +48,15 @@ from .search import forget_terms
 from .search.postings import term_id
 from .search.vocabulary import Vocabulary
 from .telemetry import current
-from .types import Candidates, IndexEntry, NewItem, SessionKey, StoredItem, is_owner_key_id
+from .types import (
+    KEK_ID,
+    Candidates,
+    IndexEntry,
+    NewItem,
+    SessionKey,
+    StoredItem,
+    is_owner_key_id,
+)
 from .validation import check_json
 
 # Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
@@ -477,7 +485,7 @@ class SealedCodec:
 
         Every key the rows name is checked first, once (it must belong to the session's
         owner, and be opened: else `MissingOwnerKeys` names all that are not)."""
-        named = {row[3] for row in rows}
+        named = {row[KEK_ID] for row in rows}
         self._missing({usual_kek if kek_id is None else kek_id for kek_id in named})
         wrappers = {
             kek_id: self.wrapper(
@@ -541,4 +549,4 @@ class SealedCodec:
 
 def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:
     """How errors name the first of `rows` whose data key `kek_id` wraps."""
-    return where(key, next(row[0] for row in rows if row[3] == kek_id))
+    return where(key, next(row[0] for row in rows if row[KEK_ID] == kek_id))

@@ -100,6 +100,10 @@ class StoredItem(NamedTuple):
     kek_id: str | None = None
 
 
+#: Where a row laid out as `StoredItem` holds its kek_id (sealed rows only).
+KEK_ID = StoredItem._fields.index("kek_id")
+
+
 @dataclass(frozen=True)
 class Tail:
     """The latest live items of a session as a compaction read them, and whether nothing

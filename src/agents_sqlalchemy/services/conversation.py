@@ -26,7 +26,7 @@ from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..telemetry import current
-from ..types import WHOLE, Appended, SessionKey, StoredItem, Tail, Written
+from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object
 from .opener import Opener
 from .owners import Owners
@@ -37,9 +37,6 @@ OFF_LOOP = 1000
 
 #: Times `repair` reads again when a writer changed the history meanwhile.
 REPAIR_ATTEMPTS = 5
-
-#: Where a row laid out as `StoredItem` holds its kek_id (sealed rows only).
-KEK_ID = StoredItem._fields.index("kek_id")
 
 
 class Conversation:
