@@ -366,6 +366,7 @@ async def test_an_item_moved_to_another_position_fails_loudly(db_url: str, key: 
     async with SessionStore(db_url, create_tables=True, key=key) as store:
         a = store.session("a")
         await a.add_items([message("1"), message("2"), message("3")])
+        assert len(await a.get_items()) == 3  # a whole read, kept: it answers nothing moved
         first, second, _ = await _item_ids(db_url, "a")
         # Swap the first two positions, ciphertexts and keys together.
         await execute(db_url, f"UPDATE {ITEMS} SET seq = 100 WHERE id = :id", {"id": first})
@@ -405,6 +406,7 @@ async def test_a_flipped_byte_fails_loudly(db_url: str, key: bytes, column: str)
     async with SessionStore(db_url, create_tables=True, key=key) as store:
         a = store.session("a")
         await a.add_items([message("1"), message("2")])
+        assert len(await a.get_items()) == 2  # a whole read, kept: it answers nothing altered
         (_, ciphertext, wrapped, _), _ = await sealed_rows(db_url, "a")
         first = (await _item_ids(db_url, "a"))[0]
         blob, table, pk = (

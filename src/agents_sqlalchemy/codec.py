@@ -58,12 +58,16 @@ from .types import (
     is_owner_key_id,
 )
 from .validation import check_json
+from .whole_reads import Recalled, WholeReads
 
 # Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
 # embedder).
 VECTOR_CACHE = 100_000
 # Plaintexts of opened items a sealed store keeps in memory (an item's size each).
 PLAINTEXT_CACHE = 20_000
+# Rows of whole reads a sealed store keeps in memory (`WholeReads`: about twice an item's
+# size each, the row and the plaintext).
+WHOLE_READ_ROWS = 20_000
 # Terms whose keyed hash a sealed store keeps in memory.
 TERM_CACHE = 50_000
 # Items parsed in one call, as one JSON array (bounds the joined text a big read holds).
@@ -194,10 +198,17 @@ class Codec(Protocol):
     def item(self, key: SessionKey, stored: StoredItem) -> Any: ...
 
     def items(
-        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+        self,
+        key: SessionKey,
+        rows: Sequence[Sequence[Any]],
+        usual_kek: str | None = None,
+        *,
+        whole: bool = False,
     ) -> list[Any]:
         """The items of rows laid out as `StoredItem` (seq, body, ...), in order. A row
-        whose kek_id is None was wrapped by `usual_kek` (by default the store's key)."""
+        whose kek_id is None was wrapped by `usual_kek` (by default the store's key).
+        `whole`: the rows are the session's whole main line (a sealed codec keeps them, to
+        answer the next whole read: `WholeReads`)."""
         ...
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem: ...
@@ -249,7 +260,12 @@ class PlainCodec:
         return list(candidates.vectors)
 
     def items(
-        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+        self,
+        key: SessionKey,
+        rows: Sequence[Sequence[Any]],
+        usual_kek: str | None = None,
+        *,
+        whole: bool = False,
     ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[1] or "") for row in rows))
@@ -309,6 +325,9 @@ class SealedCodec:
         # (anything moved or altered is opened again, and fails, as if never seen). An
         # agent reads its whole history every turn; `forget_keys` drops them all.
         self._plaintexts: dict[bytes, tuple[bytes, str, int, bytes]] = {}
+        # Each session's last whole read with its plaintexts, answered again while its rows
+        # come back the same, byte for byte.
+        self._whole = WholeReads(WHOLE_READ_ROWS, PARSE_CHUNK)
         # Caches `forget_keys` set aside whole, for `forget_text` to free.
         self._held: list[dict[Any, Any]] = []
         self.vocabulary = Vocabulary()
@@ -360,10 +379,12 @@ class SealedCodec:
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
         """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
         `removed` (the wrapped keys of the only items removed, as by a pop), theirs only:
-        the other items' stay. Without, all of them, set aside whole for `forget_text` to
-        free. The rest of what a removal leaves in memory, `forget_text` drops just after.
+        the other items' stay (the whole reads kept go in any case). Without, all of them,
+        set aside whole for `forget_text` to free. The rest of what a removal leaves in
+        memory, `forget_text` drops just after.
         """
         with self._opened_lock:
+            self._held.append(self._whole.forget())  # any removal: every whole read
             if removed is None:
                 self._held += [self._plaintexts, *self._opened.values()]
                 self._plaintexts, self._opened = {}, {}
@@ -464,12 +485,25 @@ class SealedCodec:
         return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
     def items(
-        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+        self,
+        key: SessionKey,
+        rows: Sequence[Sequence[Any]],
+        usual_kek: str | None = None,
+        *,
+        whole: bool = False,
     ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[1] or b"") for row in rows))
+        under = (key.owner, usual_kek)
+        recalled = self._whole.recall(key.hash, under, rows) if whole else Recalled(0, [], None)
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            return parse_objects(self._plaintexts_of(key, rows, usual_kek))
+            opened = self._plaintexts_of(key, rows, usual_kek, start=recalled.count)
+            items = parse_objects(opened)
+            if recalled.count:
+                items = recalled.items + items
+            if whole:
+                self._whole.keep(key.hash, under, rows, recalled, opened)
+            return items
         except OwnerKeyError:
             raise
         except (AgentsSQLAlchemyError, TypeError, ValueError):
@@ -478,13 +512,19 @@ class SealedCodec:
         return [self.item(key, row._replace(kek_id=row.kek_id or usual_kek)) for row in stored]
 
     def _plaintexts_of(
-        self, key: SessionKey, rows: Sequence[Sequence[Any]], usual_kek: str | None = None
+        self,
+        key: SessionKey,
+        rows: Sequence[Sequence[Any]],
+        usual_kek: str | None = None,
+        start: int = 0,
     ) -> list[bytes]:
-        """The rows' plaintexts, in order: from memory where the very same ciphertext at the
-        same place was opened before, else unwrapped and opened (any failure raises).
+        """The plaintexts of `rows[start:]`, in order: from memory where the very same
+        ciphertext at the same place was opened before, else unwrapped and opened (any
+        failure raises).
 
-        Every key the rows name is checked first, once (it must belong to the session's
-        owner, and be opened: else `MissingOwnerKeys` names all that are not)."""
+        Every key the rows name is checked first, once, those of the rows before `start`
+        too (it must belong to the session's owner, and be opened: else `MissingOwnerKeys`
+        names all that are not)."""
         named = {row[KEK_ID] for row in rows}
         self._missing({usual_kek if kek_id is None else kek_id for kek_id in named})
         wrappers = {
@@ -498,7 +538,7 @@ class SealedCodec:
         session_hash, seen_before = key.hash, self._plaintexts.get
         texts: list[bytes] = []
         missed: list[int] = []
-        for seq, ciphertext, wrapped, _kek_id in rows:
+        for seq, ciphertext, wrapped, _kek_id in rows[start:] if start else rows:
             seen = seen_before(wrapped)
             if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:
                 texts.append(seen[3])
@@ -509,7 +549,7 @@ class SealedCodec:
             openers = {kek_id: item_opener(w, session_hash) for kek_id, w in wrappers.items()}
             opened = {}
             for i in missed:
-                seq, ciphertext, wrapped, kek_id = rows[i]
+                seq, ciphertext, wrapped, kek_id = rows[start + i]
                 texts[i] = openers[kek_id](ciphertext, wrapped, seq)
                 opened[wrapped] = (ciphertext, session_hash, seq, texts[i])
             self._remember(opened)

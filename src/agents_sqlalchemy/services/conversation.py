@@ -77,10 +77,11 @@ class Conversation:
         # The key most rows name, if known: the rows it wraps come without its id.
         usual = self._owners.known_key_id(key) or codec.kek_id
         key, rows = await self._items.read(key, limit, usual)
+        decode = functools.partial(codec.items, key, rows, usual, whole=limit is None)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
-            items = await asyncio.to_thread(codec.items, key, rows, usual)
+            items = await asyncio.to_thread(decode)
         else:
-            items = codec.items(key, rows, usual)
+            items = decode()
         if rows and codec.kek_id is not None and (named := rows[-1][KEK_ID]) is not None:
             self._owners.read_under(key, named)  # the newest row named another key
         return items
