@@ -648,6 +648,32 @@ async def test_a_pop_leaves_no_copy_of_the_popped_text_and_keeps_the_others(
         assert len(await session.search(kept)) == 3
 
 
+@pytest.mark.slow
+async def test_a_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole read that fetched its rows before a pop, and decodes them after the pop
+    forgot the popped item, returns it (its snapshot had it) but keeps nothing of it."""
+    word = f"zorblax{os.urandom(4).hex()}"
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("secret")
+        await session.add_items([message("kept")] * 3 + [message(f"the {word} note")])
+        items = session._services.conversation._items
+        fetch = items.read
+
+        async def fetch_then_pop(*args: Any) -> Any:
+            monkeypatch.setattr(items, "read", fetch)
+            found = await fetch(*args)
+            assert await store.session("secret").pop_item() == message(f"the {word} note")
+            return found
+
+        monkeypatch.setattr(items, "read", fetch_then_pop)
+        assert (await session.get_items())[-1] == message(f"the {word} note")
+        await store.flush()
+        assert reachable_text(word, [store]) == []
+        assert await session.get_items() == [message("kept")] * 3
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 

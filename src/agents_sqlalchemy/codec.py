@@ -182,6 +182,9 @@ class Codec(Protocol):
     caches_vectors: bool
     #: What indexing has tokenised (a sealed codec forgets it with its keys).
     vocabulary: Vocabulary
+    #: How many removals it has forgotten: a reader notes it before fetching rows, and what
+    #: they open stays in memory only if no removal came since (`items(since=...)`).
+    removals: int
 
     @property
     def kek_id(self) -> str | None:
@@ -204,11 +207,13 @@ class Codec(Protocol):
         usual_kek: str | None = None,
         *,
         whole: bool = False,
+        since: int | None = None,
     ) -> list[Any]:
         """The items of rows laid out as `StoredItem` (seq, body, ...), in order. A row
         whose kek_id is None was wrapped by `usual_kek` (by default the store's key).
         `whole`: the rows are the session's whole main line (a sealed codec keeps them, to
-        answer the next whole read: `WholeReads`)."""
+        answer the next whole read: `WholeReads`). `since`: `removals` before the rows were
+        fetched (a removal since then may have forgotten some of them: nothing is kept)."""
         ...
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem: ...
@@ -238,6 +243,7 @@ class PlainCodec:
     state_columns: tuple[str, ...] = ("state",)
     caches_vectors = False
     kek_id = None
+    removals = 0
 
     def __init__(self) -> None:
         self.vocabulary = Vocabulary()
@@ -266,6 +272,7 @@ class PlainCodec:
         usual_kek: str | None = None,
         *,
         whole: bool = False,
+        since: int | None = None,
     ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[1] or "") for row in rows))
@@ -332,6 +339,7 @@ class SealedCodec:
         self._held: list[dict[Any, Any]] = []
         self.vocabulary = Vocabulary()
         self.kek_id = kek.kek_id
+        self.removals = 0
 
     def wrapper(
         self,
@@ -371,10 +379,14 @@ class SealedCodec:
         if missing:
             raise MissingOwnerKeys(missing)  # type: ignore[arg-type]
 
-    def _remember(self, opened: dict[bytes, tuple[bytes, str, int, bytes]]) -> None:
-        """Keep these plaintexts (the oldest go past the cache's size)."""
+    def _remember(
+        self, opened: dict[bytes, tuple[bytes, str, int, bytes]], since: int | None = None
+    ) -> None:
+        """Keep these plaintexts (the oldest go past the cache's size), unless a removal
+        came after their rows were fetched (`since`)."""
         with self._opened_lock:
-            add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
+            if since is None or since == self.removals:
+                add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
         """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
@@ -384,6 +396,7 @@ class SealedCodec:
         memory, `forget_text` drops just after.
         """
         with self._opened_lock:
+            self.removals += 1  # what reads fetched before now opens is not kept
             self._held.append(self._whole.forget())  # any removal: every whole read
             if removed is None:
                 self._held += [self._plaintexts, *self._opened.values()]
@@ -491,18 +504,21 @@ class SealedCodec:
         usual_kek: str | None = None,
         *,
         whole: bool = False,
+        since: int | None = None,
     ) -> list[Any]:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[1] or b"") for row in rows))
         under = (key.owner, usual_kek)
         recalled = self._whole.recall(key.hash, under, rows) if whole else Recalled(0, [], None)
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            opened = self._plaintexts_of(key, rows, usual_kek, start=recalled.count)
+            opened = self._plaintexts_of(key, rows, usual_kek, recalled.count, since)
             items = parse_objects(opened)
             if recalled.count:
                 items = recalled.items + items
-            if whole:
-                self._whole.keep(key.hash, under, rows, recalled, opened)
+            if whole and since is not None:
+                with self._opened_lock:  # no removal between the check and the keeping
+                    if since == self.removals:
+                        self._whole.keep(key.hash, under, rows, recalled, opened)
             return items
         except OwnerKeyError:
             raise
@@ -517,10 +533,11 @@ class SealedCodec:
         rows: Sequence[Sequence[Any]],
         usual_kek: str | None = None,
         start: int = 0,
+        since: int | None = None,
     ) -> list[bytes]:
         """The plaintexts of `rows[start:]`, in order: from memory where the very same
         ciphertext at the same place was opened before, else unwrapped and opened (any
-        failure raises).
+        failure raises) and kept in memory (unless a removal came `since`).
 
         Every key the rows name is checked first, once, those of the rows before `start`
         too (it must belong to the session's owner, and be opened: else `MissingOwnerKeys`
@@ -552,7 +569,7 @@ class SealedCodec:
                 seq, ciphertext, wrapped, kek_id = rows[start + i]
                 texts[i] = openers[kek_id](ciphertext, wrapped, seq)
                 opened[wrapped] = (ciphertext, session_hash, seq, texts[i])
-            self._remember(opened)
+            self._remember(opened, since)
         return texts
 
     def item(self, key: SessionKey, stored: StoredItem) -> Any:

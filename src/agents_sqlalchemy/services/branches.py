@@ -38,7 +38,8 @@ __all__ = ["GONE", "Branches", "Turn"]
 
 
 def _opener(codec: Codec, key: SessionKey) -> Opened:
-    return lambda stored: [is_user(item) for item in codec.items(key, stored)]
+    since = codec.removals  # before the rows are fetched (`Codec.items`)
+    return lambda stored: [is_user(item) for item in codec.items(key, stored, since=since)]
 
 
 class Branches:
@@ -75,10 +76,11 @@ class Branches:
 
         async def read(key: SessionKey) -> list[Any] | Gone:
             codec, _ = await self._codec(key)
+            since = codec.removals
             found = await self._branches.read_branch(key, branch, limit)
             if isinstance(found, Gone):
                 return found
-            return codec.items(key, found)
+            return codec.items(key, found, since=since)
 
         return await self._owners.reading(key, read)
 
@@ -183,10 +185,11 @@ class Branches:
 
         async def turns(key: SessionKey) -> list[Turn] | Gone:
             codec, opened = await self._codec(key)
+            since = codec.removals
             found = await self._branches.line_items(key, branch, opened, users_only=users_only)
             if isinstance(found, Gone):
                 return found
-            items = codec.items(key, [row.stored for row in found])
+            items = codec.items(key, [row.stored for row in found], since=since)
             return [
                 (r.turn, r.is_user, r.created_at, item)
                 for r, item in zip(found, items, strict=True)

@@ -76,8 +76,9 @@ class Conversation:
         codec = await self._opener.ready()
         # The key most rows name, if known: the rows it wraps come without its id.
         usual = self._owners.known_key_id(key) or codec.kek_id
+        since = codec.removals  # a removal after the fetch: what it opens is not kept
         key, rows = await self._items.read(key, limit, usual)
-        decode = functools.partial(codec.items, key, rows, usual, whole=limit is None)
+        decode = functools.partial(codec.items, key, rows, usual, whole=limit is None, since=since)
         if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
             items = await asyncio.to_thread(decode)
         else:
