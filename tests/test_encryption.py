@@ -674,6 +674,35 @@ async def test_a_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
         assert await session.get_items() == [message("kept")] * 3
 
 
+@pytest.mark.slow
+async def test_a_search_that_a_pop_overtook_keeps_no_vector_of_the_popped_item(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search that read its vectors before a pop, and opens them after the pop forgot the
+    popped item, keeps none of the vectors it opened."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("secret")
+        await session.add_items([message("the otter sleeps"), message("the otter swims")])
+        await store.flush()
+        popped = (await sealed_rows(db_url, "secret"))[-1][2]
+        index = store._services.search()._index
+        read = index.vectors
+
+        async def read_then_pop(*args: Any) -> Any:
+            monkeypatch.setattr(index, "vectors", read)
+            found = await read(*args)
+            assert await session.pop_item() == message("the otter swims")
+            return found
+
+        monkeypatch.setattr(index, "vectors", read_then_pop)
+        await session.search("otter", mode="vector")
+        await store.flush()
+        codec = store._services.conversation._opener._codec
+        assert [kept for kept in codec._opened.values() if popped in kept] == []
+        assert len(await session.search("otter", mode="vector")) == 1
+        assert [kept for kept in codec._opened.values() if kept] != []  # kept when no pop came
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 

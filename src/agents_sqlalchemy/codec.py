@@ -226,8 +226,11 @@ class Codec(Protocol):
         """`{term: count}` as the index packs it: `{64-bit term id: count}`."""
         ...
 
-    def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
-        """Each candidate's plain vector; None where it is neither read nor cached."""
+    def vectors(
+        self, candidates: Candidates, model_id: str, since: int | None = None
+    ) -> list[bytes | None]:
+        """Each candidate's plain vector; None where it is neither read nor cached. `since`:
+        `removals` before the candidates were fetched, as for `items`."""
         ...
 
     def state_values(
@@ -262,7 +265,9 @@ class PlainCodec:
     def term_ids(self, counts: Mapping[str, int]) -> dict[int, int]:
         return {term_id(term): count for term, count in counts.items()}
 
-    def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
+    def vectors(
+        self, candidates: Candidates, model_id: str, since: int | None = None
+    ) -> list[bytes | None]:
         return list(candidates.vectors)
 
     def items(
@@ -466,7 +471,9 @@ class SealedCodec:
             hashed[digest] = hashed.get(digest, 0) + count
         return hashed
 
-    def vectors(self, candidates: Candidates, model_id: str) -> list[bytes | None]:
+    def vectors(
+        self, candidates: Candidates, model_id: str, since: int | None = None
+    ) -> list[bytes | None]:
         # A search asks for every candidate's vector: the cached ones are looked up at once,
         # and only the others are gone over one by one.
         with self._opened_lock:
@@ -486,8 +493,9 @@ class SealedCodec:
                 out[i] = opened[wrapped_key] = vector
         if opened:
             with self._opened_lock:
-                cache = self._opened.setdefault(model_id, {})
-                add_bounded(cache, opened, VECTOR_CACHE)
+                if since is None or since == self.removals:
+                    cache = self._opened.setdefault(model_id, {})
+                    add_bounded(cache, opened, VECTOR_CACHE)
         return out
 
     def _open_vector(

@@ -100,6 +100,7 @@ class Searcher:
                 )
             mode = "keyword"
         await self._background.flush()  # what this process wrote is indexed
+        since = codec.removals  # a removal after the fetch: the vectors opened are not kept
         candidates = await self._candidates(scope, mode, codec)
         if (operation := current()) is not None:
             operation.candidates(len(candidates))
@@ -109,7 +110,7 @@ class Searcher:
         if mode != "keyword":
             scored = (
                 await embed_query(self.embedder, query),
-                await self._vectors(codec, candidates),
+                await self._vectors(codec, candidates, since),
             )
 
         def rank() -> list[Any]:
@@ -197,12 +198,14 @@ class Searcher:
                 self._kept.note(key, len(candidates))
         return candidates
 
-    async def _vectors(self, codec: Codec, candidates: Candidates) -> list[bytes | None]:
+    async def _vectors(
+        self, codec: Codec, candidates: Candidates, since: int
+    ) -> list[bytes | None]:
         """The candidates' plain vectors of the embedder's model (None: it has none): opened
         from memory, or read and opened where missing (None also: the item is gone, even if
-        its id names another item by now)."""
+        its id names another item by now), and kept unless a removal came `since`."""
         model_id = self.embedder.model_id
-        vectors = await _off_loop(len(candidates), codec.vectors, candidates, model_id)
+        vectors = await _off_loop(len(candidates), codec.vectors, candidates, model_id, since)
         missing = await _off_loop(len(vectors), _unopened, vectors, candidates.has_vector)
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
@@ -210,14 +213,14 @@ class Searcher:
             gone = await self._owners.load(candidates.kek_ids[i] for i in missing)
             read = await _off_loop(len(missing), _with_stored, candidates, missing, stored, gone)
             try:
-                opened = await _off_loop(len(read), codec.vectors, read, model_id)
+                opened = await _off_loop(len(read), codec.vectors, read, model_id, since)
             except MissingOwnerKeys as destroyed:  # meanwhile, by another task of this store
                 kept = [
                     None if k in destroyed.key_ids else v
                     for k, v in zip(read.kek_ids, read.vectors, strict=True)
                 ]
                 left = read.take(range(len(read)), kept)
-                opened = await _off_loop(len(left), codec.vectors, left, model_id)
+                opened = await _off_loop(len(left), codec.vectors, left, model_id, since)
             for i, vector in zip(missing, opened, strict=True):
                 vectors[i] = vector
         return vectors
