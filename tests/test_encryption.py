@@ -703,6 +703,60 @@ async def test_a_search_that_a_pop_overtook_keeps_no_vector_of_the_popped_item(
         assert [kept for kept in codec._opened.values() if kept] != []  # kept when no pop came
 
 
+@pytest.mark.slow
+async def test_indexing_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The indexer reads what was written, then opens it: a pop in between leaves nothing
+    of the popped item in memory."""
+    word = f"zorblax{os.urandom(4).hex()}"
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("secret")
+        index = store._services.index()._index
+        read = index.unindexed
+
+        async def read_then_pop(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(index, "unindexed", read)
+            found = await read(*args, **kwargs)
+            assert await session.pop_item() == message(f"the {word} note")
+            return found
+
+        monkeypatch.setattr(index, "unindexed", read_then_pop)
+        await session.add_items([message("kept"), message(f"the {word} note")])
+        await store.flush()
+        assert reachable_text(word, [store]) == []
+        assert await session.get_items() == [message("kept")]
+
+
+@pytest.mark.slow
+async def test_a_search_hit_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search reads its hits' rows, then opens them: a pop in between leaves nothing of the
+    popped item in memory (the search still returns what it read)."""
+    word = f"zorblax{os.urandom(4).hex()}"
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("secret")
+        await session.add_items([message("kept"), message(f"the {word} note")])
+        await store.flush()
+        store._services.conversation._opener._codec.forget_keys()  # hits are opened anew
+        index = store._services.search()._index
+        read = index.hit_rows
+
+        async def read_then_pop(*args: Any) -> Any:
+            monkeypatch.setattr(index, "hit_rows", read)
+            found = await read(*args)
+            assert await session.pop_item() == message(f"the {word} note")
+            return found
+
+        monkeypatch.setattr(index, "hit_rows", read_then_pop)
+        found = [hit["content"] for hit in await session.search(word)]
+        assert found == [f"the {word} note"]  # what it read before the pop
+        del found  # the test's own frame is in reach
+        await store.flush()
+        assert reachable_text(word, [store]) == []
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 

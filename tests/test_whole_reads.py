@@ -132,10 +132,11 @@ async def test_a_whole_read_opens_only_the_rows_appended_since_the_last(
     looked_up: list[int] = []
     plaintexts_of = SealedCodec._plaintexts_of
 
-    def counting(self: SealedCodec, key: Any, rows: Any, *args: Any) -> Any:
-        start = args[1] if len(args) > 1 else 0
+    def counting(
+        self: SealedCodec, key: Any, rows: Any, usual: Any = None, start: int = 0, since: Any = None
+    ) -> Any:
         looked_up.append(len(rows) - start)
-        return plaintexts_of(self, key, rows, *args)
+        return plaintexts_of(self, key, rows, usual, start, since)
 
     monkeypatch.setattr(SealedCodec, "_plaintexts_of", counting)
     items = [message(f"m{n}") for n in range(30)]

@@ -58,7 +58,7 @@ from .types import (
     is_owner_key_id,
 )
 from .validation import check_json
-from .whole_reads import Recalled, WholeReads
+from .whole_reads import WholeReads
 
 # Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
 # embedder).
@@ -198,7 +198,9 @@ class Codec(Protocol):
         their data keys wrapped by `sealer` (the session owner's key)."""
         ...
 
-    def item(self, key: SessionKey, stored: StoredItem) -> Any: ...
+    def item(self, key: SessionKey, stored: StoredItem, since: int | None = None) -> Any:
+        """One stored item; `since` as for `items`."""
+        ...
 
     def items(
         self,
@@ -289,7 +291,7 @@ class PlainCodec:
             pass
         return [self.item(key, StoredItem(*row)) for row in rows]
 
-    def item(self, key: SessionKey, stored: StoredItem) -> Any:
+    def item(self, key: SessionKey, stored: StoredItem, since: int | None = None) -> Any:
         if stored.body is None:
             raise CorruptItemError(
                 f"stored {where(key, stored.seq)} is sealed: open the store with its key"
@@ -517,23 +519,27 @@ class SealedCodec:
         if (operation := current()) is not None:
             operation.read(len(rows), sum(len(row[1] or b"") for row in rows))
         under = (key.owner, usual_kek)
-        recalled = self._whole.recall(key.hash, under, rows) if whole else Recalled(0, [], None)
+        recalled = self._whole.recall(key.hash, under, rows) if whole else None
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            opened = self._plaintexts_of(key, rows, usual_kek, recalled.count, since)
+            start = recalled.count if recalled is not None else 0
+            opened = self._plaintexts_of(key, rows, usual_kek, start, since)
             items = parse_objects(opened)
+            if recalled is None:
+                return items
             if recalled.count:
                 items = recalled.items + items
-            if whole and since is not None:
-                with self._opened_lock:  # no removal between the check and the keeping
-                    if since == self.removals:
-                        self._whole.keep(key.hash, under, rows, recalled, opened)
+            with self._opened_lock:  # no removal between the check and the keeping
+                if since is not None and since == self.removals:
+                    self._whole.keep(key.hash, under, rows, recalled, opened)
             return items
         except OwnerKeyError:
             raise
         except (AgentsSQLAlchemyError, TypeError, ValueError):
             pass
         stored = (StoredItem(*row) for row in rows)
-        return [self.item(key, row._replace(kek_id=row.kek_id or usual_kek)) for row in stored]
+        return [
+            self.item(key, row._replace(kek_id=row.kek_id or usual_kek), since) for row in stored
+        ]
 
     def _plaintexts_of(
         self,
@@ -580,13 +586,13 @@ class SealedCodec:
             self._remember(opened, since)
         return texts
 
-    def item(self, key: SessionKey, stored: StoredItem) -> Any:
+    def item(self, key: SessionKey, stored: StoredItem, since: int | None = None) -> Any:
         if stored.body is None or isinstance(stored.body, str) or stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} is not sealed")
         ciphertext, wrapped = bytes(stored.body), bytes(stored.wrapped_key)
         row = (stored.seq, ciphertext, wrapped, stored.kek_id)
         try:
-            [plaintext] = self._plaintexts_of(key, [row])
+            [plaintext] = self._plaintexts_of(key, [row], since=since)
         except OwnerKeyError:
             raise
         except AgentsSQLAlchemyError:

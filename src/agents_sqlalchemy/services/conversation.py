@@ -229,8 +229,9 @@ class Conversation:
         codec = await self._opener.ready()
 
         async def read(key: SessionKey) -> tuple[list[Any], Tail]:
+            since = codec.removals
             tail = await self._compaction.tail(key, limit)
-            return [codec.item(key, stored) for stored in tail.stored], tail
+            return [codec.item(key, stored, since) for stored in tail.stored], tail
 
         return await self._owners.reading(key, read)
 

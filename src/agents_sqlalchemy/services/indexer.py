@@ -218,10 +218,14 @@ class Indexer:
             if progress is not None:
                 progress(done, total)
             new = scope.session is not None and since_seq > 0  # what this store just wrote
-            while batch := await index.unindexed(model_id, batch_size, after, scope, new=new):
+            while True:
+                removals = codec.removals  # before the read (`Codec.items`)
+                batch = await index.unindexed(model_id, batch_size, after, scope, new=new)
+                if not batch:
+                    break
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
                 await self._owners.load(row.stored.kek_id for row in batch)
-                batch, items = opened_rows(codec, batch)
+                batch, items = opened_rows(codec, batch, removals)
                 entries = await self.index(items, codec)
                 await index.replace_index(reindexed_rows(codec, batch, entries))
                 done += len(batch)
@@ -258,13 +262,16 @@ def reindexed_rows(
     return rows
 
 
-def opened_rows(codec: Codec, batch: Sequence[Unindexed]) -> tuple[list[Unindexed], list[Any]]:
+def opened_rows(
+    codec: Codec, batch: Sequence[Unindexed], since: int | None = None
+) -> tuple[list[Unindexed], list[Any]]:
     """The rows of `batch` that still open, with their items: one whose owner key was
-    destroyed since it was read (its session deleted, its owner erased) is gone."""
+    destroyed since it was read (its session deleted, its owner erased) is gone. `since`:
+    as for `Codec.items`."""
     kept, items = [], []
     for row in batch:
         try:
-            items.append(codec.item(row.key, row.stored))
+            items.append(codec.item(row.key, row.stored, since))
         except MissingOwnerKeys:
             continue
         kept.append(row)

@@ -150,7 +150,7 @@ class Searcher:
                 continue
             key, stored = row
             try:
-                item = codec.item(key, stored)
+                item = codec.item(key, stored, since)
             except MissingOwnerKeys:  # its owner key was destroyed meanwhile: it is gone
                 continue
             results.append(
