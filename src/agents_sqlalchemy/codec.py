@@ -386,13 +386,18 @@ class SealedCodec:
         if missing:
             raise MissingOwnerKeys(missing)  # type: ignore[arg-type]
 
+    def _may_keep(self, since: int | None) -> bool:
+        """Whether what rows fetched at `since` (`removals` then; None: not known) open may
+        be kept in memory: no removal came after. Ask holding `_opened_lock`."""
+        return since is None or since == self.removals
+
     def _remember(
         self, opened: dict[bytes, tuple[bytes, str, int, bytes]], since: int | None = None
     ) -> None:
         """Keep these plaintexts (the oldest go past the cache's size), unless a removal
         came after their rows were fetched (`since`)."""
         with self._opened_lock:
-            if since is None or since == self.removals:
+            if self._may_keep(since):
                 add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
 
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
@@ -495,7 +500,7 @@ class SealedCodec:
                 out[i] = opened[wrapped_key] = vector
         if opened:
             with self._opened_lock:
-                if since is None or since == self.removals:
+                if self._may_keep(since):
                     cache = self._opened.setdefault(model_id, {})
                     add_bounded(cache, opened, VECTOR_CACHE)
         return out
@@ -529,7 +534,7 @@ class SealedCodec:
             if recalled.count:
                 items = recalled.items + items
             with self._opened_lock:  # no removal between the check and the keeping
-                if since is not None and since == self.removals:
+                if since is not None and self._may_keep(since):
                     self._whole.keep(key.hash, under, rows, recalled, opened)
             return items
         except OwnerKeyError:

@@ -100,7 +100,7 @@ class Searcher:
                 )
             mode = "keyword"
         await self._background.flush()  # what this process wrote is indexed
-        since = codec.removals  # a removal after the fetch: the vectors opened are not kept
+        since = codec.removals  # a removal after the fetch: what it opens is not kept
         candidates = await self._candidates(scope, mode, codec)
         if (operation := current()) is not None:
             operation.candidates(len(candidates))
