@@ -757,6 +757,58 @@ async def test_a_search_hit_that_a_pop_overtook_keeps_no_copy_of_the_popped_text
         assert reachable_text(word, [store]) == []
 
 
+@pytest.mark.slow
+async def test_a_branch_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a read of a branch."""
+    word = f"zorblax{os.urandom(4).hex()}"
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("secret")
+        await session.add_items([message("q1"), message("a1"), message("q2")])
+        await session.create_branch_from_turn(2, "side")
+        await session.add_items([message("side q2"), message(f"the {word} note")])
+        branches = store._services.branches._branches
+        read = branches.read_branch
+
+        async def read_then_pop(*args: Any) -> Any:
+            monkeypatch.setattr(branches, "read_branch", read)
+            found = await read(*args)
+            assert await session.pop_item() == message(f"the {word} note")
+            return found
+
+        monkeypatch.setattr(branches, "read_branch", read_then_pop)
+        assert (await session.get_items())[-1] == message(f"the {word} note")
+        await store.flush()
+        assert reachable_text(word, [store]) == []
+        assert await session.get_items() == [message("q1"), message("side q2")]
+
+
+@pytest.mark.slow
+async def test_a_compaction_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for the tail read of a compaction (and of `repair()`)."""
+    word = f"zorblax{os.urandom(4).hex()}"
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("secret")
+        await session.add_items([message("kept"), message(f"the {word} note")])
+        compaction = store._services.conversation._compaction
+        read = compaction.tail
+
+        async def read_then_pop(*args: Any) -> Any:
+            monkeypatch.setattr(compaction, "tail", read)
+            found = await read(*args)
+            assert await session.pop_item() == message(f"the {word} note")
+            return found
+
+        monkeypatch.setattr(compaction, "tail", read_then_pop)
+        assert (await session.repair()).ok  # reads the whole tail, as a compaction does
+        await store.flush()
+        assert reachable_text(word, [store]) == []
+        assert await session.get_items() == [message("kept")]
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 
