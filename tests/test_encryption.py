@@ -809,6 +809,31 @@ async def test_a_compaction_read_that_a_pop_overtook_keeps_no_copy_of_the_popped
         assert await session.get_items() == [message("kept")]
 
 
+@pytest.mark.slow
+async def test_a_turns_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a read of a line's turns."""
+    word = f"zorblax{os.urandom(4).hex()}"
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("secret")
+        await session.add_items([message("kept"), message(f"the {word} note")])
+        branches = store._services.branches._branches
+        read = branches.line_items
+
+        async def read_then_pop(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(branches, "line_items", read)
+            found = await read(*args, **kwargs)
+            assert await session.pop_item() == message(f"the {word} note")
+            return found
+
+        monkeypatch.setattr(branches, "line_items", read_then_pop)
+        assert len(await session.get_conversation_turns()) == 2  # what it read
+        await store.flush()
+        assert reachable_text(word, [store]) == []
+        assert await session.get_items() == [message("kept")]
+
+
 # -- rotation ----------------------------------------------------------------------------------
 
 
