@@ -648,6 +648,23 @@ async def test_a_pop_leaves_no_copy_of_the_popped_text_and_keeps_the_others(
         assert len(await session.search(kept)) == 3
 
 
+def pop_after_fetch(
+    monkeypatch: pytest.MonkeyPatch, reader: object, fetch: str, session: Any
+) -> None:
+    """Make `reader.fetch`'s next call pop `session`'s last item once it has fetched its
+    rows, before the reader opens them: a removal that overtakes a read. (It holds nothing
+    of the item: the memory walk reaches the test's own frame, and this with it.)"""
+    fetched = getattr(reader, fetch)
+
+    async def fetch_then_pop(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(reader, fetch, fetched)
+        found = await fetched(*args, **kwargs)
+        assert await session.pop_item() is not None
+        return found
+
+    monkeypatch.setattr(reader, fetch, fetch_then_pop)
+
+
 @pytest.mark.slow
 async def test_a_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
     db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
@@ -659,15 +676,7 @@ async def test_a_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
         session = store.session("secret")
         await session.add_items([message("kept")] * 3 + [message(f"the {word} note")])
         items = session._services.conversation._items
-        fetch = items.read
-
-        async def fetch_then_pop(*args: Any) -> Any:
-            monkeypatch.setattr(items, "read", fetch)
-            found = await fetch(*args)
-            assert await store.session("secret").pop_item() == message(f"the {word} note")
-            return found
-
-        monkeypatch.setattr(items, "read", fetch_then_pop)
+        pop_after_fetch(monkeypatch, items, "read", session)
         assert (await session.get_items())[-1] == message(f"the {word} note")
         await store.flush()
         assert reachable_text(word, [store]) == []
@@ -686,15 +695,7 @@ async def test_a_search_that_a_pop_overtook_keeps_no_vector_of_the_popped_item(
         await store.flush()
         popped = (await sealed_rows(db_url, "secret"))[-1][2]
         index = store._services.search()._index
-        read = index.vectors
-
-        async def read_then_pop(*args: Any) -> Any:
-            monkeypatch.setattr(index, "vectors", read)
-            found = await read(*args)
-            assert await session.pop_item() == message("the otter swims")
-            return found
-
-        monkeypatch.setattr(index, "vectors", read_then_pop)
+        pop_after_fetch(monkeypatch, index, "vectors", session)
         await session.search("otter", mode="vector")
         await store.flush()
         codec = store._services.conversation._opener._codec
@@ -713,15 +714,7 @@ async def test_indexing_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
     async with SessionStore(db_url, create_tables=True, key=key) as store:
         session = store.session("secret")
         index = store._services.index()._index
-        read = index.unindexed
-
-        async def read_then_pop(*args: Any, **kwargs: Any) -> Any:
-            monkeypatch.setattr(index, "unindexed", read)
-            found = await read(*args, **kwargs)
-            assert await session.pop_item() == message(f"the {word} note")
-            return found
-
-        monkeypatch.setattr(index, "unindexed", read_then_pop)
+        pop_after_fetch(monkeypatch, index, "unindexed", session)
         await session.add_items([message("kept"), message(f"the {word} note")])
         await store.flush()
         assert reachable_text(word, [store]) == []
@@ -741,20 +734,13 @@ async def test_a_search_hit_that_a_pop_overtook_keeps_no_copy_of_the_popped_text
         await store.flush()
         store._services.conversation._opener._codec.forget_keys()  # hits are opened anew
         index = store._services.search()._index
-        read = index.hit_rows
-
-        async def read_then_pop(*args: Any) -> Any:
-            monkeypatch.setattr(index, "hit_rows", read)
-            found = await read(*args)
-            assert await session.pop_item() == message(f"the {word} note")
-            return found
-
-        monkeypatch.setattr(index, "hit_rows", read_then_pop)
+        pop_after_fetch(monkeypatch, index, "hit_rows", session)
         found = [hit["content"] for hit in await session.search(word)]
         assert found == [f"the {word} note"]  # what it read before the pop
         del found  # the test's own frame is in reach
         await store.flush()
         assert reachable_text(word, [store]) == []
+        assert await session.get_items() == [message("kept")]
 
 
 @pytest.mark.slow
@@ -769,15 +755,7 @@ async def test_a_branch_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_tex
         await session.create_branch_from_turn(2, "side")
         await session.add_items([message("side q2"), message(f"the {word} note")])
         branches = store._services.branches._branches
-        read = branches.read_branch
-
-        async def read_then_pop(*args: Any) -> Any:
-            monkeypatch.setattr(branches, "read_branch", read)
-            found = await read(*args)
-            assert await session.pop_item() == message(f"the {word} note")
-            return found
-
-        monkeypatch.setattr(branches, "read_branch", read_then_pop)
+        pop_after_fetch(monkeypatch, branches, "read_branch", session)
         assert (await session.get_items())[-1] == message(f"the {word} note")
         await store.flush()
         assert reachable_text(word, [store]) == []
@@ -794,15 +772,7 @@ async def test_a_compaction_read_that_a_pop_overtook_keeps_no_copy_of_the_popped
         session = store.session("secret")
         await session.add_items([message("kept"), message(f"the {word} note")])
         compaction = store._services.conversation._compaction
-        read = compaction.tail
-
-        async def read_then_pop(*args: Any) -> Any:
-            monkeypatch.setattr(compaction, "tail", read)
-            found = await read(*args)
-            assert await session.pop_item() == message(f"the {word} note")
-            return found
-
-        monkeypatch.setattr(compaction, "tail", read_then_pop)
+        pop_after_fetch(monkeypatch, compaction, "tail", session)
         assert (await session.repair()).ok  # reads the whole tail, as a compaction does
         await store.flush()
         assert reachable_text(word, [store]) == []
@@ -819,15 +789,7 @@ async def test_a_turns_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text
         session = store.session("secret")
         await session.add_items([message("kept"), message(f"the {word} note")])
         branches = store._services.branches._branches
-        read = branches.line_items
-
-        async def read_then_pop(*args: Any, **kwargs: Any) -> Any:
-            monkeypatch.setattr(branches, "line_items", read)
-            found = await read(*args, **kwargs)
-            assert await session.pop_item() == message(f"the {word} note")
-            return found
-
-        monkeypatch.setattr(branches, "line_items", read_then_pop)
+        pop_after_fetch(monkeypatch, branches, "line_items", session)
         assert len(await session.get_conversation_turns()) == 2  # what it read
         await store.flush()
         assert reachable_text(word, [store]) == []
