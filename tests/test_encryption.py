@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from operator import attrgetter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -666,21 +667,40 @@ def pop_after_fetch(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("reader", "fetch", "read", "returned"),
+    [
+        ("conversation._items", "read", "get_items", lambda got, word: got[-1] == word),
+        ("conversation._compaction", "tail", "repair", lambda got, word: got.ok),
+        (
+            "branches._branches",
+            "line_items",
+            "get_conversation_turns",
+            lambda got, _: len(got) == 2,
+        ),
+    ],
+    ids=["whole read", "compaction tail", "turns"],
+)
 async def test_a_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
-    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+    db_url: str,
+    key: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+    reader: str,
+    fetch: str,
+    read: str,
+    returned: Callable[[Any, Any], bool],
 ) -> None:
-    """A whole read that fetched its rows before a pop, and decodes them after the pop
-    forgot the popped item, returns it (its snapshot had it) but keeps nothing of it."""
+    """A read that fetched its rows before a pop, and opens them after the pop forgot the
+    popped item, returns what it fetched (its snapshot had the item) but keeps nothing of it."""
     word = f"zorblax{os.urandom(4).hex()}"
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         session = store.session("secret")
-        await session.add_items([message("kept")] * 3 + [message(f"the {word} note")])
-        items = session._services.conversation._items
-        pop_after_fetch(monkeypatch, items, "read", session)
-        assert (await session.get_items())[-1] == message(f"the {word} note")
+        await session.add_items([message("kept"), message(f"the {word} note")])
+        pop_after_fetch(monkeypatch, attrgetter(reader)(store._services), fetch, session)
+        assert returned(await getattr(session, read)(), message(f"the {word} note"))
         await store.flush()
         assert reachable_text(word, [store]) == []
-        assert await session.get_items() == [message("kept")] * 3
+        assert await session.get_items() == [message("kept")]
 
 
 @pytest.mark.slow
@@ -760,40 +780,6 @@ async def test_a_branch_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_tex
         await store.flush()
         assert reachable_text(word, [store]) == []
         assert await session.get_items() == [message("q1"), message("side q2")]
-
-
-@pytest.mark.slow
-async def test_a_compaction_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
-    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same for the tail read of a compaction (and of `repair()`)."""
-    word = f"zorblax{os.urandom(4).hex()}"
-    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
-        session = store.session("secret")
-        await session.add_items([message("kept"), message(f"the {word} note")])
-        compaction = store._services.conversation._compaction
-        pop_after_fetch(monkeypatch, compaction, "tail", session)
-        assert (await session.repair()).ok  # reads the whole tail, as a compaction does
-        await store.flush()
-        assert reachable_text(word, [store]) == []
-        assert await session.get_items() == [message("kept")]
-
-
-@pytest.mark.slow
-async def test_a_turns_read_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
-    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same for a read of a line's turns."""
-    word = f"zorblax{os.urandom(4).hex()}"
-    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
-        session = store.session("secret")
-        await session.add_items([message("kept"), message(f"the {word} note")])
-        branches = store._services.branches._branches
-        pop_after_fetch(monkeypatch, branches, "line_items", session)
-        assert len(await session.get_conversation_turns()) == 2  # what it read
-        await store.flush()
-        assert reachable_text(word, [store]) == []
-        assert await session.get_items() == [message("kept")]
 
 
 # -- rotation ----------------------------------------------------------------------------------
