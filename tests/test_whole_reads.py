@@ -3,13 +3,15 @@ and only of rows equal byte for byte, under the same owner and key."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import tracemalloc
 from typing import Any
 
 import pytest
 
-from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy import SessionStore, codec
 from agents_sqlalchemy.codec import SealedCodec
 from agents_sqlalchemy.errors import TamperedItemError
 from agents_sqlalchemy.whole_reads import Recalled, WholeReads
@@ -38,7 +40,7 @@ def kept(reads: WholeReads, rows: list[Any], recalled: Recalled | None = None) -
 
 def test_a_read_kept_answers_the_same_rows_and_the_rows_after_them() -> None:
     rows = rows_of(5)
-    reads = kept(WholeReads(rows=100, chunk=2), rows)
+    reads = kept(WholeReads(rows=100, chunk=2, budget=2**20), rows)
     again = reads.recall("s", UNDER, rows)
     assert again.count == 5 and again.items == [{"n": n} for n in range(1, 6)]
     # Turns appended since: the first rows are recalled, the others extend the read kept.
@@ -55,7 +57,7 @@ def test_a_read_kept_answers_the_same_rows_and_the_rows_after_them() -> None:
 )
 def test_rows_that_differ_in_anything_are_not_recalled(change: str) -> None:
     rows = rows_of(4)
-    reads = kept(WholeReads(rows=100, chunk=1000), rows)
+    reads = kept(WholeReads(rows=100, chunk=1000, budget=2**20), rows)
     now: list[Any] = list(rows)
     under: object = UNDER
     seq, ciphertext, wrapped, kek_id = rows[2]
@@ -76,7 +78,7 @@ def test_rows_that_differ_in_anything_are_not_recalled(change: str) -> None:
 
 
 def test_the_rows_kept_stay_within_their_bound_the_oldest_read_going_first() -> None:
-    reads = WholeReads(rows=10, chunk=1000)
+    reads = WholeReads(rows=10, chunk=1000, budget=2**20)
     for session in ("a", "b", "c"):
         reads.keep(session, UNDER, rows_of(4), Recalled(0, [], None), texts_of(4))
     assert reads.recall("a", UNDER, rows_of(4)).count == 0  # a went: 12 rows > 10
@@ -85,9 +87,25 @@ def test_the_rows_kept_stay_within_their_bound_the_oldest_read_going_first() -> 
     assert reads.recall("big", UNDER, rows_of(11)).count == 0  # bigger than the bound
 
 
+def test_the_bytes_kept_stay_within_their_budget_the_oldest_read_going_first() -> None:
+    # Each row weighs its ciphertext (b"sealed N") and its plaintext (b'{"n":N}'): 15 bytes.
+    reads = WholeReads(rows=1000, chunk=1000, budget=110)
+    for session in ("a", "b"):
+        reads.keep(session, UNDER, rows_of(3), Recalled(0, [], None), texts_of(3))
+    reads.keep("c", UNDER, rows_of(4), Recalled(0, [], None), texts_of(4))
+    assert reads.recall("a", UNDER, rows_of(3)).count == 0  # a went: 150 bytes > 110
+    assert reads.recall("b", UNDER, rows_of(3)).count == 3
+    assert reads.recall("c", UNDER, rows_of(4)).count == 4
+    # Extended by rows appended since, past the budget: not kept, and the old read goes.
+    recalled = reads.recall("c", UNDER, rows_of(8))
+    reads.keep("c", UNDER, rows_of(8), recalled, texts_of(4, start=5))  # 120 bytes
+    assert reads.recall("c", UNDER, rows_of(4)).count == 0
+    assert reads.recall("b", UNDER, rows_of(3)).count == 3
+
+
 def test_a_read_replaced_meanwhile_is_not_extended_with_another_reads_rows() -> None:
     rows = rows_of(4)
-    reads = kept(WholeReads(rows=100, chunk=1000), rows)
+    reads = kept(WholeReads(rows=100, chunk=1000, budget=2**20), rows)
     recalled = reads.recall("s", UNDER, rows + rows_of(1, start=5))
     # Meanwhile a removal forgot every read, and another read kept what it saw then.
     reads.forget()
@@ -98,7 +116,7 @@ def test_a_read_replaced_meanwhile_is_not_extended_with_another_reads_rows() -> 
 
 
 def test_reads_from_several_threads_each_get_their_items() -> None:
-    reads = WholeReads(rows=10_000, chunk=50)
+    reads = WholeReads(rows=10_000, chunk=50, budget=2**20)
     sessions = [f"s{n}" for n in range(8)]
     failures: list[str] = []
 
@@ -170,3 +188,27 @@ async def test_a_row_altered_after_a_whole_read_fails_the_next_one(db_url: str) 
         await execute(db_url, change, {"c": first, "was": second})  # both rows now say 1's
         with pytest.raises(TamperedItemError, match="#2"):
             await session.get_items()
+
+
+async def test_what_a_sealed_store_keeps_of_big_items_stays_within_its_bytes(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Items the size of a tool's output: counted in items, 200 of them are 32 MB kept.
+    monkeypatch.setattr(codec, "PLAINTEXT_BYTES", 2**20)
+    monkeypatch.setattr(codec, "WHOLE_READ_BYTES", 2**20)
+    items = [message(f"{n} " + "x" * 40_000) for n in range(200)]
+    async with SessionStore(db_url, create_tables=True, key=os.urandom(32), search=False) as store:
+        session = store.session("s")
+        for start in range(0, 200, 50):
+            await session.add_items(items[start : start + 50])
+        assert await session.get_items(limit=1) == items[-1:]
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(3):
+                assert await session.get_items() == items
+            await asyncio.sleep(0)  # the read's last step lets go of what it returned
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    assert held < 3 * 2**20  # the two budgets, and room for the rest (not 4 x 8 MB)

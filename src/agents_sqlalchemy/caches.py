@@ -1,9 +1,11 @@
 """The library's in-memory caches: bounded, and emptied without holding the event loop.
 
-A cache is a plain dict, oldest entries first. `add_bounded` keeps it within its size;
-`release` empties one a slice at a time. Freeing many objects at once holds the GIL, and
-with it the event loop of every other thread: emptying the search layer's 58,000 hashed
-term features in one call took 67 ms, during which no other task of the app ran.
+A cache is a plain dict, oldest entries first. `add_bounded` keeps it within a number of
+entries; `Weighed` keeps one within a number of entries and of bytes, for entries whose
+size is the app's (an item's plaintext: a tool's output may be megabytes). `release`
+empties one a slice at a time. Freeing many objects at once holds the GIL, and with it the
+event loop of every other thread: emptying the search layer's 58,000 hashed term features
+in one call took 67 ms, during which no other task of the app ran.
 
 Example::
 
@@ -16,9 +18,12 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 #: Entries `release` frees at a time (about a millisecond's work) ...
 RELEASE_STEP = 2000
@@ -35,6 +40,54 @@ def add_bounded(cache: dict[Any, Any], new: Mapping[Any, Any], size: int) -> Non
     if len(cache) > size:
         for oldest in list(islice(cache, len(cache) - size + size // 8)):
             cache.pop(oldest, None)  # another thread may have taken it first
+
+
+class Weighed(Generic[K, V]):
+    """A cache of at most `most` entries weighing at most `budget` bytes in all (by
+    `weigh`), the oldest dropped first, down to seven eighths of both (as `add_bounded`).
+    An entry heavier than an eighth of the budget is not kept: it would push out most of
+    the others. Look up in `kept` freely (a dict, oldest first); change it only through
+    the methods, under the owner's lock.
+
+    Example::
+
+        cache = Weighed[str, bytes](20_000, 64 * 2**20, len)
+        cache.add({"disk": b"..."})
+        cache.kept.get("disk")
+        held = cache.take()      # empty now; `release(held)` frees what it held
+    """
+
+    def __init__(self, most: int, budget: int, weigh: Callable[[V], int]) -> None:
+        self.most, self.budget = most, budget
+        self._weigh = weigh
+        self.kept: dict[K, V] = {}
+        self.weight = 0
+
+    def add(self, new: Mapping[K, V]) -> None:
+        heaviest = self.budget // 8
+        for key, value in new.items():
+            weight = self._weigh(value)
+            if weight > heaviest:
+                continue
+            self.pop(key)
+            self.kept[key] = value
+            self.weight += weight
+        if len(self.kept) > self.most or self.weight > self.budget:
+            most, budget = self.most - self.most // 8, self.budget - self.budget // 8
+            for oldest in list(self.kept):
+                if len(self.kept) <= most and self.weight <= budget:
+                    break
+                self.pop(oldest)
+
+    def pop(self, key: K) -> None:
+        value = self.kept.pop(key, None)
+        if value is not None:
+            self.weight -= self._weigh(value)
+
+    def take(self) -> dict[K, V]:
+        """Empty the cache; what it held, for the caller to free (`release`)."""
+        held, self.kept, self.weight = self.kept, {}, 0
+        return held
 
 
 async def release(held: dict[Any, Any]) -> None:

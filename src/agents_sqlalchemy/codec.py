@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
-from .caches import RELEASE_PAUSE, add_bounded, release
+from .caches import RELEASE_PAUSE, Weighed, add_bounded, release
 from .crypto import (
     KeyEncryptionKey,
     OwnerKey,
@@ -63,11 +63,17 @@ from .whole_reads import WholeReads
 # Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
 # embedder).
 VECTOR_CACHE = 100_000
-# Plaintexts of opened items a sealed store keeps in memory (an item's size each).
+# Plaintexts of opened items a sealed store keeps in memory, each with its ciphertext: at
+# most this many, and this many bytes of both in all (an app's items may be megabytes).
 PLAINTEXT_CACHE = 20_000
-# Rows of whole reads a sealed store keeps in memory (`WholeReads`: about twice an item's
-# size each, the row and the plaintext).
+PLAINTEXT_BYTES = 64 * 2**20
+# Rows of whole reads a sealed store keeps in memory (`WholeReads`: each row's ciphertext
+# and its plaintext), and their bytes in all.
 WHOLE_READ_ROWS = 20_000
+WHOLE_READ_BYTES = 64 * 2**20
+# What the plaintext cache keeps of an item, by its wrapped key: the ciphertext, session and
+# place that authenticated the plaintext, and the plaintext.
+_Opened = tuple[bytes, str, int, bytes]
 # Terms whose keyed hash a sealed store keeps in memory.
 TERM_CACHE = 50_000
 # Items parsed in one call, as one JSON array (bounds the joined text a big read holds).
@@ -338,10 +344,10 @@ class SealedCodec:
         # what authenticated them: only the same ciphertext at the same place is a hit
         # (anything moved or altered is opened again, and fails, as if never seen). An
         # agent reads its whole history every turn; `forget_keys` drops them all.
-        self._plaintexts: dict[bytes, tuple[bytes, str, int, bytes]] = {}
+        self._plaintexts = Weighed[bytes, _Opened](PLAINTEXT_CACHE, PLAINTEXT_BYTES, _weight)
         # Each session's last whole read with its plaintexts, answered again while its rows
         # come back the same, byte for byte.
-        self._whole = WholeReads(WHOLE_READ_ROWS, PARSE_CHUNK)
+        self._whole = WholeReads(WHOLE_READ_ROWS, PARSE_CHUNK, WHOLE_READ_BYTES)
         # Caches `forget_keys` set aside whole, for `forget_text` to free.
         self._held: list[dict[Any, Any]] = []
         self.vocabulary = Vocabulary()
@@ -391,14 +397,12 @@ class SealedCodec:
         be kept in memory: no removal came after. Ask holding `_opened_lock`."""
         return since is None or since == self.removals
 
-    def _remember(
-        self, opened: dict[bytes, tuple[bytes, str, int, bytes]], since: int | None = None
-    ) -> None:
-        """Keep these plaintexts (the oldest go past the cache's size), unless a removal
+    def _remember(self, opened: dict[bytes, _Opened], since: int | None = None) -> None:
+        """Keep these plaintexts (the oldest go past the cache's bounds), unless a removal
         came after their rows were fetched (`since`)."""
         with self._opened_lock:
             if self._may_keep(since):
-                add_bounded(self._plaintexts, opened, PLAINTEXT_CACHE)
+                self._plaintexts.add(opened)
 
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
         """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
@@ -411,10 +415,10 @@ class SealedCodec:
             self.removals += 1  # what reads fetched before now opens is not kept
             self._held.append(self._whole.forget())  # any removal: every whole read
             if removed is None:
-                self._held += [self._plaintexts, *self._opened.values()]
-                self._plaintexts, self._opened = {}, {}
+                self._held += [self._plaintexts.take(), *self._opened.values()]
+                self._opened = {}
             for wrapped_key in removed or ():
-                self._plaintexts.pop(wrapped_key, None)
+                self._plaintexts.pop(wrapped_key)
                 for vectors in self._opened.values():
                     vectors.pop(wrapped_key, None)
 
@@ -571,7 +575,7 @@ class SealedCodec:
             )
             for kek_id in named
         }
-        session_hash, seen_before = key.hash, self._plaintexts.get
+        session_hash, seen_before = key.hash, self._plaintexts.kept.get
         texts: list[bytes] = []
         missed: list[int] = []
         for seq, ciphertext, wrapped, _kek_id in rows[start:] if start else rows:
@@ -621,6 +625,11 @@ class SealedCodec:
         wrapper = self.wrapper(kek_id, key.owner, where(key, None))
         plaintext = open_state(wrapper, row.sealed_state, key.hash, where=where(key, None))
         return dict(decode_item(plaintext.decode("utf-8"), key, None))
+
+
+def _weight(opened: _Opened) -> int:
+    """What an item kept in the plaintext cache weighs: its ciphertext and its plaintext."""
+    return len(opened[0]) + len(opened[3])
 
 
 def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:

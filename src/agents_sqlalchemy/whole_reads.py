@@ -16,7 +16,7 @@ altered or gone makes the read go the per-item way, and fail there as it would h
 
 Example::
 
-    reads = WholeReads(rows=20_000, chunk=1000)
+    reads = WholeReads(rows=20_000, chunk=1000, budget=64 * 2**20)
     recalled = reads.recall(session_hash, (owner, usual_kek), rows)  # count 0: none
     others = open_each(rows[recalled.count:])
     items = recalled.items + parse(others)
@@ -39,6 +39,7 @@ class _Read:
     under: Hashable  # what the rows were checked against: the session's owner, the usual key
     rows: list[Sequence[Any]]
     arrays: tuple[tuple[int, bytes], ...]  # (items, their plaintexts as one JSON array)
+    weight: int  # bytes of the rows' ciphertexts and of the arrays
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +52,15 @@ class Recalled:
 
 
 class WholeReads:
-    """The last whole read of the sessions read lately, `rows` rows at most in all (the
-    oldest read goes first), their plaintexts joined `chunk` items to an array (each parse
+    """The last whole read of the sessions read lately, `rows` rows and `budget` bytes of
+    ciphertexts and plaintexts at most in all (the oldest read goes first; a read bigger
+    than that is not kept), their plaintexts joined `chunk` items to an array (each parse
     holds the GIL for one array). Safe to use from several threads."""
 
-    def __init__(self, rows: int, chunk: int) -> None:
-        self._size, self._chunk = rows, chunk
+    def __init__(self, rows: int, chunk: int, budget: int) -> None:
+        self._size, self._chunk, self._budget = rows, chunk, budget
         self._reads: dict[str, _Read] = {}
-        self._kept = 0  # rows kept in all
+        self._kept = self._weight = 0  # rows and bytes kept in all
         self._lock = threading.Lock()
 
     def recall(self, session: str, under: Hashable, rows: Sequence[Sequence[Any]]) -> Recalled:
@@ -95,14 +97,24 @@ class WholeReads:
             if recalled.read is not None and old is not recalled.read:
                 return  # another read replaced it meanwhile, or a removal forgot it
             if old is not None:
-                self._kept -= len(self._reads.pop(session).rows)
-            if len(rows) > self._size:
+                self._drop(session)
+            before = recalled.read
+            weight = sum(len(row[1]) for row in rows[recalled.count :]) + sum(map(len, plaintexts))
+            if before is not None:
+                weight += before.weight
+            if len(rows) > self._size or weight > self._budget:
                 return
-            arrays = list(recalled.read.arrays) if recalled.read is not None else []
-            self._reads[session] = _Read(under, list(rows), self._joined(arrays, plaintexts))
+            arrays = self._joined(list(before.arrays) if before is not None else [], plaintexts)
+            self._reads[session] = _Read(under, list(rows), arrays, weight)
             self._kept += len(rows)
-            while self._kept > self._size:
-                self._kept -= len(self._reads.pop(next(iter(self._reads))).rows)
+            self._weight += weight
+            while self._kept > self._size or self._weight > self._budget:
+                self._drop(next(iter(self._reads)))
+
+    def _drop(self, session: str) -> None:
+        read = self._reads.pop(session)
+        self._kept -= len(read.rows)
+        self._weight -= read.weight
 
     def _joined(
         self, arrays: list[tuple[int, bytes]], plaintexts: Sequence[bytes]
@@ -121,5 +133,5 @@ class WholeReads:
     def forget(self) -> dict[str, Any]:
         """Keep nothing from now on; what was kept, for the caller to free (`release`)."""
         with self._lock:
-            held, self._reads, self._kept = self._reads, {}, 0
+            held, self._reads, self._kept, self._weight = self._reads, {}, 0, 0
         return held
