@@ -69,6 +69,22 @@ def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -
     assert not cache.large("a") and cache.get("a", one) is None
 
 
+def test_kept_candidates_stay_within_their_bytes_the_oldest_going_first() -> None:
+    # Each candidate weighs its packed terms (12 bytes here) and its vector, if read.
+    cache = CandidateCache(limit=1000, smallest=3, budget=120)
+    one = ScopeStamp(5, (1, 2, 3))
+    cache.put("a", one, _candidates(4))
+    cache.put("b", one, _candidates(4))
+    cache.put("c", one, _candidates(4))  # 144 bytes > 120
+    assert cache.get("a", one) is None
+    assert cache.get("b", one) is not None and cache.get("c", one) is not None
+    heavy = _candidates(4)
+    heavy.has_vector[:], heavy.vectors[:] = [True] * 4, [b"v" * 30] * 4
+    cache.put("heavy", one, heavy)  # 168 bytes: more than the whole cache, not kept
+    assert cache.get("heavy", one) is None
+    assert cache.get("b", one) is not None and cache.get("c", one) is not None
+
+
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """How many candidates each candidate read returned, in order."""

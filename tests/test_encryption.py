@@ -719,9 +719,9 @@ async def test_a_search_that_a_pop_overtook_keeps_no_vector_of_the_popped_item(
         await session.search("otter", mode="vector")
         await store.flush()
         codec = store._services.conversation._opener._codec
-        assert [kept for kept in codec._opened.values() if popped in kept] == []
+        assert [cache for cache in codec._opened.values() if popped in cache.kept] == []
         assert len(await session.search("otter", mode="vector")) == 1
-        assert [kept for kept in codec._opened.values() if kept] != []  # kept when no pop came
+        assert [cache for cache in codec._opened.values() if cache.kept] != []  # no pop came
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ from agents_sqlalchemy import (
     SessionStore,
     TableNames,
 )
+from agents_sqlalchemy import codec as codec_module
 from agents_sqlalchemy.repository import SearchIndex
 from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
@@ -747,7 +748,7 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
         [hit] = await session.search_hits("zebra", mode="vector")
         assert hit.vector == pytest.approx(1, abs=0.002)  # the stored vector is rounded
         codec: Any = await store._services.opener.ready()
-        opened = lambda: sum(map(len, codec._opened.values()))  # noqa: E731
+        opened = lambda: sum(len(cache.kept) for cache in codec._opened.values())  # noqa: E731
         assert key is None or opened() == 1  # opened vectors are kept ...
         await session.pop_item()
         assert key is None or opened() == 0  # ... until a removal
@@ -755,6 +756,25 @@ async def test_a_reused_row_id_never_gets_a_stale_vector(db_url: str, key: bytes
         [hit] = await session.search_hits("marmalade sandwich", mode="vector")
         assert hit.item == message("marmalade sandwich")
         assert hit.vector == pytest.approx(1, abs=0.002)
+
+
+async def test_the_vectors_a_sealed_store_keeps_stay_within_their_bytes(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An embedder's vectors weigh a byte per dimension: 3 KB each for OpenAI's largest.
+    monkeypatch.setattr(codec_module, "VECTOR_BYTES", 16 * 256)  # 16 of the default's
+    async with SessionStore(db_url, create_tables=True, key=os.urandom(32)) as store:
+        session = store.session("s")
+        words = [a + b for a in ("ka", "lo", "mi", "ru", "te", "zo") for b in "bdfgkmnprs"]
+        await session.add_items([message(f"{word}lu {word}ta") for word in words])
+        await store.flush()
+        hits = await session.search_hits("mirlu mirta", mode="vector", limit=60)
+        assert len(hits) == 60 and hits[0].item == message("mirlu mirta")
+        codec: Any = await store._services.opener.ready()
+        [cache] = codec._opened.values()
+        assert 0 < len(cache.kept) <= 16 and cache.weight == 256 * len(cache.kept)
+        again = await session.search_hits("mirlu mirta", mode="vector", limit=60)
+        assert [hit.item for hit in again] == [hit.item for hit in hits]
 
 
 # -- ranking through the store is the reference ranking ------------------------------------

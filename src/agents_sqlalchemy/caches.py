@@ -64,13 +64,14 @@ class Weighed(Generic[K, V]):
         self.weight = 0
 
     def add(self, new: Mapping[K, V]) -> None:
-        heaviest = self.budget // 8
+        heaviest, kept, weigh = self.budget // 8, self.kept, self._weigh
         for key, value in new.items():
-            weight = self._weigh(value)
+            weight = weigh(value)
             if weight > heaviest:
                 continue
-            self.pop(key)
-            self.kept[key] = value
+            if (old := kept.pop(key, None)) is not None:
+                self.weight -= weigh(old)
+            kept[key] = value
             self.weight += weight
         if len(self.kept) > self.most or self.weight > self.budget:
             most, budget = self.most - self.most // 8, self.budget - self.budget // 8

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
-from .caches import RELEASE_PAUSE, Weighed, add_bounded, release
+from .caches import RELEASE_PAUSE, Weighed, release
 from .crypto import (
     KeyEncryptionKey,
     OwnerKey,
@@ -60,9 +60,10 @@ from .types import (
 from .validation import check_json
 from .whole_reads import WholeReads
 
-# Opened vectors a sealed store keeps in memory per model (256 bytes each for the default
-# embedder).
+# Opened vectors a sealed store keeps in memory per model (a byte per dimension: 256 bytes
+# each for the default embedder, 3,072 for the largest of OpenAI's), and their bytes.
 VECTOR_CACHE = 100_000
+VECTOR_BYTES = 64 * 2**20
 # Plaintexts of opened items a sealed store keeps in memory, each with its ciphertext: at
 # most this many, and this many bytes of both in all (an app's items may be megabytes).
 PLAINTEXT_CACHE = 20_000
@@ -338,7 +339,7 @@ class SealedCodec:
         self._hash_term = lru_cache(maxsize=TERM_CACHE)(term_hasher(kek))
         # Opened vectors, oldest first, by model and wrapped data key: a wrapped key is
         # random, so it names one item (a reused row id never hits a stale entry).
-        self._opened: dict[str, dict[bytes | None, bytes]] = {}
+        self._opened: dict[str, Weighed[bytes | None, bytes]] = {}
         self._opened_lock = threading.Lock()
         # Plaintexts of the items read, by wrapped key (random: one per item), kept with
         # what authenticated them: only the same ciphertext at the same place is a hit
@@ -415,12 +416,12 @@ class SealedCodec:
             self.removals += 1  # what reads fetched before now opens is not kept
             self._held.append(self._whole.forget())  # any removal: every whole read
             if removed is None:
-                self._held += [self._plaintexts.take(), *self._opened.values()]
-                self._opened = {}
+                self._held.append(self._plaintexts.take())
+                self._held += [vectors.take() for vectors in self._opened.values()]
             for wrapped_key in removed or ():
                 self._plaintexts.pop(wrapped_key)
                 for vectors in self._opened.values():
-                    vectors.pop(wrapped_key, None)
+                    vectors.pop(wrapped_key)
 
     async def forget_text(self) -> None:
         """After a removal, off the caller's path (`Opener.scrubbing` has the worker run it;
@@ -488,7 +489,8 @@ class SealedCodec:
         # A search asks for every candidate's vector: the cached ones are looked up at once,
         # and only the others are gone over one by one.
         with self._opened_lock:
-            cached = list(map(self._opened.get(model_id, {}).get, candidates.wrapped_keys))
+            kept = self._opened[model_id].kept if model_id in self._opened else {}
+            cached = list(map(kept.get, candidates.wrapped_keys))
         out = [v if flag else None for v, flag in zip(cached, candidates.has_vector, strict=True)]
         missing = [i for i, v in enumerate(out) if v is None and candidates.has_vector[i]]
         self._missing(candidates.kek_ids[i] for i in missing if candidates.vectors[i] is not None)
@@ -505,8 +507,9 @@ class SealedCodec:
         if opened:
             with self._opened_lock:
                 if self._may_keep(since):
-                    cache = self._opened.setdefault(model_id, {})
-                    add_bounded(cache, opened, VECTOR_CACHE)
+                    if model_id not in self._opened:
+                        self._opened[model_id] = Weighed(VECTOR_CACHE, VECTOR_BYTES, len)
+                    self._opened[model_id].add(opened)
         return out
 
     def _open_vector(

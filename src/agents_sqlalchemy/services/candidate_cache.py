@@ -39,8 +39,11 @@ from collections.abc import Hashable
 from ..types import Candidates, ScopeStamp
 
 #: Candidates kept at most, over all scopes (about 720 bytes each with the default
-#: embedder: some 70 MB at most).
+#: embedder: some 70 MB at most) ...
 CACHE_CANDIDATES = 100_000
+#: ... and bytes of their packed terms and vectors: a long item's terms, or a big
+#: embedder's vectors (3 KB each for OpenAI's largest), weigh many times the default's.
+CACHE_BYTES = 128 * 2**20
 #: A scope with fewer candidates is read every time (it reads in a few milliseconds).
 CACHE_FROM = 2000
 #: Large scopes remembered as such (their keys only), the least recently seen forgotten.
@@ -49,15 +52,19 @@ LARGE_SCOPES = 1024
 
 class CandidateCache:
     """The candidates of recently searched large scopes, each with the stamp read before
-    them; the least recently used go first past `limit` candidates in all. Safe to share
-    between threads (a store may serve several event loops)."""
+    them; the least recently used go first past `limit` candidates or `budget` bytes of
+    packed terms and vectors in all. Safe to share between threads (a store may serve
+    several event loops)."""
 
-    def __init__(self, limit: int = CACHE_CANDIDATES, smallest: int = CACHE_FROM) -> None:
+    def __init__(
+        self, limit: int = CACHE_CANDIDATES, smallest: int = CACHE_FROM, budget: int = CACHE_BYTES
+    ) -> None:
         self._limit = limit
         self._smallest = smallest
-        self._kept: OrderedDict[Hashable, tuple[ScopeStamp, Candidates]] = OrderedDict()
+        self._budget = budget
+        self._kept: OrderedDict[Hashable, tuple[ScopeStamp, Candidates, int]] = OrderedDict()
         self._large: OrderedDict[Hashable, None] = OrderedDict()
-        self._size = 0
+        self._size = self._weight = 0
         self._lock = threading.Lock()
 
     def large(self, key: Hashable) -> bool:
@@ -79,13 +86,18 @@ class CandidateCache:
 
     def put(self, key: Hashable, stamp: ScopeStamp, candidates: Candidates) -> None:
         """Keep `candidates`, read after `stamp`, if the scope is large enough to gain."""
+        weight = sum(map(len, filter(None, candidates.terms)))
+        weight += sum(map(len, filter(None, candidates.vectors)))
         with self._lock:
             if not self._noted(key, len(candidates)):
                 return
             self._drop(key)
-            self._kept[key] = (stamp, candidates)
+            if weight > self._budget:
+                return
+            self._kept[key] = (stamp, candidates, weight)
             self._size += len(candidates)
-            while self._size > self._limit:
+            self._weight += weight
+            while self._size > self._limit or self._weight > self._budget:
                 self._drop(next(iter(self._kept)))
 
     def note(self, key: Hashable, size: int) -> None:
@@ -110,3 +122,4 @@ class CandidateCache:
         found = self._kept.pop(key, None)
         if found is not None:
             self._size -= len(found[1])
+            self._weight -= found[2]
