@@ -16,6 +16,7 @@ from agents_sqlalchemy.search import (
     term_counts,
     term_id,
 )
+from agents_sqlalchemy.search import text as text_module
 from agents_sqlalchemy.search import vocabulary as vocabulary_module
 from agents_sqlalchemy.search.vocabulary import TermTable, Vocabulary
 
@@ -76,6 +77,25 @@ def test_a_vocabulary_past_its_size_starts_afresh_and_stays_exact(
         table = vocabulary.table(texts)
         assert [table.counts_of(r) for r in range(len(texts))] == list(map(term_counts, texts))
         assert len(vocabulary._pieces) <= 50 + 30 * 60
+
+
+def test_long_pieces_are_neither_kept_past_the_vocabularys_bytes_nor_process_wide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A tool's output may hold a 16,000-character hash: one piece, seldom seen twice.
+    monkeypatch.setattr(vocabulary_module, "MAX_PIECE_BYTES", 100_000)
+    forget = text_module._chunk_terms.cache_clear
+    forget()
+    vocabulary = Vocabulary()
+    rng = random.Random(7)
+    for _ in range(20):
+        texts = [f"deploy {rng.randbytes(8000).hex()} failed" for _ in range(5)]
+        table = vocabulary.table(texts)
+        assert [table.counts_of(r) for r in range(len(texts))] == list(map(term_counts, texts))
+        assert vocabulary._piece_bytes <= 100_000 + 5 * 16_100
+    # Only the short pieces are kept process-wide, each once.
+    assert text_module._chunk_terms.cache_info().currsize == 2  # "deploy", "failed"
+    forget()
 
 
 def test_the_hashing_embedder_embeds_a_table_as_it_embeds_the_texts() -> None:

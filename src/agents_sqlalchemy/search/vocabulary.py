@@ -5,11 +5,12 @@ time, a few Python steps per word. A `Vocabulary` takes a whole batch: the texts
 into one string are normalised, case-folded and cut where no term can reach in single C
 passes (as UTF-8 bytes: the cuts are all ASCII), and each piece is looked up in what the
 vocabulary already knows of it. Only a piece never seen before goes through the tokeniser
-(`_chunk_terms`, the same function `term_counts` uses), so the terms are exactly those of
+(`chunk_terms`, the same function `term_counts` uses), so the terms are exactly those of
 `term_counts`. Counting, packing and the hashing embedder's features then run in numpy
 over the whole batch (`TermTable`).
 
-The vocabulary remembers at most `MAX_PIECES` pieces, then starts afresh.
+The vocabulary remembers at most `MAX_PIECES` pieces, or `MAX_PIECE_BYTES` of them (a
+piece can be a 16,000-character hash), then starts afresh.
 
 Example::
 
@@ -31,12 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .postings import TERM_DTYPE
-from .text import _SPLIT, _chunk_terms
+from .text import _SPLIT, chunk_terms
 
 Ints = npt.NDArray[np.intp]
 
-#: Pieces a vocabulary remembers before it starts afresh (each holds its bytes and terms).
+#: Pieces a vocabulary remembers before it starts afresh (each holds its bytes and terms),
+#: and their bytes in all.
 MAX_PIECES = 200_000
+MAX_PIECE_BYTES = 16 * 2**20
 
 # Between two texts: a piece of its own (the texts' own copies of it are cut like spaces).
 _GAP = "\x1e"
@@ -129,6 +132,7 @@ class Vocabulary:
         self._starts = np.zeros(1024, dtype=np.intp)  # piece i's terms: starts[i]:starts[i+1]
         self._flat = np.zeros(4096, dtype=np.intp)  # term numbers, piece after piece
         self._starts_used, self._flat_used = 2, 0  # the gap piece has no terms
+        self._piece_bytes = 0
 
     def table(self, texts: Sequence[str]) -> TermTable:
         """`term_counts` of every text, as one table.
@@ -170,7 +174,7 @@ class Vocabulary:
             return np.fromiter(map(self._pieces.__getitem__, pieces), np.intp, len(pieces))
         except KeyError:
             pass
-        if len(self._pieces) + len(pieces) > MAX_PIECES:
+        if len(self._pieces) + len(pieces) > MAX_PIECES or self._piece_bytes > MAX_PIECE_BYTES:
             self._reset()
         for piece in pieces:
             if piece not in self._pieces:
@@ -179,7 +183,7 @@ class Vocabulary:
 
     def _learn(self, piece: bytes) -> None:
         numbers, terms, new = self._term_numbers, self._terms, []
-        for term in _chunk_terms(piece.decode("utf-8", "surrogatepass")):
+        for term in chunk_terms(piece.decode("utf-8", "surrogatepass")):
             number = numbers.get(term)
             if number is None:
                 number = numbers[term] = len(terms)
@@ -193,6 +197,7 @@ class Vocabulary:
         self._starts[self._starts_used] = self._flat_used
         self._starts_used += 1
         self._pieces[piece] = len(self._pieces)
+        self._piece_bytes += len(piece)
 
 
 def _room(array: Ints, size: int) -> Ints:
