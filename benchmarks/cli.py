@@ -31,6 +31,7 @@ from .markdown import MarkdownPage
 from .oneoffs import (
     listing_cost,
     pop_behind_reader,
+    sealed_memory_held,
     semantic_search,
     store_open_cost,
     sustained_appends,
@@ -94,6 +95,7 @@ async def one_offs(database: Database, keys: set[str], s: Settings) -> tuple[Res
         chosen.append(("opening a store", _lines_only(store_open_cost(database))))
         if database.key == "sqlite":
             chosen.append(("the pop behind a reader", pop_behind_reader(database)))
+            chosen.append(("memory held", sealed_memory_held(database, s)))
     if "ours" in keys:
         chosen.append(("listing sessions", _lines_only(listing_cost(database))))
         chosen.append(("sustained appends", _lines_only(sustained_appends(database, s))))

@@ -168,7 +168,7 @@ def mariadb_database(server_url: str) -> Database:
         url = url.set(drivername="mysql+asyncmy")
 
     async def admin(sql: str) -> Any:
-        import asyncmy  # type: ignore[import-untyped]
+        import asyncmy
 
         conn = await asyncmy.connect(
             host=url.host, port=url.port or 3306, user=url.username, password=url.password

@@ -277,7 +277,7 @@ async def postgres_floor_sqlalchemy(url: str) -> AsyncIterator[SessionFactory]:
 
 @asynccontextmanager
 async def mariadb_floor(url: str) -> AsyncIterator[SessionFactory]:
-    import asyncmy  # type: ignore[import-untyped]
+    import asyncmy
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)

@@ -27,6 +27,7 @@ READER_HOLD_SECONDS = 5.0
 # Sustained appends: how long each store is written to, and the app's own work per turn.
 SUSTAINED_SECONDS = 8.0
 APP_WORK_SECONDS = 0.0003
+MIB = 1024 * 1024
 
 
 async def store_open_cost(database: Database) -> str:
@@ -155,6 +156,53 @@ async def pop_behind_reader(database: Database) -> tuple[Results, str]:
         f"{READER_HOLD_SECONDS:g} s){'' if right else '; CHECK FAILED: wrong item popped'}"
     )
     return {"ours_encrypted": {"reader_pop": behind}}, line
+
+
+async def sealed_memory_held(database: Database, s: Settings) -> tuple[Results, str]:
+    """What an encrypted store holds between calls after reading a session of big items
+    (48 KiB each, a tool's output) twice: the Python objects still allocated once the
+    reads are done (tracemalloc, every thread), against what the session weighs. Its caches
+    are bounded in bytes (`codec.PLAINTEXT_BYTES`, `codec.WHOLE_READ_BYTES`): counted in
+    items only, they kept each item three or four times."""
+    import tracemalloc
+
+    from agents_sqlalchemy import SessionStore, codec
+
+    count, size = (600 if s.quick else 3000), 48 * 1024
+    items = [{"role": "user", "content": f"{n} " + "x" * size} for n in range(count)]
+    weight = sum(len(json.dumps(item)) for item in items) / MIB
+    held: list[float] = []
+    key = os.urandom(32)
+    async with database.fresh("held") as location:
+        async with SessionStore(location.url, create_tables=True, key=key, search=False) as store:
+            session = store.session("big")
+            for start in range(0, count, 200):
+                await session.add_items(items[start : start + 200])
+        del items
+        async with SessionStore(location.url, key=key, search=False) as store:
+            session = store.session("big")
+            await session.get_items(limit=1)
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for _ in range(2):
+                    read = await session.get_items()
+                    right = len(read) == count
+                    del read
+                    await asyncio.sleep(0)  # the read's last step lets go of what it returned
+                    gc.collect()
+                    held.append((tracemalloc.get_traced_memory()[0] - before) / MIB)
+            finally:
+                tracemalloc.stop()
+    budgets = (codec.PLAINTEXT_BYTES + codec.WHOLE_READ_BYTES) / MIB
+    line = (
+        f"encrypted store, memory held after reading a session of {count:,} items of 48 KiB "
+        f"({weight:,.0f} MiB of JSON): {held[0]:,.1f} MiB of Python objects after one read, "
+        f"{held[1]:,.1f} MiB after two (its caches' budgets: {budgets:,.0f} MiB in all)"
+        f"{'' if right else '; CHECK FAILED: wrong items read'}"
+    )
+    return {"ours_encrypted": {"held_after_reads": max(held)}}, line
 
 
 async def sustained_appends(database: Database, s: Settings) -> str:

@@ -64,7 +64,8 @@ def switch(store: SessionStore, option: Telemetry) -> None:
     services = store._services
     probe = Probe(option, services.db.url)
     probe.describe(
-        store.tables,
+        items_table=store.tables.items_table,
+        sessions_table=store.tables.sessions_table,
         sealed=False,
         backlog=services.background.backlog,
         pools=services.db.pools,
