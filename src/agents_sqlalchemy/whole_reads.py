@@ -98,11 +98,13 @@ class WholeReads:
                 return  # another read replaced it meanwhile, or a removal forgot it
             if old is not None:
                 self._drop(session)
+            if len(rows) > self._size:
+                return
             before = recalled.read
             weight = sum(len(row[1]) for row in rows[recalled.count :]) + sum(map(len, plaintexts))
             if before is not None:
                 weight += before.weight
-            if len(rows) > self._size or weight > self._budget:
+            if weight > self._budget:
                 return
             arrays = self._joined(list(before.arrays) if before is not None else [], plaintexts)
             self._reads[session] = _Read(under, list(rows), arrays, weight)
