@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from agents_sqlalchemy import caches
-from agents_sqlalchemy.caches import Weighed, add_bounded, release
+from agents_sqlalchemy.caches import Weighed, add_bounded, lengths, release
 
 
 def test_a_full_cache_drops_its_oldest_eighth_at_once() -> None:
@@ -21,7 +21,7 @@ def test_a_full_cache_drops_its_oldest_eighth_at_once() -> None:
 
 
 def test_a_weighed_cache_stays_within_its_bytes_the_oldest_going_first() -> None:
-    cache = Weighed[int, bytes](most=1000, budget=800, weigh=len)
+    cache = Weighed[int, bytes](most=1000, budget=800, weigh=lengths)
     cache.add({n: b"x" * 100 for n in range(8)})
     assert cache.weight == 800 and list(cache.kept) == list(range(8))  # at its budget
     cache.add({8: b"x" * 50})
@@ -34,7 +34,7 @@ def test_a_weighed_cache_stays_within_its_bytes_the_oldest_going_first() -> None
 
 
 def test_a_weighed_cache_keeps_no_entry_heavier_than_an_eighth_of_its_budget() -> None:
-    cache = Weighed[int, bytes](most=1000, budget=800, weigh=len)
+    cache = Weighed[int, bytes](most=1000, budget=800, weigh=lengths)
     cache.add({n: b"x" * 10 for n in range(5)})
     cache.add({5: b"x" * 101})  # would push out most of the others
     assert list(cache.kept) == list(range(5)) and cache.weight == 50
@@ -43,7 +43,7 @@ def test_a_weighed_cache_keeps_no_entry_heavier_than_an_eighth_of_its_budget() -
 
 
 def test_a_weighed_cache_stays_within_its_entries_too() -> None:
-    cache = Weighed[int, bytes](most=8, budget=10**6, weigh=len)
+    cache = Weighed[int, bytes](most=8, budget=10**6, weigh=lengths)
     cache.add({n: b"x" for n in range(9)})
     assert list(cache.kept) == list(range(2, 9)) and cache.weight == 7
 

@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sized
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
@@ -43,52 +43,62 @@ def add_bounded(cache: dict[Any, Any], new: Mapping[Any, Any], size: int) -> Non
 
 
 class Weighed(Generic[K, V]):
-    """A cache of at most `most` entries weighing at most `budget` bytes in all (by
-    `weigh`), the oldest dropped first, down to seven eighths of both (as `add_bounded`).
+    """A cache of at most `most` entries weighing at most `budget` bytes in all, the oldest
+    dropped first, down to seven eighths of both or a little under (as `add_bounded`).
+    `weigh` weighs many values at once (`lengths`, for bytes): a cold read adds thousands.
     An entry heavier than an eighth of the budget is not kept: it would push out most of
     the others. Look up in `kept` freely (a dict, oldest first); change it only through
     the methods, under the owner's lock.
 
     Example::
 
-        cache = Weighed[str, bytes](20_000, 64 * 2**20, len)
+        cache = Weighed[str, bytes](20_000, 64 * 2**20, lengths)
         cache.add({"disk": b"..."})
         cache.kept.get("disk")
         held = cache.take()      # empty now; `release(held)` frees what it held
     """
 
-    def __init__(self, most: int, budget: int, weigh: Callable[[V], int]) -> None:
+    def __init__(
+        self, most: int, budget: int, weigh: Callable[[Iterable[V]], Iterable[int]]
+    ) -> None:
         self.most, self.budget = most, budget
         self._weigh = weigh
         self.kept: dict[K, V] = {}
         self.weight = 0
 
     def add(self, new: Mapping[K, V]) -> None:
-        heaviest, kept, weigh = self.budget // 8, self.kept, self._weigh
-        for key, value in new.items():
-            weight = weigh(value)
-            if weight > heaviest:
-                continue
-            if (old := kept.pop(key, None)) is not None:
-                self.weight -= weigh(old)
-            kept[key] = value
-            self.weight += weight
-        if len(self.kept) > self.most or self.weight > self.budget:
-            most, budget = self.most - self.most // 8, self.budget - self.budget // 8
-            for oldest in list(self.kept):
-                if len(self.kept) <= most and self.weight <= budget:
-                    break
-                self.pop(oldest)
+        heaviest, kept = self.budget // 8, self.kept
+        weights = list(self._weigh(new.values()))
+        if max(weights, default=0) <= heaviest and kept.keys().isdisjoint(new):
+            kept.update(new)  # the usual case, at once
+            self.weight += sum(weights)
+        else:
+            for (key, value), weight in zip(new.items(), weights, strict=True):
+                if weight <= heaviest:
+                    self.pop(key)
+                    kept[key] = value
+                    self.weight += weight
+        most, budget = self.most - self.most // 8, self.budget - self.budget // 8
+        if len(kept) > self.most or self.weight > self.budget:
+            while len(kept) > most or self.weight > budget:  # an eighth or more at a time
+                self._drop(list(islice(kept, max(len(kept) - most, len(kept) // 8, 1))))
 
     def pop(self, key: K) -> None:
-        value = self.kept.pop(key, None)
-        if value is not None:
-            self.weight -= self._weigh(value)
+        self._drop((key,))
+
+    def _drop(self, keys: Iterable[K]) -> None:
+        gone = [value for key in keys if (value := self.kept.pop(key, None)) is not None]
+        self.weight -= sum(self._weigh(gone))
 
     def take(self) -> dict[K, V]:
         """Empty the cache; what it held, for the caller to free (`release`)."""
         held, self.kept, self.weight = self.kept, {}, 0
         return held
+
+
+def lengths(values: Iterable[Sized]) -> Iterator[int]:
+    """Each value's `len`: a `Weighed` cache's weights of bytes."""
+    return map(len, values)
 
 
 async def release(held: dict[Any, Any]) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
-from .caches import RELEASE_PAUSE, Weighed, release
+from .caches import RELEASE_PAUSE, Weighed, lengths, release
 from .crypto import (
     KeyEncryptionKey,
     OwnerKey,
@@ -345,7 +345,7 @@ class SealedCodec:
         # what authenticated them: only the same ciphertext at the same place is a hit
         # (anything moved or altered is opened again, and fails, as if never seen). An
         # agent reads its whole history every turn; `forget_keys` drops them all.
-        self._plaintexts = Weighed[bytes, _Opened](PLAINTEXT_CACHE, PLAINTEXT_BYTES, _weight)
+        self._plaintexts = Weighed[bytes, _Opened](PLAINTEXT_CACHE, PLAINTEXT_BYTES, _weights)
         # Each session's last whole read with its plaintexts, answered again while its rows
         # come back the same, byte for byte.
         self._whole = WholeReads(WHOLE_READ_ROWS, PARSE_CHUNK, WHOLE_READ_BYTES)
@@ -508,7 +508,7 @@ class SealedCodec:
             with self._opened_lock:
                 if self._may_keep(since):
                     if model_id not in self._opened:
-                        self._opened[model_id] = Weighed(VECTOR_CACHE, VECTOR_BYTES, len)
+                        self._opened[model_id] = Weighed(VECTOR_CACHE, VECTOR_BYTES, lengths)
                     self._opened[model_id].add(opened)
         return out
 
@@ -630,9 +630,9 @@ class SealedCodec:
         return dict(decode_item(plaintext.decode("utf-8"), key, None))
 
 
-def _weight(opened: _Opened) -> int:
-    """What an item kept in the plaintext cache weighs: its ciphertext and its plaintext."""
-    return len(opened[0]) + len(opened[3])
+def _weights(opened: Iterable[_Opened]) -> list[int]:
+    """What items kept in the plaintext cache weigh: each its ciphertext and its plaintext."""
+    return [len(ciphertext) + len(plaintext) for ciphertext, _, _, plaintext in opened]
 
 
 def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:

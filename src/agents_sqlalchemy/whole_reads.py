@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from pydantic_core import from_json
@@ -101,7 +102,8 @@ class WholeReads:
             if len(rows) > self._size:
                 return
             before = recalled.read
-            weight = sum(len(row[1]) for row in rows[recalled.count :]) + sum(map(len, plaintexts))
+            ciphertexts = map(itemgetter(1), rows[recalled.count :])
+            weight = sum(map(len, ciphertexts)) + sum(map(len, plaintexts))
             if before is not None:
                 weight += before.weight
             if weight > self._budget:
