@@ -226,8 +226,7 @@ def check_range(name: str, value: object, low: int, high: int | None = None) -> 
         raise ConfigurationError(f"{name} must be an integer, got {value!r}") from None
     top = INT64_MAX if high is None else high
     if number < low or number > top:
-        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ConfigurationError(f"{name} must be {bounds}, got {number}")
+        raise ConfigurationError(f"{name} must be between {low} and {top}, got {number}")
     return number
 
 
