@@ -45,6 +45,7 @@ from agents_sqlalchemy.search import (
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.services import background as background_module
+from agents_sqlalchemy.services import indexer as indexer_module
 from agents_sqlalchemy.services.indexer import reindexed_rows
 from agents_sqlalchemy.types import Scope, SessionKey
 
@@ -775,6 +776,36 @@ async def test_the_vectors_a_sealed_store_keeps_stay_within_their_bytes(
         assert 0 < len(cache.kept) <= 16 and cache.weight == 256 * len(cache.kept)
         again = await session.search_hits("mirlu mirta", mode="vector", limit=60)
         assert [hit.item for hit in again] == [hit.item for hit in hits]
+
+
+@pytest.mark.parametrize("size", [20_000, 20])
+async def test_a_catch_up_reads_heavy_items_a_few_at_a_time_and_light_ones_many(
+    db_url: str, key: bytes | None, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tools' outputs may be megabytes each: 200 of them at once were all held at once.
+    monkeypatch.setattr(indexer_module, "CATCH_UP_BYTES", 100_000)
+    asked: list[tuple[int, int]] = []  # (items asked for, bytes read)
+    read = SearchIndex.unindexed
+
+    async def unindexed(self: SearchIndex, *args: Any, **kwargs: Any) -> Any:
+        found = await read(self, *args, **kwargs)
+        asked.append((args[1], sum(len(row.stored.body) for row in found)))
+        return found
+
+    items = [message(f"otter n{n}q " + "x" * size) for n in range(300)]
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("s").add_items(items)
+    async with SessionStore(db_url, key=key) as store:
+        monkeypatch.setattr(SearchIndex, "unindexed", unindexed)
+        assert await store.reindex() == 300
+        hits = await store.session("s").search("otter n7q", mode="keyword", limit=1)
+        assert hits == [items[7]]
+    sizes = [count for count, _ in asked]
+    if size > 1000:  # 16 items at first, then about 100 KB a batch
+        assert sizes[0] == 16 and max(sizes[1:]) <= 5
+        assert max(bytes_read for _, bytes_read in asked[1:]) <= 100_000 + 2 * size
+    else:  # light: the batches grow to the batch size
+        assert sizes[:5] == [16, 32, 64, 128, 200]
 
 
 # -- ranking through the store is the reference ranking ------------------------------------

@@ -323,9 +323,10 @@ class SessionStore:
 
         Run it after changing the embedder (its `model_id`); until then the items indexed
         under the old model are found by keyword only, and vectors of two models are never
-        compared. Items added meanwhile are indexed as they come. `progress(done, total)` is
-        called before the first batch and after each one. Returns how many items were
-        gone over (those without text to index included).
+        compared. Items added meanwhile are indexed as they come. A transaction indexes at
+        most `batch_size` items, fewer while they are heavy (about 32 MiB of them at a time).
+        `progress(done, total)` is called before the first batch and after each one.
+        Returns how many items were gone over (those without text to index included).
         """
         indexer = self._services.index()
         return await indexer.reindex(batch_size=batch_size, progress=progress)

@@ -42,8 +42,13 @@ from .background import Background
 from .opener import Opener
 from .owners import Owners
 
-# Items indexed per transaction when search catches up.
+# Items indexed per transaction when search catches up ...
 CATCH_UP_BATCH = 200
+# ... and about how many of their stored bytes one batch reads: batches start at
+# `FIRST_BATCH` items and grow towards the batch size while their items stay light, and
+# shrink when they are heavy (a tool's output may be megabytes each).
+CATCH_UP_BYTES = 32 * 2**20
+FIRST_BATCH = 16
 
 logger = logging.getLogger("agents_sqlalchemy")
 
@@ -204,9 +209,9 @@ class Indexer:
         """Index the live items in scope that have no vector of the embedder yet (in a
         session scope, from `since_seq` on: items this store just wrote, read as they are).
 
-        One transaction per batch; an item removed meanwhile is skipped. With `limit`,
-        stops after about that many (a search does not turn into a reindex). Returns how
-        many items were gone over.
+        One transaction per batch (`_next_size`: fewer items while they are heavy); an item
+        removed meanwhile is skipped. With `limit`, stops after about that many (a search
+        does not turn into a reindex). Returns how many items were gone over.
         """
         codec = await self._opener.ready()
         if not await self.model_agrees():
@@ -218,9 +223,10 @@ class Indexer:
             if progress is not None:
                 progress(done, total)
             new = scope.session is not None and since_seq > 0  # what this store just wrote
+            size = min(batch_size, FIRST_BATCH)
             while True:
                 removals = codec.removals  # before the read (`Codec.items`)
-                batch = await index.unindexed(model_id, batch_size, after, scope, new=new)
+                batch = await index.unindexed(model_id, size, after, scope, new=new)
                 if not batch:
                     break
                 after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
@@ -240,9 +246,17 @@ class Indexer:
                         model_id,
                     )
                     break
-                if len(batch) < batch_size:  # the last: no need to look again
+                if len(batch) < size:  # the last: no need to look again
                     break
+                size = _next_size(batch, size, batch_size)
         return done
+
+
+def _next_size(batch: Sequence[Unindexed], size: int, most: int) -> int:
+    """How many items the next catch-up batch asks for: twice as many while `batch`'s
+    items are light, fewer when they weigh more than `CATCH_UP_BYTES`, at most `most`."""
+    weight = sum(len(row.stored.body or b"") for row in batch)
+    return max(1, min(most, 2 * size, size * CATCH_UP_BYTES // max(weight, 1)))
 
 
 def reindexed_rows(
