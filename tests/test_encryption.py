@@ -741,6 +741,30 @@ async def test_indexing_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
         assert await session.get_items() == [message("kept")]
 
 
+async def test_a_reindex_goes_on_past_a_batch_whose_session_was_deleted_meanwhile(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reindex reads a batch, then opens it: the items of a session deleted in between no
+    longer open and are skipped, and the reindex goes on to the items after them."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("gone").add_items([message(f"otter {n}") for n in range(10)])
+        await store.session("kept").add_items([message(f"otter {n}") for n in range(40)])
+    async with SessionStore(db_url, key=key) as store:
+        index = store._services.index()._index
+        fetched = index.unindexed
+
+        async def fetch_then_delete(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(index, "unindexed", fetched)
+            found = await fetched(*args, **kwargs)
+            assert (await store.delete_session("gone")).items == 10
+            return found
+
+        monkeypatch.setattr(index, "unindexed", fetch_then_delete)
+        assert await store.reindex() == 40  # the first batch held 10 of "gone" and 6 of "kept"
+        found = await store.session("kept").search("otter", mode="keyword", limit=50)
+        assert len(found) == 40
+
+
 @pytest.mark.slow
 async def test_a_search_hit_that_a_pop_overtook_keeps_no_copy_of_the_popped_text(
     db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch

@@ -226,12 +226,12 @@ class Indexer:
             size = min(batch_size, FIRST_BATCH)
             while True:
                 removals = codec.removals  # before the read (`Codec.items`)
-                batch = await index.unindexed(model_id, size, after, scope, new=new)
-                if not batch:
+                read = await index.unindexed(model_id, size, after, scope, new=new)
+                if not read:
                     break
-                after = batch[-1].stored.seq if scope.session is not None else batch[-1].item_pk
-                await self._owners.load(row.stored.kek_id for row in batch)
-                batch, items = opened_rows(codec, batch, removals)
+                after = read[-1].stored.seq if scope.session is not None else read[-1].item_pk
+                await self._owners.load(row.stored.kek_id for row in read)
+                batch, items = opened_rows(codec, read, removals)
                 entries = await self.index(items, codec)
                 await index.replace_index(reindexed_rows(codec, batch, entries))
                 done += len(batch)
@@ -246,9 +246,9 @@ class Indexer:
                         model_id,
                     )
                     break
-                if len(batch) < size:  # the last: no need to look again
+                if len(read) < size:  # the last: no need to look again
                     break
-                size = _next_size(batch, size, batch_size)
+                size = _next_size(read, size, batch_size)
         return done
 
 
