@@ -322,6 +322,8 @@ def test_purge_expired_and_inactive(db_url: str, clock: Callable[[datetime], Non
     nothing = cli("sessions", "purge", *url)
     assert nothing.exit_code == 2 and "--expired and/or --inactive-days" in nothing.output
     assert cli("sessions", "purge", *url, "--inactive-days", "0").exit_code == 2
+    too_far = cli("sessions", "purge", *url, "--inactive-days", "1e12", "--yes")
+    assert too_far.exit_code == 2 and "0<x<=365000" in too_far.output
 
 
 def test_a_database_without_tables_is_a_one_line_error(sqlite_url: str) -> None:

@@ -50,6 +50,26 @@ def test_ttl_must_be_positive(sqlite_url: str) -> None:
         SessionStore(sqlite_url).session("s", ttl=-5)
 
 
+@pytest.mark.parametrize("far", [timedelta(days=365_001), 3e11, 1e300, float("nan")])
+async def test_a_ttl_or_window_past_1000_years_is_refused_and_changes_nothing(
+    db_url: str, far: timedelta | float
+) -> None:
+    # A date 10**8 days away is no date: expiry dates and purge windows raised OverflowError.
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items([message("kept")])
+        with pytest.raises(ConfigurationError, match="at most 365,000 days"):
+            store.session("t", ttl=far)
+        with pytest.raises(ConfigurationError, match="at most 365,000 days"):
+            await store.purge_inactive(far)
+        with pytest.raises(ConfigurationError, match="at most 365,000 days"):
+            await store.archive_inactive(far)
+        assert await store.session("s").get_items() == [message("kept")]
+        longest = store.session("u", ttl=timedelta(days=365_000))
+        await longest.add_items([message("for a long time")])
+        assert await longest.get_items() == [message("for a long time")]
+        assert await store.purge_inactive(timedelta(days=365_000)) == Removed()
+
+
 async def test_owner_and_metadata(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("s", user_id="alice", metadata={"channel": "web", "tier": 1})

@@ -72,43 +72,49 @@ def check_user_id(user_id: object) -> str | None:
     return user_id
 
 
+#: The longest ttl or older_than: a date that far ahead or back stays a date on every
+#: dialect (and in Python, up to year 9999). No ttl keeps items for ever.
+LONGEST = timedelta(days=365_000)
+
+
+def _duration(value: object, what: str) -> timedelta:
+    """`value` (seconds or a timedelta) as a timedelta of at most `LONGEST`; positive is
+    left to the caller, whose message says what zero or less would mean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise ConfigurationError(f"{what} is seconds or a timedelta, got {value!r}")
+    try:
+        delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    except (OverflowError, ValueError):  # NaN, or past timedelta's range
+        delta = None
+    if delta is None or delta > LONGEST:
+        raise ConfigurationError(f"{what} is at most {LONGEST.days:,} days, got {value!r}")
+    return delta
+
+
 def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:
-    """A ttl option as a positive timedelta (or None)."""
+    """A ttl option as a positive timedelta of at most `LONGEST` (or None: no expiry)."""
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float, timedelta)):
-        raise ConfigurationError(f"ttl is seconds or a timedelta, got {ttl!r}")
-    try:
-        ttl = ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl)
-    except (OverflowError, ValueError) as exc:
-        raise ConfigurationError(f"ttl out of range: {exc}") from None
-    if ttl <= timedelta(0):
-        raise ConfigurationError(f"ttl must be positive, got {ttl}")
-    return ttl
+    delta = _duration(ttl, "ttl")
+    if delta <= timedelta(0):
+        raise ConfigurationError(f"ttl must be positive, got {ttl!r}")
+    return delta
 
 
 def older_than(value: object) -> timedelta:
     """How long sessions must have been inactive for a purge or an archive: seconds or a
-    timedelta, positive. None, zero and negatives would reach every session, so they are
-    refused (`delete_all(confirm=True)` deletes them all).
+    timedelta, positive, at most `LONGEST`. None, zero and negatives would reach every
+    session, so they are refused (`delete_all(confirm=True)` deletes them all).
 
     >>> older_than(3600)
     datetime.timedelta(seconds=3600)
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        raise ConfigurationError(
-            f"older_than is seconds or a timedelta, got {value!r}"
-            + (": to remove every session, use delete_all(confirm=True)" if value is None else "")
-        )
-    try:
-        delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
-    except (OverflowError, ValueError) as exc:
-        raise ConfigurationError(f"older_than out of range: {exc}") from None
+    hint = ": to remove every session, use delete_all(confirm=True)"
+    if value is None:
+        raise ConfigurationError(f"older_than is seconds or a timedelta, got None{hint}")
+    delta = _duration(value, "older_than")
     if delta <= timedelta(0):
-        raise ConfigurationError(
-            f"older_than must be positive, got {value!r}: to remove every session, use "
-            "delete_all(confirm=True)"
-        )
+        raise ConfigurationError(f"older_than must be positive, got {value!r}{hint}")
     return delta
 
 

@@ -18,6 +18,7 @@ import click
 from ..crypto import Key
 from ..records import Removed
 from ..tables import TableNames
+from ..validation import LONGEST
 from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
 from .transcript import clean
@@ -79,7 +80,7 @@ async def _delete(
 @click.option("--expired", is_flag=True, help="Delete expired items (reads already hide them).")
 @click.option(
     "--inactive-days",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=LONGEST.days),
     metavar="N",
     help="Delete the sessions with no activity for N days (asks first).",
 )
@@ -132,7 +133,7 @@ async def _purge(
 @click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...")
 @click.option(
     "--inactive-days",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=LONGEST.days),
     metavar="N",
     help="Archive every session with no activity for N days (asks first).",
 )
