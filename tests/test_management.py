@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -68,6 +69,31 @@ async def test_a_ttl_or_window_past_1000_years_is_refused_and_changes_nothing(
         await longest.add_items([message("for a long time")])
         assert await longest.get_items() == [message("for a long time")]
         assert await store.purge_inactive(timedelta(days=365_000)) == Removed()
+
+
+async def test_listing_usage_and_state_refuse_arguments_of_the_wrong_kind(
+    sqlite_url: str,
+) -> None:
+    # They reached SQLAlchemy (StatementError around our error, or an AttributeError), or
+    # answered: usage(user_id=5) an empty report, list_sessions(archived="yes") no session.
+    naive = datetime(2020, 1, 1)
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        session = store.session("s", user_id="alice")
+        await session.add_items([message("kept")])
+        calls: list[tuple[Callable[[], Awaitable[object]], str]] = [
+            (lambda: store.list_sessions(updated_after=naive), "updated_after must be timezone"),
+            (lambda: store.list_sessions(updated_before="May"), "updated_before must be a datet"),
+            (lambda: store.list_sessions(archived="yes"), "archived must be True or False"),
+            (lambda: store.usage(since=naive), "since must be timezone-aware"),
+            (lambda: store.usage(until="2020-01-01"), "until must be a datetime"),
+            (lambda: store.usage(user_id=5), "a user id is a non-empty string"),
+            (lambda: session.get_state(5), "state names are non-empty strings"),
+        ]
+        for call, match in calls:
+            with pytest.raises(ConfigurationError, match=match):
+                await call()
+        assert [info.session_id for info in await store.list_sessions(archived=None)] == ["s"]
+        assert await session.get_items() == [message("kept")]
 
 
 async def test_owner_and_metadata(db_url: str) -> None:

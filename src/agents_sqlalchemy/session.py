@@ -54,7 +54,7 @@ from .turns import (
     used,
 )
 from .types import WHOLE, Scope
-from .validation import check_flag, session_key, ttl_delta
+from .validation import check_flag, session_key, state_name, ttl_delta
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -339,7 +339,7 @@ class StoreSession:
     @traced("get_state", sessions=True)
     async def get_state(self, name: str, default: Any = None) -> Any:
         """One named state value (JSON), or `default`."""
-        return (await self._live().conversation.state(self._key)).get(name, default)
+        return (await self._live().conversation.state(self._key)).get(state_name(name), default)
 
     @traced("set_state", sessions=True)
     async def set_state(self, name: str, value: Any) -> None:

@@ -16,7 +16,7 @@ import json
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import ConfigurationError, InvalidSessionIdError, ItemError
@@ -51,8 +51,24 @@ def session_key(session_id: object, user_id: object = None, metadata: object = N
 def check_flag(name: str, value: object) -> bool:
     """`value` if it is True or False, else a `ConfigurationError`."""
     if not isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+        raise ConfigurationError(f"{name} must be True or False, got {value!r:.100}")
     return value
+
+
+def check_moment(name: str, value: object) -> datetime | None:
+    """`value` if it is None or a timezone-aware datetime, else a `ConfigurationError`."""
+    if value is not None and not isinstance(value, datetime):
+        raise ConfigurationError(f"{name} must be a datetime, got {value!r:.100}")
+    if value is not None and value.utcoffset() is None:
+        raise ConfigurationError(f"{name} must be timezone-aware, got the naive {value!r}")
+    return value
+
+
+def state_name(name: object) -> str:
+    """A state value's name: non-empty text."""
+    if not isinstance(name, str) or not name:
+        raise ConfigurationError(f"state names are non-empty strings, got {name!r:.100}")
+    return name
 
 
 def check_user_id(user_id: object) -> str | None:

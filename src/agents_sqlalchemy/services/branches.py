@@ -28,7 +28,7 @@ from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Gone, Opened, Usage
 from ..turns import MAIN, Turn, is_user
 from ..types import Appended, BranchSummary, SessionKey, Written
-from ..validation import check_range
+from ..validation import check_moment, check_range, check_user_id
 from .opener import Opener
 from .owners import Owners
 
@@ -225,6 +225,9 @@ class Branches:
         self, *, user_id: str | None, since: datetime | None, until: datetime | None
     ) -> UsageReport:
         """Usage summed per owner and day by the database."""
+        user_id = check_user_id(user_id)
+        check_moment("since", since)
+        check_moment("until", until)
         await self._opener.ready()
         rows = await self._usage.usage_by_day(user_id=user_id, since=since, until=until)
         return UsageReport([DailyUsage(user, day, TokenUsage(**sums)) for user, day, sums in rows])

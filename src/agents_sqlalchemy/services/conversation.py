@@ -27,7 +27,7 @@ from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..telemetry import current
 from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
-from ..validation import check_range, check_user_id, item_list, json_object
+from ..validation import check_range, check_user_id, item_list, json_object, state_name
 from .opener import Opener
 from .owners import Owners
 
@@ -182,8 +182,7 @@ class Conversation:
         A deletion or an overwrite is scrubbed like a removal of items: with a key, the
         sealed state it replaced leaves no copy in a SQLite write-ahead log.
         """
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"state names are non-empty strings, got {name!r}")
+        name = state_name(name)
         if not delete:
             encode_item({"value": value}, f"state {name!r}")  # ItemError before any write
         codec = await self._opener.ready()

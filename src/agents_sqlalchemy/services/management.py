@@ -19,7 +19,15 @@ from ..errors import ConfigurationError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import SearchIndex, Sessions
 from ..types import SessionKey, owner_of
-from ..validation import check_range, check_user_id, metadata_filter, older_than, session_key
+from ..validation import (
+    check_flag,
+    check_moment,
+    check_range,
+    check_user_id,
+    metadata_filter,
+    older_than,
+    session_key,
+)
 from .opener import Opener
 from .owners import Destroyed, Owners
 
@@ -67,6 +75,10 @@ class Management:
         """
         check_range("limit", limit, 1, 1000)
         user_id, metadata = check_user_id(user_id), metadata_filter(metadata)
+        check_moment("updated_after", updated_after)
+        check_moment("updated_before", updated_before)
+        if archived is not None:
+            check_flag("archived", archived)
         await (self._opener.ready() if need_key else self._opener.schema_ready())
         rows = await self._sessions.list_sessions(
             user_id=user_id,
