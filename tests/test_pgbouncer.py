@@ -65,6 +65,7 @@ async def test_the_setting_is_what_makes_asyncpg_safe_there(pgbouncer_url: str) 
     errors = await _busy_workers(plain.render_as_string(hide_password=False))
     assert errors and all(isinstance(error, DatabaseError) for error in errors)
     assert "unsupported startup parameter: lock_timeout" in str(errors[0])
+    assert "add ?pgbouncer=true to the URL" in str(errors[0])  # what to do about it
 
 
 async def test_asyncpg_caches_trip_over_pooled_connections(pgbouncer_url: str) -> None:

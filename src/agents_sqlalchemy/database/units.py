@@ -419,6 +419,12 @@ class Database:
                 "very large item; raise max_allowed_packet on the server (SET GLOBAL "
                 "max_allowed_packet = ...; 1 GB at most) or store smaller items"
             )
+        if "unsupported startup parameter" in str(exc.orig):  # PgBouncer's refusal
+            return DatabaseError(
+                f"the server refused the connection, {_outcome(attempt)} ({exc.orig}): a "
+                "pooler such as PgBouncer refuses the lock_timeout this library sets when a "
+                "connection opens; add ?pgbouncer=true to the URL"
+            )
         problem = sqlite_open_problem(self.url) if "unable to open" in str(exc.orig) else None
         return DatabaseError(
             problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"
