@@ -412,6 +412,8 @@ class Database:
         if isinstance(exc, IntegrityError):  # what the SDK's class raises: catchable as such
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
+        if self.dialect_name in ("mysql", "mariadb") and _mysql_number(exc) in (2002, 2003, 2005):
+            return DatabaseError(f"cannot reach the database {self.url!r}: {exc.orig}")
         if self.dialect_name in ("mysql", "mariadb") and _packet_too_big(exc):
             return DatabaseError(
                 f"{self.dialect_name} closed the connection, {_outcome(attempt)} ({exc.orig}): "
@@ -471,12 +473,16 @@ def _seconds(name: str, value: float) -> float:
     return float(value)
 
 
+def _mysql_number(exc: DBAPIError) -> int | None:
+    """A MySQL/MariaDB driver error's number (its first argument)."""
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
 def _packet_too_big(exc: DBAPIError) -> bool:
     """Whether a MySQL/MariaDB failure is (or may be) a packet over max_allowed_packet: the
     server says so (1153), or closes the connection as it reads one (2006, 2013)."""
-    args = getattr(exc.orig, "args", ())
-    number = args[0] if args and isinstance(args[0], int) else None
-    return number in (1153, 2006, 2013) or "max_allowed_packet" in str(exc.orig)
+    return _mysql_number(exc) in (1153, 2006, 2013) or "max_allowed_packet" in str(exc.orig)
 
 
 def _outcome(attempt: _Attempt) -> str:
