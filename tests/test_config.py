@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,47 @@ async def test_an_app_engine_is_used_and_left_open(db_url: str) -> None:
             await store.session("s").add_items([message("x")])
         async with engine.connect() as conn:  # still usable after the store closed
             assert (await conn.execute(text("SELECT 1"))).scalar() == 1
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"], ids=["plain", "sealed"])
+async def test_an_app_engine_in_autocommit_still_writes_each_batch_whole(
+    db_url: str, key: str | None
+) -> None:
+    """An app's engine made with isolation_level="AUTOCOMMIT": the store's writes of many
+    statements still run in a transaction (MariaDB's lost batches to duplicate places, as
+    `begin()` started none), and the app's own statements still autocommit afterwards."""
+    engine = create_async_engine(db_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with SessionStore(engine, create_tables=True, key=key, search=False) as store:
+            session = store.session("s")
+
+            async def append(n: int) -> None:
+                await store.session("s").add_items([message(f"{n}-{i}") for i in range(3)])
+
+            await asyncio.gather(*(append(n) for n in range(12)))
+            contents = [item["content"] for item in await session.get_items()]
+            assert len(contents) == 36
+            assert all(
+                len({c.split("-")[0] for c in contents[k : k + 3]}) == 1 for k in range(0, 36, 3)
+            )
+            popped = await asyncio.gather(*(session.pop_item() for _ in range(6)))
+            assert len({item["content"] for item in popped if item}) == 6
+            assert len(await session.get_items()) == 30
+            if not db_url.startswith("sqlite"):  # the server says a write unit is one transaction
+                mysql = "mysql" in db_url
+                ask = "SELECT @@autocommit" if mysql else "SELECT txid_current()"
+                db = store._services.conversation._items._schema.db
+                seen = await db.write(
+                    lambda conn: [conn.exec_driver_sql(ask).scalar() for _ in "ab"]
+                )
+                assert seen == [0, 0] if mysql else seen[0] == seen[1]
+        async with engine.connect() as conn:  # no commit: autocommit as the app made it
+            await conn.execute(text("CREATE TABLE app_notes (n INTEGER)"))
+            await conn.execute(text("INSERT INTO app_notes VALUES (1)"))
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SELECT n FROM app_notes"))).all() == [(1,)]
     finally:
         await engine.dispose()
 

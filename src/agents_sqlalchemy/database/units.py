@@ -341,7 +341,11 @@ class Database:
     ) -> T:
         """`_unit`'s work on its connection: autocommit for reads and lone statements, else
         one transaction."""
+        driver = conn.connection.dbapi_connection
         if write and not alone:
+            if driver is not None and conn.dialect.detect_autocommit_setting(driver):
+                # An app's engine made in autocommit: begin() alone would start nothing.
+                conn.execution_options(isolation_level=conn.default_isolation_level)
             conn.begin()
             result = self._bounded(conn, work)
             attempt.committing = True
@@ -357,7 +361,6 @@ class Database:
         # its connection is returned.
         if self._source.pooled or self.dialect_name in MYSQL:
             return self._read_or_alone(conn, work, attempt, alone)
-        driver = conn.connection.dbapi_connection
         if conn.dialect.driver != "asyncpg" or driver is None:
             conn.execution_options(isolation_level="AUTOCOMMIT")
             return self._read_or_alone(conn, work, attempt, alone)
