@@ -269,14 +269,15 @@ class Sessions:
         pending = and_(where, archived_at.is_(None) if archive else archived_at.is_not(None))
 
         def one_batch(conn: Connection) -> int:
-            chosen: Any = select(sessions.c.id).where(pending).limit(batch)
-            if self._schema.mysql:  # no LIMIT in an IN subquery: the ids first
-                chosen = list(conn.execute(chosen.with_for_update()).scalars())
-            else:
-                chosen = chosen.scalar_subquery()
-            changed = update(sessions).where(sessions.c.id.in_(chosen))
-            stamp = self._schema.now() if archive else None
-            return int(conn.execute(changed.values(archived_at=stamp)).rowcount)
+            # Locked as read, as `_delete_batch` does: a short batch is the last.
+            chosen = select(sessions.c.id).where(pending).limit(batch).with_for_update()
+            pks = list(conn.execute(chosen).scalars())
+            if pks:
+                stamp = self._schema.now() if archive else None
+                conn.execute(
+                    update(sessions).where(sessions.c.id.in_(pks)).values(archived_at=stamp)
+                )
+            return len(pks)
 
         total = 0
         while True:
@@ -318,17 +319,11 @@ class Sessions:
         owners: Collection[str] | None,
     ) -> tuple[int, int, list[Any]]:
         sessions, items = self._schema.sessions, self._schema.items
-        chosen = select(sessions.c.id).where(where).limit(batch)
-        if self._schema.mysql:  # no LIMIT in an IN subquery, no UPDATE ... RETURNING
-            pks = list(conn.execute(chosen.with_for_update()).scalars())
-        else:
-            locked = conn.execute(
-                update(sessions)
-                .where(sessions.c.id.in_(chosen.scalar_subquery()))
-                .values(next_seq=sessions.c.next_seq)
-                .returning(sessions.c.id)
-            )
-            pks = list(locked.scalars())
+        # Locked as they are read: a session deleted meanwhile is passed over for the next,
+        # so a short batch is the last. (An UPDATE of a LIMIT subquery came back short on
+        # PostgreSQL when one was, and the deletion stopped early.)
+        chosen = select(sessions.c.id).where(where).limit(batch).with_for_update()
+        pks = list(conn.execute(chosen).scalars())
         last = len(pks) < batch
         if not pks:
             return 0, 0, self._drop_keys(conn, owners) if self._schema.sealed else []
