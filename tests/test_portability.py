@@ -123,6 +123,19 @@ async def test_a_truncated_or_foreign_stream_is_refused(sqlite_url: str, tmp_pat
         bad_version = json.dumps({**json.loads(exported[0]), "version": 99})
         with pytest.raises(ConfigurationError, match="version 99"):
             await target.import_user([bad_version])
+        # A session of another user, or with metadata that is no object, names its line
+        # (the first was imported under mallory; the second raised an ItemError without it).
+        for change, said in [
+            ({"user_id": "mallory"}, "a session of 'mallory' in the export of 'alice'"),
+            ({"metadata": [1]}, "metadata is a list"),
+        ]:
+            forged = [exported[0], json.dumps({**json.loads(exported[1]), **change}) + "\n"]
+            with pytest.raises(ConfigurationError, match=f"line 2 of the export: {said}"):
+                await target.import_user(forged + exported[2:])
+        nameless = json.dumps({**json.loads(exported[0]), "user_id": None})
+        with pytest.raises(ConfigurationError, match="line 1 of the export: the export names no"):
+            await target.import_user([nameless, *exported[1:]])
+        assert len(await target.list_sessions(archived=None)) == 1  # the cut's whole session
 
 
 async def test_an_export_streams_from_a_file(sqlite_url: str, tmp_path: Any) -> None:

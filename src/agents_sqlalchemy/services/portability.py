@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
 from ..repository import GONE
 from ..tables import ROLES, TableNames
@@ -202,17 +202,18 @@ class Portability:
         number = 0
         session: _Session | None = None
         done = header = False
+        user_id = None  # the header's
         async for number, record in _records(lines):
             kind = record.get("type") if header else "header"
             header = True
             if done:
                 raise _bad(number, "a line after the final 'done' line")
             if kind == "header":
-                _check_header(record)
+                user_id = _check_header(record)
             elif kind == "session":
                 if session is not None:
                     raise _bad(number, "a session starts before the previous one ended")
-                session = _new_session(record, number)
+                session = _new_session(record, number, user_id)
             elif kind == "line" and session is not None:
                 usage = record.get("usage")
                 if not isinstance(record.get("name"), str) or not isinstance(usage, list):
@@ -390,7 +391,8 @@ def _bad(number: int, what: str) -> ConfigurationError:
     return ConfigurationError(f"line {number} of the export: {what}")
 
 
-def _check_header(record: dict[str, Any]) -> None:
+def _check_header(record: dict[str, Any]) -> str:
+    """The user the export is of, from its first line."""
     if record.get("format") != FORMAT:
         raise ConfigurationError(
             f"not an export of agents-sqlalchemy: its first line names no format {FORMAT!r}"
@@ -400,16 +402,26 @@ def _check_header(record: dict[str, Any]) -> None:
             f"an export of version {record.get('version')!r}: this version of the library "
             f"reads version {VERSION}"
         )
+    try:
+        user_id = check_user_id(record.get("user_id"))
+    except ConfigurationError as exc:
+        raise _bad(1, str(exc)) from exc
+    if user_id is None:
+        raise _bad(1, "the export names no user")
+    return user_id
 
 
-def _new_session(record: dict[str, Any], number: int) -> _Session:
+def _new_session(record: dict[str, Any], number: int, user_id: str | None) -> _Session:
+    """A session line of the export of `user_id`'s sessions (none of another user)."""
     state = record.get("state") or {}
     if not isinstance(state, dict):
         raise _bad(number, "a session's state is not an object")
     try:
         key = session_key(record.get("session_id"), record.get("user_id"), record.get("metadata"))
-    except ConfigurationError as exc:
+    except (ConfigurationError, ItemError) as exc:
         raise _bad(number, str(exc)) from exc
+    if key.user_id != user_id:
+        raise _bad(number, f"a session of {key.user_id!r} in the export of {user_id!r}")
     return _Session(key, state, record.get("archived_at") is not None)
 
 
