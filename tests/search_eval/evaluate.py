@@ -14,6 +14,11 @@ worst row (hybrid MRR minus the better single signal's) is best, and the fold's 
 are ranked with them. The "hybrid (held out)" figures put every question's held-out rank
 together. "hybrid (shipped)" ranks with the library's own constants.
 
+Off topic: every question is also searched in a transcript of another set, where nothing
+answers it; the table counts what hybrid returns there without a keyword match (vector
+evidence alone), at each `min_vector_z` of the grid, beside the worst gap at that z. It
+shows what the threshold trades: fewer hits on noise against answers found by vectors.
+
 Embedders: hashing (the default), model2vec (the bundled static model), minilm
 (all-MiniLM-L6-v2, int8 ONNX), and minilm-protocol: the same vectors with the weight an
 embedder gets that declares nothing (an embedder passed through the `Embedder` protocol).
@@ -338,6 +343,43 @@ def folds() -> dict[str, int]:
     return {c.name: i % FOLDS for i, c in enumerate(all_conversations())}
 
 
+@dataclass(frozen=True)
+class OffTopic:
+    """What hybrid returns for questions searched where nothing answers them, at one
+    `min_vector_z`, beside the worst gap (all transcripts, the embedder's weight) there."""
+
+    empty: float  # the share of those questions answered with nothing
+    vector_only: float  # hits without a keyword match, per question (any limit)
+    worst_gap: float
+
+
+async def off_topic(corpus: Corpus, cases: list[Case]) -> dict[float, OffTopic]:
+    """Each question searched in a transcript of another set (the same one each run), at
+    each `min_vector_z` of the grid, the shipped fusion otherwise."""
+    convs = all_conversations()
+    set_of = {q.conversation: n for n, s in eval_sets().items() for q in s.queries}
+    found = []
+    for set_name, eval_set in eval_sets().items():
+        others = [c.name for c in convs if set_of.get(c.name) != set_name]
+        for i, query in enumerate(eval_set.queries):
+            signals = await corpus.sessions[others[i % len(others)]].signals(query.text)
+            n = len(signals.keys)
+            vec = np.full(n, np.nan) if signals.vector is None else signals.vector
+            found.append(evidence(vec, np.zeros(n) if signals.keyword is None else signals.keyword))
+    out = {}
+    for z in MIN_VECTOR_ZS:
+        fusion = Fusion(min_vector_z=z)
+        kept = [has_evidence(e, fusion) for e in found]
+        alone = [int((k & ~e.has_keyword).sum()) for k, e in zip(kept, found, strict=True)]
+        worst, _ = _worst(_rows(cases, [c.hybrid_rank(fusion, corpus.weight) for c in cases]))
+        out[z] = OffTopic(
+            empty=sum(1 for k in kept if not k.any()) / len(kept),
+            vector_only=sum(alone) / len(alone),
+            worst_gap=worst,
+        )
+    return out
+
+
 @dataclass
 class Report:
     """Everything the evaluation prints."""
@@ -348,6 +390,7 @@ class Report:
     fold_transcripts: list[list[str]]
     all_data: Fit
     kinds: dict[tuple[str, str], Score]  # (embedder, kind) -> held-out hybrid, session
+    off_topic: dict[tuple[str, float], OffTopic] = field(default_factory=dict)  # (embedder, z)
     seconds: float = 0.0
 
 
@@ -397,7 +440,12 @@ async def run(names: Sequence[str] = EMBEDDERS) -> Report:
     transcripts = [
         [c.name for c in all_conversations() if fold_of[c.name] == k] for k in range(FOLDS)
     ]
-    report = Report(rows, fold_fits, fold_gaps, transcripts, all_data, kinds)
+    off: dict[tuple[str, float], OffTopic] = {}
+    for name, cs in by_embedder.items():
+        if name != "minilm-protocol":  # MiniLM's vectors, with the weight it gets
+            for z, figures in (await off_topic(by_name[name], cs)).items():
+                off[name, z] = figures
+    report = Report(rows, fold_fits, fold_gaps, transcripts, all_data, kinds, off)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -456,6 +504,24 @@ def markdown(report: Report) -> str:
     for embedder in dict.fromkeys(n for n, _ in report.kinds):
         kinds = [str(report.kinds[embedder, k]) for k in sorted({k for _, k in report.kinds})]
         lines.append(f"| {embedder} | " + " | ".join(kinds) + " |")
+    if report.off_topic:
+        lines += [
+            "",
+            "Off topic: each question searched in a transcript of another set, where nothing "
+            "answers it (scope session), by the hybrid ranking at each `min_vector_z` of the "
+            "grid (* shipped): the share answered with nothing, and the hits without a keyword "
+            "match per question; beside it the worst gap at that z (every transcript, held in).",
+            "",
+            "| embedder | min vector z | off topic: nothing returned | off topic: hits on "
+            "vectors alone | worst gap |",
+            "|---|---|---|---|---|",
+        ]
+        for (embedder, z), figures in report.off_topic.items():
+            shipped = " *" if z == Fusion().min_vector_z else ""
+            lines.append(
+                f"| {embedder} | {z:g}{shipped} | {figures.empty:.0%} | "
+                f"{figures.vector_only:.1f} | {figures.worst_gap:+.3f} |"
+            )
     return "\n".join(lines)
 
 
@@ -473,6 +539,11 @@ def text(report: Report) -> str:
     out.append(f"all transcripts: {report.all_data}")
     for (name, kind), s in report.kinds.items():
         out.append(f"{name:16} {kind:11} held-out hybrid {s}")
+    for (name, z), off in report.off_topic.items():
+        out.append(
+            f"{name:16} min vector z {z:g}: off topic, nothing returned {off.empty:.0%}, "
+            f"{off.vector_only:.1f} hits on vectors alone; worst gap {off.worst_gap:+.3f}"
+        )
     return "\n".join(out)
 
 

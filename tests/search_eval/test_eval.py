@@ -33,7 +33,17 @@ from agents_sqlalchemy.search import (
 )
 from agents_sqlalchemy.search.fusion import Fusion
 
-from .evaluate import DOC, README, TOLERANCE, Report, first_rank, gap, markdown, run
+from .evaluate import (
+    DOC,
+    MIN_VECTOR_ZS,
+    README,
+    TOLERANCE,
+    Report,
+    first_rank,
+    gap,
+    markdown,
+    run,
+)
 from .memory_index import MemoryIndex
 from .sets import all_conversations, eval_sets
 from .timing import short_texts
@@ -112,6 +122,17 @@ def test_the_library_ships_the_constants_fitted_on_every_transcript(report: Repo
     assert report.all_data.weights["model2vec"] == Model2VecEmbedder.fusion_weight
     assert not hasattr(MiniLMEmbedder, "fusion_weight")
     assert report.all_data.weights["minilm-protocol"] == fusion_weight(None)
+
+
+def test_off_topic_questions_are_counted_at_every_threshold(report: Report) -> None:
+    """What a question returns where nothing answers it: a higher `min_vector_z` returns
+    fewer hits on vectors alone and more empty answers, and the shipped one is reported."""
+    for name in ("hashing", "model2vec", "minilm"):
+        rows = [report.off_topic[name, z] for z in MIN_VECTOR_ZS]
+        assert [r.vector_only for r in rows] == sorted((r.vector_only for r in rows), reverse=True)
+        assert [r.empty for r in rows] == sorted(r.empty for r in rows)
+        assert rows[0].vector_only > rows[-1].vector_only
+        assert (name, Fusion().min_vector_z) in report.off_topic
 
 
 def test_the_docs_tables_are_this_evaluation_s_output(report: Report) -> None:
