@@ -209,7 +209,7 @@ class Portability:
             if done:
                 raise _bad(number, "a line after the final 'done' line")
             if kind == "header":
-                user_id = _check_header(record)
+                user_id = _check_header(record, number)
             elif kind == "session":
                 if session is not None:
                     raise _bad(number, "a session starts before the previous one ended")
@@ -391,8 +391,8 @@ def _bad(number: int, what: str) -> ConfigurationError:
     return ConfigurationError(f"line {number} of the export: {what}")
 
 
-def _check_header(record: dict[str, Any]) -> str:
-    """The user the export is of, from its first line."""
+def _check_header(record: dict[str, Any], number: int) -> str:
+    """The user the export is of, from its first line (line `number`)."""
     if record.get("format") != FORMAT:
         raise ConfigurationError(
             f"not an export of agents-sqlalchemy: its first line names no format {FORMAT!r}"
@@ -405,9 +405,9 @@ def _check_header(record: dict[str, Any]) -> str:
     try:
         user_id = check_user_id(record.get("user_id"))
     except ConfigurationError as exc:
-        raise _bad(1, str(exc)) from exc
+        raise _bad(number, str(exc)) from exc
     if user_id is None:
-        raise _bad(1, "the export names no user")
+        raise _bad(number, "the export names no user")
     return user_id
 
 
