@@ -19,6 +19,7 @@ from agents_sqlalchemy import (
     SessionStore,
     SQLAlchemySession,
     TableNames,
+    upgrade,
 )
 
 from .support.items import message
@@ -264,18 +265,20 @@ async def test_a_database_that_went_away(db_url: str) -> None:
         await session.add_items([message("kept")])
     said = "cannot reach the database"
     if db_url.startswith("postgresql"):
-        gone = SessionStore(
-            "postgresql+asyncpg://postgres@127.0.0.1:9/nowhere",
-            engine_kwargs={"connect_args": {"timeout": 2}},
-        )
+        nowhere = "postgresql+asyncpg://postgres@127.0.0.1:9/nowhere"
+        gone = SessionStore(nowhere, engine_kwargs={"connect_args": {"timeout": 2}})
     elif db_url.startswith("mysql"):  # said "mysql error, nothing was changed: (2003, ...)"
-        gone = SessionStore("mysql+asyncmy://app@127.0.0.1:9/nowhere")
+        nowhere = "mysql+asyncmy://app@127.0.0.1:9/nowhere"
+        gone = SessionStore(nowhere)
     else:
-        gone = SessionStore("sqlite+aiosqlite:////nonexistent-dir/for/sure/agent.db")
+        nowhere = "sqlite+aiosqlite:////nonexistent-dir/for/sure/agent.db"
+        gone = SessionStore(nowhere)
         said = "cannot open the SQLite database"
     with pytest.raises(DatabaseError, match=said):
         await gone.session("s").add_items([message("lost?")])
     await gone.close()
+    with pytest.raises(DatabaseError, match=said):  # the migrations say the same
+        await upgrade(nowhere)
     async with SessionStore(db_url) as store:
         assert await store.session("s").get_items() == [message("kept")]
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore
+from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore, upgrade
 
 from .support.items import message
 
@@ -66,6 +66,8 @@ async def test_the_setting_is_what_makes_asyncpg_safe_there(pgbouncer_url: str) 
     assert errors and all(isinstance(error, DatabaseError) for error in errors)
     assert "unsupported startup parameter: lock_timeout" in str(errors[0])
     assert "add ?pgbouncer=true to the URL" in str(errors[0])  # what to do about it
+    with pytest.raises(DatabaseError, match=r"lock_timeout.*add \?pgbouncer=true to the URL"):
+        await upgrade(plain.render_as_string(hide_password=False))  # the migrations say it too
 
 
 async def test_asyncpg_caches_trip_over_pooled_connections(pgbouncer_url: str) -> None:

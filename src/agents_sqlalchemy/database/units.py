@@ -76,10 +76,25 @@ def database_errors(url: URL, what: str) -> Iterator[None]:
     except AgentsSQLAlchemyError:
         raise
     except DBAPIError as exc:
-        problem = sqlite_open_problem(url) if "unable to open" in str(exc.orig) else None
+        problem = known_problem(url, exc)
         raise DatabaseError(problem or f"{what}, nothing was changed: {exc.orig}") from exc
     except (OSError, asyncio.TimeoutError) as exc:
         raise DatabaseError(f"cannot reach the database {url!r}: {exc}") from exc
+
+
+def known_problem(url: URL, exc: DBAPIError) -> str | None:
+    """What a driver's failure means, said so that a user can act on it: a server that
+    cannot be reached, a pooler that refuses the connection, a SQLite file that cannot be
+    opened; None for any other failure."""
+    if url.get_backend_name() in MYSQL and _mysql_number(exc) in (2002, 2003, 2005):
+        return f"cannot reach the database {url!r}: {exc.orig}"
+    if "unsupported startup parameter" in str(exc.orig):  # PgBouncer's refusal
+        return (
+            f"the server refused the connection, nothing was changed ({exc.orig}): a pooler "
+            "such as PgBouncer refuses the lock_timeout this library sets when a connection "
+            "opens; add ?pgbouncer=true to the URL"
+        )
+    return sqlite_open_problem(url) if "unable to open" in str(exc.orig) else None
 
 
 def sqlite_open_problem(url: URL) -> str | None:
@@ -415,8 +430,8 @@ class Database:
         if isinstance(exc, IntegrityError):  # what the SDK's class raises: catchable as such
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
-        if self.dialect_name in ("mysql", "mariadb") and _mysql_number(exc) in (2002, 2003, 2005):
-            return DatabaseError(f"cannot reach the database {self.url!r}: {exc.orig}")
+        if (problem := known_problem(self.url, exc)) is not None:
+            return DatabaseError(problem)
         if self.dialect_name in ("mysql", "mariadb") and _packet_too_big(exc):
             return DatabaseError(
                 f"{self.dialect_name} closed the connection, {_outcome(attempt)} ({exc.orig}): "
@@ -424,16 +439,7 @@ class Database:
                 "very large item; raise max_allowed_packet on the server (SET GLOBAL "
                 "max_allowed_packet = ...; 1 GB at most) or store smaller items"
             )
-        if "unsupported startup parameter" in str(exc.orig):  # PgBouncer's refusal
-            return DatabaseError(
-                f"the server refused the connection, {_outcome(attempt)} ({exc.orig}): a "
-                "pooler such as PgBouncer refuses the lock_timeout this library sets when a "
-                "connection opens; add ?pgbouncer=true to the URL"
-            )
-        problem = sqlite_open_problem(self.url) if "unable to open" in str(exc.orig) else None
-        return DatabaseError(
-            problem or f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}"
-        )
+        return DatabaseError(f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}")
 
     async def release_loop(self) -> None:
         """Close the running loop's engine, made here, before that loop stops."""
