@@ -201,6 +201,13 @@ class Case:
         return first_rank(score, has_evidence(found, fusion), self.recency, self.answers)
 
 
+def arrays(signals: Signals[Key]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """A question's cosines (NaN: no vector) and coverage (0: no match), one per candidate."""
+    n = len(signals.keys)
+    vec = np.full(n, np.nan) if signals.vector is None else signals.vector
+    return vec, np.zeros(n) if signals.keyword is None else signals.keyword
+
+
 async def cases(corpus: Corpus) -> list[Case]:
     """Every question of every set, in both scopes."""
     out = []
@@ -208,9 +215,7 @@ async def cases(corpus: Corpus) -> list[Case]:
         for scope in SCOPES:
             for query in eval_set.queries:
                 signals = await corpus.signals(query, scope, "hybrid")
-                n = len(signals.keys)
-                vec = np.full(n, np.nan) if signals.vector is None else signals.vector
-                kw = np.zeros(n) if signals.keyword is None else signals.keyword
+                vec, kw = arrays(signals)
                 answers = np.array([k in corpus.answers[query] for k in signals.keys], bool)
                 has_vec, has_kw = ~np.isnan(vec), kw > 0
                 rec = signals.recency
@@ -363,9 +368,7 @@ async def off_topic(corpus: Corpus, cases: list[Case]) -> dict[float, OffTopic]:
         others = [c.name for c in convs if set_of.get(c.name) != set_name]
         for i, query in enumerate(eval_set.queries):
             signals = await corpus.sessions[others[i % len(others)]].signals(query.text)
-            n = len(signals.keys)
-            vec = np.full(n, np.nan) if signals.vector is None else signals.vector
-            found.append(evidence(vec, np.zeros(n) if signals.keyword is None else signals.keyword))
+            found.append(evidence(*arrays(signals)))
     out = {}
     for z in MIN_VECTOR_ZS:
         fusion = Fusion(min_vector_z=z)
