@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agents_sqlalchemy import BranchError, SessionStore, TableNames
+from agents_sqlalchemy import BranchError, ConfigurationError, SessionStore, TableNames
 
 from .support.clock import travel
 from .support.items import ALL, message
@@ -251,6 +251,29 @@ async def test_names_and_turns_are_checked(db_url: str) -> None:
         with pytest.raises(BranchError, match="does not exist"):
             await session.delete_branch(name, force=True)  # it holds nothing yet
         assert session.current_branch_id == name
+
+
+async def test_odd_names_and_turn_numbers_get_clear_errors_on_every_dialect(db_url: str) -> None:
+    """A NUL in a branch name was kept on SQLite and MariaDB and a DatabaseError on
+    PostgreSQL; turn numbers of the wrong kind or past 64 bits were OverflowError or
+    DatabaseError, or "Turn True does not contain a user message"."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("odd")
+        await session.add_items(turn(1) + turn(2))
+        for name, said in [("a\x00b", "NUL"), ("a\ud800b", "lone surrogates"), (5, "a string")]:
+            with pytest.raises(BranchError, match=said):
+                await session.create_branch_from_turn(1, name)  # type: ignore[arg-type]
+            with pytest.raises(BranchError, match="does not exist"):
+                await session.switch_to_branch(name)  # type: ignore[arg-type]
+            assert await session.get_conversation_turns(name) == []  # type: ignore[arg-type]
+            assert await session.get_session_usage(name) is None  # type: ignore[arg-type]
+        for number in (0, -1, 2**70, "1", True, 1.0):
+            with pytest.raises(ConfigurationError, match="turn_number must be"):
+                await session.create_branch_from_turn(number)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="user_turn_number must be an integer"):
+            await session.get_turn_usage("1")  # type: ignore[arg-type]
+        assert [branch["branch_id"] for branch in await session.list_branches()] == ["main"]
+        assert contents(await session.get_items()) == contents(turn(1) + turn(2))
 
 
 async def test_custom_table_names_hold_the_branches(sqlite_url: str) -> None:

@@ -13,7 +13,7 @@ from agents.run_context import RunContextWrapper
 from agents.testing import ScriptedModel
 from agents.usage import Usage
 
-from agents_sqlalchemy import DailyUsage, SessionStore, TokenUsage
+from agents_sqlalchemy import ConfigurationError, DailyUsage, SessionStore, TokenUsage
 
 from .support.clock import travel
 from .support.items import message
@@ -27,6 +27,30 @@ def figures(row: dict[str, Any]) -> tuple[int, int, int, int]:
 
 def of(used: Usage) -> tuple[int, int, int, int]:
     return used.requests, used.input_tokens, used.output_tokens, used.total_tokens
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("input_tokens", float("nan"), "usage.input_tokens must be an integer"),
+        ("input_tokens", 10**30, "usage.input_tokens must be between 0 and"),
+        ("requests", -1, "usage.requests must be between 0 and"),
+    ],
+)
+async def test_usage_that_no_column_holds_is_refused_and_records_nothing(
+    db_url: str, field: str, value: Any, said: str
+) -> None:
+    # NaN raised ValueError, 10**30 OverflowError (SQLite) or DatabaseError, -1 was kept.
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("odd usage")
+        await session.add_items([message("hi")])
+        used = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+        setattr(used, field, value)
+        wrapper = RunContextWrapper(context=None, usage=used)
+        with pytest.raises(ConfigurationError, match=said):
+            await session.store_run_usage(type("Result", (), {"context_wrapper": wrapper})())
+        assert await session.get_turn_usage() == []
+        assert await session.get_session_usage() is None
 
 
 async def test_the_runner_hands_its_context_and_each_turn_is_recorded(db_url: str) -> None:

@@ -54,7 +54,7 @@ from .turns import (
     used,
 )
 from .types import WHOLE, Scope
-from .validation import check_flag, session_key, state_name, ttl_delta
+from .validation import check_flag, session_key, state_name, storable, ttl_delta
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -375,6 +375,8 @@ class StoreSession:
         """`call(branch)` on `branch_id` or the current branch; `missing` for a dead branch
         asked by name, the main line's answer when the current branch died."""
         name = self._branch if branch_id is None else branch_id
+        if not storable(name):  # no branch has a name no database stores
+            return missing
         found = await call(name)
         if found is not GONE:
             return found

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from .validation import check_range
+
 MAIN = "main"
 #: (user turn, opens the turn, written at, item) of one item of a branch.
 Turn = tuple[int, bool, datetime, Any]
@@ -147,11 +149,12 @@ def preview(content: Any, max_length: int | None = None) -> str:
 
 
 def usage_values(usage: Any) -> dict[str, Any] | None:
-    """The columns of a turn's usage from an SDK `Usage` (None for None)."""
+    """The columns of a turn's usage from an SDK `Usage` (None for None); a count that is
+    not a whole number from 0 to 2**63 - 1 raises `ConfigurationError`."""
     if usage is None:
         return None
     values: dict[str, Any] = {
-        name: int(getattr(usage, name, 0) or 0)
+        name: check_range(f"usage.{name}", getattr(usage, name, 0) or 0, 0)
         for name in ("requests", "input_tokens", "output_tokens", "total_tokens")
     }
     values["input_details"] = _details(getattr(usage, "input_tokens_details", None))

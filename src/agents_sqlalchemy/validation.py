@@ -294,6 +294,12 @@ def _filter_value(name: str, value: object) -> FilterValue:
     )
 
 
+def storable(text: object) -> bool:
+    """Whether `text` is text every database stores as it is: no NUL (PostgreSQL's text
+    refuses it) and no lone surrogate (not UTF-8)."""
+    return isinstance(text, str) and "\x00" not in text and _is_utf8(text)
+
+
 def _is_utf8(text: str) -> bool:
     try:
         text.encode("utf-8")

@@ -28,7 +28,7 @@ from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Gone, Opened, Usage
 from ..turns import MAIN, Turn, is_user
 from ..types import Appended, BranchSummary, SessionKey, Written
-from ..validation import check_moment, check_range, check_user_id
+from ..validation import check_moment, check_range, check_user_id, storable
 from .opener import Opener
 from .owners import Owners
 
@@ -139,6 +139,7 @@ class Branches:
         self, key: SessionKey, source: str, turn: int, name: str | None
     ) -> tuple[str, str]:
         """Branch off `source` before user turn `turn`: (the new branch, the source used)."""
+        check_range("turn_number", turn, 1)
         if name is not None:
             _check_name(name, "Branch name")
         base = f"branch_from_turn_{turn}_{int(time.time())}"
@@ -151,12 +152,16 @@ class Branches:
 
     async def exists(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live and holds items."""
+        if not storable(name):  # no branch has such a name
+            return False
         await self._opener.ready()
         return await self._branches.branch_state(key, name) is True
 
     async def alive(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live (made, and neither deleted nor cleared),
         whether or not it holds items yet."""
+        if not storable(name):  # no branch has such a name
+            return False
         await self._opener.ready()
         return not isinstance(await self._branches.branch_state(key, name), Gone)
 
@@ -167,6 +172,8 @@ class Branches:
 
     async def delete(self, key: SessionKey, name: str) -> bool:
         """Delete a branch that holds items (not main); False if there is none such."""
+        if not storable(name):  # no branch has such a name
+            return False
         await self._opener.ready()
         async with self._opener.scrubbing():
             return await self._branches.delete_branch(key, name)
@@ -210,11 +217,15 @@ class Branches:
         self, key: SessionKey, branch: str, turn: int | None
     ) -> list[dict[str, Any]] | Gone:
         """Usage rows of a branch by turn."""
+        if turn is not None:
+            check_range("user_turn_number", turn, 1)
         await self._opener.ready()
         return await self._usage.turn_usage(key, branch, turn)
 
     async def session_usage(self, key: SessionKey, branch: str | None) -> TokenUsage | None:
         """Usage of one branch, or of all (None when nothing was recorded)."""
+        if branch is not None and not storable(branch):
+            return None
         await self._opener.ready()
         found = await self._usage.session_usage(key, branch)
         if isinstance(found, Gone) or not found["turns"]:
@@ -234,9 +245,14 @@ class Branches:
 
 
 def _check_name(name: Any, what: str) -> str:
-    """A branch name: non-blank text of at most 255 characters, else `BranchError`."""
-    if not isinstance(name, str) or not name.strip():
+    """A branch name: non-blank text of at most 255 characters that every database stores
+    as it is, else `BranchError`."""
+    if not isinstance(name, str):
+        raise BranchError(f"{what} must be a string, got {name!r:.100}")
+    if not name.strip():
         raise BranchError(f"{what} cannot be empty")
     if len(name) > MAX_NAME:
         raise BranchError(f"{what} is longer than {MAX_NAME} characters")
+    if not storable(name):
+        raise BranchError(f"{what} must not hold NUL characters or lone surrogates")
     return name
