@@ -263,7 +263,7 @@ def metadata_filter(filters: object) -> dict[str, FilterValue] | None:
         raise ConfigurationError(f"metadata filters are a dict, got {type(filters).__name__}")
     checked: dict[str, FilterValue] = {}
     for name, value in filters.items():
-        if not isinstance(name, str) or "\x00" in name or not _is_utf8(name):
+        if not storable(name):
             raise ConfigurationError(
                 f"metadata filter names are strings without NUL characters, got {name!r}"
             )
@@ -283,7 +283,7 @@ def _filter_value(name: str, value: object) -> FilterValue:
             raise ConfigurationError(f"metadata filter {name!r}: {value} is not a JSON number")
         return value
     if isinstance(value, str):
-        if "\x00" in value or not _is_utf8(value):
+        if not storable(value):
             raise ConfigurationError(
                 f"metadata filter {name!r}: a NUL character or a lone surrogate cannot match"
             )
