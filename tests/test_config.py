@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents.memory import SessionSettings
@@ -247,6 +248,24 @@ async def test_sdk_style_engine_constructor(db_url: str) -> None:
         assert await first.get_items() == [message("x")]
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ({"tables": "chat_"}, "tables must be a TableNames"),
+        ({"engine_kwargs": [("echo", True)]}, "engine_kwargs must be a dict"),
+        ({"sqlite_synchronous": 1}, "unknown SQLite synchronous mode 1"),
+        ({"create_tables": "yes"}, "create_tables must be True or False"),
+        ({"import_sdk_history": "no"}, "import_sdk_history must be True or False"),
+    ],
+)
+def test_store_options_of_the_wrong_kind_are_refused(
+    sqlite_url: str, option: dict[str, Any], said: str
+) -> None:
+    # They raised AttributeError or TypeError, or counted "no" as True.
+    with pytest.raises(ConfigurationError, match=said):
+        SessionStore(sqlite_url, **option)
 
 
 def test_constructor_needs_exactly_one_target(sqlite_url: str) -> None:

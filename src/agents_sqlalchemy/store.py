@@ -41,7 +41,7 @@ from .session import StoreSession, default_settings, sdk_settings, settings_opti
 from .tables import TableNames
 from .telemetry import Telemetry, telemetry_option, traced
 from .types import Scope
-from .validation import check_user_id, session_key, ttl_delta
+from .validation import check_flag, check_user_id, session_key, ttl_delta
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -114,6 +114,10 @@ class SessionStore:
         import_sdk_history: bool = False,
         telemetry: Telemetry | bool | None = None,
     ) -> None:
+        if tables is not None and not isinstance(tables, TableNames):
+            raise ConfigurationError(f"tables must be a TableNames, got {tables!r:.100}")
+        check_flag("create_tables", create_tables)
+        check_flag("import_sdk_history", import_sdk_history)
         self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
         self._session_settings = settings_option(session_settings)  # None: made when asked

@@ -196,6 +196,8 @@ class EngineSource:
         self._lock_timeout = lock_timeout
         # Behind a transaction pooler: set by the URL's `pgbouncer=true`.
         self.pooled = False
+        if engine_kwargs is not None and not isinstance(engine_kwargs, dict):
+            raise ConfigurationError(f"engine_kwargs must be a dict, got {engine_kwargs!r:.100}")
         if isinstance(url_or_engine, AsyncEngine):
             if engine_kwargs:
                 raise ConfigurationError("engine_kwargs apply only when the store makes the engine")

@@ -139,7 +139,8 @@ class Database:
         statement_timeout: float | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
-        if sqlite_synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+        modes = {"OFF", "NORMAL", "FULL", "EXTRA"}
+        if not isinstance(sqlite_synchronous, str) or sqlite_synchronous.upper() not in modes:
             raise ConfigurationError(f"unknown SQLite synchronous mode {sqlite_synchronous!r}")
         self.lock_timeout = _seconds("lock_timeout", lock_timeout)
         self.statement_timeout = (
