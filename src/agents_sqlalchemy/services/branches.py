@@ -160,8 +160,6 @@ class Branches:
     async def alive(self, key: SessionKey, name: str) -> bool:
         """Whether a branch other than main is live (made, and neither deleted nor cleared),
         whether or not it holds items yet."""
-        if not storable(name):  # no branch has such a name
-            return False
         await self._opener.ready()
         return not isinstance(await self._branches.branch_state(key, name), Gone)
 
