@@ -16,12 +16,14 @@ together. "hybrid (shipped)" ranks with the library's own constants.
 
 Off topic: every question is also searched in a transcript of another set, where nothing
 answers it; the table counts what hybrid returns there without a keyword match (vector
-evidence alone), at each `min_vector_z` of the grid, beside the worst gap at that z. It
-shows what the threshold trades: fewer hits on noise against answers found by vectors.
+evidence alone), at each `min_vector_z` of the grid, with and without the embedder's noise
+floor (`calibrate`), beside the worst gap there. It shows what each threshold trades:
+fewer hits on noise against answers found by vectors.
 
 Embedders: hashing (the default), model2vec (the bundled static model), minilm
-(all-MiniLM-L6-v2, int8 ONNX), and minilm-protocol: the same vectors with the weight an
-embedder gets that declares nothing (an embedder passed through the `Embedder` protocol).
+(all-MiniLM-L6-v2, int8 ONNX), and model2vec-protocol and minilm-protocol: the same
+vectors seen through the `Embedder` protocol alone, declaring nothing, so weighed as
+`calibrate` measures them. Their calibrations are printed too.
 
 Run:
     python -m tests.search_eval.evaluate            # every table, as text
@@ -47,15 +49,16 @@ import numpy as np
 import numpy.typing as npt
 
 from agents_sqlalchemy.search import (
+    Calibration,
     Embedder,
     Evidence,
     Fusion,
     SearchMode,
+    calibrate,
     embed_documents,
     embedder_by_name,
     evidence,
     fused_scores,
-    fusion_weight,
     has_evidence,
     item_text,
 )
@@ -67,7 +70,9 @@ from .sets import all_conversations, eval_sets
 Key = tuple[str, int]
 SCOPES = ("session", "all")
 FOLDS = 4
-EMBEDDERS = ("hashing", "model2vec", "minilm", "minilm-protocol")
+EMBEDDERS = ("hashing", "model2vec", "model2vec-protocol", "minilm", "minilm-protocol")
+#: The suffix of an embedder seen through the protocol alone (see `ProtocolOnly`).
+PROTOCOL = "-protocol"
 #: Allowed shortfall of hybrid MRR against the better single signal.
 TOLERANCE = 0.01
 
@@ -80,6 +85,8 @@ DECLARED_WEIGHTS = {
     "hashing": (0.0001, 0.0002, 0.0005),
     "model2vec": (0.001, 0.002, 0.005),
 }
+#: The weight of an embedder that declares none and that `calibrate` finds weak.
+WEAK_WEIGHTS = (0.0001, 0.0002, 0.0005, 0.001)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "search" / "evaluation.md"
@@ -94,7 +101,7 @@ class Corpus:
     sessions: dict[str, MemoryIndex[Key]]
     everything: MemoryIndex[Key]
     answers: dict[Query, set[Key]]
-    weight: float
+    calibration: Calibration
     _signals: dict[tuple[str, str, str, SearchMode], Signals[Key]] = field(default_factory=dict)
 
     async def signals(self, query: Query, scope: str, mode: SearchMode) -> Signals[Key]:
@@ -123,15 +130,13 @@ class ProtocolOnly:
         return self._inner.embed_queries(texts)
 
 
-async def build(embedder: Embedder | None) -> Corpus:
+async def build(embedder: Embedder) -> Corpus:
     """Index every conversation of every set (and all of them together) with `embedder`."""
     convs = all_conversations()
     items = [((c.name, i), item) for c in convs for i, item in enumerate(c.items)]
-    vectors: dict[Key, bytes] = {}
-    if embedder is not None:
-        texts = [(key, text) for key, item in items if (text := item_text(item))]
-        blobs = await embed_documents(embedder, [t for _, t in texts])
-        vectors = {key: blob for (key, _), blob in zip(texts, blobs, strict=True)}
+    texts = [(key, text) for key, item in items if (text := item_text(item))]
+    blobs = await embed_documents(embedder, [t for _, t in texts])
+    vectors = {key: blob for (key, _), blob in zip(texts, blobs, strict=True)}
     sessions: dict[str, MemoryIndex[Key]] = {}
     everything: MemoryIndex[Key] = MemoryIndex(embedder)
     for conv in convs:
@@ -145,19 +150,20 @@ async def build(embedder: Embedder | None) -> Corpus:
         for s in eval_sets().values()
         for q in s.queries
     }
-    return Corpus(sessions, everything, answers, fusion_weight(embedder))
+    return Corpus(sessions, everything, answers, await calibrate(embedder))
 
 
 async def corpora(names: Sequence[str]) -> dict[str, Corpus]:
-    """A corpus per embedder name; "minilm-protocol" shares MiniLM's vectors."""
+    """A corpus per embedder name; "<name>-protocol" shares the built-in's vectors."""
     out: dict[str, Corpus] = {}
     for name in names:
-        if name == "minilm-protocol":
-            minilm = out.get("minilm") or await build(embedder_by_name("minilm"))
-            weight = fusion_weight(ProtocolOnly(embedder_by_name("minilm")))
-            out[name] = replace(minilm, weight=weight, _signals=minilm._signals)
-        else:
+        base = name.removesuffix(PROTOCOL)
+        if base == name:
             out[name] = await build(embedder_by_name(name))
+            continue
+        corpus = out.get(base) or await build(embedder_by_name(base))
+        calibration = await calibrate(ProtocolOnly(embedder_by_name(base)))
+        out[name] = replace(corpus, calibration=calibration, _signals=corpus._signals)
     return out
 
 
@@ -189,16 +195,19 @@ class Case:
     set_name: str
     scope: str
     found: Evidence
+    calibration: Calibration  # the embedder's, as `calibrate` measures it
     literal: bool
     recency: npt.NDArray[np.float64]
     answers: npt.NDArray[np.bool_]
     vector_rank: int | None
     keyword_rank: int | None
 
-    def hybrid_rank(self, fusion: Fusion, weight: float) -> int | None:
+    def hybrid_rank(self, fusion: Fusion, weight: float, floor: float | None) -> int | None:
+        """The first answer's rank with these constants, vector weight and noise floor."""
         found = self.found
         score = fused_scores(found, weight=weight, literal=self.literal, fusion=fusion)
-        return first_rank(score, has_evidence(found, fusion), self.recency, self.answers)
+        keep = has_evidence(found, fusion, floor)
+        return first_rank(score, keep, self.recency, self.answers)
 
 
 def arrays(signals: Signals[Key]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -225,6 +234,7 @@ async def cases(corpus: Corpus) -> list[Case]:
                         set_name,
                         scope,
                         evidence(vec, kw),
+                        corpus.calibration,
                         signals.literal,
                         rec,
                         answers,
@@ -298,8 +308,9 @@ def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
     scopes) counts where it is more than `TOLERANCE` below zero: first that of an embedder
     declaring nothing (minilm-protocol: what any capable model gets), then the sum over
     embedders; ties go to the larger sum of worst rows (the most robust), then of means.
-    The weight of an embedder that declares none is fitted on minilm-protocol; the hashing
-    and static models' weights (which they declare) each on its own rows; the fusion's
+    The weight of an embedder that declares none is fitted on minilm-protocol (a capable
+    model) and on model2vec-protocol (a weak one); the hashing and static models' weights
+    (which they declare) each on its own rows; the fusion's
     constants are shared by all, `min_vector_z` fitted last. It starts at 1: below it, of
     two candidates one always counts as standing out (z = 0.67).
     """
@@ -319,13 +330,15 @@ def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
     def best_weights(fusion: Fusion) -> dict[str, float]:
         chosen = {}
         for name in names:
-            options = DECLARED_WEIGHTS.get(name, DEFAULT_WEIGHTS)
+            weak = name.endswith(PROTOCOL) and not by_embedder[name][0].calibration.capable
+            options = WEAK_WEIGHTS if weak else DECLARED_WEIGHTS.get(name, DEFAULT_WEIGHTS)
             chosen[name] = max(options, key=partial(judge_one, fusion, name))
         return chosen
 
     def judge_one(fusion: Fusion, name: str, weight: float) -> tuple[float, float, float]:
         cs = by_embedder[name]
-        worst, mean = _worst(_rows(cs, [c.hybrid_rank(fusion, weight) for c in cs]))
+        ranks = [c.hybrid_rank(fusion, weight, c.calibration.floor) for c in cs]
+        worst, mean = _worst(_rows(cs, ranks))
         return min(worst + TOLERANCE, 0.0), worst, mean
 
     scored = []
@@ -351,16 +364,20 @@ def folds() -> dict[str, int]:
 @dataclass(frozen=True)
 class OffTopic:
     """What hybrid returns for questions searched where nothing answers them, at one
-    `min_vector_z`, beside the worst gap (all transcripts, the embedder's weight) there."""
+    `min_vector_z` and noise floor, beside the worst gap (all transcripts, the embedder's
+    weight) there."""
 
     empty: float  # the share of those questions answered with nothing
     vector_only: float  # hits without a keyword match, per question (any limit)
     worst_gap: float
 
 
-async def off_topic(corpus: Corpus, cases: list[Case]) -> dict[float, OffTopic]:
+async def off_topic(
+    corpus: Corpus, cases: list[Case]
+) -> dict[tuple[float, float | None], OffTopic]:
     """Each question searched in a transcript of another set (the same one each run), at
-    each `min_vector_z` of the grid, the shipped fusion otherwise."""
+    each `min_vector_z` of the grid, with the embedder's noise floor and without it, the
+    shipped fusion otherwise."""
     convs = all_conversations()
     set_of = {q.conversation: n for n, s in eval_sets().items() for q in s.queries}
     found = []
@@ -370,12 +387,16 @@ async def off_topic(corpus: Corpus, cases: list[Case]) -> dict[float, OffTopic]:
             signals = await corpus.sessions[others[i % len(others)]].signals(query.text)
             found.append(evidence(*arrays(signals)))
     out = {}
-    for z in MIN_VECTOR_ZS:
+    weight = corpus.calibration.weight
+    for z, floor in itertools.product(
+        MIN_VECTOR_ZS, dict.fromkeys([corpus.calibration.floor, None])
+    ):
         fusion = Fusion(min_vector_z=z)
-        kept = [has_evidence(e, fusion) for e in found]
+        kept = [has_evidence(e, fusion, floor) for e in found]
         alone = [int((k & ~e.has_keyword).sum()) for k, e in zip(kept, found, strict=True)]
-        worst, _ = _worst(_rows(cases, [c.hybrid_rank(fusion, corpus.weight) for c in cases]))
-        out[z] = OffTopic(
+        ranks = [c.hybrid_rank(fusion, weight, floor) for c in cases]
+        worst, _ = _worst(_rows(cases, ranks))
+        out[z, floor] = OffTopic(
             empty=sum(1 for k in kept if not k.any()) / len(kept),
             vector_only=sum(alone) / len(alone),
             worst_gap=worst,
@@ -393,7 +414,9 @@ class Report:
     fold_transcripts: list[list[str]]
     all_data: Fit
     kinds: dict[tuple[str, str], Score]  # (embedder, kind) -> held-out hybrid, session
-    off_topic: dict[tuple[str, float], OffTopic] = field(default_factory=dict)  # (embedder, z)
+    calibrations: dict[str, Calibration]
+    # (embedder, min_vector_z, noise floor) -> what off-topic questions get
+    off_topic: dict[tuple[str, float, float | None], OffTopic] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -414,7 +437,10 @@ async def run(names: Sequence[str] = EMBEDDERS) -> Report:
         fold_fits.append(fitted)
         for name, cs in by_embedder.items():
             test = [c for c in cs if fold_of[c.query.conversation] == k]
-            ranks = [c.hybrid_rank(fitted.fusion, fitted.weights[name]) for c in test]
+            ranks = [
+                c.hybrid_rank(fitted.fusion, fitted.weights[name], c.calibration.floor)
+                for c in test
+            ]
             for case, rank in zip(test, ranks, strict=True):
                 held_out[name, id(case)] = rank
             for (set_name, scope), group_rows in _rows(test, ranks).items():
@@ -423,14 +449,16 @@ async def run(names: Sequence[str] = EMBEDDERS) -> Report:
     rows: dict[tuple[str, str, str], dict[str, Score]] = {}
     kinds: dict[tuple[str, str], Score] = {}
     for name, cs in by_embedder.items():
-        weight = by_name[name].weight
+        calibration = by_name[name].calibration
         groups: dict[tuple[str, str], list[Case]] = defaultdict(list)
         for case in cs:
             groups[case.set_name, case.scope].append(case)
         for (set_name, scope), group in groups.items():
             rows[set_name, name, scope] = {
                 "hybrid (held out)": score([held_out[name, id(c)] for c in group]),
-                "hybrid (shipped)": score([c.hybrid_rank(Fusion(), weight) for c in group]),
+                "hybrid (shipped)": score(
+                    [c.hybrid_rank(Fusion(), calibration.weight, calibration.floor) for c in group]
+                ),
                 "vector": score([c.vector_rank for c in group]),
                 "keyword": score([c.keyword_rank for c in group]),
             }
@@ -443,12 +471,13 @@ async def run(names: Sequence[str] = EMBEDDERS) -> Report:
     transcripts = [
         [c.name for c in all_conversations() if fold_of[c.name] == k] for k in range(FOLDS)
     ]
-    off: dict[tuple[str, float], OffTopic] = {}
+    off: dict[tuple[str, float, float | None], OffTopic] = {}
     for name, cs in by_embedder.items():
-        if name != "minilm-protocol":  # MiniLM's vectors, with the weight it gets
-            for z, figures in (await off_topic(by_name[name], cs)).items():
-                off[name, z] = figures
-    report = Report(rows, fold_fits, fold_gaps, transcripts, all_data, kinds, off)
+        if not name.endswith(PROTOCOL):  # what is kept does not depend on the weight
+            for (z, floor), figures in (await off_topic(by_name[name], cs)).items():
+                off[name, z, floor] = figures
+    calibrations = {name: corpus.calibration for name, corpus in by_name.items()}
+    report = Report(rows, fold_fits, fold_gaps, transcripts, all_data, kinds, calibrations, off)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -507,25 +536,45 @@ def markdown(report: Report) -> str:
     for embedder in dict.fromkeys(n for n, _ in report.kinds):
         kinds = [str(report.kinds[embedder, k]) for k in sorted({k for _, k in report.kinds})]
         lines.append(f"| {embedder} | " + " | ".join(kinds) + " |")
+    lines += [
+        "",
+        "Calibration (`calibrate`, measured on its own 40 question-answer pairs): the noise "
+        "floor (the cosine 95% of unrelated pairs stay under), the share of true answers "
+        "above it, and the weight and floor the fusion uses.",
+        "",
+        "| embedder | noise floor | true answers above it | capable | weight | floor used |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, c in report.calibrations.items():
+        lines.append(
+            f"| {name} | {_floor(c.noise_floor)} | {c.recall:.0%} | "
+            f"{'yes' if c.capable else 'no'} | {c.weight:g} | {_floor(c.floor)} |"
+        )
     if report.off_topic:
         lines += [
             "",
             "Off topic: each question searched in a transcript of another set, where nothing "
             "answers it (scope session), by the hybrid ranking at each `min_vector_z` of the "
-            "grid (* shipped): the share answered with nothing, and the hits without a keyword "
-            "match per question; beside it the worst gap at that z (every transcript, held in).",
+            "grid, with the embedder's noise floor and without (* shipped): the share answered "
+            "with nothing, and the hits without a keyword match per question; beside it the "
+            "worst gap there (every transcript, held in).",
             "",
-            "| embedder | min vector z | off topic: nothing returned | off topic: hits on "
-            "vectors alone | worst gap |",
-            "|---|---|---|---|---|",
+            "| embedder | min vector z | noise floor | off topic: nothing returned | off topic: "
+            "hits on vectors alone | worst gap |",
+            "|---|---|---|---|---|---|",
         ]
-        for (embedder, z), figures in report.off_topic.items():
-            shipped = " *" if z == Fusion().min_vector_z else ""
+        for (embedder, z, floor), figures in report.off_topic.items():
+            shipped = floor == report.calibrations[embedder].floor
+            star = " *" if shipped and z == Fusion().min_vector_z else ""
             lines.append(
-                f"| {embedder} | {z:g}{shipped} | {figures.empty:.0%} | "
+                f"| {embedder} | {z:g}{star} | {_floor(floor)} | {figures.empty:.0%} | "
                 f"{figures.vector_only:.1f} | {figures.worst_gap:+.3f} |"
             )
     return "\n".join(lines)
+
+
+def _floor(floor: float | None) -> str:
+    return "none" if floor is None else f"{floor:.3f}"
 
 
 def text(report: Report) -> str:
@@ -542,10 +591,13 @@ def text(report: Report) -> str:
     out.append(f"all transcripts: {report.all_data}")
     for (name, kind), s in report.kinds.items():
         out.append(f"{name:16} {kind:11} held-out hybrid {s}")
-    for (name, z), off in report.off_topic.items():
+    for name, c in report.calibrations.items():
+        out.append(f"{name:18} calibration: {c}")
+    for (name, z, floor), off in report.off_topic.items():
         out.append(
-            f"{name:16} min vector z {z:g}: off topic, nothing returned {off.empty:.0%}, "
-            f"{off.vector_only:.1f} hits on vectors alone; worst gap {off.worst_gap:+.3f}"
+            f"{name:18} min vector z {z:g}, noise floor {_floor(floor)}: off topic, nothing "
+            f"returned {off.empty:.0%}, {off.vector_only:.1f} hits on vectors alone; "
+            f"worst gap {off.worst_gap:+.3f}"
         )
     return "\n".join(out)
 

@@ -5,7 +5,8 @@ query into the same inputs the store computes from SQL: the candidates are the i
 vector plus those holding a query term; BM25 comes from `bm25_postings` over those postings
 with the candidate count as the corpus size; recency from `recency_scores` over positions;
 cosine from `cosine_scores`; the ranking from the library's own `fuse`, with the embedder's
-`fusion_weight`, and whether the query names identifiers (`literal_terms`).
+calibration (`calibrate`: its weight and noise floor), and whether the query names
+identifiers (`literal_terms`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from agents_sqlalchemy.search import (
     Hit,
     SearchMode,
     bm25_postings,
+    calibrate,
     check_query,
     cosine_scores,
     embed_documents,
@@ -57,6 +59,7 @@ class Signals(Generic[K]):
     recency: npt.NDArray[np.float64]
     vector_weight: float
     literal: bool = False
+    vector_floor: float | None = None
 
     def rank(
         self,
@@ -76,6 +79,7 @@ class Signals(Generic[K]):
             mode=mode,
             limit=limit,
             vector_weight=self.vector_weight if vector_weight is None else vector_weight,
+            vector_floor=self.vector_floor,
             literal=self.literal,
             min_score=min_score,
             fusion=fusion or Fusion(),
@@ -151,9 +155,12 @@ class MemoryIndex(Generic[K]):
                 doc_count=len(keys),
             )
         positions = [self.entries[k].position for k in keys]
-        weight = fusion_weight(self.embedder)
+        weight, floor = fusion_weight(None), None
+        if self.embedder is not None:
+            calibration = await calibrate(self.embedder)
+            weight, floor = calibration.weight, calibration.floor
         literal = bool(literal_terms(query))
-        return Signals(keys, vector, keyword, recency_scores(positions), weight, literal)
+        return Signals(keys, vector, keyword, recency_scores(positions), weight, literal, floor)
 
     async def search(
         self, query: str, *, mode: SearchMode = "hybrid", limit: int = 5

@@ -23,7 +23,7 @@ WEIGHTS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4
 
 def gaps(all_cases: Sequence[Case], weight: float) -> dict[tuple[str, str], float]:
     """Hybrid MRR minus the better single signal's, per (set, scope)."""
-    ranks = [c.hybrid_rank(Fusion(), weight) for c in all_cases]
+    ranks = [c.hybrid_rank(Fusion(), weight, c.calibration.floor) for c in all_cases]
     return {key: _worst({0: rows})[0] for key, rows in _rows(all_cases, ranks).items()}
 
 

@@ -14,18 +14,20 @@ On search, over the candidates (the items in scope with an index row)::
     rows, term_ids, counts = postings(blobs, query_term_ids)
     keyword = bm25_postings(rows, term_ids, counts, size=n, doc_count=n)   # coverage
     vector = cosine_scores(await embed_query(embedder, query), blobs)      # NaN: no vector
+    calibration = await calibrate(embedder)        # measured once per model
     hits = fuse(keys, vector=vector, keyword=keyword, recency=recency_scores(positions),
-                vector_weight=fusion_weight(embedder), literal=bool(literal_terms(query)),
-                limit=5)
+                vector_weight=calibration.weight, vector_floor=calibration.floor,
+                literal=bool(literal_terms(query)), limit=5)
 
 How `fuse` ranks (details and measurements in `fusion.py`): keyword evidence is BM25 as
 coverage of the query; vector evidence is how far an item stands out in the query's own
 cosine distribution, in nats. A query naming identifiers or names (`literal_terms`) is
 ranked by keywords first; any other by coverage to the 4th power plus the embedder's weight
-(`fusion_weight`; a capable model's when it declares none) times the vector evidence.
-Only hits with evidence are returned (or those reaching `min_score`); a query holds at
-most `MAX_QUERY_CHARS` characters (`check_query`). The constants are fitted by
-cross-validation on tests/search_eval (314 questions, five sets).
+(`fusion_weight`; when it declares none, a capable or a weak model's as `calibrate`
+measures) times the vector evidence. Only hits with evidence are returned (a keyword, or
+a cosine that stands out and clears the model's noise floor), or those reaching
+`min_score`; a query holds at most `MAX_QUERY_CHARS` characters (`check_query`). The
+constants are fitted by cross-validation on tests/search_eval (314 questions, five sets).
 """
 
 import asyncio
@@ -33,6 +35,7 @@ import asyncio
 from ..caches import RELEASE_PAUSE, release
 from ..errors import EmbedderError, MissingExtraError, QueryTooLongError, SearchError
 from .builtin import BUILTIN_EMBEDDERS, builtin_for, embedder_by_name
+from .calibration import Calibration, calibrate
 from .embedders import (
     Embedder,
     embed_documents,
@@ -45,6 +48,7 @@ from .embedders import (
 from .fusion import (
     DEFAULT_VECTOR_WEIGHT,
     SEARCH_MODES,
+    WEAK_VECTOR_WEIGHT,
     Evidence,
     Fusion,
     Hit,
@@ -85,6 +89,8 @@ __all__ = [
     "SEARCH_MODES",
     "STOPWORDS",
     "TOKENIZER_VERSION",
+    "WEAK_VECTOR_WEIGHT",
+    "Calibration",
     "Embedder",
     "EmbedderError",
     "Evidence",
@@ -101,6 +107,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bm25_postings",
     "builtin_for",
+    "calibrate",
     "check_query",
     "content_words",
     "cosine_scores",

@@ -76,8 +76,8 @@ class Embedder(Protocol):
 async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -> Matrix:
     """Call the embedder (sync or async) and return a checked, L2-normalised float32 matrix.
 
-    Sync embedders embed documents in a worker thread so a large batch does not stall the
-    event loop; queries are embedded inline (one short text).
+    Sync embedders embed in a worker thread so a large batch does not stall the event loop;
+    a single query is embedded inline (one short text).
     """
     texts = list(texts)
     if not texts:
@@ -88,7 +88,7 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool
     if embedder.metric != "cosine":
         raise EmbedderError(f"metric {embedder.metric!r} is not supported: use 'cosine'")
     method: Callable[[list[str]], Any] = embedder.embed_queries if queries else embedder.embed
-    if inspect.iscoroutinefunction(method) or queries:
+    if inspect.iscoroutinefunction(method) or (queries and len(texts) == 1):
         result = method(texts)
     else:
         result = await asyncio.to_thread(method, texts)

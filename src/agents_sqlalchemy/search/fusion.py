@@ -19,20 +19,24 @@ The method, for one query over its candidates:
    partial match weak ("which *drink* gives me headaches?" against "*Drink* more water")
    and a whole one strong; `w` is the embedder's `fusion_weight`.
 5. Only hits with evidence are returned: a keyword match, or a cosine at least
-   `min_vector_z` robust deviations above the median. Among fewer than `SMALL_SCOPE`
-   vectors no z-score can stand out (of two, one is always 0.67 above the median), so
-   there a cosine `min_cosine_margin` (0.1) above the median counts: an absolute margin,
-   chosen on small examples (unrelated texts lie within 0.02-0.12 of each other with the
-   built-in models; "why did the release break?" and "the deployment failed: the disk was
-   full" 0.21-0.35 above "lunch plans for friday"), not fitted: the evaluation's scopes
-   are all larger. A query that nothing holds or means returns nothing;
-   `fuse(min_score=...)` returns instead every candidate whose score reaches it. Recency
-   only breaks exact ties.
+   `min_vector_z` robust deviations above the median and above the embedder's noise
+   floor (`vector_floor`, from `calibration.calibrate`: the cosine 95% of unrelated
+   pairs stay under; a model whose answers lie in its noise too has none). Among fewer
+   than `SMALL_SCOPE` vectors no z-score can stand out (of two, one is always 0.67 above
+   the median), so there a cosine `min_cosine_margin` (0.1) above the median counts: an
+   absolute margin, chosen on small examples (unrelated texts lie within 0.02-0.12 of
+   each other with the built-in models; "why did the release break?" and "the deployment
+   failed: the disk was full" 0.21-0.35 above "lunch plans for friday"), not fitted: the
+   evaluation's scopes are all larger. A query that nothing holds or means returns
+   nothing; `fuse(min_score=...)` returns instead every candidate whose score reaches
+   it. Recency only breaks exact ties.
 
-An embedder that declares no `fusion_weight` gets `DEFAULT_VECTOR_WEIGHT`, a capable
-model's (all-MiniLM-L6-v2 declares nothing): the built-in hashing and static models
-declare how little their vectors add to words. Everything is linear in the candidates
-(a median, a partition; `np.unique` for ties sorts only the keyword matches).
+An embedder that declares no `fusion_weight` is measured (`calibration.calibrate`): one
+whose cosines tell answers from unrelated texts gets `DEFAULT_VECTOR_WEIGHT`, a capable
+model's (all-MiniLM-L6-v2 declares nothing), any other `WEAK_VECTOR_WEIGHT`; the built-in
+hashing and static models declare how little their vectors add to words. Everything is
+linear in the candidates (a median, a partition; `np.unique` for ties sorts only the
+keyword matches).
 
 Why (tests/search_eval, 314 questions in five sets; every constant here fitted by
 cross-validation over transcripts, `python -m tests.search_eval.evaluate`):
@@ -92,8 +96,11 @@ SearchMode = Literal["hybrid", "vector", "keyword"]
 Scores = npt.NDArray[np.float64]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "vector", "keyword")
 
-#: The vector weight of an embedder that declares none: a capable model's (see `fusion_weight`).
+#: The vector weight of a capable embedder that declares none (see `fusion_weight`).
 DEFAULT_VECTOR_WEIGHT = 2.0
+#: The vector weight of an embedder that declares none and whose cosines do not tell
+#: answers from unrelated texts (`calibration.calibrate`).
+WEAK_VECTOR_WEIGHT = 0.0002
 #: Keyword evidence is coverage to this power: holding part of a question's words is weak.
 KEYWORD_POWER = 4.0
 #: In a query that names identifiers or names, vectors count this fraction of their weight.
@@ -152,23 +159,24 @@ class Hit(Generic[K]):
     recency: float
 
 
-def fusion_weight(embedder: Embedder | None) -> float:
+def fusion_weight(embedder: Embedder | None, *, capable: bool = True) -> float:
     """How much `fuse` weighs an embedder's vector evidence against keyword coverage.
 
     An embedder may declare it as a `fusion_weight` attribute (fitted with
     tests/search_eval/tune.py: the built-in hashing and static models declare how little
-    their vectors know beyond words); any other gets `DEFAULT_VECTOR_WEIGHT`, a capable
-    model's. The evidence of each query decides the rest (see the module docstring).
+    their vectors know beyond words); any other gets `DEFAULT_VECTOR_WEIGHT` if it is
+    `capable` (as `calibration.calibrate` measures), else `WEAK_VECTOR_WEIGHT`. The
+    evidence of each query decides the rest (see the module docstring).
 
-    >>> fusion_weight(None)
-    2.0
+    >>> fusion_weight(None), fusion_weight(None, capable=False)
+    (2.0, 0.0002)
     """
     declared = getattr(embedder, "fusion_weight", None)
     if isinstance(declared, (int, float)) and not isinstance(declared, bool):
         if not (math.isfinite(declared) and declared >= 0):
             raise ConfigurationError(f"fusion_weight must be >= 0, not {declared!r}")
         return float(declared)
-    return DEFAULT_VECTOR_WEIGHT
+    return DEFAULT_VECTOR_WEIGHT if capable else WEAK_VECTOR_WEIGHT
 
 
 def fuse(
@@ -180,6 +188,7 @@ def fuse(
     mode: SearchMode = "hybrid",
     limit: int | None = 10,
     vector_weight: float | None = None,
+    vector_floor: float | None = None,
     literal: bool = False,
     min_score: float | None = None,
     fusion: Fusion = Fusion(),
@@ -193,9 +202,10 @@ def fuse(
     names identifiers or names (`query.literal_terms`). Ties go to the newer item.
 
     What is returned: in "hybrid", only hits with evidence (`has_evidence`): a keyword
-    match, or a cosine standing out; an empty list is an answer. With `min_score`,
-    instead, every candidate of the mode whose score reaches it (fused score, cosine or
-    coverage).
+    match, or a cosine standing out and at least `vector_floor` (the embedder's noise
+    floor, `calibration.calibrate`; None: no floor); an empty list is an answer. With
+    `min_score`, instead, every candidate of the mode whose score reaches it (fused score,
+    cosine or coverage).
     """
     n = len(keys)
     vec = np.full(n, np.nan) if vector is None else np.asarray(vector, dtype=np.float64)
@@ -216,7 +226,7 @@ def fuse(
             raise ConfigurationError(f"vector_weight must be >= 0, not {weight!r}")
         found = evidence(vec, kw)
         score = fused_scores(found, weight=weight, literal=literal, fusion=fusion)
-        keep = has_evidence(found, fusion)
+        keep = has_evidence(found, fusion, vector_floor)
     else:
         raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, not {mode!r}")
     if min_score is not None:
@@ -246,17 +256,21 @@ def evidence(cosines: Scores, coverage: Scores) -> Evidence:
     return Evidence(cosines, np.minimum(coverage, 1.0), positive * positive / 2, z, has_vec, has_kw)
 
 
-def has_evidence(found: Evidence, fusion: Fusion) -> npt.NDArray[np.bool_]:
+def has_evidence(
+    found: Evidence, fusion: Fusion, floor: float | None = None
+) -> npt.NDArray[np.bool_]:
     """Which candidates a hybrid search returns by default: those holding a query term, or
     whose cosine stands `fusion.min_vector_z` robust deviations above the median (among
-    fewer than `SMALL_SCOPE` vectors: `fusion.min_cosine_margin` above it)."""
+    fewer than `SMALL_SCOPE` vectors: `fusion.min_cosine_margin` above it) and reaches
+    `floor` (the embedder's noise floor; None: none)."""
     vec = found.has_vector
-    keep = found.has_keyword | (vec & (found.z >= fusion.min_vector_z))
+    cosine = np.where(vec, found.cosine, -np.inf)
+    stands_out = found.z >= fusion.min_vector_z
     count = int(vec.sum())
     if 0 < count < SMALL_SCOPE:
-        floor = float(np.median(found.cosine[vec])) + fusion.min_cosine_margin
-        keep |= vec & (np.where(vec, found.cosine, -np.inf) >= floor)
-    return np.asarray(keep, dtype=np.bool_)
+        stands_out |= cosine >= float(np.median(found.cosine[vec])) + fusion.min_cosine_margin
+    meaningful = vec & stands_out & (cosine >= (-np.inf if floor is None else floor))
+    return np.asarray(found.has_keyword | meaningful, dtype=np.bool_)
 
 
 def fused_scores(found: Evidence, *, weight: float, literal: bool, fusion: Fusion) -> Scores:

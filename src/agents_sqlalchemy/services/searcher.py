@@ -26,11 +26,11 @@ from ..search import (
     Embedder,
     SearchMode,
     bm25_postings,
+    calibrate,
     check_query,
     cosine_scores,
     embed_query,
     fuse,
-    fusion_weight,
     literal_terms,
     postings,
     recency_scores,
@@ -112,6 +112,10 @@ class Searcher:
                 await embed_query(self.embedder, query),
                 await self._vectors(codec, candidates, since),
             )
+        weight = floor = None  # hybrid: the embedder's, as measured (`calibrate`)
+        if mode == "hybrid":
+            calibration = await calibrate(self.embedder)
+            weight, floor = calibration.weight, calibration.floor
 
         def rank() -> list[Any]:
             keyword = None
@@ -128,7 +132,8 @@ class Searcher:
                 recency=recency_scores(candidates.positions),
                 mode=mode,
                 limit=limit,
-                vector_weight=fusion_weight(self.embedder),
+                vector_weight=weight,
+                vector_floor=floor,
                 literal=bool(literal_terms(query)),
                 min_score=min_score,
             )

@@ -1,0 +1,213 @@
+"""How much an embedder's cosines mean, measured once per model on pairs of its own.
+
+`fuse` needs two numbers about an embedder: how much its vector evidence weighs against
+keywords, and the cosine below which a hit with no keyword is noise. A model's cosine
+scale is its own, so neither can be one constant for every model. `calibrate` measures
+both on `PAIRS`: forty questions, each with the item that answers it in other words, on
+forty unrelated topics (none from the evaluation sets). Each question is embedded as a
+query and each answer as a document, and:
+
+- the *noise floor* is the cosine that 95% of the cosines between a question and another
+  question's answer stay under (`SIGNIFICANCE`): above it, a cosine is evidence at the 5%
+  level;
+- the *recall* is the share of questions whose own answer clears that floor. A model that
+  reaches `CAPABLE_RECALL` tells meaning from noise: a hybrid hit without a keyword then
+  needs a cosine above the floor (besides standing out among the query's own), and an
+  embedder that declares no `fusion_weight` gets a capable model's weight. A model below
+  it gets no floor (its answers lie in the noise too) and, declaring none, the weak
+  weight: its vectors order what words leave open, no more.
+
+Measured (tests/search_eval, `python -m tests.search_eval.evaluate`, which prints each
+built-in model's calibration): all-MiniLM-L6-v2 has floor 0.21 and recall 0.95, the
+bundled static model 0.29 and 0.25, the hashing embedder 0.11 and 0.15. With MiniLM's
+floor, a question searched in a transcript where nothing answers it gets 3.1 hits on
+vectors alone instead of 11.3, and nothing at all for 30% of the questions instead of 1%,
+for a worst row 0.004 lower. Through the protocol the static model used to get a capable
+model's weight, and its worst row was 0.19 below its better signal.
+
+The measurement is cached per `model_id` for the process: the first hybrid search with a
+model embeds these 80 short texts once (two calls, for a remote model).
+
+Example::
+
+    calibration = await calibrate(embedder_by_name("minilm"))
+    calibration.floor, calibration.weight      # (0.21..., 2.0)
+    fuse(keys, vector=cosines, keyword=coverage, vector_weight=calibration.weight,
+         vector_floor=calibration.floor)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .embedders import Embedder, Matrix, embed_texts
+from .fusion import fusion_weight
+
+#: A question and the item that answers it in other words, each pair on a topic of its own.
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("when is my dentist appointment?", "Booked the check-up with Dr. Okafor for Tuesday at 9:30."),
+    (
+        "how much did the flights cost?",
+        "The two return tickets to Lisbon came to 412 euros in total.",
+    ),
+    (
+        "what did the doctor say about my knee?",
+        "The physio thinks it is a strained ligament; rest it for three weeks.",
+    ),
+    (
+        "why did the deploy fail last night?",
+        "The release job stopped because the build server ran out of disk space.",
+    ),
+    (
+        "which wine goes with the fish?",
+        "A chilled Albarino or a dry Riesling pairs well with grilled sea bass.",
+    ),
+    (
+        "what's the wifi password at the cabin?",
+        "Network: lakeside-guest, passphrase is on the fridge magnet: pinecone42.",
+    ),
+    (
+        "did the landlord fix the heating?",
+        "The radiator technician came on Monday and replaced the valve.",
+    ),
+    (
+        "how do I reset the router?",
+        "Hold the small button at the back for ten seconds until the lights blink.",
+    ),
+    (
+        "what are we cooking for the party?",
+        "Menu: slow-roasted lamb shoulder, couscous salad and a lemon tart.",
+    ),
+    (
+        "who is picking up the kids on friday?",
+        "Grandma will collect Mia and Leo from school at three.",
+    ),
+    (
+        "what's the plan for the quarterly review?",
+        "Slides due Wednesday; Priya presents revenue, I cover hiring.",
+    ),
+    ("is my passport still valid?", "Your travel document expires in March 2031, so you are fine."),
+    ("how many steps did I walk yesterday?", "The tracker logged 11,240 steps on Sunday."),
+    (
+        "what time does the gym open?",
+        "The fitness centre opens at 6 am on weekdays and 8 on weekends.",
+    ),
+    (
+        "why is the test suite so slow?",
+        "Most of the time goes into starting a fresh database container per test.",
+    ),
+    (
+        "what book should I read next?",
+        "You liked the Ishiguro novel, so try The Remains of the Day.",
+    ),
+    ("how do I water the orchid?", "Soak the roots once a week and let them drain completely."),
+    ("when does the car insurance renew?", "The motor policy runs until the 14th of August."),
+    (
+        "what did the customer complain about?",
+        "The client said the invoice charged them twice for the same order.",
+    ),
+    ("how do I say thank you in Japanese?", "Arigatou gozaimasu is the polite form."),
+    ("what's the score of the match?", "City won 3-1 after two late goals."),
+    ("can the cat eat tuna?", "A little canned fish is fine for felines as an occasional treat."),
+    ("where did I park?", "Level 3 of the multi-storey, bay C17, next to the lifts."),
+    ("what is the mortgage rate now?", "The bank offered a fixed 3.9% for five years."),
+    (
+        "which laptop should I buy for video editing?",
+        "Get one with 32 GB of RAM and a dedicated GPU for rendering.",
+    ),
+    ("what's the weather tomorrow?", "Expect rain in the morning and 14 degrees by the afternoon."),
+    ("how long do I boil an egg?", "Seven minutes gives a jammy yolk."),
+    ("who won the election?", "The opposition party took the majority of seats."),
+    (
+        "how do I fix the leaking tap?",
+        "Replace the washer inside the faucet head; turn off the water supply first.",
+    ),
+    ("what's my blood pressure reading?", "Measured 128 over 82 this morning."),
+    (
+        "when is the team offsite?",
+        "The retreat is planned for the second week of June in the mountains.",
+    ),
+    (
+        "why was the payment declined?",
+        "The card issuer flagged the transaction as unusual and blocked it.",
+    ),
+    (
+        "what should I pack for the hike?",
+        "Bring layers, a rain shell, two litres of water and snacks.",
+    ),
+    ("how do I cancel the subscription?", "Go to account settings, billing, and choose end plan."),
+    (
+        "what did the vet prescribe?",
+        "Antibiotics twice a day for the dog's ear infection, for ten days.",
+    ),
+    ("is the museum open on Monday?", "The gallery is closed at the start of the week."),
+    ("how much should I tip?", "Around ten percent is customary at restaurants there."),
+    ("what's the name of the new manager?", "Our new head of the department is Tomasz Kowalczyk."),
+    (
+        "how do I merge two branches?",
+        "Check out main and run git merge feature, then resolve conflicts.",
+    ),
+    ("which plants survive in shade?", "Ferns, hostas and ivy do well without direct sun."),
+)
+#: The noise floor is this quantile of the cosines between questions and unrelated answers.
+SIGNIFICANCE = 0.95
+#: A model whose noise floor at least this share of the true answers clears is capable.
+CAPABLE_RECALL = 0.8
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `fuse` takes from an embedder: its vector `weight`, and `floor`, the cosine a
+    hybrid hit without a keyword needs: the measured `noise_floor` if the model is
+    `capable` (`recall`, the share of true answers above it, reaches `CAPABLE_RECALL`),
+    else None (see the module docstring).
+
+    Example::
+
+        calibration = await calibrate(MiniLMEmbedder())
+        calibration.capable, calibration.weight, calibration.floor   # True, 2.0, 0.21...
+    """
+
+    weight: float
+    noise_floor: float
+    recall: float
+
+    @property
+    def capable(self) -> bool:
+        """Whether the model's cosines tell answers from unrelated texts."""
+        return self.recall >= CAPABLE_RECALL
+
+    @property
+    def floor(self) -> float | None:
+        """The cosine a hybrid hit without a keyword needs (None: no floor)."""
+        return self.noise_floor if self.capable else None
+
+
+_measured: dict[str, tuple[float, float]] = {}
+
+
+async def calibrate(embedder: Embedder) -> Calibration:
+    """The embedder's calibration, measured once per `model_id` in the process; a declared
+    `fusion_weight` is kept (see the module docstring)."""
+    model_id = embedder.model_id
+    if model_id not in _measured:
+        queries = await embed_texts(embedder, [q for q, _ in PAIRS], queries=True)
+        documents = await embed_texts(embedder, [a for _, a in PAIRS])
+        _measured[model_id] = measure(queries, documents)
+    noise_floor, recall = _measured[model_id]
+    weight = fusion_weight(embedder, capable=recall >= CAPABLE_RECALL)
+    return Calibration(weight=weight, noise_floor=noise_floor, recall=recall)
+
+
+def measure(queries: Matrix, documents: Matrix) -> tuple[float, float]:
+    """(noise floor, recall) from unit rows, the i-th document answering the i-th query.
+
+    >>> measure(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32))
+    (0.0, 1.0)
+    """
+    cosines = np.asarray(queries @ documents.T, dtype=np.float64)
+    unrelated = cosines[~np.eye(len(cosines), dtype=bool)]
+    floor = float(np.quantile(unrelated, SIGNIFICANCE))
+    return floor, float((np.diag(cosines) > floor).mean())
