@@ -64,7 +64,7 @@ def test_doctor_finds_each_problem_and_names_its_fix(db_url: str) -> None:
     assert found.exit_code == 1, found.output
     assert f"ok       schema      at revision {head_revision()} (head)" in found.output
     assert "ok       key         plaintext database" in found.output
-    assert "PROBLEM  embedder    items were indexed with hashing-v1-64" in found.output
+    assert "PROBLEM  embedder    items were indexed with hashing-v2-64" in found.output
     assert "PROBLEM  sdk tables  agent_messages holds 1 session not imported" in found.output
     assert "PROBLEM  histories   1 session of 2 hold" in found.output
     assert "3 problems found" in found.output

@@ -22,6 +22,7 @@ from agents_sqlalchemy import (
     TableNames,
     upgrade,
 )
+from agents_sqlalchemy.search import MAX_MODEL_ID_CHARS, index_id
 
 from .support.items import message
 
@@ -266,6 +267,24 @@ def test_store_options_of_the_wrong_kind_are_refused(
     # They raised AttributeError or TypeError, or counted "no" as True.
     with pytest.raises(ConfigurationError, match=said):
         SessionStore(sqlite_url, **option)
+
+
+@pytest.mark.parametrize("model_id", ["x" * 181, "", "   ", "a\x00b", "a\ud800", 5, None])
+def test_an_embedder_whose_model_id_names_no_index_is_refused(
+    sqlite_url: str, model_id: object
+) -> None:
+    """The index stores `index_id(model_id)` in 200 characters: PostgreSQL cut a longer one
+    short, so the store never again found its own model in the database and searched by
+    keyword only; a NUL failed every index write there."""
+
+    class Named(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model_id = model_id  # type: ignore[assignment]
+
+    with pytest.raises(ConfigurationError, match="model_id must be text of 1 to 180"):
+        SessionStore(sqlite_url, embedder=Named())
+    assert len(index_id("x" * MAX_MODEL_ID_CHARS)) <= 200
 
 
 def test_constructor_needs_exactly_one_target(sqlite_url: str) -> None:

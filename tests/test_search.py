@@ -39,7 +39,9 @@ from agents_sqlalchemy.search import (
     Embedder,
     Model2VecEmbedder,
     embed_documents,
+    index_id,
     item_text,
+    pack_terms,
     term_counts,
     term_id,
 )
@@ -54,7 +56,7 @@ from .search_eval.queries import QUERIES
 from .search_eval.transcripts import conversations
 from .support.clock import travel
 from .support.items import ALL, FUNCTION_CALL, MULTIPART, REASONING, message
-from .support.tables import raw_rows
+from .support.tables import execute, raw_rows
 
 try:  # the openai package's HTTP client: httpx, or its successor httpx2
     import httpx2 as httpx
@@ -94,7 +96,7 @@ async def index_around(
     how many items it read."""
     services = store._services
     search_index, indexer = services.search_index, services.index()
-    batch = await search_index.unindexed(indexer.embedder.model_id, limit, 0, Scope())
+    batch = await search_index.unindexed(indexer.indexed_as, limit, 0, Scope())
     codec = await services.opener.ready()
     await services.owners.load(r.stored.kek_id for r in batch)  # none is destroyed here
     entries = await indexer.index([codec.item(r.key, r.stored) for r in batch], codec)
@@ -331,11 +333,11 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
             await session.search_hits("why did the release break?", mode="vector")
         await store.flush()
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
-        assert models == {old.model_id}  # nothing of the new model until the reindex
-        assert await store.indexed_model() == old.model_id
+        assert models == {index_id(old.model_id)}  # nothing of the new model until the reindex
+        assert await store.indexed_model() == index_id(old.model_id)
         assert await store.reindex() == len(ALL) + 3
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
-        assert models == {model2vec.model_id}  # ... and the old model's vectors are deleted
+        assert models == {index_id(model2vec.model_id)}  # ... and the old model's are deleted
         hits = await session.search_hits("why did the release break?", mode="vector", limit=2)
         assert {hit.item["content"] for hit in hits} == {DEPLOY["content"], new["content"]}
         hits = await session.search_hits("disk full release", limit=20, min_score=0.0)
@@ -350,7 +352,7 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert reports[0] == (0, total) and reports[-1] == (total, total)
         assert [r[0] for r in reports] == sorted(r[0] for r in reports) and len(reports) > 2
         models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
-        assert models == {third.model_id}
+        assert models == {index_id(third.model_id)}
         indexed = await index_rows(db_url)
         assert indexed[INDEX] == indexed[ITEMS]  # every item, with text or not
         assert await store.reindex() == 0
@@ -376,9 +378,39 @@ async def test_a_store_given_no_embedder_uses_the_databases_built_in_model(
                 new["content"],
             }
             await store.flush()
-            assert await store.indexed_model() == model2vec.model_id
+            assert await store.indexed_model() == index_id(model2vec.model_id)
     models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
-    assert models == {model2vec.model_id}
+    assert models == {index_id(model2vec.model_id)}
+
+
+@pytest.mark.slow
+async def test_an_index_made_by_an_older_tokenizer_is_named_and_moved_by_reindex(
+    db_url: str, model2vec: Embedder
+) -> None:
+    """Rows indexed as the library did before terms lost their accents, with the same
+    model: the store says so and finds them by their old terms until `reindex`, after
+    which `zurich` finds `Zürich`; the database's index then names the terms' version."""
+    cafe = message("Le café à Zürich")
+    async with SessionStore(db_url, create_tables=True, embedder=model2vec) as store:
+        await store.session("trip").add_items([cafe])
+        await store.flush()
+    older = pack_terms({term_id(term): 1 for term in ("le", "café", "zürich")})
+    await execute(
+        db_url,
+        f"UPDATE {INDEX} SET model_id = :model, terms = :terms",
+        {"model": model2vec.model_id, "terms": older},  # what the index stored then
+    )
+    async with SessionStore(db_url, embedder=model2vec) as store:
+        session = store.session("trip")
+        with pytest.warns(SearchModelWarning, match=r"content-words'.*terms-v2'.*reindex"):
+            assert await session.search("zurich") == []  # its terms kept the accents
+        assert await store.indexed_model() == model2vec.model_id
+        assert await store.reindex() == 1
+        for query in ("zurich", "Zürich", "CAFE"):
+            assert await session.search(query) == [cafe], query
+        assert await store.indexed_model() == index_id(model2vec.model_id)
+    models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
+    assert models == {index_id(model2vec.model_id)}
 
 
 async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
@@ -398,7 +430,10 @@ async def test_a_search_tells_what_is_left_unindexed_from_its_own_read(
         await store.session("s", ttl=timedelta(minutes=10)).add_items([message("soon gone")])
         await store.flush()
         services = store._services
-        search_index, model_id = services.search_index, services.search().embedder.model_id
+        search_index, model_id = (
+            services.search_index,
+            index_id(services.search().embedder.model_id),
+        )
         scope = Scope(session=SessionKey.of("s"))
 
         async def indexed_and_live() -> tuple[int, int, int]:

@@ -34,7 +34,7 @@ from .records import (
     SessionPage,
     UsageReport,
 )
-from .search import Embedder, HashingEmbedder, SearchMode, embedder_by_name
+from .search import Embedder, HashingEmbedder, SearchMode, check_model_id, embedder_by_name
 from .services import ROTATE_BATCH, Services
 from .services.portability import Lines, erase
 from .session import StoreSession, default_settings, sdk_settings, settings_option
@@ -323,11 +323,12 @@ class SessionStore:
     async def reindex(
         self, *, batch_size: int = 200, progress: Callable[[int, int], None] | None = None
     ) -> int:
-        """Index every live item for the store's embedder; drop other models' vectors.
+        """Index every live item for the store's embedder; drop other models' rows.
 
-        Run it after changing the embedder (its `model_id`); until then the items indexed
-        under the old model are found by keyword only, and vectors of two models are never
-        compared. Items added meanwhile are indexed as they come. A transaction indexes at
+        Run it after changing the embedder (its `model_id`), or after an upgrade that
+        changed the keyword terms (`search.index_id` names both); until then the items
+        indexed under the old model are found by keyword only, and vectors of two models are
+        never compared. Items added meanwhile are indexed as they come. A transaction indexes at
         most `batch_size` items, fewer while they are heavy (about 32 MiB of them at a time).
         `progress(done, total)` is called before the first batch and after each one.
         Returns how many items were gone over (those without text to index included).
@@ -337,7 +338,9 @@ class SessionStore:
 
     @traced("indexed_model")
     async def indexed_model(self) -> str | None:
-        """The `model_id` of the embedder the latest item was indexed with (None: none yet).
+        """What the latest item was indexed with (None: none yet): the embedder's
+        `model_id` and the terms' version (`search.index_id`), as
+        `"minilm:...+terms-v2"`.
 
         What the database was indexed with, so a tool can search with the same model.
         """
@@ -701,6 +704,8 @@ def embedder_option(search: bool, embedder: Embedder | str | None) -> Embedder |
         embedder = embedder_by_name(embedder)
     if embedder is not None and not isinstance(embedder, Embedder):
         raise ConfigurationError(f"embedder must be an Embedder or a name, got {embedder!r}")
+    if embedder is not None:
+        check_model_id(embedder.model_id)
     if not search:
         return None
     return embedder or HashingEmbedder()

@@ -23,7 +23,7 @@ import click
 from ..crypto import Key
 from ..errors import AgentsSQLAlchemyError, KeyringError, SdkHistoryWarning, WrongKeyError
 from ..migrations import api as migrate
-from ..search import BUILTIN_EMBEDDERS, HashingEmbedder
+from ..search import BUILTIN_EMBEDDERS, HashingEmbedder, index_id
 from ..services import Services
 from ..services.opener import IMPORT_COMMAND, SDK_MESSAGES
 from ..store import SessionStore
@@ -153,9 +153,8 @@ async def _embedder(
     url: str, tables: TableNames, store: SessionStore, embedder_name: str | None
 ) -> Finding:
     indexed = await store.indexed_model()
-    expected = (
-        load_embedder(embedder_name).model_id if embedder_name else HashingEmbedder().model_id
-    )
+    embedder = load_embedder(embedder_name) if embedder_name else HashingEmbedder()
+    expected = index_id(embedder.model_id)
     which = f"--embedder {embedder_name}" if embedder_name else "the default embedder"
     if indexed is None:
         return Finding("embedder", True, "nothing indexed yet")

@@ -26,6 +26,7 @@ from ..search import (
     Embedder,
     SearchMode,
     builtin_for,
+    index_id,
 )
 from ..tables import TableNames
 from .layout import ProgressBar, counted
@@ -73,9 +74,9 @@ async def chosen_embedder(
                 f"load: pass --embedder ({', '.join(BUILTIN_EMBEDDERS)})"
             )
         embedder = load_embedder(known)
-    if indexed and embedder.model_id != indexed:
+    if indexed and index_id(embedder.model_id) != indexed:
         click.secho(
-            f"Note: the database is indexed with {indexed}, not {embedder.model_id}: "
+            f"Note: the database is indexed with {indexed}, not {index_id(embedder.model_id)}: "
             "`reindex` moves every item to it; until then search finds items by keyword only.",
             fg="yellow",
             err=True,

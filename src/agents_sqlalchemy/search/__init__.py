@@ -37,10 +37,13 @@ from ..errors import EmbedderError, MissingExtraError, QueryTooLongError, Search
 from .builtin import BUILTIN_EMBEDDERS, builtin_for, embedder_by_name
 from .calibration import Calibration, calibrate
 from .embedders import (
+    MAX_MODEL_ID_CHARS,
     Embedder,
+    check_model_id,
     embed_documents,
     embed_query,
     embed_texts,
+    index_id,
     normalize,
     pack_vectors,
     unpack_vectors,
@@ -83,6 +86,7 @@ from .text import (
 __all__ = [
     "BUILTIN_EMBEDDERS",
     "DEFAULT_VECTOR_WEIGHT",
+    "MAX_MODEL_ID_CHARS",
     "MAX_QUERY_CHARS",
     "MAX_TERM_CHARS",
     "MAX_TEXT_CHARS",
@@ -108,6 +112,7 @@ __all__ = [
     "bm25_postings",
     "builtin_for",
     "calibrate",
+    "check_model_id",
     "check_query",
     "content_words",
     "cosine_scores",
@@ -121,6 +126,7 @@ __all__ = [
     "fused_scores",
     "fusion_weight",
     "has_evidence",
+    "index_id",
     "item_text",
     "literal_terms",
     "normalize",

@@ -33,7 +33,7 @@ _MODEL_ID_PREFIXES = {"hashing": "hashing-", "model2vec": "model2vec:", "minilm"
 def builtin_for(model_id: str) -> str | None:
     """The name of the built-in embedder whose vectors carry `model_id`, or None.
 
-    >>> builtin_for("hashing-v1-256-3-5-0.5")
+    >>> builtin_for("hashing-v2-256-3-5-0.5+terms-v2")
     'hashing'
     """
     for name, prefix in _MODEL_ID_PREFIXES.items():

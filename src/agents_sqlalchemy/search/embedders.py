@@ -37,7 +37,9 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import EmbedderError
+from ..errors import ConfigurationError, EmbedderError
+from ..validation import storable
+from .text import TOKENIZER_VERSION
 
 #: What `embed`/`embed_queries` may return: one row per text.
 VectorBatch: TypeAlias = "npt.NDArray[Any] | Sequence[Sequence[float]]"
@@ -52,7 +54,8 @@ class Embedder(Protocol):
     """Turns texts into vectors of `dim` floats; `model_id` names the model and its settings.
 
     Vectors of two different `model_id` values are never compared: change `model_id`
-    whenever the vectors would change (model, version, dimensions, prompts).
+    whenever the vectors would change (model, version, dimensions, prompts). A store
+    keeps an item's terms and vector under `index_id(model_id)`.
     """
 
     @property
@@ -71,6 +74,37 @@ class Embedder(Protocol):
     def embed_queries(self, texts: list[str]) -> VectorBatch | Awaitable[VectorBatch]:
         """Vectors of search queries."""
         ...
+
+
+def index_id(model_id: str) -> str:
+    """What the search index stores an item's terms and vector under: the embedder's
+    `model_id` and the terms' `TOKENIZER_VERSION`. Rows of another model or tokenizer are
+    never mixed in; `reindex` moves them.
+
+    >>> index_id("minilm:all-MiniLM-L6-v2-int8")
+    'minilm:all-MiniLM-L6-v2-int8+terms-v2'
+    """
+    return f"{model_id}+terms-v{TOKENIZER_VERSION}"
+
+
+#: The longest embedder `model_id` a store takes: the index keeps `index_id` in 200.
+MAX_MODEL_ID_CHARS = 180
+
+
+def check_model_id(model_id: object) -> str:
+    """`model_id` if it can name an index (`index_id`): text of 1 to `MAX_MODEL_ID_CHARS`
+    characters that every database stores as it is; else `ConfigurationError`.
+
+    >>> check_model_id("minilm:all-MiniLM-L6-v2")
+    'minilm:all-MiniLM-L6-v2'
+    """
+    fits = isinstance(model_id, str) and model_id.strip() and len(model_id) <= MAX_MODEL_ID_CHARS
+    if fits and storable(model_id):
+        return str(model_id)
+    raise ConfigurationError(
+        f"the embedder's model_id must be text of 1 to {MAX_MODEL_ID_CHARS} characters, "
+        f"without NUL, got {model_id!r:.100}"
+    )
 
 
 async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -> Matrix:

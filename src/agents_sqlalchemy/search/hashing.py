@@ -27,7 +27,7 @@ class HashingEmbedder:
 
     Example::
 
-        embedder = HashingEmbedder()           # 256 dims, model_id "hashing-v1-256-3-5-0.5"
+        embedder = HashingEmbedder()           # 256 dims, model_id "hashing-v2-256-3-5-0.5"
         vectors = embedder.embed(["the disk was full", "lunch plans"])   # (2, 256) float32
     """
 
@@ -47,7 +47,7 @@ class HashingEmbedder:
         self.dim = dim
         self.ngrams = ngrams
         self.ngram_weight = ngram_weight
-        self.model_id = f"hashing-v1-{dim}-{ngrams[0]}-{ngrams[1]}-{ngram_weight:g}"
+        self.model_id = f"hashing-v2-{dim}-{ngrams[0]}-{ngrams[1]}-{ngram_weight:g}"
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """One unit vector per text (all zeros for a text without terms)."""

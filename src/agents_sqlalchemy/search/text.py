@@ -5,8 +5,10 @@
 outputs, shell commands, search queries. Ids, statuses, images, files and encrypted blobs are
 left out. The item itself is only read, never changed.
 
-`term_counts` turns text into `{term: count}`: lowercase, Unicode word splitting, a small
-English stopword list and a light suffix stemmer. Identifiers survive whole *and* in parts:
+`term_counts` turns text into `{term: count}`: lowercase, Latin letters without their
+accents (`café` and `cafe` are one term, as `Zürich` and `zurich`; other scripts are left
+as they are), Unicode word splitting, a small English stopword list and a light suffix
+stemmer. Identifiers survive whole *and* in parts:
 `ERR-4411` gives `err-4411`, `err`, `4411`; `user_42` gives `user_42`, `user`, `42`; Chinese
 and Japanese runs give character bigrams. Terms are plain strings of at most 64 characters,
 so a repository can store them as they are or as keyed hashes.
@@ -33,8 +35,9 @@ from typing import Any
 
 from pydantic_core import from_json
 
-#: Bump when tokenising changes: stored terms made by another version no longer match.
-TOKENIZER_VERSION = 1
+#: Bump when tokenising changes: stored terms made by another version no longer match, so
+#: the index names its rows by it (`embedders.index_id`) and `reindex` moves them.
+TOKENIZER_VERSION = 2
 #: The longest term `term_counts` returns (longer ones are cut).
 MAX_TERM_CHARS = 64
 #: `item_text` stops after this many characters by default.
@@ -188,6 +191,49 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _VOWELS = frozenset("aeiouy")
 # ASCII characters no term holds (all but letters, digits, `_`, connectors, apostrophes).
 _SPLIT = {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) in "_-.+/:@#'")}
+# Latin letters that are no accented ASCII letter, as search engines fold them (U+0131 is
+# the dotless i).
+_LATIN_LETTERS = {"æ": "ae", "ð": "d", "ø": "o", "þ": "th", "đ": "d", "ħ": "h", "\u0131": "i"}
+_LATIN_LETTERS |= {"ł": "l", "œ": "oe", "ŧ": "t"}
+
+
+def _unaccented(char: str) -> str | None:
+    """A Latin letter in lowercase ASCII (`é` -> `e`, `ǿ` -> `o`, `æ` -> `ae`), or None."""
+    decomposed = unicodedata.normalize("NFD", char.casefold())
+    base, marks = decomposed[0], decomposed[1:]
+    if any(not unicodedata.combining(mark) for mark in marks):
+        return None
+    if base.isascii() and base.isalpha():
+        return base if marks else None
+    return _LATIN_LETTERS.get(base)
+
+
+# The Latin blocks (Latin-1 to Extended-B, Extended Additional) folded to ASCII letters.
+_FOLD = {
+    code: plain
+    for block in (range(0xC0, 0x250), range(0x1E00, 0x1F00))
+    for code in block
+    if (plain := _unaccented(chr(code))) is not None
+}
+# Accents left on an ASCII letter that no precomposed letter holds (`İ` casefolds to `i̇`).
+_LATIN_MARKS = re.compile(r"(?<=[a-z])[\u0300-\u036f]+")
+
+
+@lru_cache(maxsize=1)
+def _token_with_marks() -> re.Pattern[str]:
+    """`_TOKEN` whose words hold combining marks: Devanagari's vowel signs, Thai's vowels,
+    Hebrew's points are part of the word (`\\w` has no mark). Built on first use, from
+    every mark below U+20000 (about 20 ms): ASCII text never needs it."""
+    marks: list[list[int]] = []
+    for code in range(0x300, 0x20000):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if marks and marks[-1][1] == code - 1:
+                marks[-1][1] = code
+            else:
+                marks.append([code, code])
+    mark = "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in marks)
+    word = rf"(?:[^\W_][{mark}]*)+"
+    return re.compile(rf"{word}(?:[-_.+/:@#]{word})*")
 
 
 _WORD = re.compile(r"\w(?:[\w'\u2019.@/+-]*\w)?")
@@ -215,6 +261,8 @@ def tokenize(text: str) -> list[str]:
 
     >>> tokenize("Deploys failed: v2.3.1")
     ['deploy', 'fail', 'v2.3.1', 'v2']
+    >>> tokenize("Le café à Zürich, Łódź")
+    ['le', 'caf', 'zurich', 'lodz']
     """
     text = unicodedata.normalize("NFKC", text).casefold()
     # Split where no term can reach (spaces, ASCII punctuation but connectors and
@@ -243,7 +291,10 @@ def chunk_terms(chunk: str) -> tuple[str, ...]:
 
 def _terms_of_chunk(chunk: str) -> tuple[str, ...]:
     chunk = _APOSTROPHE.sub("", _APOSTROPHE_S.sub("", chunk))
-    return tuple(chain.from_iterable(map(_token_terms, _TOKEN.findall(chunk))))
+    if not chunk.isascii():  # Latin letters lose their accents; other scripts keep marks
+        chunk = _LATIN_MARKS.sub("", chunk.translate(_FOLD))
+    token = _TOKEN if chunk.isascii() else _token_with_marks()
+    return tuple(chain.from_iterable(map(_token_terms, token.findall(chunk))))
 
 
 _chunk_terms = lru_cache(maxsize=65536)(_terms_of_chunk)

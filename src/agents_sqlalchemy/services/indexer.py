@@ -32,6 +32,7 @@ from ..search import (
     builtin_for,
     embed_documents,
     embedder_by_name,
+    index_id,
     item_text,
     pack_vectors,
 )
@@ -82,6 +83,12 @@ class Indexer:
         self._pending_lock = threading.Lock()
         self._background = background
 
+    @property
+    def indexed_as(self) -> str:
+        """What this store's index rows are stored under: its embedder's model and the
+        terms' version (`index_id`)."""
+        return index_id(self.embedder.model_id)
+
     def written(self, appended: Appended) -> None:
         """Items were added to a session: index them soon, off the caller's path.
 
@@ -116,18 +123,18 @@ class Indexer:
     async def _agree(self) -> bool:
         await self._opener.ready()
         indexed = await self._index.latest_model_id()
-        if indexed is None or indexed == self.embedder.model_id:
+        if indexed is None or indexed == self.indexed_as:
             return True
         name = None if self._chosen else builtin_for(indexed)
         if name is not None:
             with contextlib.suppress(AgentsSQLAlchemyError):  # its extra is not installed
                 embedder = embedder_by_name(name)
-                if embedder.model_id == indexed:
+                if index_id(embedder.model_id) == indexed:
                     self.embedder = embedder
                     return True
         warnings.warn(
             f"the database was indexed with the embedding model {indexed!r}, this store's is "
-            f"{self.embedder.model_id!r}: until `store.reindex()` (or `agents-sqlalchemy "
+            f"{self.indexed_as!r}: until `store.reindex()` (or `agents-sqlalchemy "
             "reindex --embedder NAME`) re-indexes every item with it, this store searches by "
             "keyword only and indexes nothing (open it with the database's embedder instead)",
             SearchModelWarning,
@@ -173,7 +180,7 @@ class Indexer:
         the hashing embedder hashes those very terms. A sealed codec forgets its vocabulary
         with its keys, after a removal.
         """
-        embedder = self.embedder
+        embedder, indexed_as = self.embedder, self.indexed_as
         if (operation := current()) is not None:
             operation.indexed(len(items))
         texts = [item_text(item) for item in items]
@@ -185,7 +192,7 @@ class Indexer:
             blobs = await embed_documents(embedder, [text for text in texts if text])
         vectors = iter(blobs)
         return [
-            IndexEntry(terms, next(vectors) if text else None, embedder.model_id)
+            IndexEntry(terms, next(vectors) if text else None, indexed_as)
             for text, terms in zip(texts, table.packed(codec.term_id), strict=True)
         ]
 
@@ -193,7 +200,7 @@ class Indexer:
         """Index every live item for the embedder; see `SessionStore.reindex`."""
         check_range("batch_size", batch_size, 1)
         await self._opener.ready()
-        await self._index.drop_other_models(self.embedder.model_id)
+        await self._index.drop_other_models(self.indexed_as)
         self._agrees = True  # the database's model is this store's from now on
         return await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
 
@@ -216,7 +223,7 @@ class Indexer:
         codec = await self._opener.ready()
         if not await self.model_agrees():
             return 0
-        index, model_id = self._index, self.embedder.model_id
+        index, model_id = self._index, self.indexed_as
         async with holding(self._catching_up):  # one indexer per store at a time
             done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk
             total = await index.count_unindexed(model_id, scope) if progress else 0

@@ -178,7 +178,7 @@ class Searcher:
         SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
         some are missing; the read is then done again. A plaintext store reads them from
         its `CandidateCache` while the scope's stamp is unchanged."""
-        model_id = self.embedder.model_id
+        model_id = self._indexer.indexed_as
         vectors, terms = mode != "keyword" and not codec.caches_vectors, mode != "vector"
         read = functools.partial(
             self._index.candidates, scope, model_id, vectors=vectors, terms=terms
@@ -209,7 +209,7 @@ class Searcher:
         """The candidates' plain vectors of the embedder's model (None: it has none): opened
         from memory, or read and opened where missing (None also: the item is gone, even if
         its id names another item by now), and kept unless a removal came `since`."""
-        model_id = self.embedder.model_id
+        model_id = self._indexer.indexed_as
         vectors = await _off_loop(len(candidates), codec.vectors, candidates, model_id, since)
         missing = await _off_loop(len(vectors), _unopened, vectors, candidates.has_vector)
         if missing:
