@@ -213,8 +213,9 @@ def fuse(
     rec = np.zeros(n) if recency is None else np.asarray(recency, dtype=np.float64)
     if not vec.shape == kw.shape == rec.shape == (n,):
         raise ConfigurationError("vector, keyword and recency must be aligned with keys")
-    if min_score is not None and not math.isfinite(min_score):
-        raise ConfigurationError(f"min_score must be a finite number, not {min_score!r}")
+    for name, bound in (("min_score", min_score), ("vector_floor", vector_floor)):
+        if bound is not None and not math.isfinite(bound):
+            raise ConfigurationError(f"{name} must be a finite number, not {bound!r}")
     has_vec, has_kw = ~np.isnan(vec), kw > 0
     if mode == "vector":
         score, keep = np.where(has_vec, vec, -np.inf), has_vec
