@@ -153,9 +153,9 @@ def test_a_hit_without_a_keyword_needs_a_cosine_above_the_floor() -> None:
     assert fuse([0, 1, 2], vector=small, vector_floor=0.7) == []
     found = evidence(cosines, coverage)
     assert found.has_keyword.tolist() == (coverage > 0).tolist()
-    for bad in (float("nan"), float("inf")):  # NaN would drop every hit on vectors alone
+    for bad in (float("nan"), float("inf"), "0.2"):  # NaN dropped every hit on vectors alone
         with pytest.raises(ConfigurationError, match="vector_floor must be a finite number"):
-            fuse(keys, vector=cosines, vector_floor=bad)
+            fuse(keys, vector=cosines, vector_floor=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
@@ -250,6 +251,19 @@ def check_range(name: str, value: object, low: int, high: int | None = None) -> 
     if number < low or number > top:
         raise ConfigurationError(f"{name} must be between {low} and {top}, got {number}")
     return number
+
+
+def check_finite(name: str, value: object) -> float:
+    """`value` as a float if it is a finite int or float (not a boolean, not a string).
+
+    >>> check_finite("min_score", 0.5)
+    0.5
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an int past a float's range
+            if math.isfinite(number := float(value)):
+                return number
+    raise ConfigurationError(f"{name} must be a finite number, not {value!r:.80}")
 
 
 FilterValue = str | int | float | bool

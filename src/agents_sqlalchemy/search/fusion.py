@@ -89,6 +89,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigurationError
+from ..validation import check_finite
 from .embedders import Embedder
 
 K = TypeVar("K", bound=Hashable)
@@ -213,9 +214,10 @@ def fuse(
     rec = np.zeros(n) if recency is None else np.asarray(recency, dtype=np.float64)
     if not vec.shape == kw.shape == rec.shape == (n,):
         raise ConfigurationError("vector, keyword and recency must be aligned with keys")
-    for name, bound in (("min_score", min_score), ("vector_floor", vector_floor)):
-        if bound is not None and not math.isfinite(bound):
-            raise ConfigurationError(f"{name} must be a finite number, not {bound!r}")
+    if min_score is not None:
+        min_score = check_finite("min_score", min_score)
+    if vector_floor is not None:
+        vector_floor = check_finite("vector_floor", vector_floor)
     has_vec, has_kw = ~np.isnan(vec), kw > 0
     if mode == "vector":
         score, keep = np.where(has_vec, vec, -np.inf), has_vec

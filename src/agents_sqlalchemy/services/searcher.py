@@ -38,7 +38,7 @@ from ..search import (
 )
 from ..telemetry import current
 from ..types import Candidates, Scope
-from ..validation import check_range
+from ..validation import check_finite, check_range
 from .background import Background
 from .candidate_cache import CandidateCache
 from .indexer import CATCH_UP_BATCH, Indexer
@@ -89,6 +89,8 @@ class Searcher:
             raise ConfigurationError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         check_range("limit", limit, 1, 1000)
         check_query(query)
+        if min_score is not None:
+            min_score = check_finite("min_score", min_score)
         codec = await self._opener.ready()
         if not query.strip():
             return []
