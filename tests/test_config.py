@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from agents_sqlalchemy import (
 from agents_sqlalchemy.search import MAX_MODEL_ID_CHARS, index_id
 
 from .support.items import message
+from .support.tables import dump
 
 
 async def table_names(engine: AsyncEngine, schema: str | None = None) -> set[str]:
@@ -285,6 +287,29 @@ def test_an_embedder_whose_model_id_names_no_index_is_refused(
     with pytest.raises(ConfigurationError, match="model_id must be text of 1 to 180"):
         SessionStore(sqlite_url, embedder=Named())
     assert len(index_id("x" * MAX_MODEL_ID_CHARS)) <= 200
+
+
+async def test_a_progress_that_cannot_be_called_is_refused_before_anything_starts(
+    sqlite_url: str,
+) -> None:
+    """`reindex(progress=5)` dropped the other models' index rows, then failed with
+    TypeError at its first report; each long operation now refuses it up front."""
+    key = os.urandom(32)
+    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+        await store.session("s", user_id="alice").add_items([message("hello")])
+        await store.flush()
+        before = await dump(sqlite_url)
+        calls = {
+            "reindex": lambda: store.reindex(progress=5),
+            "rotate_key": lambda: store.rotate_key(os.urandom(32), progress="bar"),
+            "rotate_owner_keys": lambda: store.rotate_owner_keys(progress=[]),
+            "export_user": lambda: store.export_user("alice", progress=1).__anext__(),
+        }
+        for name, call in calls.items():
+            with pytest.raises(ConfigurationError, match="progress must be a function"):
+                await call()
+            assert await dump(sqlite_url) == before, name
+        assert await store.session("s").get_items() == [message("hello")]
 
 
 def test_constructor_needs_exactly_one_target(sqlite_url: str) -> None:

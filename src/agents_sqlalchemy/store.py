@@ -41,7 +41,7 @@ from .session import StoreSession, default_settings, sdk_settings, settings_opti
 from .tables import TableNames
 from .telemetry import Telemetry, telemetry_option, traced
 from .types import Scope
-from .validation import check_flag, check_user_id, session_key, ttl_delta
+from .validation import check_flag, check_progress, check_user_id, session_key, ttl_delta
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -334,7 +334,7 @@ class SessionStore:
         Returns how many items were gone over (those without text to index included).
         """
         indexer = self._services.index()
-        return await indexer.reindex(batch_size=batch_size, progress=progress)
+        return await indexer.reindex(batch_size=batch_size, progress=check_progress(progress))
 
     @traced("indexed_model")
     async def indexed_model(self) -> str | None:
@@ -378,6 +378,7 @@ class SessionStore:
         can still confirm a guessed word in its keyword index. If the old key may have
         leaked, copy the data into a fresh database instead (`export_user`/`import_user`).
         """
+        progress = check_progress(progress)
         return await self._services.keys.rotate(new_key, batch_size=batch_size, progress=progress)
 
     async def rotate_owner_keys(
@@ -395,6 +396,7 @@ class SessionStore:
         the store's key: use `rotate_key` to a fresh key instead. Returns how many item
         keys were re-wrapped.
         """
+        progress = check_progress(progress)
         return await self._services.keys.rotate_owner_keys(batch_size=batch_size, progress=progress)
 
     # -- sessions as an operator sees them -------------------------------------------------
@@ -494,7 +496,7 @@ class SessionStore:
                 async for line in store.export_user("alice"):
                     out.write(line)
         """
-        return self._services.portability.export_user(user_id, progress)
+        return self._services.portability.export_user(user_id, check_progress(progress))
 
     @traced("import_user")
     async def import_user(self, lines: Lines, *, skip_existing: bool = False) -> ImportedUser:

@@ -18,10 +18,12 @@ import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ConfigurationError, InvalidSessionIdError, ItemError
 from .types import SessionKey
+
+T = TypeVar("T")
 
 #: Containers (objects, arrays) an item, metadata or state may nest; deeper is `ItemError`.
 #: Within what every reader takes back: pydantic-core's JSON parser (reads) stops at 200.
@@ -251,6 +253,16 @@ def check_range(name: str, value: object, low: int, high: int | None = None) -> 
     if number < low or number > top:
         raise ConfigurationError(f"{name} must be between {low} and {top}, got {number}")
     return number
+
+
+def check_progress(progress: T) -> T:
+    """`progress` if it is None or callable (it is called as `progress(done, total)`).
+
+    Checked before a long operation starts, so that it does not fail after its first step.
+    """
+    if progress is None or callable(progress):
+        return progress
+    raise ConfigurationError(f"progress must be a function of (done, total), got {progress!r:.80}")
 
 
 def check_finite(name: str, value: object) -> float:
