@@ -138,6 +138,27 @@ async def test_a_truncated_or_foreign_stream_is_refused(sqlite_url: str, tmp_pat
         assert len(await target.list_sessions(archived=None)) == 1  # the cut's whole session
 
 
+async def test_an_export_given_whole_or_as_odd_lines(sqlite_url: str, tmp_path: Any) -> None:
+    """A whole export in one text or bytes (`file.read()`) imports; what is no lines of text
+    is a ConfigurationError (an int raised TypeError, a bytes object read as ints raised
+    AttributeError), and so is a `skip_existing` that is no flag."""
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        await fill(store)
+        exported = [line async for line in store.export_user("alice")]
+    for n, whole in enumerate(["".join(exported), "".join(exported).encode()]):
+        async with SessionStore(tmp_path / f"copy{n}.db", create_tables=True) as copy:
+            assert (await copy.import_user(whole)).sessions == 2
+            assert len(await copy.list_sessions(user_id="alice", archived=None)) == 2
+    async with SessionStore(tmp_path / "odd.db", create_tables=True) as target:
+        with pytest.raises(ConfigurationError, match=r"lines of text or bytes.*got int"):
+            await target.import_user(5)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="line 2 of the export: not a line of text"):
+            await target.import_user([exported[0], 7])  # type: ignore[list-item]
+        with pytest.raises(ConfigurationError, match="skip_existing must be True or False"):
+            await target.import_user(exported, skip_existing="no")  # type: ignore[arg-type]
+        assert await target.list_sessions(archived=None) == []
+
+
 async def test_an_export_streams_from_a_file(sqlite_url: str, tmp_path: Any) -> None:
     path = tmp_path / "alice.jsonl"
     async with SessionStore(sqlite_url, create_tables=True, key="k") as store:

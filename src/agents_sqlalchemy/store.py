@@ -499,16 +499,19 @@ class SessionStore:
         return self._services.portability.export_user(user_id, check_progress(progress))
 
     @traced("import_user")
-    async def import_user(self, lines: Lines, *, skip_existing: bool = False) -> ImportedUser:
+    async def import_user(
+        self, lines: Lines | str | bytes, *, skip_existing: bool = False
+    ) -> ImportedUser:
         """Write the sessions of an `export_user` stream into this store, whatever store
         made it: items (sealed under this store's key if it has one), metadata, state,
         branches and usage per turn, under the same session ids and owner.
 
         `lines` is any iterable or async iterable of lines (text or bytes): an open file,
-        `export_user(...)` of another store. A session whose id this store already has is
-        refused (`ConfigurationError`), or skipped with `skip_existing=True`. Sessions are
-        written one at a time as they are read; a malformed or truncated stream raises
-        `ConfigurationError` after the sessions it held whole.
+        `export_user(...)` of another store; or the whole export as one text. A session
+        whose id this store already has is refused (`ConfigurationError`), or skipped with
+        `skip_existing=True`. Sessions are written one at a time as they are read; a
+        malformed or truncated stream raises `ConfigurationError` after the sessions it held
+        whole.
 
         Example::
 

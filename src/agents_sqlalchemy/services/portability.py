@@ -51,7 +51,7 @@ from ..repository import GONE
 from ..tables import ROLES, TableNames
 from ..turns import MAIN, is_user
 from ..types import SessionKey
-from ..validation import check_user_id, session_key
+from ..validation import check_flag, check_user_id, session_key
 from .branches import Branches
 from .conversation import Conversation
 from .management import Management
@@ -196,8 +196,11 @@ class Portability:
 
     # -- import -------------------------------------------------------------------------------
 
-    async def import_user(self, lines: Lines, *, skip_existing: bool = False) -> ImportedUser:
+    async def import_user(
+        self, lines: Lines | str | bytes, *, skip_existing: bool = False
+    ) -> ImportedUser:
         """Write the sessions of an export into this store; see `SessionStore.import_user`."""
+        skip_existing = check_flag("skip_existing", skip_existing)
         report = ImportedUser()
         number = 0
         session: _Session | None = None
@@ -425,11 +428,20 @@ def _new_session(record: dict[str, Any], number: int, user_id: str | None) -> _S
     return _Session(key, state, record.get("archived_at") is not None)
 
 
-async def _records(lines: Lines) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank line, from lines of text or bytes."""
+async def _records(lines: Lines | str | bytes) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line, from lines of text or bytes (or a
+    whole export as one text)."""
     number = 0
+    source: Lines = lines.splitlines() if isinstance(lines, (str, bytes)) else lines
+    if not isinstance(source, (Iterable, AsyncIterable)):
+        raise ConfigurationError(
+            f"an export is read from lines of text or bytes (an open file, a list, "
+            f"export_user(...)), got {type(source).__name__}"
+        )
 
-    def parsed(raw: str | bytes) -> dict[str, Any] | None:
+    def parsed(raw: object) -> dict[str, Any] | None:
+        if not isinstance(raw, (str, bytes)):
+            raise _bad(number, f"not a line of text but a {type(raw).__name__}")
         if not raw.strip():
             return None
         try:
@@ -440,13 +452,13 @@ async def _records(lines: Lines) -> AsyncIterator[tuple[int, dict[str, Any]]]:
             raise _bad(number, "not a JSON object")
         return record
 
-    if isinstance(lines, AsyncIterable):
-        async for raw in lines:
+    if isinstance(source, AsyncIterable):
+        async for raw in source:
             number += 1
             if (record := parsed(raw)) is not None:
                 yield number, record
     else:
-        for raw in lines:
+        for raw in source:
             number += 1
             if (record := parsed(raw)) is not None:
                 yield number, record
