@@ -53,6 +53,9 @@ async def test_a_session_that_never_branches_writes_nothing_else(db_url: str) ->
         # Reading its turns derives them in memory: nothing is written for that either.
         assert [t["turn"] for t in await session.get_conversation_turns()] == [1, 2]
         assert [t["turn"] for t in await session.find_turns_by_content("QUESTION 2")] == [2]
+        for call in (session.find_turns_by_content, session.create_branch_from_content):
+            with pytest.raises(ConfigurationError, match="a search term is a string"):
+                await call(2)  # type: ignore[arg-type]  # was a TypeError from `re`
         assert list(await session.get_conversation_by_turns()) == [1, 2]
         assert [b["user_turns"] for b in await session.list_branches()] == [2]
         assert await session.get_turn_usage() == []

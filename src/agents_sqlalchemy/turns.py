@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from .errors import ConfigurationError
 from .validation import check_range
 
 MAIN = "main"
@@ -137,6 +138,8 @@ def matcher(term: str) -> re.Pattern[str]:
     >>> bool(matcher("CATS").search("cats")), bool(matcher("É").search("é"))
     (True, False)
     """
+    if not isinstance(term, str):
+        raise ConfigurationError(f"a search term is a string, got {term!r:.80}")
     return re.compile(re.escape(term), re.IGNORECASE | re.ASCII)
 
 
