@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import doctest
 import json
+import warnings
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from click.testing import CliRunner, Result
 
 import agents_sqlalchemy.cli.options as options_module
 import agents_sqlalchemy.cli.search as search_module
-from agents_sqlalchemy import SessionStore, upgrade
+from agents_sqlalchemy import SearchModelWarning, SessionStore, upgrade
 from agents_sqlalchemy.search import Embedder, HashingEmbedder, Model2VecEmbedder, index_id
 
 from .support.items import FUNCTION_CALL, message
@@ -130,8 +131,12 @@ def test_reindex_moves_the_database_to_the_bundled_model(db_url: str) -> None:
     assert after.output.startswith("1. ops [1]") and "disk was full" in after.output
     again = cli("reindex", "--url", db_url, "--no-progress")
     assert f"Indexed 0 items for {model_id}" in again.output
-    other = cli("search", RELEASE, "--url", db_url, "--embedder", "hashing", "--json")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        other = cli("search", RELEASE, "--url", db_url, "--embedder", "hashing", "--json")
     assert other.exit_code == 0 and f"indexed with {model_id}" in other.stderr
+    # said once, as a note: not again as the library's warning (printed with a source path)
+    assert not [w for w in seen if issubclass(w.category, SearchModelWarning)]
 
 
 def test_a_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:

@@ -13,12 +13,14 @@ Example::
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from ..crypto import Key
+from ..errors import SearchModelWarning
 from ..records import SearchHit
 from ..search import (
     BUILTIN_EMBEDDERS,
@@ -153,12 +155,14 @@ async def _search(
     mode: SearchMode,
 ) -> list[SearchHit]:
     embedder = await chosen_embedder(url, tables, key, embedder_name)
-    async with opened(url, tables, key, embedder=embedder) as store:
-        if session_id is None:
-            return await store.search(query, user_id=user_id, limit=limit, mode=mode)
-        if await store.session_info(session_id) is None:
-            raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
-        return await store.session(session_id).search_hits(query, limit=limit, mode=mode)
+    with warnings.catch_warnings():  # `chosen_embedder` printed it as a note already
+        warnings.simplefilter("ignore", SearchModelWarning)
+        async with opened(url, tables, key, embedder=embedder) as store:
+            if session_id is None:
+                return await store.search(query, user_id=user_id, limit=limit, mode=mode)
+            if await store.session_info(session_id) is None:
+                raise click.ClickException(f"no session {session_id!r} in {shown(url)}")
+            return await store.session(session_id).search_hits(query, limit=limit, mode=mode)
 
 
 def hit_lines(rank: int, hit: SearchHit, max_chars: int) -> list[str]:
