@@ -129,11 +129,15 @@ async def test_capable_and_weak_models_are_told_apart_whatever_they_declare(
     assert await calibrate(Undeclared(minilm)) == capable
     for weak_model in (HashingEmbedder(), Model2VecEmbedder.bundled()):
         declared = await calibrate(weak_model)
-        assert not declared.capable and declared.floor is None
-        assert declared.weight == weak_model.fusion_weight  # a declared weight is kept
+        assert not declared.capable and declared.weight == weak_model.fusion_weight
         undeclared = await calibrate(Undeclared(weak_model))
         assert undeclared.weight == WEAK_VECTOR_WEIGHT < DEFAULT_VECTOR_WEIGHT / 1000
         assert undeclared.floor is None
+    # The hashing embedder's vectors are its words' pieces: it declares itself lexical, and
+    # its floor applies; the static model's answers lie in its noise, and it has none.
+    hashing = await calibrate(HashingEmbedder())
+    assert hashing.lexical and hashing.floor == hashing.noise_floor
+    assert (await calibrate(Model2VecEmbedder.bundled())).floor is None
 
 
 def test_a_hit_without_a_keyword_needs_a_cosine_above_the_floor() -> None:

@@ -122,7 +122,9 @@ def test_a_model_through_the_protocol_is_weighed_as_its_calibration_finds_it(
     assert calibrations["minilm-protocol"] == calibrations["minilm"]
     assert calibrations["minilm"].capable and calibrations["minilm"].floor is not None
     for name in ("hashing", "model2vec", "model2vec-protocol"):
-        assert not calibrations[name].capable and calibrations[name].floor is None
+        assert not calibrations[name].capable
+    assert calibrations["hashing"].floor is not None  # lexical: its floor applies
+    assert calibrations["model2vec"].floor is None is calibrations["model2vec-protocol"].floor
     assert calibrations["model2vec-protocol"].weight == WEAK_VECTOR_WEIGHT
 
 
@@ -146,7 +148,8 @@ def test_the_library_ships_the_constants_fitted_on_every_transcript(report: Repo
 def test_off_topic_questions_are_counted_at_every_threshold(report: Report) -> None:
     """What a question returns where nothing answers it: a higher `min_vector_z` returns
     fewer hits on vectors alone and more empty answers, and the shipped one is reported.
-    MiniLM's noise floor cuts those hits by more than half at a cost within TOLERANCE."""
+    MiniLM's and the hashing embedder's noise floors cut those hits by more than half at a
+    cost within TOLERANCE."""
     for name in ("hashing", "model2vec", "minilm"):
         floor = report.calibrations[name].floor
         rows = [report.off_topic[name, z, floor] for z in MIN_VECTOR_ZS]
@@ -154,11 +157,12 @@ def test_off_topic_questions_are_counted_at_every_threshold(report: Report) -> N
         assert [r.empty for r in rows] == sorted(r.empty for r in rows)
         assert rows[0].vector_only > rows[-1].vector_only
     z = Fusion().min_vector_z
-    floored = report.off_topic["minilm", z, report.calibrations["minilm"].floor]
-    unfloored = report.off_topic["minilm", z, None]
-    assert floored.vector_only < unfloored.vector_only / 2
-    assert floored.empty > unfloored.empty + 0.2
-    assert floored.worst_gap >= -TOLERANCE
+    for name in ("minilm", "hashing"):
+        floored = report.off_topic[name, z, report.calibrations[name].floor]
+        unfloored = report.off_topic[name, z, None]
+        assert floored.vector_only < unfloored.vector_only / 2
+        assert floored.empty > unfloored.empty + 0.1
+        assert floored.worst_gap >= unfloored.worst_gap - 0.005
 
 
 def test_the_docs_tables_are_this_evaluation_s_output(report: Report) -> None:

@@ -21,15 +21,16 @@ The method, for one query over its candidates:
 5. Only hits with evidence are returned: a keyword match, or a cosine at least
    `min_vector_z` robust deviations above the median and above the embedder's noise
    floor (`vector_floor`, from `calibration.calibrate`: the cosine 95% of unrelated
-   pairs stay under; a model whose answers lie in its noise too has none). Among fewer
-   than `SMALL_SCOPE` vectors no z-score can stand out (of two, one is always 0.67 above
-   the median), so there a cosine `min_cosine_margin` (0.1) above the median counts: an
-   absolute margin, chosen on small examples (unrelated texts lie within 0.02-0.12 of
-   each other with the built-in models; "why did the release break?" and "the deployment
-   failed: the disk was full" 0.21-0.35 above "lunch plans for friday"), not fitted: the
-   evaluation's scopes are all larger. A query that nothing holds or means returns
-   nothing; `fuse(min_score=...)` returns instead every candidate whose score reaches
-   it. Recency only breaks exact ties.
+   pairs stay under; a model whose answers lie in its noise too has none, unless its
+   vectors are its words: `lexical`). Among fewer than `SMALL_SCOPE` vectors no z-score
+   can stand out (of two, one is always 0.67 above the median), so there a cosine
+   `min_cosine_margin` (0.1) above the median counts: an absolute margin, chosen on
+   small examples (unrelated texts lie within 0.02-0.12 of each other with the built-in
+   models; "why did the release break?" and "the deployment failed: the disk was full"
+   0.21-0.35 above "lunch plans for friday"), not fitted: the evaluation's scopes are
+   all larger. A query that nothing holds or means returns nothing;
+   `fuse(min_score=...)` returns instead every candidate whose score reaches it. Recency
+   only breaks exact ties.
 
 An embedder that declares no `fusion_weight` is measured (`calibration.calibrate`): one
 whose cosines tell answers from unrelated texts gets `DEFAULT_VECTOR_WEIGHT`, a capable
@@ -58,8 +59,8 @@ cross-validation over transcripts, `python -m tests.search_eval.evaluate`):
 - Held out, with MiniLM (declared or through the protocol) hybrid ranking is then at
   least its better signal minus 0.01 on every set and scope, and better than both on the
   topical and mixed sets (+0.002 to +0.052). The hashing default holds every row but one
-  held out (-0.013 on paraphrases across all sessions, where neither of its signals finds
-  anything: MRR 0.02-0.07; with the shipped constants also -0.012 per session); the
+  held out (-0.014 on paraphrases across all sessions, where neither of its signals finds
+  anything: MRR 0.02-0.07); the
   static model falls short on its two weakest rows (paraphrase and shared-words per
   session, -0.04 and -0.02: its vectors alone score 0.15 and 0.08, and a partial keyword
   match flips single questions).

@@ -35,7 +35,10 @@ class HashingEmbedder:
     #: Fitted on tests/search_eval (cross-validated): its vectors are hashed words, so they
     #: add to keywords only where no query term matches (word pieces: "deploy" for
     #: "redeployed"), and keywords lead (see `fuse`).
-    fusion_weight = 0.0002
+    fusion_weight = 0.0001
+    #: Its vectors are the words' own pieces: a cosine above its noise floor is shared word
+    #: pieces, so the floor applies (`calibration.calibrate`).
+    lexical = True
 
     def __init__(
         self, dim: int = 256, *, ngrams: tuple[int, int] = (3, 5), ngram_weight: float = 0.5
