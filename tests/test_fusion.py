@@ -16,6 +16,7 @@ from agents_sqlalchemy import ConfigurationError, QueryTooLongError
 from agents_sqlalchemy.search import (
     DEFAULT_VECTOR_WEIGHT,
     MAX_QUERY_CHARS,
+    WEAK_VECTOR_WEIGHT,
     HashingEmbedder,
     MiniLMEmbedder,
     Model2VecEmbedder,
@@ -187,7 +188,8 @@ def test_vector_evidence_is_scale_free_and_grows_in_the_tail() -> None:
 
 
 def test_fusion_weight_comes_from_the_embedder() -> None:
-    """An embedder that declares nothing is taken for a capable model, not the weakest."""
+    """A declared weight is kept; one that declares nothing gets a capable model's weight,
+    or the weak one when its calibration says so (`calibrate`: tests/test_calibration.py)."""
     hashing, static = fusion_weight(HashingEmbedder()), Model2VecEmbedder.fusion_weight
     assert hashing < static < fusion_weight(PlainEmbedder()) / 100
     assert fusion_weight(PlainEmbedder()) == fusion_weight(None) == DEFAULT_VECTOR_WEIGHT
@@ -199,7 +201,8 @@ def test_fusion_weight_comes_from_the_embedder() -> None:
     class Broken(PlainEmbedder):
         fusion_weight = -1.0
 
-    assert fusion_weight(Declared()) == 0.5
+    assert fusion_weight(Declared()) == fusion_weight(Declared(), capable=False) == 0.5
+    assert fusion_weight(PlainEmbedder(), capable=False) == WEAK_VECTOR_WEIGHT
     with pytest.raises(ConfigurationError):
         fusion_weight(Broken())
 

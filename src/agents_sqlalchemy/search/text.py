@@ -193,8 +193,10 @@ _VOWELS = frozenset("aeiouy")
 _SPLIT = {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) in "_-.+/:@#'")}
 # Latin letters that are no accented ASCII letter, as search engines fold them (U+0131 is
 # the dotless i).
-_LATIN_LETTERS = {"æ": "ae", "ð": "d", "ø": "o", "þ": "th", "đ": "d", "ħ": "h", "\u0131": "i"}
-_LATIN_LETTERS |= {"ł": "l", "œ": "oe", "ŧ": "t"}
+_LATIN_LETTERS = {
+    **{"æ": "ae", "ð": "d", "ø": "o", "þ": "th", "đ": "d", "ħ": "h", "\u0131": "i"},
+    **{"ł": "l", "œ": "oe", "ŧ": "t"},
+}
 
 
 def _unaccented(char: str) -> str | None:
