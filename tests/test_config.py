@@ -191,6 +191,15 @@ def test_unsupported_database_is_a_clear_error() -> None:
         SessionStore("oracle+oracledb://u@localhost/db")
 
 
+@pytest.mark.parametrize("url", ["", "   "])
+def test_an_empty_url_is_a_clear_error(url: str) -> None:
+    """An unset variable gave an in-memory SQLite database, and then a SchemaError about
+    its missing tables (or, with create_tables=True, a store that forgets everything)."""
+    for make in (SessionStore, lambda u: SQLAlchemySession.from_url("s", url=u)):
+        with pytest.raises(ConfigurationError, match="the database URL is empty"):
+            make(url)
+
+
 async def test_session_settings_of_a_store_and_a_session_can_be_set(sqlite_url: str) -> None:
     store = SessionStore(sqlite_url, create_tables=True)
     assert store.session_settings == SessionSettings()  # the SDK's default, made when asked
@@ -202,6 +211,12 @@ async def test_session_settings_of_a_store_and_a_session_can_be_set(sqlite_url: 
     session.session_settings = {"limit": 1}  # type: ignore[assignment]  # the SDK takes a dict
     assert await session.get_items() == [message("3")]
     assert await session.get_items(limit=3) == [message(str(n)) for n in (1, 2, 3)]
+    for bad in (5, [("limit", 1)]):  # the SDK's TypeError, "session must be ..."
+        with pytest.raises(ConfigurationError, match="session_settings must be a"):
+            store.session_settings = bad  # type: ignore[assignment]
+        with pytest.raises(ConfigurationError, match="session_settings must be a"):
+            store.session("t", session_settings=bad)  # type: ignore[arg-type]
+    assert store.session_settings == SessionSettings(limit=2)
     await store.close()
 
 

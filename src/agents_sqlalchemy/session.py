@@ -698,8 +698,12 @@ def settings_option(
         limit = value.get("limit")
         if limit is None or (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0):
             return dict(value)
-    from agents.memory.session_settings import coerce_session_settings
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
+    if not isinstance(value, (dict, SessionSettings)):
+        raise ConfigurationError(
+            f"session_settings must be a SessionSettings or a dict, got {value!r:.80}"
+        )
     return coerce_session_settings(value)
 
 

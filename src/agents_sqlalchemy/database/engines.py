@@ -54,6 +54,11 @@ def normalize_url(url: str | Path | URL) -> URL:
     >>> normalize_url("mariadb://u@db/app").render_as_string()
     'mariadb+asyncmy://u@db/app?charset=utf8mb4'
     """
+    if isinstance(url, str) and not url.strip():  # an unset variable, most often
+        raise ConfigurationError(
+            "the database URL is empty: give a URL, or a file path for SQLite "
+            "(':memory:' for a database in memory)"
+        )
     if isinstance(url, Path) or (isinstance(url, str) and "://" not in url):
         return make_url(f"sqlite+aiosqlite:///{url}")
     try:
