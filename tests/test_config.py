@@ -15,6 +15,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agents_sqlalchemy import (
+    AdvancedSQLiteSession,
     ConfigurationError,
     DatabaseError,
     HashingEmbedder,
@@ -325,6 +326,21 @@ async def test_a_progress_that_cannot_be_called_is_refused_before_anything_start
                 await call()
             assert await dump(sqlite_url) == before, name
         assert await store.session("s").get_items() == [message("hello")]
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ({"db_path": 5}, "db_path must be a file path or ':memory:', got 5"),  # TypeError
+        ({"db_path": ""}, "db_path must be a file path"),  # "it is a directory"
+        ({"logger": 5}, "logger must be a logging.Logger"),  # accepted, then AttributeError
+    ],
+)
+def test_advanced_session_options_of_the_wrong_kind_are_refused(
+    option: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=said):
+        AdvancedSQLiteSession(session_id="s", **option)
 
 
 def test_constructor_needs_exactly_one_target(sqlite_url: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aio import run_blocking
 from .crypto import Key
-from .errors import StoreClosedError
+from .errors import ConfigurationError, StoreClosedError
 from .search import Embedder
 from .services import Services
 from .session import StoreSession
@@ -65,6 +65,12 @@ class AdvancedSQLiteSession(StoreSession):
         user_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
+        if not isinstance(db_path, (str, Path)) or not str(db_path).strip():
+            raise ConfigurationError(
+                f"db_path must be a file path or ':memory:', got {db_path!r:.80}"
+            )
+        if logger is not None and not callable(getattr(logger, "debug", None)):
+            raise ConfigurationError(f"logger must be a logging.Logger, got {logger!r:.80}")
         tables = drop_in_tables(sessions_table, messages_table)
         store = self._open_store(
             db_path,
