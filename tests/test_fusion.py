@@ -128,6 +128,9 @@ def test_fuse_modes_keep_their_own_candidates_and_ties_go_to_the_newer() -> None
         fuse(keys, vector=np.array([0.1]))
     with pytest.raises(ConfigurationError, match="vector_weight"):
         fuse(keys, vector_weight=-1.0, **signals)
+    for bad in (float("nan"), "2"):  # "2" was a TypeError from the comparison
+        with pytest.raises(ConfigurationError, match="vector_weight must be a finite number"):
+            fuse(keys, vector_weight=bad, **signals)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="min_score"):
         fuse(keys, min_score=math.nan, **signals)
 

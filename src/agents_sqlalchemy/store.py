@@ -327,9 +327,10 @@ class SessionStore:
 
         Run it after changing the embedder (its `model_id`), or after an upgrade that
         changed the keyword terms (`search.index_id` names both); until then the items
-        indexed under the old model are found by keyword only, and vectors of two models are
-        never compared. Items added meanwhile are indexed as they come. A transaction indexes at
-        most `batch_size` items, fewer while they are heavy (about 32 MiB of them at a time).
+        indexed under the old model are found by keyword only, and vectors of two models
+        are never compared. Items added meanwhile are indexed as they come. A transaction
+        indexes at most `batch_size` items, fewer while they are heavy (about 32 MiB of them
+        at a time).
         `progress(done, total)` is called before the first batch and after each one.
         Returns how many items were gone over (those without text to index included).
         """

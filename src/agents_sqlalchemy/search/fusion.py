@@ -225,8 +225,10 @@ def fuse(
     elif mode == "keyword":
         score, keep = kw, has_kw
     elif mode == "hybrid":
-        weight = DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight
-        if not (math.isfinite(weight) and weight >= 0):
+        weight = check_finite(
+            "vector_weight", DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight
+        )
+        if weight < 0:
             raise ConfigurationError(f"vector_weight must be >= 0, not {weight!r}")
         found = evidence(vec, kw)
         score = fused_scores(found, weight=weight, literal=literal, fusion=fusion)
