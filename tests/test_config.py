@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents.memory import SessionSettings
+from agents.memory import SessionSettings, SQLiteSession
 from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -19,9 +19,13 @@ from agents_sqlalchemy import (
     ConfigurationError,
     DatabaseError,
     HashingEmbedder,
+    KeyDirectory,
     SessionStore,
     SQLAlchemySession,
     TableNames,
+    Telemetry,
+    downgrade,
+    import_sdk,
     upgrade,
 )
 from agents_sqlalchemy.search import MAX_MODEL_ID_CHARS, index_id
@@ -326,6 +330,95 @@ async def test_a_progress_that_cannot_be_called_is_refused_before_anything_start
                 await call()
             assert await dump(sqlite_url) == before, name
         assert await store.session("s").get_items() == [message("hello")]
+
+
+async def test_batch_sizes_of_the_key_rotations_are_checked_before_anything_starts(
+    sqlite_url: str,
+) -> None:
+    """`rotate_key(batch_size="5")` and `batch_size=None` raised TypeError from a
+    comparison; `True` and `1.5` were taken. `reindex` checked already."""
+    async with SessionStore(sqlite_url, create_tables=True, key=os.urandom(32)) as store:
+        await store.session("s", user_id="alice").add_items([message("hello")])
+        await store.flush()
+        before = await dump(sqlite_url)
+        for size in ("5", None, True, 1.5, 0):
+            with pytest.raises(ConfigurationError, match="batch_size must be"):
+                await store.rotate_key(os.urandom(32), batch_size=size)  # type: ignore[arg-type]
+            with pytest.raises(ConfigurationError, match="batch_size must be"):
+                await store.rotate_owner_keys(batch_size=size)  # type: ignore[arg-type]
+            assert await dump(sqlite_url) == before, size
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ({"dim": "8"}, "dim must be an integer"),  # TypeError from a comparison
+        ({"dim": 10**9}, "dim must be between 8 and 4096"),  # 4 GB a vector, at first use
+        ({"ngrams": "ab"}, "ngrams must be a .min, max. pair"),  # TypeError
+        ({"ngrams": (4, 2)}, "ngrams' max must be between 4 and 64"),
+        ({"ngram_weight": float("nan")}, "ngram_weight must be a finite number"),  # taken
+    ],
+)
+def test_hashing_embedder_options_out_of_range_are_refused(
+    option: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=said):
+        HashingEmbedder(**option)
+    assert HashingEmbedder(ngrams=[2, 4]).model_id == "hashing-v2-256-2-4-0.5"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ({"tracer_provider": 5}, "tracer_provider must be an OpenTelemetry provider"),
+        ({"meter_provider": "x"}, "meter_provider must be an OpenTelemetry provider"),
+    ],
+)
+def test_telemetry_providers_that_are_no_providers_are_refused(
+    option: dict[str, Any], said: str
+) -> None:
+    """They were taken, and the store's first operation failed with TypeError."""
+    with pytest.raises(ConfigurationError, match=said):
+        Telemetry(**option)
+
+
+@pytest.mark.parametrize("path", [5, None, ""])
+def test_an_owner_key_directory_must_be_a_path(path: Any) -> None:
+    """5 and None raised TypeError; "" (an unset variable) was the working directory."""
+    with pytest.raises(ConfigurationError, match="an owner key directory is a path"):
+        KeyDirectory(path)
+
+
+async def test_migrations_refuse_a_revision_or_tables_of_the_wrong_kind(tmp_path: Path) -> None:
+    """upgrade(url, 5) raised TypeError, upgrade(url, "") AssertionError, tables=5
+    AttributeError; each is a ConfigurationError now, before any connection opens."""
+    url = str(tmp_path / "m.db")
+    for revision in (5, None, "", " "):
+        with pytest.raises(ConfigurationError, match="a revision is a name"):
+            await upgrade(url, revision)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="a revision is a name"):
+            await downgrade(url, revision)  # type: ignore[arg-type]
+    for tables in (5, "chat_"):
+        with pytest.raises(ConfigurationError, match="tables must be a TableNames"):
+            await upgrade(url, tables=tables)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="tables must be a TableNames"):
+            await import_sdk(url, url, tables=tables)  # type: ignore[arg-type]
+    assert not (tmp_path / "m.db").exists()
+
+
+async def test_import_sdk_refuses_an_unknown_order_and_a_progress_it_cannot_call(
+    tmp_path: Path,
+) -> None:
+    """order="bogus" was read as created_at; progress=5 raised TypeError."""
+    source, target = tmp_path / "sdk.db", tmp_path / "ours.db"
+    sdk = SQLiteSession("s", str(source))
+    await sdk.add_items([message("hello")])
+    sdk.close()
+    with pytest.raises(ConfigurationError, match="order must be one of"):
+        await import_sdk(source, target, create_tables=True, order="bogus")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="progress must be a function"):
+        await import_sdk(source, target, create_tables=True, progress=5)  # type: ignore[arg-type]
+    assert not target.exists()
 
 
 @pytest.mark.parametrize(

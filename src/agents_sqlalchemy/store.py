@@ -38,7 +38,7 @@ from .search import Embedder, HashingEmbedder, SearchMode, check_model_id, embed
 from .services import ROTATE_BATCH, Services
 from .services.portability import Lines, erase
 from .session import StoreSession, default_settings, sdk_settings, settings_option
-from .tables import TableNames
+from .tables import TableNames, table_names
 from .telemetry import Telemetry, telemetry_option, traced
 from .types import Scope
 from .validation import check_flag, check_progress, check_user_id, session_key, ttl_delta
@@ -114,11 +114,9 @@ class SessionStore:
         import_sdk_history: bool = False,
         telemetry: Telemetry | bool | None = None,
     ) -> None:
-        if tables is not None and not isinstance(tables, TableNames):
-            raise ConfigurationError(f"tables must be a TableNames, got {tables!r:.100}")
+        self.tables = table_names(tables)
         check_flag("create_tables", create_tables)
         check_flag("import_sdk_history", import_sdk_history)
-        self.tables = tables or TableNames()
         self.ttl = ttl_delta(ttl)
         self._session_settings = settings_option(session_settings)  # None: made when asked
         self.embedder = embedder_option(search, embedder)
@@ -235,7 +233,7 @@ class SessionStore:
             session = store.session("chat-1")
             await store.release()
         """
-        tables = tables or TableNames()
+        tables = table_names(tables)
         chosen = embedder_option(search, embedder)
         target = (
             ("engine", id(url_or_engine))

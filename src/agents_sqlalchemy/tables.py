@@ -133,3 +133,12 @@ class TableNames:
     def version_table(self) -> str:
         """The migrations' own version table (never the app's `alembic_version`)."""
         return self.name("version")
+
+
+def table_names(tables: object) -> TableNames:
+    """`tables` if it is a `TableNames`, the default names for None; else `ConfigurationError`."""
+    if tables is None:
+        return TableNames()
+    if isinstance(tables, TableNames):
+        return tables
+    raise ConfigurationError(f"tables must be a TableNames, got {tables!r:.100}")

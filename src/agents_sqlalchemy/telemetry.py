@@ -146,6 +146,13 @@ class Telemetry:
                 "a tracer or meter provider needs OpenTelemetry's API: "
                 "pip install 'openai-agents-sqlalchemy[otel]'"
             )
+        for name, method in (("tracer_provider", "get_tracer"), ("meter_provider", "get_meter")):
+            provider = getattr(self, name)
+            if provider is not None and not callable(getattr(provider, method, None)):
+                raise ConfigurationError(
+                    f"{name} must be an OpenTelemetry provider (with {method}), "
+                    f"got {provider!r:.80}"
+                )
 
     def identify(self, value: str | None) -> str | None:
         """What spans show of an id: its keyed hash, itself, or nothing.

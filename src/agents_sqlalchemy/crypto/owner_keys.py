@@ -164,6 +164,9 @@ class KeyDirectory:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            # "" (an unset variable, most often) would be the working directory.
+            raise ConfigurationError(f"an owner key directory is a path, got {path!r:.80}")
         self.path = Path(path)
         try:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)

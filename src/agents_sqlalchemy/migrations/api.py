@@ -30,7 +30,7 @@ from ..aio import holding
 from ..database.engines import EngineSource, normalize_url
 from ..database.units import Database, database_errors, sqlite_open_problem
 from ..errors import ConfigurationError, DatabaseError
-from ..tables import TableNames
+from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
 from .config import alembic_config, head_revision, mysql_migration_lock
 from .logs import quiet_alembic
@@ -150,11 +150,11 @@ async def _connection(
     *,
     write: bool,
     operation: str,
-    tables: TableNames | None,
+    tables: TableNames,
 ) -> AsyncIterator[AsyncConnection]:
     source = EngineSource(url_or_engine, None)
     probe = Probe(Telemetry(), source.url)
-    version_table = (tables or TableNames()).version_table
+    version_table = tables.version_table
     try:
         with (
             probe.operation(operation, collection=version_table),
@@ -179,8 +179,9 @@ async def upgrade(
 
         await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
     """
-    async with _connection(url_or_engine, write=True, operation="upgrade", tables=tables) as conn:
-        await run_command(conn, tables or TableNames(), lambda cfg: command.upgrade(cfg, revision))
+    revision, names = _revision(revision), table_names(tables)
+    async with _connection(url_or_engine, write=True, operation="upgrade", tables=names) as conn:
+        await run_command(conn, names, lambda cfg: command.upgrade(cfg, revision))
 
 
 async def downgrade(
@@ -197,11 +198,10 @@ async def downgrade(
 
         await downgrade("agent.db", "base")
     """
-    async with _connection(url_or_engine, write=True, operation="downgrade", tables=tables) as conn:
-        await _refuse_without_tables(conn, tables or TableNames(), "downgrade", "untracked")
-        await run_command(
-            conn, tables or TableNames(), lambda cfg: command.downgrade(cfg, revision)
-        )
+    revision, names = _revision(revision), table_names(tables)
+    async with _connection(url_or_engine, write=True, operation="downgrade", tables=names) as conn:
+        await _refuse_without_tables(conn, names, "downgrade", "untracked")
+        await run_command(conn, names, lambda cfg: command.downgrade(cfg, revision))
 
 
 async def stamp(
@@ -218,9 +218,18 @@ async def stamp(
 
         await stamp("agent.db", "head")
     """
-    async with _connection(url_or_engine, write=True, operation="stamp", tables=tables) as conn:
-        await _refuse_without_tables(conn, tables or TableNames(), "stamp")
-        await run_command(conn, tables or TableNames(), lambda cfg: command.stamp(cfg, revision))
+    revision, names = _revision(revision), table_names(tables)
+    async with _connection(url_or_engine, write=True, operation="stamp", tables=names) as conn:
+        await _refuse_without_tables(conn, names, "stamp")
+        await run_command(conn, names, lambda cfg: command.stamp(cfg, revision))
+
+
+def _revision(revision: object) -> str:
+    """`revision` if it can name one ("head", "base", "0003", "-1"...), checked before any
+    connection opens."""
+    if isinstance(revision, str) and revision.strip():
+        return revision
+    raise ConfigurationError(f"a revision is a name such as 'head', got {revision!r:.80}")
 
 
 async def _refuse_without_tables(
@@ -242,7 +251,8 @@ async def upgrade_sql(
 
         await upgrade_sql("postgresql://app@db/app", tables=TableNames(schema="agents"))
     """
-    config = alembic_config(tables)
+    revision = _revision(revision)
+    config = alembic_config(table_names(tables))
     rendered = normalize_url(url).render_as_string(hide_password=False)
     config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
     async with migration_lock():
@@ -262,7 +272,7 @@ async def check(
         status = await check("agent.db")
         print(status.describe())        # "at revision 0001 (head)"
     """
-    names = tables or TableNames()
+    names = table_names(tables)
     async with _connection(url_or_engine, write=False, operation="check", tables=names) as conn:
         return await conn.run_sync(schema_status, names)
 

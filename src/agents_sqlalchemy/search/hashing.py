@@ -17,9 +17,14 @@ import numpy.typing as npt
 
 from ..caches import add_bounded
 from ..errors import ConfigurationError
+from ..validation import check_finite, check_range
 from .embedders import normalize
-from .text import tokenize
+from .text import MAX_TERM_CHARS, tokenize
 from .vocabulary import TermTable, spans
+
+#: The most dimensions a `HashingEmbedder` takes: each vector is 4 bytes a dimension, stored
+#: with every item, and a search holds thousands of them.
+MAX_DIM = 4096
 
 
 class HashingEmbedder:
@@ -29,6 +34,9 @@ class HashingEmbedder:
 
         embedder = HashingEmbedder()           # 256 dims, model_id "hashing-v2-256-3-5-0.5"
         vectors = embedder.embed(["the disk was full", "lunch plans"])   # (2, 256) float32
+
+    `dim`: 8 to `MAX_DIM` (4,096). `ngrams`: the shortest and longest character n-grams
+    hashed beside each word; `ngram_weight`: their share against the word's (>= 0).
     """
 
     metric = "cosine"
@@ -43,12 +51,16 @@ class HashingEmbedder:
     def __init__(
         self, dim: int = 256, *, ngrams: tuple[int, int] = (3, 5), ngram_weight: float = 0.5
     ) -> None:
-        if dim < 8 or ngrams[0] < 1 or ngrams[1] < ngrams[0] or ngram_weight < 0:
-            raise ConfigurationError(
-                "dim must be >= 8, ngrams a (min, max) range, ngram_weight >= 0"
-            )
+        dim = check_range("dim", dim, 8, MAX_DIM)
+        if not isinstance(ngrams, (tuple, list)) or len(ngrams) != 2:
+            raise ConfigurationError(f"ngrams must be a (min, max) pair, got {ngrams!r:.80}")
+        low = check_range("ngrams' min", ngrams[0], 1, MAX_TERM_CHARS)
+        high = check_range("ngrams' max", ngrams[1], low, MAX_TERM_CHARS)
+        ngram_weight = check_finite("ngram_weight", ngram_weight)
+        if ngram_weight < 0:
+            raise ConfigurationError(f"ngram_weight must be >= 0, got {ngram_weight}")
         self.dim = dim
-        self.ngrams = ngrams
+        self.ngrams = (low, high)
         self.ngram_weight = ngram_weight
         self.model_id = f"hashing-v2-{dim}-{ngrams[0]}-{ngrams[1]}-{ngram_weight:g}"
 

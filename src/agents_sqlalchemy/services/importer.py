@@ -16,18 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..codec import Codec
 from ..crypto import Key
+from ..errors import ConfigurationError
 from ..repository import SdkSource
 from ..repository.imports import Order
-from ..tables import TableNames
+from ..tables import TableNames, table_names
 from ..telemetry import Telemetry, current, telemetry_option
-from ..validation import session_key
+from ..validation import check_progress, session_key
 from . import Services
 from .adoption import copy_session
 
@@ -79,10 +80,13 @@ async def import_sdk(
 
         report = await import_sdk("conversations.db", "agent.db", messages_table="msgs")
     """
+    if order not in get_args(Order):
+        raise ConfigurationError(f"order must be one of {get_args(Order)}, got {order!r:.80}")
+    progress, names = check_progress(progress), table_names(tables)
     reader = SdkSource(source, sessions_table, messages_table)
     services = Services.build(
         target,
-        tables=tables or TableNames(),
+        tables=names,
         key=key,
         ttl=None,
         embedder=None,

@@ -25,6 +25,7 @@ from ..crypto import (
 )
 from ..errors import ConfigurationError
 from ..repository import KeyringRows
+from ..validation import check_range
 from .opener import Opener
 from .owners import Owners
 
@@ -47,8 +48,7 @@ class KeyRotation:
         progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Re-wrap every data key under `new_key`; see `SessionStore.rotate_key`."""
-        if batch_size < 1:
-            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        batch_size = check_range("batch_size", batch_size, 1)
         new_key = validate_key(new_key)
         opener = self._opener
         await opener.ready(rotating=True)
@@ -76,8 +76,7 @@ class KeyRotation:
     ) -> int:
         """Give every owner a fresh key, keeping the store's; see
         `SessionStore.rotate_owner_keys`."""
-        if batch_size < 1:
-            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        batch_size = check_range("batch_size", batch_size, 1)
         await self._opener.ready(rotating=True)
         kek = self._opener.kek
         if kek is None:
