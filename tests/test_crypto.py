@@ -551,6 +551,25 @@ async def test_provider_that_cannot_unwrap_is_refused_at_creation() -> None:
         await create_kek(provider)
 
 
+async def test_provider_whose_wrap_returns_the_key_itself_is_refused() -> None:
+    """A stand-in left in place (`wrap` returning its input) kept the keyring's secrets in
+    the clear in the database."""
+    provider = LocalProvider()
+    provider.wrap = lambda data_key: b"v1:" + data_key  # type: ignore[method-assign]
+    provider.unwrap = lambda wrapped: wrapped[3:]  # type: ignore[method-assign]
+    with pytest.raises(InvalidKeyError, match="wraps nothing"):
+        await create_kek(provider)
+
+
+@pytest.mark.parametrize("kek_id", ["a\x00b", "a\ud800"])
+async def test_provider_kek_id_must_be_storable(kek_id: str) -> None:
+    """A lone surrogate failed MariaDB's JSON check of the keyring row."""
+    provider = LocalProvider()
+    provider.kek_id = kek_id
+    with pytest.raises(InvalidKeyError, match="no NUL, no lone surrogate"):
+        await create_kek(provider)
+
+
 def test_data_key_must_be_32_bytes() -> None:
     with pytest.raises(ValueError):
         DataKey(os.urandom(16))

@@ -402,6 +402,25 @@ async def test_openai_embedder_request_and_response_over_a_fake_transport() -> N
     assert np.allclose(query, np.array([2.0, 0.0, 1.0]) / math.sqrt(5))
 
 
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: OpenAIEmbedder(5), "model must be a model's name"),  # "unknown model 5"
+        (lambda: OpenAIEmbedder(dimensions=0), "dimensions must be between 1"),  # 1536 dims
+        (lambda: OpenAIEmbedder(dimensions="5"), "dimensions must be an integer"),  # taken
+        (lambda: OpenAIEmbedder(batch_size=0), "batch_size must be between 1 and 2048"),
+        (lambda: OpenAIEmbedder(client=5), "client must be an openai.AsyncOpenAI"),
+        (lambda: Model2VecEmbedder(5, model_id="m"), "model must be a loaded model2vec"),
+        (lambda: Model2VecEmbedder("name", model_id="m"), "model must be a loaded model2vec"),
+    ],
+)
+def test_embedder_options_of_the_wrong_kind_are_refused(make: Any, said: str) -> None:
+    """Each was taken (and failed at the first embedding, or the first request) or raised
+    AttributeError."""
+    with pytest.raises(ConfigurationError, match=said):
+        make()
+
+
 async def test_openai_embedder_reads_float_lists_and_checks_counts() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         data = [{"object": "embedding", "index": 0, "embedding": [0.5] * 1536}]

@@ -93,7 +93,20 @@ def test_a_changed_model_or_tokenizer_file_is_refused(
 
 
 def test_bad_settings_raise_configuration_error() -> None:
-    for options in ({"threads": 0}, {"batch_size": 0}, {"max_tokens": 4}, {"max_tokens": 1024}):
+    """Settings of the wrong kind ("2", None, 5 as a path) raised TypeError; True was a
+    batch size of one."""
+    for options in (
+        {"threads": 0},
+        {"batch_size": 0},
+        {"max_tokens": 4},
+        {"max_tokens": 1024},
+        {"threads": "2"},
+        {"batch_size": None},
+        {"batch_size": True},
+        {"max_tokens": "256"},
+        {"model_path": 5},
+        {"tokenizer_path": b"tokenizer.json"},
+    ):
         with pytest.raises(ConfigurationError):
             MiniLMEmbedder(**options)  # type: ignore[arg-type]
 

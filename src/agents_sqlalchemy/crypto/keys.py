@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
 from ..errors import DecryptionError, InvalidKeyError, KeyringError, WrongKeyError
+from ..validation import storable
 from .kdf import (
     KEY_BYTES,
     LABEL_PREFIX,
@@ -177,9 +178,10 @@ def validate_key(key: object) -> Key:
         return raw
     if isinstance(key, KeyProvider):
         kek_id = getattr(key, "kek_id", None)
-        if not isinstance(kek_id, str) or not kek_id:
+        if not kek_id or not storable(kek_id):
             raise InvalidKeyError(
-                f"key provider {type(key).__name__}.kek_id must be a non-empty str"
+                f"key provider {type(key).__name__}.kek_id must be a non-empty str "
+                "(no NUL, no lone surrogate: the keyring stores it)"
             )
         return key
     raise InvalidKeyError(
@@ -231,6 +233,10 @@ async def create_kek(key: object, *, previous: KeyEncryptionKey | None = None) -
         wrapped = await call_wrap(key, bundle)
         if await call_unwrap(key, wrapped) != bundle:  # a provider that cannot unwrap bricks a db
             raise InvalidKeyError(f"key provider {provider_name(key)} does not round-trip")
+        if bundle[:KEY_BYTES] in wrapped or bundle[KEY_BYTES:] in wrapped:
+            raise InvalidKeyError(  # the database would hold its secrets in the clear
+                f"key provider {provider_name(key)} wraps nothing: its output holds the key"
+            )
         verifier = _PROVIDED_V1 + _check(bundle, kek_id) + wrapped
     now = datetime.now(timezone.utc)
     record = KeyringRecord(kek_id, kind, salt, params, verifier, created_at=now)

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigurationError, EmbedderError
+from ..validation import check_range
 from ._extras import missing, require
 from .embedders import normalize
 
@@ -75,22 +76,16 @@ class MiniLMEmbedder:
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        threads = 1 if threads is None else threads
-        if threads < 1 or batch_size < 1 or not 8 <= max_tokens <= 512:
-            raise ConfigurationError("threads and batch_size must be >= 1, max_tokens 8-512")
-        self.threads = threads
-        self.batch_size = batch_size
-        self.max_tokens = max_tokens
-        self.model_path = (
-            Path(model_path) if model_path else _package_file(MODEL_PACKAGE, MODEL_FILE)
+        self.threads = 1 if threads is None else check_range("threads", threads, 1, 256)
+        self.batch_size = check_range("batch_size", batch_size, 1, 4096)
+        self.max_tokens = check_range("max_tokens", max_tokens, 8, 512)
+        self.model_path = _given_path("model_path", model_path, MODEL_PACKAGE, MODEL_FILE)
+        self.tokenizer_path = _given_path(
+            "tokenizer_path", tokenizer_path, TOKENIZER_PACKAGE, TOKENIZER_FILE
         )
-        self.tokenizer_path = (
-            Path(tokenizer_path)
-            if tokenizer_path
-            else _package_file(TOKENIZER_PACKAGE, TOKENIZER_FILE)
-        )
-        self.model_id = f"minilm:all-MiniLM-L6-v2-onnx-int8-{MODEL_SHA256[:12]}:t{max_tokens}"
-        self._loaded = _load(self.model_path, self.tokenizer_path, threads, max_tokens)
+        tokens = self.max_tokens
+        self.model_id = f"minilm:all-MiniLM-L6-v2-onnx-int8-{MODEL_SHA256[:12]}:t{tokens}"
+        self._loaded = _load(self.model_path, self.tokenizer_path, self.threads, tokens)
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Unit vectors of the texts, shape `(len(texts), 384)`."""
@@ -115,6 +110,15 @@ class MiniLMEmbedder:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return normalize(pooled)
+
+
+def _given_path(name: str, given: object, package: str, relative: str) -> Path:
+    """The file `given` names, or the packaged one when it names none (None or "")."""
+    if given is None or given == "":
+        return _package_file(package, relative)
+    if not isinstance(given, (str, os.PathLike)):
+        raise ConfigurationError(f"{name} must be a file path, got {given!r:.80}")
+    return Path(given)
 
 
 def _package_file(package: str, relative: str) -> Path:

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import ConfigurationError
+from ..validation import check_flag
 from ._extras import require
 from .text import content_words
 
@@ -41,8 +43,13 @@ class Model2VecEmbedder:
     fusion_weight = 0.001
 
     def __init__(self, model: Any, *, model_id: str, drop_stopwords: bool = True) -> None:
+        if not callable(getattr(model, "encode", None)) or not hasattr(model, "dim"):
+            raise ConfigurationError(
+                f"model must be a loaded model2vec.StaticModel (from_pretrained or bundled "
+                f"load it), got {model!r:.80}"
+            )
         self.model = model
-        self.drop_stopwords = drop_stopwords
+        self.drop_stopwords = check_flag("drop_stopwords", drop_stopwords)
         self.model_id = f"{model_id}+content-words" if drop_stopwords else model_id
         self.dim = int(model.dim)
 

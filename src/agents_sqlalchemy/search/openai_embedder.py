@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigurationError, EmbedderError
+from ..validation import check_range
 from ._extras import require
 
 # Native sizes of the current models; others need `dimensions`.
@@ -17,6 +18,10 @@ KNOWN_DIMENSIONS = {
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
+#: The most `dimensions` taken (a vector is stored with every item, 4 bytes a dimension).
+MAX_DIMENSIONS = 16_384
+#: The most texts one request may carry (the endpoint's own limit).
+MAX_BATCH = 2048
 
 
 class OpenAIEmbedder:
@@ -41,6 +46,13 @@ class OpenAIEmbedder:
         client: Any | None = None,
         batch_size: int = 512,
     ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError(f"model must be a model's name, got {model!r:.80}")
+        if dimensions is not None:
+            dimensions = check_range("dimensions", dimensions, 1, MAX_DIMENSIONS)
+        batch_size = check_range("batch_size", batch_size, 1, MAX_BATCH)
+        if client is not None and not hasattr(client, "embeddings"):
+            raise ConfigurationError(f"client must be an openai.AsyncOpenAI, got {client!r:.80}")
         self._openai = require("openai", "openai", type(self).__name__)
         dim = dimensions or KNOWN_DIMENSIONS.get(model)
         if dim is None:
