@@ -78,3 +78,27 @@ def test_export_import_erase(db_url: str, tmp_path: Path) -> None:
     assert receipt.user_sha256 == ErasureReceipt.hash_user("alice")
     assert sessions_of(target, "new key", "alice") == []
     assert sessions_of(db_url, "source key", "alice") == ["chat-1", "chat-2"]
+
+
+def test_files_that_cannot_be_read_or_written_are_usage_errors(tmp_path: Path) -> None:
+    """A missing export to import, an output or receipt in a directory that does not exist
+    were tracebacks (FileNotFoundError); the receipt's failed only after the erasure, so
+    the receipt was lost. Now each is refused first, and nothing is erased."""
+    url = str(tmp_path / "agent.db")
+    seed(url, None)
+    nowhere = tmp_path / "no such directory"
+    refusals = {
+        "import": cli("users", "import", str(tmp_path / "missing.jsonl"), "--url", url),
+        "export": cli("users", "export", "alice", "--url", url, "-o", str(nowhere / "a.jsonl")),
+        "erase": cli(
+            "users", "erase", "alice", "--url", url, "--yes", "--receipt", str(nowhere / "r")
+        ),
+    }
+    for name, done in refusals.items():
+        assert done.exit_code == 2, (name, done.output)
+        assert done.exception is None or isinstance(done.exception, SystemExit), name
+    assert "does not exist" in refusals["import"].output
+    assert "cannot write" in refusals["export"].output
+    assert "cannot write a receipt" in refusals["erase"].output
+    assert sessions_of(url, None, "alice") == ["chat-1", "chat-2"]
+    assert not nowhere.exists()

@@ -369,6 +369,9 @@ def test_the_command_line_takes_the_owner_key_directory(sqlite_url: str, tmp_pat
     receipt = json.loads(erased.stdout)
     assert receipt["owner_keys_destroyed"] == 1 and receipt["owner_keys_kept"] == "KeyDirectory"
     assert len(list(directory.iterdir())) == 1
+    for given in ("", sqlite_url):  # an unset variable; a file (was a traceback each)
+        bad = cli("sessions", "show", "b", "--url", sqlite_url, "--owner-keys", given, env=env)
+        assert bad.exit_code == 2 and "Invalid value for '--owner-keys'" in bad.output, bad.output
 
 
 class Interrupted(Exception):

@@ -257,7 +257,10 @@ def load_provider(spec: str, option: str) -> Key:
 def load_owner_keys(spec: str) -> OwnerKeyStore:
     """The owner key store `--owner-keys` names: a directory, or `MODULE:ATTR`."""
     if ":" not in spec or Path(spec).is_dir():
-        return KeyDirectory(spec)
+        try:
+            return KeyDirectory(spec)
+        except ConfigurationError as exc:  # "", or a path that is a file
+            raise click.BadParameter(str(exc), param_hint="'--owner-keys'") from None
     found = _load(spec, "--owner-keys")
     if not isinstance(found, OwnerKeyStore):
         raise click.BadParameter(

@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +67,13 @@ def export(
         if str(output) == "-":
             sessions = run(_export(url, tables, key, user_id, sys.stdout, bar))
         else:
-            with output.open("w", encoding="utf-8") as out:
+            try:
+                out = output.open("w", encoding="utf-8")
+            except OSError as exc:  # a directory that does not exist, a read-only one
+                raise click.BadParameter(
+                    f"cannot write {output}: {exc.strerror}", param_hint="'--output'"
+                ) from None
+            with out:
                 sessions = run(_export(url, tables, key, user_id, out, bar))
     finally:
         bar.close()
@@ -85,7 +92,9 @@ async def _export(
 
 
 @command.command("import")
-@click.argument("source", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.argument(
+    "source", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
+)
 @click.option(
     "--skip-existing", is_flag=True, help="Skip sessions whose id the database already has."
 )
@@ -194,6 +203,13 @@ def erase(
     Example:
       agents-sqlalchemy users erase alice --url agent.db --yes --receipt erasure-alice.json
     """
+    folder = None if receipt is None else receipt.resolve().parent
+    if folder is not None and not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
+        # Checked first: the erasure cannot be undone, and its receipt must not be lost.
+        raise click.BadParameter(
+            f"cannot write a receipt in {folder}: no such directory, or not writable",
+            param_hint="'--receipt'",
+        )
     if not yes:
         click.confirm(
             f"Erase every session of user {clean(repr(user_id))} from {shown(url)}, with all "
@@ -202,9 +218,14 @@ def erase(
         )
     done = run(_erase(url, tables, key, user_id))
     text = json.dumps(done.as_dict(), indent=2)
-    if receipt is not None:
-        receipt.write_text(text + "\n", encoding="utf-8")
     click.echo(text)
+    if receipt is not None:
+        try:
+            receipt.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(
+                f"the receipt above could not be written to {receipt}: {exc.strerror}"
+            ) from None
     click.secho(
         f"Erased {done.sessions} sessions ({done.items} items, {done.item_keys_deleted} item keys)",
         fg="green",
