@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 import agents_sqlalchemy
 from agents_sqlalchemy import SchemaError, SessionStore, TableNames
 from agents_sqlalchemy.app_env import LibraryTables
+from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.migrations import api as migrate
 from agents_sqlalchemy.migrations import config as scripts_config
 from agents_sqlalchemy.models import build_models
@@ -414,3 +416,27 @@ async def _set_version(url: str, tables: TableNames, revision: str | None) -> No
         if revision:
             await conn.execute(text(f"INSERT INTO {table} VALUES (:r)"), {"r": revision})
     await engine.dispose()
+
+
+async def test_mariadb_migrations_do_not_log_that_primary_key_names_are_ignored(
+    mariadb_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """MariaDB names every primary key PRIMARY and warns of each name it ignores; asyncmy
+    logged that line for every table a first `create_tables` made (nine in all). The
+    migrations drop that one line; the driver's other warnings still reach the logs."""
+    caplog.set_level(logging.WARNING, logger="asyncmy")
+    tables = custom_names(mariadb_url, "quiet_")
+    async with SessionStore(mariadb_url, tables=tables, create_tables=True) as store:
+        await store.session("s").add_items([message("hello")])
+    await agents_sqlalchemy.downgrade(mariadb_url, "base", tables=tables)
+    await agents_sqlalchemy.upgrade(mariadb_url, tables=tables)
+    assert not [r for r in caplog.records if r.name == "asyncmy"]
+    db = Database(mariadb_url)
+    try:
+        create = "CREATE TABLE quiet_other (id INT, CONSTRAINT pk_other PRIMARY KEY (id))"
+        await db.write(lambda conn: conn.exec_driver_sql(create))
+        await db.write(lambda conn: conn.exec_driver_sql("DROP TABLE quiet_other"))
+    finally:
+        await db.close()
+    said = [r.getMessage() for r in caplog.records if r.name == "asyncmy"]
+    assert said == ["Name 'pk_other' ignored for PRIMARY key."]

@@ -9,6 +9,7 @@ The database: the Python API's connection, `-x url=...`, or the section's `sqlal
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 from logging.config import fileConfig
 from typing import Any
 
@@ -30,6 +31,7 @@ from agents_sqlalchemy.migrations.config import (
     revision_options,
     tables_from_options,
 )
+from agents_sqlalchemy.migrations.logs import quiet_primary_key_names
 from agents_sqlalchemy.models import build_models
 from agents_sqlalchemy.tables import TableNames
 
@@ -67,10 +69,11 @@ options: dict[str, Any] = {
 
 
 def run_migrations(connection: Connection) -> None:
+    mysql = connection.dialect.name in ("mysql", "mariadb")
     prepare_connection(connection, tables)
     try:
         context.configure(connection=connection, **options)
-        with context.begin_transaction():
+        with quiet_primary_key_names() if mysql else nullcontext(), context.begin_transaction():
             context.run_migrations()
     finally:
         release_connection(connection, tables)
