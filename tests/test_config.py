@@ -289,6 +289,19 @@ def test_store_options_of_the_wrong_kind_are_refused(
     # They raised AttributeError or TypeError, or counted "no" as True.
     with pytest.raises(ConfigurationError, match=said):
         SessionStore(sqlite_url, **option)
+    if "engine_kwargs" in option:  # the SDK-style constructors share stores by them
+        with pytest.raises(ConfigurationError, match=said):
+            SQLAlchemySession.from_url("s", url=sqlite_url, **option)
+
+
+def test_session_settings_the_sdk_refuses_are_configuration_errors(sqlite_url: str) -> None:
+    """{"limit": 2.5} raised pydantic's ValidationError; an unknown name stays the SDK's
+    TypeError, as its own sessions raise it."""
+    store = SessionStore(sqlite_url, create_tables=True)
+    with pytest.raises(ConfigurationError, match="session_settings refused"):
+        store.session("s", session_settings={"limit": 2.5})
+    with pytest.raises(TypeError, match="Unknown session settings"):
+        store.session("s", session_settings={"limits": 2})
 
 
 @pytest.mark.parametrize("model_id", ["x" * 181, "", "   ", "a\x00b", "a\ud800", 5, None])

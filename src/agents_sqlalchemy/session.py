@@ -687,7 +687,7 @@ def settings_option(
 
     A dict that sets only `limit` (None or a whole number >= 0) is kept as it is, so no SDK
     is loaded for it; anything else is coerced by the SDK (its `TypeError` for an unknown
-    name).
+    name, as its own sessions raise; a value it refuses is a `ConfigurationError`).
 
     >>> settings_option({"limit": 20})
     {'limit': 20}
@@ -699,12 +699,16 @@ def settings_option(
         if limit is None or (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0):
             return dict(value)
     from agents.memory.session_settings import SessionSettings, coerce_session_settings
+    from pydantic import ValidationError
 
     if not isinstance(value, (dict, SessionSettings)):
         raise ConfigurationError(
             f"session_settings must be a SessionSettings or a dict, got {value!r:.80}"
         )
-    return coerce_session_settings(value)
+    try:
+        return coerce_session_settings(value)
+    except ValidationError as exc:  # {"limit": 2.5}
+        raise ConfigurationError(f"session_settings refused: {exc}") from exc
 
 
 def sdk_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
 from .crypto import Key, OwnerKeyStore, same_key
-from .database.engines import DEFAULT_LOCK_TIMEOUT, normalize_url
+from .database.engines import DEFAULT_LOCK_TIMEOUT, engine_options, normalize_url
 from .errors import ConfigurationError
 from .migrations.status import in_memory
 from .records import (
@@ -242,7 +242,7 @@ class SessionStore:
         )
         if in_memory(str(target[1])):  # as the SDK's class: a new in-memory database each time
             target = ("memory", secrets.token_hex(8))
-        identity = (target, tables, repr(sorted((engine_kwargs or {}).items())))
+        identity = (target, tables, repr(sorted(engine_options(engine_kwargs).items())))
         with _shared_stores_lock:
             store = _shared_stores.get(identity)
             if store is None or store.closed:

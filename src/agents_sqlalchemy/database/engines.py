@@ -176,6 +176,15 @@ def mysql_reset_if_open(engine: Engine) -> None:
             dbapi_connection.rollback()
 
 
+def engine_options(engine_kwargs: object) -> dict[str, Any]:
+    """A copy of the `engine_kwargs` option (a dict, or None for none)."""
+    if engine_kwargs is None:
+        return {}
+    if not isinstance(engine_kwargs, dict):
+        raise ConfigurationError(f"engine_kwargs must be a dict, got {engine_kwargs!r:.100}")
+    return dict(engine_kwargs)
+
+
 class EngineSource:
     """Hands out the engine for the running event loop.
 
@@ -201,8 +210,7 @@ class EngineSource:
         self._lock_timeout = lock_timeout
         # Behind a transaction pooler: set by the URL's `pgbouncer=true`.
         self.pooled = False
-        if engine_kwargs is not None and not isinstance(engine_kwargs, dict):
-            raise ConfigurationError(f"engine_kwargs must be a dict, got {engine_kwargs!r:.100}")
+        engine_kwargs = engine_options(engine_kwargs)
         if isinstance(url_or_engine, AsyncEngine):
             if engine_kwargs:
                 raise ConfigurationError("engine_kwargs apply only when the store makes the engine")
@@ -213,7 +221,7 @@ class EngineSource:
             self._given = None
             self.url = shared_memory(normalize_url(url_or_engine))
             self._engine_url, self.pooled = pgbouncer_mode(self.url)
-            self._engine_kwargs = dict(engine_kwargs or {})
+            self._engine_kwargs = engine_kwargs
 
     @property
     def sets_lock_timeout(self) -> bool:
