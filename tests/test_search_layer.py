@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import agents_sqlalchemy.search._extras as extras_module
 import agents_sqlalchemy.search.fusion as fusion_module
 import agents_sqlalchemy.search.ranking as ranking_module
 import agents_sqlalchemy.search.text as text_module
-from agents_sqlalchemy import AgentsSQLAlchemyError, ConfigurationError
+from agents_sqlalchemy import AgentsSQLAlchemyError, ConfigurationError, SessionStore
 from agents_sqlalchemy.search import (
     MAX_TERM_CHARS,
     Embedder,
@@ -419,6 +420,54 @@ def test_embedder_options_of_the_wrong_kind_are_refused(make: Any, said: str) ->
     AttributeError."""
     with pytest.raises(ConfigurationError, match=said):
         make()
+
+
+class _Declared:
+    """An embedder of the protocol; each case changes one of its declarations."""
+
+    metric = "cosine"
+    dim = 8
+    model_id = "declared-test"
+
+    def embed(self, texts: list[str]) -> Any:
+        return np.ones((len(texts), 8), dtype=np.float32)
+
+    def embed_queries(self, texts: list[str]) -> Any:
+        return self.embed(texts)
+
+
+@pytest.mark.parametrize(
+    ("declared", "said"),
+    [
+        ({"dim": "8"}, "dim must be an integer"),  # vectors refused as "(2, 8), expected (2, 8)"
+        ({"dim": 0}, "dim must be between 1 and 65536"),  # refused at the first indexing
+        ({"metric": "dot"}, "metric must be 'cosine'"),  # logged by the background worker
+        ({"fusion_weight": "2"}, "fusion_weight must be a finite number"),  # silently ignored
+        ({"lexical": "yes"}, "lexical must be True or False"),  # silently ignored
+    ],
+)
+def test_an_embedder_declaring_what_cannot_be_used_is_refused_when_the_store_is_made(
+    tmp_path: Path, declared: dict[str, Any], said: str
+) -> None:
+    embedder = _Declared()
+    for name, value in declared.items():
+        setattr(embedder, name, value)
+    with pytest.raises(ConfigurationError, match=said):
+        SessionStore(str(tmp_path / "s.db"), embedder=embedder)
+
+
+async def test_an_embedder_that_fails_is_an_embedder_error(tmp_path: Path) -> None:
+    """Its own exception (a network error, a bug) reached the caller of search as it was."""
+    embedder = _Declared()
+    embedder.embed_queries = lambda texts: 1 / 0  # type: ignore[method-assign]
+    async with SessionStore(str(tmp_path / "s.db"), create_tables=True, embedder=embedder) as st:
+        session = st.session("s")
+        await session.add_items([sdk.message("hello there")])
+        await st.flush()
+        with pytest.raises(EmbedderError, match="failed: ZeroDivisionError") as caught:
+            await session.search("hello", mode="vector")
+        assert isinstance(caught.value.__cause__, ZeroDivisionError)
+        assert await session.get_items() == [sdk.message("hello there")]
 
 
 async def test_openai_embedder_reads_float_lists_and_checks_counts() -> None:

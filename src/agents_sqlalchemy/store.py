@@ -34,7 +34,7 @@ from .records import (
     SessionPage,
     UsageReport,
 )
-from .search import Embedder, HashingEmbedder, SearchMode, check_model_id, embedder_by_name
+from .search import Embedder, HashingEmbedder, SearchMode, check_embedder, embedder_by_name
 from .services import ROTATE_BATCH, Services
 from .services.portability import Lines, erase
 from .session import StoreSession, default_settings, sdk_settings, settings_option
@@ -709,7 +709,7 @@ def embedder_option(search: bool, embedder: Embedder | str | None) -> Embedder |
     if embedder is not None and not isinstance(embedder, Embedder):
         raise ConfigurationError(f"embedder must be an Embedder or a name, got {embedder!r}")
     if embedder is not None:
-        check_model_id(embedder.model_id)
+        check_embedder(embedder)
     if not search:
         return None
     return embedder or HashingEmbedder()

@@ -39,6 +39,7 @@ from .calibration import Calibration, calibrate
 from .embedders import (
     MAX_MODEL_ID_CHARS,
     Embedder,
+    check_embedder,
     check_model_id,
     embed_documents,
     embed_query,
@@ -112,6 +113,7 @@ __all__ = [
     "bm25_postings",
     "builtin_for",
     "calibrate",
+    "check_embedder",
     "check_model_id",
     "check_query",
     "content_words",

@@ -37,8 +37,8 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigurationError, EmbedderError
-from ..validation import storable
+from ..errors import AgentsSQLAlchemyError, ConfigurationError, EmbedderError
+from ..validation import check_finite, check_range, storable
 from .text import TOKENIZER_VERSION
 
 #: What `embed`/`embed_queries` may return: one row per text.
@@ -87,6 +87,8 @@ def index_id(model_id: str) -> str:
     return f"{model_id}+terms-v{TOKENIZER_VERSION}"
 
 
+#: The most dimensions an embedder's vectors may have (a stored vector is a byte each).
+MAX_DIM = 65_536
 #: The longest embedder `model_id` a store takes: the index keeps `index_id` in 200.
 MAX_MODEL_ID_CHARS = 180
 
@@ -107,6 +109,33 @@ def check_model_id(model_id: object) -> str:
     )
 
 
+def check_embedder(embedder: Embedder) -> Embedder:
+    """`embedder` if what it declares can be used: its `model_id` (`check_model_id`), a
+    `dim` of 1 to `MAX_DIM`, the "cosine" metric, and, when it declares them, a `fusion_weight`
+    (`declared_weight`) and a `lexical` flag (True or False); else `ConfigurationError`,
+    when the store is made rather than at its first search."""
+    check_model_id(embedder.model_id)
+    check_range("the embedder's dim", embedder.dim, 1, MAX_DIM)
+    if embedder.metric != "cosine":
+        raise ConfigurationError(f"the embedder's metric must be 'cosine', got {embedder.metric!r}")
+    declared_weight(embedder)
+    lexical = getattr(embedder, "lexical", False)
+    if not isinstance(lexical, bool):
+        raise ConfigurationError(f"the embedder's lexical must be True or False, not {lexical!r}")
+    return embedder
+
+
+def declared_weight(embedder: object) -> float | None:
+    """The `fusion_weight` an embedder declares (a finite number >= 0), or None."""
+    declared = getattr(embedder, "fusion_weight", None)
+    if declared is None:
+        return None
+    weight = check_finite("fusion_weight", declared)
+    if weight < 0:
+        raise ConfigurationError(f"fusion_weight must be >= 0, not {declared!r}")
+    return weight
+
+
 async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -> Matrix:
     """Call the embedder (sync or async) and return a checked, L2-normalised float32 matrix.
 
@@ -122,12 +151,19 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool
     if embedder.metric != "cosine":
         raise EmbedderError(f"metric {embedder.metric!r} is not supported: use 'cosine'")
     method: Callable[[list[str]], Any] = embedder.embed_queries if queries else embedder.embed
-    if inspect.iscoroutinefunction(method) or (queries and len(texts) == 1):
-        result = method(texts)
-    else:
-        result = await asyncio.to_thread(method, texts)
-    if inspect.isawaitable(result):
-        result = await result
+    try:
+        if inspect.iscoroutinefunction(method) or (queries and len(texts) == 1):
+            result = method(texts)
+        else:
+            result = await asyncio.to_thread(method, texts)
+        if inspect.isawaitable(result):
+            result = await result
+    except AgentsSQLAlchemyError:
+        raise
+    except Exception as exc:  # the model's own failure (a network error, a bug)
+        raise EmbedderError(
+            f"embedder {embedder.model_id!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     return _check(np.asarray(result, dtype=np.float32), len(texts), embedder)
 
 

@@ -81,7 +81,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
@@ -91,7 +90,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigurationError
 from ..validation import check_finite
-from .embedders import Embedder
+from .embedders import Embedder, declared_weight
 
 K = TypeVar("K", bound=Hashable)
 SearchMode = Literal["hybrid", "vector", "keyword"]
@@ -173,11 +172,9 @@ def fusion_weight(embedder: Embedder | None, *, capable: bool = True) -> float:
     >>> fusion_weight(None), fusion_weight(None, capable=False)
     (2.0, 0.0002)
     """
-    declared = getattr(embedder, "fusion_weight", None)
-    if isinstance(declared, (int, float)) and not isinstance(declared, bool):
-        if not (math.isfinite(declared) and declared >= 0):
-            raise ConfigurationError(f"fusion_weight must be >= 0, not {declared!r}")
-        return float(declared)
+    declared = declared_weight(embedder)
+    if declared is not None:
+        return declared
     return DEFAULT_VECTOR_WEIGHT if capable else WEAK_VECTOR_WEIGHT
 
 
