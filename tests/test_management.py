@@ -82,6 +82,8 @@ async def test_listing_usage_and_state_refuse_arguments_of_the_wrong_kind(
     # They reached SQLAlchemy (StatementError around our error, or an AttributeError), or
     # answered: usage(user_id=5) an empty report, list_sessions(archived="yes") no session.
     naive = datetime(2020, 1, 1)
+    far_east = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
+    far_west = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
     async with SessionStore(sqlite_url, create_tables=True) as store:
         session = store.session("s", user_id="alice")
         await session.add_items([message("kept")])
@@ -93,6 +95,13 @@ async def test_listing_usage_and_state_refuse_arguments_of_the_wrong_kind(
             (lambda: store.usage(until="2020-01-01"), "until must be a datetime"),
             (lambda: store.usage(user_id=5), "a user id is a non-empty string"),
             (lambda: session.get_state(5), "state names are non-empty strings"),
+            # OverflowError from the driver: UTC cannot express them.
+            (lambda: store.list_sessions(updated_after=far_east), "updated_after is out of"),
+            (lambda: store.usage(until=far_west), "until is out of range in UTC"),
+            # Each made and listed a session, then raised (TypeError for the unknown one).
+            (lambda: store.create_session(user_id="bob", ttl=-1), "ttl must be"),
+            (lambda: store.create_session(user_id="bob", bogus=1), "unknown session options"),
+            (lambda: store.create_session(user_id="bob", repair_on_read="y"), "repair_on_read"),
         ]
         for call, match in calls:
             with pytest.raises(ConfigurationError, match=match):

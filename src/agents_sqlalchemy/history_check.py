@@ -113,10 +113,13 @@ class HistoryReport:
 
 @dataclass(frozen=True)
 class Repair:
-    """A history mended by `repaired`: the items, and the report of what was wrong."""
+    """A history mended by `repaired`: the items, the report of what was wrong, and where
+    each item comes from (`origins[i]`: the index, in the history read, of the item that
+    `items[i]` is, or of the call a made-up answer follows), so that each keeps its times."""
 
     items: list[Any]
     report: HistoryReport = field(default_factory=HistoryReport)
+    origins: list[int] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -184,7 +187,7 @@ def repaired(items: Sequence[Any]) -> Repair:
     returned as they were, in a new list, when nothing was)."""
     report = check_history(items)
     if report.ok:
-        return Repair(list(items), report)
+        return Repair(list(items), report, list(range(len(items))))
     drop: set[int] = set()
     strip_id: set[int] = set()
     answer_after: dict[int, list[Any]] = {}
@@ -219,13 +222,17 @@ def repaired(items: Sequence[Any]) -> Repair:
             ):
                 drop.add(before)
     mended: list[Any] = []
+    origins: list[int] = []
     for index, item in enumerate(items):
         if index not in drop:
             if index in strip_id:
                 item = {name: value for name, value in item.items() if name != "id"}
             mended.append(item)
-        mended.extend(answer_after.get(index, ()))
-    return Repair(mended, report)
+            origins.append(index)
+        answers = answer_after.get(index, ())
+        mended.extend(answers)
+        origins.extend([index] * len(answers))
+    return Repair(mended, report, origins)
 
 
 def _end_of_calls(items: Sequence[Any], index: int) -> int:

@@ -53,6 +53,10 @@ def _removed_items(removed: Removed) -> int:
     return removed.items
 
 
+#: What `SessionStore.create_session` passes on to `session()` besides the owner.
+SESSION_OPTIONS = ("session_settings", "ttl", "repair_on_read")
+
+
 class SessionStore:
     """Agents SDK sessions kept in SQLite or PostgreSQL through SQLAlchemy.
 
@@ -406,15 +410,25 @@ class SessionStore:
         *,
         user_id: str | None = None,
         metadata: dict[str, Any] | None = None,
-        **session_options: Any,
+        **options: Any,
     ) -> SQLAlchemySession:
         """A new session with a fresh id (URL-safe, unguessable), listed from now on.
 
-        `session.session_id` is the id to hand to the client; `session_options` are those
-        of `store.session()` (`session_settings`, `ttl`).
+        `session.session_id` is the id to hand to the client; `options` are those
+        of `store.session()` (`session_settings`, `ttl`, `repair_on_read`), checked before
+        the session's row is made.
         """
-        session_id = await self._services.management.create(user_id, metadata)
-        return self.session(session_id, user_id=user_id, metadata=metadata, **session_options)
+        unknown = sorted(set(options) - set(SESSION_OPTIONS))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown session options {unknown}: the options are {', '.join(SESSION_OPTIONS)}"
+            )
+        management = self._services.management
+        while True:  # 128 random bits: a clash is not expected, but never overwrites
+            key = session_key(secrets.token_urlsafe(16), user_id, metadata)
+            session = self.session(key.session_id, user_id=user_id, metadata=metadata, **options)
+            if await management.create_as(key):
+                return session
 
     @traced("session_info", session_argument="session_id", sessions=True)
     async def session_info(self, session_id: str) -> SessionInfo | None:

@@ -17,7 +17,7 @@ import json
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from .errors import ConfigurationError, InvalidSessionIdError, ItemError
@@ -59,11 +59,18 @@ def check_flag(name: str, value: object) -> bool:
 
 
 def check_moment(name: str, value: object) -> datetime | None:
-    """`value` if it is None or a timezone-aware datetime, else a `ConfigurationError`."""
-    if value is not None and not isinstance(value, datetime):
+    """`value` if it is None or a timezone-aware datetime that UTC can express (the
+    databases compare times in UTC), else a `ConfigurationError`."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
         raise ConfigurationError(f"{name} must be a datetime, got {value!r:.100}")
-    if value is not None and value.utcoffset() is None:
+    if value.utcoffset() is None:
         raise ConfigurationError(f"{name} must be timezone-aware, got the naive {value!r}")
+    try:
+        value.astimezone(timezone.utc)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise ConfigurationError(f"{name} is out of range in UTC: {value!r}") from None
     return value
 
 

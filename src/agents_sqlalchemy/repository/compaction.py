@@ -4,13 +4,15 @@ A replacement is one transaction under the session's write lock (the `next_seq` 
 it re-reads the tail it replaces and changes nothing if that tail moved. The new rows take
 fresh sequence numbers after every number handed out so far (a number is never reused, and
 sealed rows are bound to theirs); they keep the newest replaced row's `created_at`, and
-expire when the last replaced row would have (never, if one of them never expires).
+expire when the last replaced row would have (never, if one of them never expires), unless
+each new row names the replaced row whose times it keeps (a repair's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -68,16 +70,20 @@ class Compaction:
         count: int,
         build: Build,
         prune: Callable[[StoredItem], bool] | None = None,
+        origins: Sequence[int] | None = None,
     ) -> bool:
         """Replace the items numbered `expected` (the session's latest live ones) by `count`
         new rows, in one transaction; False, and nothing changed, if the tail moved.
 
         `prune(stored)`, if given, also deletes the contiguous run of live items before the
-        replaced ones, oldest first, for which it is true.
+        replaced ones, oldest first, for which it is true. `origins[i]`: the replaced row
+        (an index into `expected`) whose times new row `i` keeps.
         """
         try:
             await self._schema.db.write(
-                lambda conn: self._replace_tail(conn, key, list(expected), count, build, prune)
+                lambda conn: self._replace_tail(
+                    conn, key, list(expected), count, build, prune, origins
+                )
             )
         except TailChanged:
             return False
@@ -91,6 +97,7 @@ class Compaction:
         count: int,
         build: Build,
         prune: Callable[[StoredItem], bool] | None,
+        origins: Sequence[int] | None,
     ) -> None:
         items, now = self._schema.items, self._schema.now()
         claimed = self._schema.claim(conn, key, count, now)  # the lock first, then every read
@@ -105,7 +112,7 @@ class Compaction:
         if prune is not None:
             self._prune_prefix(conn, claimed.id, tail[0].seq, prune, now)
         conn.execute(delete(items).where(items.c.id.in_([row.id for row in tail])))
-        self._insert(conn, claimed, count, build, tail, now, None)
+        self._insert(conn, claimed, count, build, tail, now, None, origins)
 
     async def replace_all(
         self, key: SessionKey, count: int, build: Build, ttl: timedelta | None
@@ -172,15 +179,24 @@ class Compaction:
         replaced: Sequence[Any],
         now: datetime,
         ttl: timedelta | None,
+        origins: Sequence[int] | None = None,
     ) -> None:
-        """Insert `count` rows at the numbers just claimed, timed after the `replaced` rows."""
+        """Insert `count` rows at the numbers just claimed, timed after the `replaced` rows
+        (each as its origin in `replaced`, with `origins`)."""
         if not count:
             return
-        if replaced:
-            created_at = max(row.created_at for row in replaced)
+        if origins is not None:
+            times = [(replaced[i].created_at, replaced[i].expires_at) for i in origins]
+        elif replaced:
             expiries = [row.expires_at for row in replaced]
-            expires_at = None if None in expiries else max(expiries)
+            last = None if None in expiries else max(expiries)
+            times = [(max(row.created_at for row in replaced), last)] * count
         else:
-            created_at, expires_at = now, (now + ttl if ttl else None)
+            times = [(now, now + ttl if ttl else None)] * count
         first = claimed.next_seq - count + 1
-        self._schema.insert_items(conn, claimed.id, first, build(first), created_at, expires_at)
+        rows, start = build(first), 0
+        for (created_at, expires_at), run in groupby(times):  # rows made at once, together
+            size = len(list(run))
+            part = rows[start : start + size]
+            self._schema.insert_items(conn, claimed.id, first + start, part, created_at, expires_at)
+            start += size

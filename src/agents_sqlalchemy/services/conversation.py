@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -241,12 +241,16 @@ class Conversation:
         start: int,
         output: list[Any],
         prune: Callable[[Any], bool] | None = None,
+        origins: Sequence[int] | None = None,
     ) -> bool:
         """Replace `tail`'s items from `start` on by `output`, in one transaction; False (and
         nothing changed) if the session's tail is no longer those items.
 
         `prune(item)` also deletes the contiguous run of older items it is true for; an item
-        that does not decode ends that run. Removed items' keys are destroyed.
+        that does not decode ends that run. Removed items' keys are destroyed. `origins`:
+        for each output item, which replaced one (counted from `start`) it keeps the
+        creation and expiry of (a repair's); without, the output takes the newest
+        replaced item's creation and the last expiry (a compaction's summary).
         """
         expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
         if not expected:
@@ -264,7 +268,7 @@ class Conversation:
 
             build = functools.partial(codec.rows, key, payloads, sealer=sealer)
             return await self._compaction.replace_tail(
-                key, expected, len(output), build, prunable if prune else None
+                key, expected, len(output), build, prunable if prune else None, origins
             )
 
         async with self._opener.scrubbing():
@@ -294,11 +298,14 @@ class Conversation:
     async def repair(self, key: SessionKey) -> HistoryReport:
         """Mend the session's history (`history_check.repaired`) in one transaction that
         fails, and is tried again on a fresh read, if a writer changed it meanwhile; return
-        what was wrong. Items kept keep their place in time (`created_at`)."""
+        what was wrong. Items kept keep their place in time and their expiry (`created_at`,
+        `expires_at`); an answer made up for a call takes the call's."""
         for _ in range(REPAIR_ATTEMPTS):
             items, tail = await self.tail(key, WHOLE)
             fix = repaired(items)
-            if not fix.changed or await self.replace_tail(key, tail, 0, fix.items):
+            if not fix.changed or await self.replace_tail(
+                key, tail, 0, fix.items, origins=fix.origins
+            ):
                 return fix.report
         raise SessionBusyError(
             f"session {key.session_id[:80]!r} kept changing while it was being repaired: "

@@ -11,7 +11,6 @@ Example::
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +25,6 @@ from ..validation import (
     check_user_id,
     metadata_filter,
     older_than,
-    session_key,
 )
 from .opener import Opener
 from .owners import Destroyed, Owners
@@ -92,14 +90,6 @@ class Management:
         page = [_info(row) for row in rows[:limit]]
         last = rows[limit - 1] if len(rows) > limit else None
         return SessionPage(page, encode_cursor(last.updated_at, last.id) if last else None)
-
-    async def create(self, user_id: str | None, metadata: dict[str, Any] | None) -> str:
-        """Make a session with a fresh, unguessable, URL-safe id (its row now); return the id."""
-        await self._opener.ready()
-        while True:  # 128 random bits: a clash is not expected, but never overwrites
-            key = session_key(secrets.token_urlsafe(16), user_id, metadata)
-            if await self._sessions.create_session(key):
-                return key.session_id
 
     async def create_as(self, key: SessionKey) -> bool:
         """Make the row of session `key` (its owner and metadata); False if the id exists."""
