@@ -259,3 +259,24 @@ async def test_branches_of_branches_and_a_main_line_changed_since(
         for name in ("main", "b1", "b2"):
             assert await copy.get_items(branch_id=name) == await chat.get_items(branch_id=name)
         assert len(await copy.get_items(branch_id="b2")) == 3 + 2 + 2  # b1 before its turn 3
+
+
+async def test_a_session_written_to_while_the_export_runs_is_still_exported(
+    sqlite_url: str,
+) -> None:
+    """The export paged through the user's sessions by activity: one written to after the
+    first page jumped ahead of the pages left and was missed, while the `done` line read
+    as complete. The ids are now listed first; a session deleted meanwhile is left out."""
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        for number in range(120):
+            await store.session(f"c{number:03d}", user_id="alice").add_items([message("m")])
+        exported: list[str] = []
+        async for line in store.export_user("alice"):
+            record = json.loads(line)
+            if record.get("type") == "session":
+                exported.append(record["session_id"])
+                if len(exported) == 1:  # the oldest of them now the most recently active
+                    await store.session("c000", user_id="alice").add_items([message("late")])
+                    await store.delete_session("c001")
+        assert record == {"type": "done", "sessions": 119, "items": 120}
+        assert sorted(exported) == sorted({f"c{n:03d}" for n in range(120)} - {"c001"})

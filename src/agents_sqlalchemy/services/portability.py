@@ -58,8 +58,6 @@ from .management import Management
 
 FORMAT = "agents-sqlalchemy/user-export"
 VERSION = 1
-#: Sessions listed per page while exporting.
-PAGE = 100
 #: Items appended per transaction while importing.
 BATCH = 500
 USAGE_FIELDS = (
@@ -119,42 +117,41 @@ class Portability:
     ) -> AsyncIterator[str]:
         """The lines of the export of every session of `user_id`, archived ones too.
 
+        The sessions are those the user has when the export starts, their ids listed first
+        (sessions are listed by activity: one written to while the pages went by would jump
+        ahead of them, and be missed); each is then read as it stands. One deleted or given
+        to another user meanwhile is left out; one made after the start is not in it.
         `progress(done, total)` counts sessions: before the first and after each one.
         """
         if check_user_id(user_id) is None:
             raise ConfigurationError("export_user needs a user id, got None")
-        total = await self._count(user_id)
+        session_ids = await self._session_ids(user_id)
         now = datetime.now(timezone.utc).isoformat()
         yield _line({"format": FORMAT, "version": VERSION, "user_id": user_id, "exported_at": now})
         if progress is not None:
-            progress(0, total)
+            progress(0, len(session_ids))
         sessions = items = 0
-        cursor: str | None = None
-        while True:
-            page = await self._management.list_sessions(
-                user_id=user_id, limit=PAGE, cursor=cursor, archived=None
-            )
-            for info in page:
+        for done, session_id in enumerate(session_ids, 1):
+            info = await self._management.info(session_key(session_id))
+            if info is not None and info.user_id == user_id:
                 async for line, count in self._session(info):
                     items += count
                     yield line
                 sessions += 1
-                if progress is not None:
-                    progress(sessions, max(total, sessions))
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
+            if progress is not None:
+                progress(done, len(session_ids))
         yield _line({"type": "done", "sessions": sessions, "items": items})
 
-    async def _count(self, user_id: str) -> int:
-        count, cursor = 0, None
+    async def _session_ids(self, user_id: str) -> list[str]:
+        found: list[str] = []
+        cursor: str | None = None
         while True:
             page = await self._management.list_sessions(
                 user_id=user_id, limit=1000, cursor=cursor, archived=None
             )
-            count += len(page)
+            found.extend(info.session_id for info in page)
             if page.next_cursor is None:
-                return count
+                return found
             cursor = page.next_cursor
 
     async def _session(self, info: SessionInfo) -> AsyncIterator[tuple[str, int]]:
