@@ -280,3 +280,31 @@ async def test_metadata_filters_respect_json_types(db_url: str) -> None:
         assert await found(True) == {"yes"}
         assert await found(7.5) == {"float"}
         assert await found(1) == set()  # true is not 1
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"], ids=["plain", "sealed"])
+async def test_a_call_that_changes_nothing_is_no_activity(db_url: str, key: str | None) -> None:
+    """A pop of a session whose items all expired touched its row on SQLite and MariaDB,
+    not on PostgreSQL: purge_inactive, archive_inactive and the listing's order differed
+    by database. A clear of an empty session and a delete_state of a name never set
+    touched it on all three, and delete_state on a session never written made its row (a
+    listed session, for an erased user too). None of them is activity now."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        expired = store.session("expired", ttl=0.2)
+        await expired.add_items([message("soon gone")])
+        empty = store.session("empty")
+        await empty.add_items([message("x")])
+        assert await empty.pop_item() == message("x")
+        before = {info.session_id: info.updated_at for info in await store.list_sessions()}
+        await asyncio.sleep(0.3)
+        assert await expired.pop_item() is None
+        assert await empty.pop_item() is None
+        await empty.clear_session()
+        await empty.delete_state("never set")
+        await store.session("never-written", user_id="bob").delete_state("cart")
+        after = {info.session_id: info.updated_at for info in await store.list_sessions()}
+        assert after == before
+        assert (await store.purge_inactive(0.25)).sessions == 2
+        await empty.set_state("step", 1)  # a change still is activity, and makes the row
+        await empty.delete_state("step")
+        assert await empty.get_state("step") is None

@@ -68,6 +68,25 @@ class _Unsent(Exception):
     """A statement the driver refused to send, its connection broken: run it again."""
 
 
+class Unchanged(Exception):
+    """Raised by a write's work that found nothing to change: its transaction rolls back,
+    and with it the touch of the session's row its lock made (a pop of an empty session is
+    no activity), and `Database.write` returns `result`.
+
+    Example::
+
+        def pop(conn):
+            taken = take_last(conn)
+            if taken is None:
+                raise Unchanged(None)
+            return taken
+    """
+
+    def __init__(self, result: Any = None) -> None:
+        super().__init__()
+        self.result = result
+
+
 @contextlib.contextmanager
 def database_errors(url: URL, what: str) -> Iterator[None]:
     """Turn the driver's failures into `DatabaseError`; the library's own errors pass through."""
@@ -214,19 +233,24 @@ class Database:
         before it), and raises nothing after it; on a PostgreSQL server whose connections
         the store opened, it then runs without BEGIN and COMMIT, two round trips fewer.
         `bounded=False`: no `statement_timeout` (a migration: its DDL, stopped midway on
-        MySQL, would leave the schema half made).
+        MySQL, would leave the schema half made). `work` raising `Unchanged(result)` rolls
+        the transaction back and returns `result`.
         """
-        if self._sync is not None:  # `run` settles the worker thread's own future
-            return await self.run(work, write=True, session_id=session_id, small=small)
-        return await settle(
-            self.run(
-                work,
-                write=True,
-                session_id=session_id,
-                one_statement=one_statement,
-                bounded=bounded,
+        try:
+            if self._sync is not None:  # `run` settles the worker thread's own future
+                return await self.run(work, write=True, session_id=session_id, small=small)
+            return await settle(
+                self.run(
+                    work,
+                    write=True,
+                    session_id=session_id,
+                    one_statement=one_statement,
+                    bounded=bounded,
+                )
             )
-        )
+        except Unchanged as unchanged:
+            result: T = unchanged.result
+            return result
 
     async def run(
         self,

@@ -29,6 +29,7 @@ from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, sele
 from sqlalchemy.engine import Connection
 
 from ..caches import add_bounded
+from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
 from ..turns import MAIN, is_user, turn_numbers
 from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
@@ -361,6 +362,12 @@ class Branches:
                 return taken
 
         def work(conn: Connection) -> T | Gone | None:
+            taken = take(conn)
+            if taken is None or isinstance(taken, Gone):
+                raise Unchanged(taken)  # nothing taken: no activity (the lock's touch undone)
+            return taken
+
+        def take(conn: Connection) -> T | Gone | None:
             if name == MAIN:  # one statement locks and says whether the session branched
                 lines = self._lines.lock_lines(conn, key)
                 if lines is None:
@@ -460,10 +467,12 @@ class Branches:
             if session_pk is None:
                 return 0
             items = self._schema.items
-            removed = conn.execute(delete(items).where(items.c.session_pk == session_pk))
+            removed = conn.execute(delete(items).where(items.c.session_pk == session_pk)).rowcount
             main_pk = self._lines.branch_pk(conn, session_pk, MAIN)
             if main_pk is None:
-                return int(removed.rowcount)
+                if not removed:
+                    raise Unchanged(0)  # an empty session cleared: no activity
+                return int(removed)
             branches = self._schema.branches
             conn.execute(
                 update(branches).where(branches.c.id == main_pk).values(turns=0, counted=0)
@@ -479,7 +488,7 @@ class Branches:
                 .where(branches.c.deleted_at.is_(None))
                 .values(deleted_at=now)
             )
-            return int(removed.rowcount)
+            return int(removed)
 
         return await self._schema.db.write(work)
 

@@ -24,6 +24,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
+from ..database.units import Unchanged
 from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
@@ -138,7 +139,8 @@ class Sessions:
         change: Callable[[Any], dict[str, Any]],
         columns: tuple[str, ...],
     ) -> None:
-        """Read `columns` of the session under its lock (creating its row), write `change(row)`."""
+        """Read `columns` of the session under its lock (creating its row), write `change(row)`;
+        a change of nothing (`{}`) rolls back, the row's making with it."""
         await self._schema.db.write(
             lambda conn: self._update_session(conn, key, change, columns),
             session_id=key.session_id,
@@ -156,8 +158,9 @@ class Sessions:
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
         values = change(row)  # a sealed state's owner is checked there, on the row read
-        if values:
-            conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
+        if not values:
+            raise Unchanged()
+        conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
 
     async def give(
         self,

@@ -192,7 +192,9 @@ class Conversation:
                 self._owners.check(sealer, key, row.user_id)
                 state = codec.state(key, row)
                 if delete:
-                    state.pop(name, None)
+                    if name not in state:
+                        return {}  # nothing to write: no row made, no activity
+                    del state[name]
                 else:
                     state[name] = value
                 return codec.state_values(key, state, sealer)
