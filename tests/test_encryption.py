@@ -821,6 +821,50 @@ async def _key_rows(url: str) -> dict[int, tuple[str, bytes]]:
     return _keys_by_item(await raw_rows(url, f"SELECT id, kek_id, wrapped_key FROM {ITEMS}"))
 
 
+async def test_a_rotation_that_meets_an_altered_item_changes_nothing(
+    db_url: str, key: bytes
+) -> None:
+    """An item whose kek_id was set to NULL (or an unknown id) was skipped: the rotation
+    said it was done, then destroyed the owner key that alone opened it. An item whose
+    wrapped key was altered stopped the rotation halfway, and then neither key opened the
+    store. Every key is now opened before anything changes; the error names the item."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s1", user_id="alice").add_items([message("a"), message("b")])
+        await store.session("s2", user_id="bob").add_items([message("c")])
+        await store.session("s2").set_state("k", "v")
+    ((item_id, wrapped),) = await raw_rows(
+        db_url, f"SELECT id, wrapped_key FROM {ITEMS} WHERE seq = 2"
+    )
+    altered = bytes(wrapped)[:-1] + bytes([bytes(wrapped)[-1] ^ 1])
+    for change, error, said in [
+        (f"UPDATE {ITEMS} SET kek_id = NULL WHERE id = {item_id}", KeyringError, "names no key"),
+        (
+            f"UPDATE {ITEMS} SET kek_id = 'o{'0' * 32}' WHERE id = {item_id}",
+            KeyringError,
+            "names no",
+        ),
+        (f"UPDATE {ITEMS} SET wrapped_key = :w WHERE id = {item_id}", DecryptionError, "does not"),
+    ]:
+        ((kek_id,),) = await raw_rows(db_url, f"SELECT kek_id FROM {ITEMS} WHERE id = {item_id}")
+        await execute(db_url, change, {"w": altered})
+        before = await dump(db_url)
+        async with SessionStore(db_url, key=key) as store:
+            with pytest.raises(error, match=f"item #2 of session 's1' {said}"):
+                await store.rotate_key(os.urandom(32))
+        assert await dump(db_url) == before
+        await execute(
+            db_url,
+            f"UPDATE {ITEMS} SET kek_id = :k, wrapped_key = :w WHERE id = {item_id}",
+            {"k": kek_id, "w": wrapped},
+        )
+    new_key = os.urandom(32)
+    async with SessionStore(db_url, key=key) as store:
+        assert await store.rotate_key(new_key) == 3
+    async with SessionStore(db_url, key=new_key) as store:
+        assert await store.session("s1").get_items() == [message("a"), message("b")]
+        assert await store.session("s2").get_state("k") == "v"
+
+
 async def test_rotation_rewraps_resumes_and_retires_the_old_key(
     db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -174,6 +174,48 @@ class KeyringRows:
             )
         return len(changes), window[-1].id
 
+    async def wrapped_keys(
+        self, after: int, batch: int
+    ) -> tuple[list[tuple[str, int, str | None, bytes | None]], int | None]:
+        """The sealed items among the `batch` after item id `after`, each as (session id,
+        seq, kek_id, wrapped key), and the last id seen (None: no item is left): what a
+        rotation checks before it changes anything."""
+        items, sessions = self._schema.items, self._schema.sessions
+        query = (
+            select(items.c.id, sessions.c.session_id, items.c.seq, items.c.kek_id)
+            .add_columns(items.c.wrapped_key, items.c.ciphertext.is_not(None))
+            .join(sessions, sessions.c.id == items.c.session_pk)
+            .where(items.c.id > after)
+            .order_by(items.c.id)
+            .limit(batch)
+        )
+        rows = await self._schema.db.read(lambda conn: conn.execute(query).all())
+        if not rows:
+            return [], None
+        found = [
+            (row[1], row[2], row[3], None if row[4] is None else bytes(row[4]))
+            for row in rows
+            if row[5]
+        ]
+        return found, rows[-1][0]
+
+    async def sealed_states(
+        self, after: int, batch: int
+    ) -> tuple[list[tuple[str, bytes]], int | None]:
+        """The sealed states of the `batch` sessions after id `after`, each as (session id,
+        state), and the last id seen (None: no session is left)."""
+        sessions = self._schema.sessions
+        query = (
+            select(sessions.c.id, sessions.c.session_id, sessions.c.sealed_state)
+            .where(sessions.c.id > after, sessions.c.sealed_state.is_not(None))
+            .order_by(sessions.c.id)
+            .limit(batch)
+        )
+        rows = await self._schema.db.read(lambda conn: conn.execute(query).all())
+        if not rows:
+            return [], None
+        return [(row[1], bytes(row[2])) for row in rows], rows[-1][0]
+
     async def rewrap_states(
         self, rewrap: Callable[[bytes], bytes], after: int, batch: int
     ) -> int | None:

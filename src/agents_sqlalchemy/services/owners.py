@@ -341,6 +341,15 @@ class Owners:
         self._current.clear()
         return pairs
 
+    async def in_use(self) -> dict[str, OwnerKey]:
+        """Every owner key in use, opened, by id (nothing is changed): what a rotation
+        checks the items' keys against before it starts."""
+        codec = await self._codec()
+        if codec is None:
+            return {}
+        rows = await self._rows.every()
+        return {row.key_id: await self._open(codec, row) for row in rows if row.retired_at is None}
+
     async def rotating(self) -> bool:
         """Whether a rotation of the owner keys was interrupted (retired keys are left)."""
         if await self._codec() is None:
