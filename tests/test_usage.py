@@ -13,7 +13,7 @@ from agents.run_context import RunContextWrapper
 from agents.testing import ScriptedModel
 from agents.usage import Usage
 
-from agents_sqlalchemy import ConfigurationError, DailyUsage, SessionStore, TokenUsage
+from agents_sqlalchemy import ConfigurationError, DailyUsage, ItemError, SessionStore, TokenUsage
 
 from .support.clock import travel
 from .support.items import message
@@ -178,3 +178,46 @@ async def test_store_usage_sums_per_owner_and_day(
         assert [row.user_id for row in (await store.usage(until=since)).days] == ["alice", "bob"]
         # One row per turn of a branch, however often it was recorded.
         assert await raw_rows(db_url, "SELECT COUNT(*) FROM agents_sqlalchemy_turn_usage") == [(4,)]
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"], ids=["plain", "sealed"])
+async def test_turn_zero_usage_goes_with_its_last_item(db_url: str, key: str | None) -> None:
+    """Usage of turn 0 (items before any user message) outlived the popping of all its
+    items in a session that never branched: get_session_usage still counted it, where the
+    SDK's AdvancedSQLiteSession (and this library's branched path) had dropped it."""
+    ran = RunContextWrapper(context=None, usage=usage(1, 15))
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("zero")
+        await session.add_items([{"role": "assistant", "content": "before"}])
+        await session.add_items([{"role": "assistant", "content": "hello"}], wrapper=ran)
+        assert [row["user_turn_number"] for row in await session.get_turn_usage()] == [0]  # type: ignore[index]
+        await session.pop_item()
+        assert (await session.get_session_usage())["total_turns"] == 1  # type: ignore[index]
+        await session.pop_item()  # the last item of turn 0
+        assert await session.get_turn_usage() == []
+        assert await session.get_session_usage() is None
+
+
+async def test_an_append_with_usage_or_on_a_branch_checks_its_items(db_url: str) -> None:
+    """An iterator given with `wrapper=` was stored without taking its places, and every
+    later append to the session failed with a ConstraintError; None, 5 or an iterator on a
+    branch raised TypeError or ValueError. Each is the ItemError of the main line now,
+    with nothing written."""
+    ran = RunContextWrapper(context=None, usage=usage(1, 15))
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("checked")
+        await session.add_items([message("a")])
+        with pytest.raises(ItemError, match="add_items takes a list of items, got list_iterator"):
+            await session.add_items(iter([message("g1")]), wrapper=ran)  # type: ignore[arg-type]
+        await session.add_items([message("b"), {"role": "assistant", "content": "rb"}])
+        await session.create_branch_from_turn(2, "x")
+        for given in (None, 5, iter([message("g")])):
+            with pytest.raises(ItemError, match="add_items takes a list of items"):
+                await session.add_items(given)  # type: ignore[arg-type]
+        await session.add_items([message("c")])
+        assert await session.get_items() == [message("a"), message("c")]
+        assert await session.get_items(branch_id="main") == [
+            message("a"),
+            message("b"),
+            {"role": "assistant", "content": "rb"},
+        ]

@@ -35,12 +35,14 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Text,
+    and_,
     bindparam,
     case,
     cast,
     delete,
     exists,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -513,10 +515,18 @@ class Lines:
         count loses it (one turn fewer for a user message) and, if it was the last counted,
         stops at the item before it; the usage of a turn no longer there goes."""
         self._pop_count.run(conn, {"sp": session_pk, "main_pk": main_pk, "at": seq, "u": user})
-        if user:
-            main, usage = self._schema.branches, self._schema.turn_usage
-            turns = select(main.c.turns).where(main.c.id == main_pk).scalar_subquery()
-            conn.execute(delete(usage).where(usage.c.branch_pk == main_pk, usage.c.turn > turns))
+        main, usage = self._schema.branches, self._schema.turn_usage
+        turns = select(main.c.turns).where(main.c.id == main_pk).scalar_subquery()
+        gone = self._turns_gone(turns, literal(user, Boolean), literal(session_pk), literal(seq))
+        conn.execute(delete(usage).where(usage.c.branch_pk == main_pk, gone))
+
+    def _turns_gone(self, turns: Any, user: Any, session_pk: Any, at: Any) -> Any:
+        """The usage rows of a main line left without a turn by the removal of its item at
+        place `at`: past its `turns` when a user message went, and turn 0's (what came
+        before the first user message) once no item is left before `at`."""
+        usage, items = self._schema.turn_usage, self._schema.items.alias("before_it")
+        earlier = exists().where(items.c.session_pk == session_pk, items.c.seq < at)
+        return or_(and_(user, usage.c.turn > turns), and_(usage.c.turn == 0, turns == 0, ~earlier))
 
     @cached_property
     def _pop_count(self) -> Prepared:
@@ -628,8 +638,8 @@ class Lines:
     @cached_property
     def _take_unchanged(self) -> Prepared:
         """`take_unchanged`'s statement: the row marked active if still at version `seen`,
-        then the item removed if as seen and counted out (`_count_loses`), then a user
-        turn's usage gone with its turn; how many items it removed (none, or one), the
+        then the item removed if as seen and counted out (`_count_loses`), then the usage
+        of a turn it leaves empty (`_turns_gone`); how many items it removed (none, or one), the
         row's new version, and the session as `_seen` finds it after the removal."""
         sessions, items = self._schema.sessions, self._schema.items
         main, usage = self._schema.branches, self._schema.turn_usage
@@ -670,14 +680,10 @@ class Lines:
             select(counted.c.turns).scalar_subquery(),
             select(main.c.turns).where(main.c.id == bindparam("main_pk")).scalar_subquery(),
         )
+        gone = self._turns_gone(turns_now, bindparam("u", type_=Boolean), bindparam("sp"), at)
         past = (
             delete(usage)
-            .where(
-                bindparam("u", type_=Boolean),
-                usage.c.branch_pk == bindparam("main_pk"),
-                usage.c.turn > turns_now,
-                exists(select(taken)),
-            )
+            .where(usage.c.branch_pk == bindparam("main_pk"), gone, exists(select(taken)))
             .cte("past")
         )
         # All of it sees the database as the statement began: the removed item is still

@@ -28,7 +28,7 @@ from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Gone, Opened, Usage
 from ..turns import MAIN, Turn, is_user
 from ..types import Appended, BranchSummary, SessionKey, Written
-from ..validation import check_moment, check_range, check_user_id, storable
+from ..validation import check_moment, check_range, check_user_id, item_list, storable
 from .opener import Opener
 from .owners import Owners
 
@@ -94,7 +94,8 @@ class Branches:
     ) -> bool:
         """Append to a branch, all or nothing, with the run's usage if given; False (nothing
         written) when the branch is dead. Only the main line is indexed for search."""
-        payloads = encode_items(items)
+        given = item_list(items)  # as the main line's appends check it: not an iterator
+        payloads = encode_items(given)
         if not payloads:
             return True
 
@@ -104,7 +105,7 @@ class Branches:
                 key,
                 branch,
                 lambda first_seq: codec.rows(key, payloads, first_seq, sealer),
-                [is_user(item) for item in items],
+                [is_user(item) for item in given],
                 ttl or self.ttl,
                 usage,
                 opened,
