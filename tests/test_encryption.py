@@ -821,6 +821,21 @@ async def _key_rows(url: str) -> dict[int, tuple[str, bytes]]:
     return _keys_by_item(await raw_rows(url, f"SELECT id, kek_id, wrapped_key FROM {ITEMS}"))
 
 
+async def test_a_database_whose_keyring_row_is_gone_is_refused(db_url: str, key: bytes) -> None:
+    """With its keyring row deleted, the first store to open the database made a new
+    keyring under whatever key it held and took writes; reads of the old items then spoke
+    of a rotation that never was. Sealed data without a keyring is now refused."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s1", user_id="alice").add_items([message("a")])
+    await execute(db_url, f"DELETE FROM {KEYRING}")
+    before = await dump(db_url)
+    for given in (key, "another passphrase"):
+        async with SessionStore(db_url, key=given) as store:
+            with pytest.raises(KeyringError, match="no keyring row"):
+                await store.session("s2").add_items([message("b")])
+    assert await dump(db_url) == before
+
+
 async def test_a_rotation_that_meets_an_altered_item_changes_nothing(
     db_url: str, key: bytes
 ) -> None:

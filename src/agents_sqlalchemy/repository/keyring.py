@@ -111,9 +111,28 @@ class KeyringRows:
         query = select(items.c.id).where(items.c.payload.is_not(None)).limit(1)
         return await self._schema.db.read(lambda conn: conn.execute(query).first() is not None)
 
+    async def has_sealed_data(self) -> bool:
+        """Whether anything sealed is stored (an item, a state, an owner key): a database
+        holding it has a keyring."""
+        items, sessions = self._schema.items, self._schema.sessions
+        owner_keys = self._schema.owner_keys
+        found = (
+            select(items.c.id).where(items.c.ciphertext.is_not(None)).limit(1),
+            select(sessions.c.id).where(sessions.c.sealed_state.is_not(None)).limit(1),
+            select(owner_keys.c.key_id).limit(1),
+        )
+        return await self._schema.db.read(
+            lambda conn: any(conn.execute(query).first() is not None for query in found)
+        )
+
     async def last_item_id(self) -> int:
         """The highest item id (0 with no item): where a walk of `rewrap_keys` may end."""
         query = select(func.coalesce(func.max(self._schema.items.c.id), 0))
+        return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
+
+    async def last_session_id(self) -> int:
+        """The highest session id (0 with no session)."""
+        query = select(func.coalesce(func.max(self._schema.sessions.c.id), 0))
         return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def rewrap_keys(
@@ -175,17 +194,17 @@ class KeyringRows:
         return len(changes), window[-1].id
 
     async def wrapped_keys(
-        self, after: int, batch: int
+        self, after: int, batch: int, upto: int
     ) -> tuple[list[tuple[str, int, str | None, bytes | None]], int | None]:
-        """The sealed items among the `batch` after item id `after`, each as (session id,
-        seq, kek_id, wrapped key), and the last id seen (None: no item is left): what a
-        rotation checks before it changes anything."""
+        """The sealed items among the `batch` after item id `after` (up to id `upto`), each
+        as (session id, seq, kek_id, wrapped key), and the last id seen (None: no item is
+        left): what a rotation checks before it changes anything."""
         items, sessions = self._schema.items, self._schema.sessions
         query = (
             select(items.c.id, sessions.c.session_id, items.c.seq, items.c.kek_id)
             .add_columns(items.c.wrapped_key, items.c.ciphertext.is_not(None))
             .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(items.c.id > after)
+            .where(items.c.id > after, items.c.id <= upto)
             .order_by(items.c.id)
             .limit(batch)
         )
@@ -200,14 +219,15 @@ class KeyringRows:
         return found, rows[-1][0]
 
     async def sealed_states(
-        self, after: int, batch: int
+        self, after: int, batch: int, upto: int
     ) -> tuple[list[tuple[str, bytes]], int | None]:
-        """The sealed states of the `batch` sessions after id `after`, each as (session id,
-        state), and the last id seen (None: no session is left)."""
+        """The sealed states of the `batch` sessions after id `after` (up to id `upto`),
+        each as (session id, state), and the last id seen (None: no session is left)."""
         sessions = self._schema.sessions
         query = (
             select(sessions.c.id, sessions.c.session_id, sessions.c.sealed_state)
-            .where(sessions.c.id > after, sessions.c.sealed_state.is_not(None))
+            .where(sessions.c.id > after, sessions.c.id <= upto)
+            .where(sessions.c.sealed_state.is_not(None))
             .order_by(sessions.c.id)
             .limit(batch)
         )

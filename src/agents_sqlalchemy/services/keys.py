@@ -99,10 +99,14 @@ class KeyRotation:
         """Open every item's data key and every sealed state's with the key that wraps it,
         changing nothing, before a rotation starts: an item that one of `wrappers` does not
         open (its key id or its wrapped key altered) would stop the rotation halfway, or be
-        left under a key it then destroys. Raises naming the item; ~3 us an item."""
+        left under a key it then destroys. Raises naming the item; ~3 us an item. What is
+        written meanwhile is sealed under these same keys: the walk ends where the items
+        and sessions ended when it started (one chasing busy writers would not end)."""
+        keyring = self._keyring
+        last_item, last_session = await keyring.last_item_id(), await keyring.last_session_id()
         after: int | None = 0
         while after is not None:
-            found, after = await self._keyring.wrapped_keys(after, batch_size)
+            found, after = await keyring.wrapped_keys(after, batch_size, last_item)
             for session_id, seq, kek_id, wrapped in found:
                 where = f"item #{seq} of session {session_id[:80]!r}"
                 wrapper = None if kek_id is None else wrappers.get(kek_id)
@@ -115,7 +119,7 @@ class KeyRotation:
                 rewrap(wrapped, wrapper, wrapper, where=where)
         after = 0
         while after is not None:
-            states, after = await self._keyring.sealed_states(after, batch_size)
+            states, after = await keyring.sealed_states(after, batch_size, last_session)
             for session_id, state in states:
                 wrapper = wrappers.get(state_kek_id(state))
                 if wrapper is None:

@@ -206,6 +206,12 @@ class Opener:
                 "this database holds items stored without a key: open it without key=, "
                 "or copy its sessions into a new database opened with the key"
             )
+        if await self._keyring.has_sealed_data():
+            raise KeyringError(
+                "this database holds sealed items, states or owner keys but no keyring row "
+                "(deleted, or left out of a copy of the tables): nothing was written; restore "
+                "the keyring table from a backup taken with the rest"
+            )
         kek = await create_kek(self.key)
         if not await self._keyring.add_keyring(kek.record.as_row()):
             kek = await open_kek(self.key, await self._active_record())  # another store won
