@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from agents import Agent, Runner
@@ -105,3 +106,59 @@ async def test_a_session_from_a_store_leaves_the_store_open(sqlite_url: str) -> 
         assert await store.session("s").get_items() == [message("x")]
         with store.session("t") as other:  # sync `with` too
             assert other.session_id == "t"
+
+
+async def test_close_ends_while_writes_go_on_and_starts_no_worker_after(db_url: str) -> None:
+    """close() waited for the indexing to go idle, which a stream of appends never let it
+    do: it did not return while a writer went on. An append that committed meanwhile then
+    started the background worker again, a thread nothing stopped. Indexing submitted once
+    close has begun is left to the next search."""
+    before = _workers()
+    store = SessionStore(db_url, create_tables=True)
+    session = store.session("busy")
+    await session.add_items([message("first")])
+    stop = False
+
+    async def writer() -> None:
+        while not stop:
+            await session.add_items([message(f"m{n}") for n in range(50)])
+
+    task = asyncio.ensure_future(writer())
+    await asyncio.sleep(0.3)
+    try:
+        await asyncio.wait_for(store.close(), 20)
+    finally:
+        stop = True
+        await asyncio.gather(task, return_exceptions=True)
+    assert task.exception() is None or isinstance(task.exception(), StoreClosedError)
+    with pytest.raises(StoreClosedError):
+        await session.add_items([message("after")])
+    await asyncio.sleep(0.2)
+    assert _workers() <= before
+    async with SessionStore(db_url) as again:  # what was written is there, and searchable
+        assert (await again.session("busy").get_items(limit=1))[0]["content"].startswith("m")
+        assert await again.session("busy").search("first", mode="keyword")
+
+
+async def test_a_read_cancelled_while_a_checkpoint_runs_leaves_close_working(
+    sqlite_url: str,
+) -> None:
+    """A small read waiting for the SQLite file's checkpoint, cancelled, cancelled the
+    checkpoint's future every other waiter shared: close() then raised CancelledError and
+    left the connections open."""
+    store = SessionStore(sqlite_url, create_tables=True)
+    session = store.session("s")
+    for number in range(200):  # a checkpoint of the write-ahead log is due by then
+        await session.add_items([message(str(number))])
+    reader = asyncio.ensure_future(session.get_items(limit=5))
+    await asyncio.sleep(0)
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    assert len(await session.get_items()) == 200
+    await store.close()
+    assert all(in_use == idle == 0 for _, in_use, idle in store._services.db.pools())
+
+
+def _workers() -> int:
+    """Background worker threads alive in this process."""
+    return sum(t.name == "agents-sqlalchemy-background" for t in threading.enumerate())

@@ -105,7 +105,9 @@ class SQLiteFile:
         if self._checkpoint is None or self._checkpoint.done():
             self._writes_here = 0
             self._checkpoint = _submitted(asyncio.get_running_loop(), self._checkpoint_wal)
-        await asyncio.wrap_future(self._checkpoint)
+        # Shielded: a cancelled caller would cancel the future every other waiter shares
+        # (`close` then raised CancelledError, and left the connections open).
+        await asyncio.shield(asyncio.wrap_future(self._checkpoint))
 
     def run_here(self, work: Work[T], write: bool) -> T:
         """Run a small unit on this thread; `Locked` when the database was locked and

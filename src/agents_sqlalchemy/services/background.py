@@ -81,16 +81,23 @@ class Background:
         self._thread: threading.Thread | None = None
         self._running: Future[None] | asyncio.Task[None] | None = None
         self._running_loop: asyncio.AbstractEventLoop | None = None
+        # Set by `close`: indexing submitted from then on is left to the next search (a
+        # stream of writes would keep the drain busy for ever); once it ended, everything.
+        self._closing = False
+        self._closed = False
 
     def submit(self, key: Hashable, job: Job) -> None:
         """Run `job` soon; a job already waiting under the same key is replaced.
 
         Traced, it runs under the caller's current span, as an operation named by the
-        key's first part (`index`, `scrub`).
+        key's first part (`index`, `scrub`). Once `close` has begun, indexing is not
+        taken (the next search catches it up), and nothing is after it ended.
         """
         if self._telemetry is not None and isinstance(key, tuple):
             job = self._telemetry.background(str(key[0]), job)
         with self._lock:
+            if self._closed or (self._closing and _kind(key) == "index"):
+                return  # no worker starts again after `close`
             self._pending[key] = job
             self._last_submit = time.monotonic()
             self._idle.clear()
@@ -110,7 +117,7 @@ class Background:
             keys = list(self._pending)
         counts: dict[str, int] = {}
         for key in keys:
-            kind = str(key[0]) if isinstance(key, tuple) else "other"
+            kind = _kind(key)
             counts[kind] = counts.get(kind, 0) + 1
         return counts
 
@@ -126,8 +133,11 @@ class Background:
 
     async def close(self) -> None:
         """Finish the jobs submitted, then stop the worker thread (if there is one)."""
+        with self._lock:
+            self._closing = True
         await self.flush()
         with self._lock:
+            self._closed = True
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
         if loop is not None and thread is not None:
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._release(), loop))
@@ -223,6 +233,11 @@ class Background:
                 return
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(hurry.wait(), wait)
+
+
+def _kind(key: Hashable) -> str:
+    """What a job's key says it does (`index`, `scrub`, `forget`), from its first part."""
+    return str(key[0]) if isinstance(key, tuple) and key else "other"
 
 
 def _at_exit(exc: Exception) -> bool:
