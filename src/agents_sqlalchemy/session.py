@@ -193,7 +193,9 @@ class StoreSession:
     async def pop_item(self, *, wrapper: Any = None) -> TResponseInputItem | None:
         """Remove and return the current branch's latest item, or None when there is none.
 
-        An item that another branch still holds stays stored for it.
+        An item that another branch still holds stays stored for it. Once started, a pop
+        completes even if its caller is cancelled; the item is then removed and returned to
+        nobody (as the SDK's own sessions do).
         """
         if not self._adopted:
             await self._adopt()
