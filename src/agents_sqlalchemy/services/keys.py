@@ -15,6 +15,7 @@ from typing import Any
 from ..crypto import (
     Key,
     KeyringRecord,
+    OwnerKey,
     Wrapper,
     create_kek,
     open_kek,
@@ -59,15 +60,17 @@ class KeyRotation:
         keyring = self._keyring
         rows = await keyring.keyring_rows()
         pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
+        opened: dict[str, OwnerKey] = {}
         if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
             new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
         else:
-            await self._check({old.kek_id: old, **await self._owners.in_use()}, batch_size)
+            opened = await self._owners.in_use()
+            await self._check({old.kek_id: old, **opened}, batch_size)
             new = await create_kek(new_key, previous=old)
             await keyring.add_keyring(new.record.as_row(), retire=old.kek_id)
         # Every owner key gets a fresh successor: what a removal left in copies of the
         # database is then wrapped by keys that are destroyed at the end.
-        pairs = await self._owners.successors(old, new, resuming=bool(pending))
+        pairs = await self._owners.successors(old, new, resuming=bool(pending), opened=opened)
         moves: dict[str, tuple[Wrapper, Wrapper]] = {old.kek_id: (old, new)}
         done = await self._walk(moves | pairs, old.kek_id, pairs, batch_size, progress)
         opener.adopt(new_key, new)
@@ -90,9 +93,10 @@ class KeyRotation:
                 "again with the same two keys)"
             )
         resuming = await self._owners.rotating()
+        opened = {} if resuming else await self._owners.in_use()
         if not resuming:
-            await self._check({kek.kek_id: kek, **await self._owners.in_use()}, batch_size)
-        pairs = await self._owners.successors(kek, kek, resuming=resuming)
+            await self._check({kek.kek_id: kek, **opened}, batch_size)
+        pairs = await self._owners.successors(kek, kek, resuming=resuming, opened=opened)
         return await self._walk(dict(pairs), None, pairs, batch_size, progress)
 
     async def _check(self, wrappers: Mapping[str, Wrapper], batch_size: int) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -311,12 +311,17 @@ class Owners:
         raise OwnerKeyError("the session's owner kept changing: nothing was written")
 
     async def successors(
-        self, old: KeyEncryptionKey, new: KeyEncryptionKey, *, resuming: bool
+        self,
+        old: KeyEncryptionKey,
+        new: KeyEncryptionKey,
+        *,
+        resuming: bool,
+        opened: Mapping[str, OwnerKey] | None = None,
     ) -> dict[str, tuple[OwnerKey, OwnerKey]]:
-        """A rotation's owner keys, by old id: each old key opened, with its successor (a
-        fresh key for the same owner, kept under `new`), the old ones retired. Resuming an
-        interrupted rotation, the old keys are the retired ones, and their successors are
-        found rather than made."""
+        """A rotation's owner keys, by old id: each old key opened (or taken from `opened`,
+        `in_use`'s), with its successor (a fresh key for the same owner, kept under `new`),
+        the old ones retired. Resuming an interrupted rotation, the old keys are the
+        retired ones, and their successors are found rather than made."""
         codec = await self._codec()
         if codec is None:
             return {}
@@ -330,7 +335,7 @@ class Owners:
         new_keeper = self._given if self._given is not None else InDatabase(new)
         pairs: dict[str, tuple[OwnerKey, OwnerKey]] = {}
         for row in olds:
-            before = await self._open(codec, row, old_keeper)
+            before = (opened or {}).get(row.key_id) or await self._open(codec, row, old_keeper)
             found = made.get(row.key_id) if resuming else None
             if found is not None:
                 after = await self._open(codec, found, new_keeper)
