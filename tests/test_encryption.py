@@ -427,15 +427,19 @@ async def test_a_flipped_byte_fails_loudly(db_url: str, key: bytes, column: str)
 
 
 async def test_a_missing_key_row_or_a_plaintext_row_is_loud(db_url: str, key: bytes) -> None:
+    """Search too: it left out an item whose wrapped key was gone, where reads raised."""
     async with SessionStore(db_url, create_tables=True, key=key) as store:
         a = store.session("a")
-        await a.add_items([message("1"), message("2")])
+        await a.add_items([message("1 apple"), message("2")])
+        await store.flush()
         first, second = await _item_ids(db_url, "a")
         await execute(
             db_url, f"UPDATE {ITEMS} SET wrapped_key = NULL WHERE id = :id", {"id": first}
         )
         with pytest.raises(CorruptItemError, match="#1"):
             await a.get_items()
+        with pytest.raises(CorruptItemError, match="item #1 has no data key"):
+            await a.search("apple")
         await execute(
             db_url,
             f"UPDATE {ITEMS} SET ciphertext = NULL, payload = :p WHERE id = :id",

@@ -168,8 +168,6 @@ class SearchIndex:
                 or_(current, index.c.terms.is_not(None)) if terms else current,
             )
         )
-        if self._schema.sealed:  # only items with a data key to open their vector with
-            query = query.where(items.c.wrapped_key.is_not(None))
 
         statement = _aggregated(query, items.c.id.name) if self._arrays else query
 
