@@ -35,6 +35,7 @@ from agents_sqlalchemy.errors import (
     DecryptionError,
     KeyProviderError,
     KeyringError,
+    OwnerKeyError,
     TamperedItemError,
     WrongKeyError,
 )
@@ -823,6 +824,17 @@ def _keys_by_item(rows: list[tuple[object, ...]]) -> dict[int, tuple[str, bytes]
 
 async def _key_rows(url: str) -> dict[int, tuple[str, bytes]]:
     return _keys_by_item(await raw_rows(url, f"SELECT id, kek_id, wrapped_key FROM {ITEMS}"))
+
+
+async def test_an_item_naming_an_owner_key_the_store_lacks_says_so(db_url: str, key: bytes) -> None:
+    """An item whose kek_id was set to an owner key id the store does not hold was said to
+    be erased ("owner key ... was destroyed"), though its row was there."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s1", user_id="alice").add_items([message("a")])
+    await execute(db_url, f"UPDATE {ITEMS} SET kek_id = 'o{'0' * 32}'")
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(OwnerKeyError, match="is not in this store, yet item rows still"):
+            await store.session("s1", user_id="alice").get_items()
 
 
 async def test_a_database_whose_keyring_row_is_gone_is_refused(db_url: str, key: bytes) -> None:

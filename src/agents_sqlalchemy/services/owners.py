@@ -221,9 +221,10 @@ class Owners:
             material = await call_store(keeper, "fetch", row.key_id, row.owner, kept)
         except DecryptionError:
             raise WrongKeyError(
-                "the key this store seals with was rotated away (rotate_key or "
-                "`agents-sqlalchemy rotate-key`, perhaps in another process): nothing was "
-                "written; open the store again with the new key"
+                f"owner key {row.key_id} does not open under the store's key: that key was "
+                "rotated away (rotate_key or `agents-sqlalchemy rotate-key`, perhaps in "
+                "another process; open the store again with the new key), or the owner key's "
+                "stored bytes were altered; nothing was written"
             ) from None
         if material is None:
             raise OwnerKeyError(
@@ -257,7 +258,9 @@ class Owners:
         gone = await self.load(key_ids)
         if gone and gone <= seen:
             raise OwnerKeyError(
-                f"owner key {sorted(gone)[0]} was destroyed: the items it wrapped are erased"
+                f"owner key {sorted(gone)[0]} is not in this store, yet item rows still name "
+                "it: its row was deleted outside the library, or theirs were altered; their "
+                "items cannot be opened"
             )
         seen |= gone
 
