@@ -93,8 +93,9 @@ class KeyRotation:
                 "again with the same two keys)"
             )
         resuming = await self._owners.rotating()
-        opened = {} if resuming else await self._owners.in_use()
+        opened: dict[str, OwnerKey] = {}
         if not resuming:
+            opened = await self._owners.in_use()
             await self._check({kek.kek_id: kek, **opened}, batch_size)
         pairs = await self._owners.successors(kek, kek, resuming=resuming, opened=opened)
         return await self._walk(dict(pairs), None, pairs, batch_size, progress)
