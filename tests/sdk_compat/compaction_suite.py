@@ -13,19 +13,37 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+import cryptography.fernet
+
 from .harness import SDK_IMPORT, SDK_MODULE, Suite
 
 TEST_FILE = PurePosixPath("tests/memory/test_sqlalchemy_compaction.py")
+
+# The SDK's test of expired EncryptedSession rows moves Fernet's clock by patching
+# `cryptography.fernet.time`; from cryptography 51 Fernet is Rust, with no such module
+# attribute, and the test fails against the SDK's own class too. Kept where it can run.
+_FERNET_CLOCK = "test_encrypted_unknown_row_is_retained"
+_CLOCK_PATCHABLE = hasattr(cryptography.fernet, "time")
 
 KEPT: tuple[str, ...] = (
     "test_limited_sqlalchemy_compacts_visible_suffix",
     "test_other_instance_mutation_invalidates_suffix",
     "test_compaction_with_engine_managed_sqlite_begin",
-    "test_encrypted_unknown_row_is_retained",
+    *((_FERNET_CLOCK,) if _CLOCK_PATCHABLE else ()),
     "test_parent_constraint_rejection_propagates",
 )
 
 EXCLUDED: dict[str, str] = {
+    **(
+        {}
+        if _CLOCK_PATCHABLE
+        else {
+            _FERNET_CLOCK: (
+                "patches cryptography.fernet.time, which this cryptography (Fernet in Rust) "
+                "does not have: it fails against the SDK's own class as well"
+            )
+        }
+    ),
     "test_encrypted_prefix_cleanup_is_atomic": (
         "its reject_insert cases fail the SDK's own 'INSERT INTO custom_messages' through an "
         "event on session.engine; ours writes on its own SQLite connections"
