@@ -99,6 +99,39 @@ def test_files_that_cannot_be_read_or_written_are_usage_errors(tmp_path: Path) -
         assert done.exception is None or isinstance(done.exception, SystemExit), name
     assert "does not exist" in refusals["import"].output
     assert "cannot write" in refusals["export"].output
-    assert "cannot write a receipt" in refusals["erase"].output
+    assert "cannot write" in refusals["erase"].output
     assert sessions_of(url, None, "alice") == ["chat-1", "chat-2"]
     assert not nowhere.exists()
+
+
+def test_a_failed_export_or_erasure_leaves_the_files_there_as_they_were(tmp_path: Path) -> None:
+    """`users export -o FILE` emptied FILE before the export failed (a missing key), and
+    `-o` or `--receipt` naming the database overwrote it (after the erasure, for the
+    receipt: every other user's sessions were gone). Files are now written beside their
+    target and moved into place once complete; the database's own files are refused."""
+    url = str(tmp_path / "agent.db")
+    seed(url, "a key")
+    earlier = tmp_path / "earlier.jsonl"
+    earlier.write_text("an export kept\n", encoding="utf-8")
+    failed = cli("users", "export", "alice", "--url", url, "-o", str(earlier))
+    assert failed.exit_code == 1 and "is encrypted" in failed.output
+    assert earlier.read_text(encoding="utf-8") == "an export kept\n"
+    failed = cli("users", "erase", "alice", "--url", url, "--yes", "--receipt", str(earlier))
+    assert failed.exit_code == 1 and "is encrypted" in failed.output
+    assert earlier.read_text(encoding="utf-8") == "an export kept\n"
+    database = Path(url).read_bytes()
+    for target in (url, f"{url}-wal", str(tmp_path / "." / "agent.db")):
+        for args in (
+            ("export", "alice", "-o", target),
+            ("erase", "bob", "--yes", "--receipt", target),
+        ):
+            refused = cli("users", *args, "--url", url, key="a key")
+            assert refused.exit_code == 2 and "is the database" in refused.output, refused.output
+    assert Path(url).read_bytes() == database
+    assert sessions_of(url, "a key", "bob") != []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["agent.db", "earlier.jsonl"]
+    done = cli(
+        "users", "erase", "bob", "--url", url, "--yes", "--receipt", str(earlier), key="a key"
+    )
+    assert done.exit_code == 0, done.output
+    assert json.loads(earlier.read_text(encoding="utf-8")) == json.loads(done.stdout)

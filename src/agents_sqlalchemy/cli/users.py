@@ -11,9 +11,9 @@ Example::
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
@@ -22,6 +22,7 @@ import click
 from ..crypto import Key
 from ..records import ErasureReceipt, ImportedUser
 from ..tables import TableNames
+from .files import refuse_database_file, written
 from .layout import ProgressBar
 from .options import database_options, key_options, missing_sqlite_file, opened, run, shown
 from .transcript import clean
@@ -62,19 +63,14 @@ def export(
     Example:
       agents-sqlalchemy users export alice --url agent.db -o alice.jsonl
     """
+    if str(output) != "-":
+        refuse_database_file(output, url, "'--output'")
     bar = ProgressBar(progress, "Exporting sessions", file=sys.stderr)
     try:
-        if str(output) == "-":
-            sessions = run(_export(url, tables, key, user_id, sys.stdout, bar))
-        else:
-            try:
-                out = output.open("w", encoding="utf-8")
-            except OSError as exc:  # a directory that does not exist, a read-only one
-                raise click.BadParameter(
-                    f"cannot write {output}: {exc.strerror}", param_hint="'--output'"
-                ) from None
-            with out:
-                sessions = run(_export(url, tables, key, user_id, out, bar))
+        with (
+            nullcontext(sys.stdout) if str(output) == "-" else written(output, "'--output'") as out
+        ):
+            sessions = run(_export(url, tables, key, user_id, out, bar))
     finally:
         bar.close()
     click.secho(f"Exported {sessions} sessions of {clean(repr(user_id))}", fg="green", err=True)
@@ -203,29 +199,21 @@ def erase(
     Example:
       agents-sqlalchemy users erase alice --url agent.db --yes --receipt erasure-alice.json
     """
-    folder = None if receipt is None else receipt.resolve().parent
-    if folder is not None and not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
-        # Checked first: the erasure cannot be undone, and its receipt must not be lost.
-        raise click.BadParameter(
-            f"cannot write a receipt in {folder}: no such directory, or not writable",
-            param_hint="'--receipt'",
-        )
-    if not yes:
-        click.confirm(
-            f"Erase every session of user {clean(repr(user_id))} from {shown(url)}, with all "
-            "items? This cannot be undone",
-            abort=True,
-        )
-    done = run(_erase(url, tables, key, user_id))
-    text = json.dumps(done.as_dict(), indent=2)
-    click.echo(text)
     if receipt is not None:
-        try:
-            receipt.write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise click.ClickException(
-                f"the receipt above could not be written to {receipt}: {exc.strerror}"
-            ) from None
+        refuse_database_file(receipt, url, "'--receipt'")
+    # The receipt's file is made first: the erasure cannot be undone, its receipt not lost.
+    with nullcontext() if receipt is None else written(receipt, "'--receipt'") as out:
+        if not yes:
+            click.confirm(
+                f"Erase every session of user {clean(repr(user_id))} from {shown(url)}, with "
+                "all items? This cannot be undone",
+                abort=True,
+            )
+        done = run(_erase(url, tables, key, user_id))
+        text = json.dumps(done.as_dict(), indent=2)
+        click.echo(text)
+        if out is not None:
+            out.write(text + "\n")
     click.secho(
         f"Erased {done.sessions} sessions ({done.items} items, {done.item_keys_deleted} item keys)",
         fg="green",
