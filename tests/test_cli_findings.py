@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from agents_sqlalchemy import SchemaError, SessionStore, TableNames
+from agents_sqlalchemy import CorruptItemError, SchemaError, SessionStore, TableNames
 from agents_sqlalchemy.advanced import AdvancedSQLiteSession
 from agents_sqlalchemy.cli import app
 from agents_sqlalchemy.history_check import INTERRUPTED_OUTPUT
 from agents_sqlalchemy.migrations.config import head_revision
 
 from .support.items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, USER
+from .support.tables import SESSIONS, execute
 
 NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 ORPHAN = {"type": "function_call_output", "call_id": "call_gone", "output": "late"}
@@ -193,3 +194,28 @@ async def test_a_store_keeps_alembic_out_of_the_app_logs(
         # Alembic's own logger still speaks outside a store's checks.
         logging.getLogger("alembic.runtime.migration").info("an app's own migration")
     assert "an app's own migration" in caplog.text
+
+
+def test_metadata_changed_into_what_is_not_json_is_a_corrupt_row(sqlite_url: str) -> None:
+    """Metadata changed outside the library into what is not JSON (a SQLite file does not
+    check it) made `sessions list`, `show`, `doctor` and `users export` end in the JSON
+    parser's traceback, and the library raise the parser's error."""
+    seed(sqlite_url, {"s1": [USER], "s2": [USER]}, user_id="alice")
+    asyncio.run(execute(sqlite_url, f"UPDATE {SESSIONS} SET metadata = '{{bad' WHERE id = 1"))
+
+    async def listed() -> None:
+        async with SessionStore(sqlite_url, search=False) as store:
+            with pytest.raises(CorruptItemError, match="changed outside the library"):
+                await store.list_sessions()
+
+    asyncio.run(listed())
+    for command in (
+        ("sessions", "list"),
+        ("sessions", "show", "s1"),
+        ("users", "export", "alice", "--no-progress"),
+    ):
+        done = CliRunner().invoke(app, [*command, "--url", sqlite_url], env=NO_KEY)
+        assert done.exit_code == 1, (command, done.output)
+        assert "Error:" in done.output and "does not parse" in done.output, done.output
+        assert done.exception is None or isinstance(done.exception, SystemExit), command
+    assert items_of(sqlite_url, "s2") == [USER]

@@ -13,11 +13,11 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Dialect, Integer, LargeBinary, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, CorruptItemError
 
 # Constraint names include the table name, so they follow custom table names.
 NAMING_CONVENTION = {
@@ -131,3 +131,34 @@ class SessionIdText(TypeDecorator[str]):
         if value is None or dialect.name != "postgresql" or _ESCAPE not in value:
             return value
         return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), value)
+
+
+class StoredJSON(TypeDecorator[Any]):
+    """JSON, whose stored text, if changed outside the library into what is not JSON (a
+    SQLite file does not check it), reads as a `CorruptItemError` instead of the parser's
+    own error.
+
+    >>> from sqlalchemy.dialects import sqlite
+    >>> read = StoredJSON().result_processor(sqlite.dialect(), None)
+    >>> read('{"channel": "web"}')
+    {'channel': 'web'}
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        parse = self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
+        if parse is None:
+            return None
+
+        def read(value: Any) -> Any:
+            try:
+                return parse(value)
+            except ValueError as exc:
+                raise CorruptItemError(
+                    "a stored JSON value (a session's metadata or state, a usage's details) "
+                    f"does not parse ({exc}): it was changed outside the library"
+                ) from None
+
+        return read

@@ -14,7 +14,6 @@ from functools import cache
 from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     ForeignKey,
@@ -40,6 +39,7 @@ from .column_types import (
     LongBinary,
     LongText,
     SessionIdText,
+    StoredJSON,
 )
 from .column_types import UTCDateTime as UTCDateTime
 from .tables import TableNames
@@ -55,9 +55,9 @@ class SessionColumns:
     session_id: Mapped[str] = mapped_column(SessionIdText)
     session_hash: Mapped[str] = mapped_column(String(64), unique=True)
     user_id: Mapped[str | None] = mapped_column(String(255))
-    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", StoredJSON)
     # Per-session state: JSON in plaintext mode, sealed bytes with a key.
-    state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    state: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     sealed_state: Mapped[bytes | None] = mapped_column(LongBinary)
     # The last sequence number handed out; bumping it is the per-session write lock.
     next_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
@@ -141,7 +141,7 @@ class KeyringColumns:
     kek_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
     salt: Mapped[bytes | None] = mapped_column(LargeBinary)
-    params: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    params: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     verifier: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -255,8 +255,8 @@ class TurnUsageColumns:
     input_tokens: Mapped[int] = mapped_column(BigInteger)
     output_tokens: Mapped[int] = mapped_column(BigInteger)
     total_tokens: Mapped[int] = mapped_column(BigInteger)
-    input_details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    output_details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    input_details: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
+    output_details: Mapped[dict[str, Any] | None] = mapped_column(StoredJSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
