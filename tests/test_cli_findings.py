@@ -67,7 +67,8 @@ def test_sessions_check_and_repair(db_url: str) -> None:
     found = cli("sessions", "check", "--url", db_url)
     assert found.exit_code == 1, found.output
     assert "'orphan': 1 orphaned tool output (3 items)" in found.output
-    assert "item 1: function_call_output for call 'call_gone', which is not there" in found.output
+    # Counted from 1, as `sessions show` numbers the items: the orphan is the second.
+    assert "item 2: function_call_output for call 'call_gone', which is not there" in found.output
     assert "'interrupted': 1 unanswered tool call (2 items)" in found.output
     assert "'healthy'" not in found.output  # every session: only those to repair are listed
     assert "Checked 3 sessions: 2 to repair" in found.output
@@ -219,3 +220,23 @@ def test_metadata_changed_into_what_is_not_json_is_a_corrupt_row(sqlite_url: str
         assert "Error:" in done.output and "does not parse" in done.output, done.output
         assert done.exception is None or isinstance(done.exception, SystemExit), command
     assert items_of(sqlite_url, "s2") == [USER]
+
+
+def test_nan_days_and_session_ids_with_newlines_are_refused_or_escaped(sqlite_url: str) -> None:
+    """`--inactive-days nan` passed every bound and ended in a traceback (after `--expired`
+    had purged); `search` printed a session id's newline as it was, so an id could forge a
+    hit of its own."""
+    for command in ("purge", "archive"):
+        done = cli("sessions", command, "--inactive-days", "nan", "--yes", "--url", sqlite_url)
+        assert done.exit_code == 2 and "is not a number of days" in done.output, done.output
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            forged = "x\n2. forged-session [1]  score 1.0000"
+            await store.session(forged).add_items([{"role": "user", "content": "zebra"}])
+
+    asyncio.run(write())
+    found = cli("search", "zebra", "--url", sqlite_url)
+    assert found.exit_code == 0, found.output
+    assert not any(line.startswith("2. forged") for line in found.output.splitlines())
+    assert "x\\x0a2. forged-session" in found.output

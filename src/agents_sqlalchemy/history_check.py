@@ -63,12 +63,14 @@ class HistoryProblem:
     item_type: str
 
     def describe(self) -> str:
-        """One line saying what is wrong, e.g. for a command line."""
+        """One line saying what is wrong, e.g. for a command line; items are counted from 1,
+        as `sessions show` and the session browser number them."""
+        where = f"item {self.index + 1}"
         if self.kind == "orphan_output":
-            return f"item {self.index}: {self.item_type} for call {self.ref!r}, which is not there"
+            return f"{where}: {self.item_type} for call {self.ref!r}, which is not there"
         if self.kind == "unanswered_call":
-            return f"item {self.index}: {self.item_type} {self.ref!r} was never answered"
-        return f"item {self.index}: id {self.ref!r} ({self.item_type}) was already used"
+            return f"{where}: {self.item_type} {self.ref!r} was never answered"
+        return f"{where}: id {self.ref!r} ({self.item_type}) was already used"
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from .options import (
     run,
     shown,
 )
-from .transcript import clean, describe
+from .transcript import clean, describe, one_line
 
 
 def embedder_option(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -175,7 +175,7 @@ def hit_lines(rank: int, hit: SearchHit, max_chars: int) -> list[str]:
     """
     signals = [f"vector {hit.vector:.3f}"] if hit.vector is not None else []
     signals += [f"keyword {hit.keyword:.2f}"] if hit.keyword else []
-    header = f"{rank}. {clean(hit.session_id)} [{hit.seq}]  score {hit.score:.4f}"
+    header = f"{rank}. {one_line(hit.session_id)} [{hit.seq}]  score {hit.score:.4f}"
     header += f"  ({', '.join(signals)})" if signals else ""
     entry = describe(hit.item, max_chars)
     body = clean(f"{entry.label} {entry.body}").split("\n")

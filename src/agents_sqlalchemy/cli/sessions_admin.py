@@ -10,8 +10,10 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import click
 
@@ -22,6 +24,19 @@ from ..validation import LONGEST
 from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
 from .transcript import clean
+
+
+class _Days(click.FloatRange):
+    """A number of days: more than 0, at most `LONGEST`, not NaN (which every bound lets by)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        days = super().convert(value, param, ctx)
+        if math.isnan(days):
+            self.fail(f"{value!r} is not a number of days", param, ctx)
+        return days
+
+
+DAYS = _Days(min=0, min_open=True, max=LONGEST.days)
 
 
 @click.command()
@@ -80,7 +95,7 @@ async def _delete(
 @click.option("--expired", is_flag=True, help="Delete expired items (reads already hide them).")
 @click.option(
     "--inactive-days",
-    type=click.FloatRange(min=0, min_open=True, max=LONGEST.days),
+    type=DAYS,
     metavar="N",
     help="Delete the sessions with no activity for N days (asks first).",
 )
@@ -133,7 +148,7 @@ async def _purge(
 @click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...")
 @click.option(
     "--inactive-days",
-    type=click.FloatRange(min=0, min_open=True, max=LONGEST.days),
+    type=DAYS,
     metavar="N",
     help="Archive every session with no activity for N days (asks first).",
 )
