@@ -181,6 +181,30 @@ async def test_a_writer_that_missed_a_move_seals_under_the_new_owner(
     assert set(keys.values()) == {owner_of("dave", "")}
 
 
+async def test_state_written_after_another_store_erased_the_user_opens_everywhere(
+    db_url: str, key: bytes
+) -> None:
+    """A store that had a user's owner key open sealed state under it after another store
+    erased the user: the call succeeded, and every other store (and this one, reopened)
+    then found the state sealed under a key that no longer exists. Items already took a
+    fresh key; state now does too, checked in the write's transaction."""
+    async with (
+        SessionStore(db_url, create_tables=True, key=key) as writer,
+        SessionStore(db_url, create_tables=True, key=key) as eraser,
+    ):
+        await writer.session("old", user_id="alice").add_items([message("before")])
+        await writer.session("old").set_state("k", 1)
+        await eraser.erase_user("alice")
+        await writer.session("old", user_id="alice").set_state("k", 2)
+        await writer.session("new", user_id="alice").set_state("k", 3)
+        await writer.session("whole", user_id="alice").add_items([message("after")])
+    async with SessionStore(db_url, key=key) as fresh:
+        assert await fresh.session("old").get_state("k") == 2
+        assert await fresh.session("new").get_state("k") == 3
+        assert await fresh.session("whole").get_items() == [message("after")]
+    assert set((await _owner_keys(db_url)).values()) == {owner_of("alice", "")}
+
+
 async def test_stores_taking_turns_on_one_session_seal_each_batch_at_its_place(
     db_url: str, key: bytes
 ) -> None:

@@ -138,11 +138,15 @@ class Sessions:
         key: SessionKey,
         change: Callable[[Any], dict[str, Any]],
         columns: tuple[str, ...],
+        *,
+        owner_key: str | None = None,
     ) -> None:
         """Read `columns` of the session under its lock (creating its row), write `change(row)`;
-        a change of nothing (`{}`) rolls back, the row's making with it."""
+        a change of nothing (`{}`) rolls back, the row's making with it. `owner_key`: the
+        owner key what is written is sealed under, checked live and the owner's in the same
+        transaction (`OwnerKeyError` if the owner was erased or changed meanwhile)."""
         await self._schema.db.write(
-            lambda conn: self._update_session(conn, key, change, columns),
+            lambda conn: self._update_session(conn, key, change, columns, owner_key),
             session_id=key.session_id,
         )
 
@@ -152,15 +156,18 @@ class Sessions:
         key: SessionKey,
         change: Callable[[Any], dict[str, Any]],
         columns: tuple[str, ...],
+        owner_key: str | None,
     ) -> None:
         sessions = self._schema.sessions
-        session_pk = self._schema.claim(conn, key, 0, self._schema.now()).id
+        claimed = self._schema.claim(conn, key, 0, self._schema.now(), owner_key=owner_key)
+        if owner_key is not None and claimed.checked != owner_key:
+            self._schema.refuse_foreign_owner(conn, claimed.id, owner_key)
         chosen = select(*(sessions.c[name] for name in columns))
-        row = conn.execute(chosen.where(sessions.c.id == session_pk)).one() if columns else None
+        row = conn.execute(chosen.where(sessions.c.id == claimed.id)).one() if columns else None
         values = change(row)  # a sealed state's owner is checked there, on the row read
         if not values:
             raise Unchanged()
-        conn.execute(update(sessions).where(sessions.c.id == session_pk).values(**values))
+        conn.execute(update(sessions).where(sessions.c.id == claimed.id).values(**values))
 
     async def give(
         self,
