@@ -204,7 +204,7 @@ def test_import_sdk_from_a_sqlite_session_file(db_url: str, tmp_path: Path) -> N
     assert "Importing items" in first.output  # the progress bar's label (no terminal here)
     items = sum(len(found) for found in expected.values())
     assert f"Imported 3 sessions ({items} items); skipped 0 already present" in first.output
-    assert "Left out 1 row that did not hold a JSON object" in first.output
+    assert "Left out 1 row that did not hold valid JSON" in first.output
     assert asyncio.run(read_all(db_url, list(expected), tables)) == expected
 
     second = cli("import-sdk", "--from", str(source), "--url", db_url, "--prefix", "chat_")

@@ -60,7 +60,7 @@ from .search import (
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
 )
-from .services.importer import ImportReport, import_sdk
+from .services.importer import ImportOmission, ImportReport, import_sdk
 from .store import SessionStore, SQLAlchemySession
 from .tables import TableNames
 from .telemetry import Telemetry
@@ -81,6 +81,7 @@ __all__ = [
     "EmbedderError",
     "ErasureReceipt",
     "HashingEmbedder",
+    "ImportOmission",
     "ImportReport",
     "ImportedUser",
     "InvalidKeyError",

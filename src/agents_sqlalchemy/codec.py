@@ -99,6 +99,11 @@ def encode_item(item: Any, what: str = "item") -> str:
     try:
         return to_json(item).decode()
     except ValueError as exc:  # lone surrogates: no database stores them
+        if "surrogates not allowed" in str(exc):
+            raise ItemError(
+                f"{what} holds text that is not valid Unicode (a lone surrogate), which no "
+                "database stores"
+            ) from exc
         raise ItemError(f"{what} is not JSON-serialisable: {exc}") from exc
 
 

@@ -250,3 +250,12 @@ class BranchSummary:
     items: int
     user_turns: int
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """What the SDK's `AdvancedSQLiteSession` holds of a session beyond its main line: its
+    other branches (name, items, items not on main) and its rows of usage per turn."""
+
+    branches: tuple[tuple[str, int, int], ...] = ()
+    turn_usage: int = 0

@@ -14,7 +14,7 @@ import click
 
 from ..crypto import Key
 from ..errors import WrongKeyError
-from ..services.importer import ImportReport, Order, import_sdk
+from ..services.importer import ImportOmission, ImportReport, Order, import_sdk
 from ..tables import TableNames
 from .layout import ProgressBar, counted
 from .options import database_options, encrypted_hint, key_options, missing_sqlite_file, run
@@ -50,6 +50,12 @@ from .options import database_options, encrypted_hint, key_options, missing_sqli
 @click.option(
     "--create", is_flag=True, help="Create (or upgrade) the library's tables first if needed."
 )
+@click.option(
+    "--skip-unstorable",
+    is_flag=True,
+    help="Import a session holding items this store cannot hold (NaN, a lone surrogate, "
+    "nesting past 128 levels) without them, naming each; by default it is not imported.",
+)
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @database_options(may_create=True)
 @key_options
@@ -62,12 +68,16 @@ def command(
     source_messages_table: str,
     order: Order,
     create: bool,
+    skip_unstorable: bool,
     progress: bool,
 ) -> None:
     """Copy the SDK's SQLiteSession/SQLAlchemySession tables into the library's tables.
 
-    The source is only read. Each session is copied whole, in the SDK's order; a session
-    already in the target is skipped, so running the import again is safe. With a key (see
+    The source is only read. Each session is copied whole, as the SDK reads it, or not at
+    all; a session already in the target is skipped, so running the import again is safe.
+    Sessions not imported (an id this library refuses, an item it cannot hold) are listed,
+    and the command then exits with status 1. Of an AdvancedSQLiteSession, the main line is
+    imported; its other branches and usage per turn are listed as left out. With a key (see
     --key-env, --ask-key), items are sealed on the way in, as the store seals them. The
     target's tables must be at head (`db upgrade`), or --create makes them.
     """
@@ -88,6 +98,7 @@ def command(
                 progress=bar,
                 key=key,
                 create_tables=create,
+                skip_unstorable=skip_unstorable,
             ),
             create_option=True,
         )
@@ -110,11 +121,28 @@ def command(
         )
     if report.unreadable:
         click.secho(
-            f"Left out {counted(report.unreadable, 'row')} that did not hold a JSON object "
+            f"Left out {counted(report.unreadable, 'row')} that did not hold valid JSON "
             "(the SDK skips them too)",
             fg="yellow",
             err=True,
         )
+    _listed("Left out of the sessions imported:", report.left_out, "yellow")
+    _listed("Not imported (nothing of them written):", report.refused, "red")
+    if report.refused:
+        hint = "" if skip_unstorable else " (--skip-unstorable imports them without such items)"
+        raise click.ClickException(
+            f"{counted(len(report.refused), 'session')} not imported, listed above{hint}"
+        )
+
+
+def _listed(title: str, omissions: tuple[ImportOmission, ...], colour: str) -> None:
+    """Each session id and reason, the first 50 of them, under `title`."""
+    if not omissions:
+        return
+    lines = [f"  {o.session_id[:80]!r}: {o.reason}" for o in omissions[:50]]
+    if len(omissions) > 50:
+        lines.append(f"  and {len(omissions) - 50} more")
+    click.secho("\n".join([title, *lines]), fg=colour, err=True)
 
 
 async def _import(source: str, url: str, **options: Any) -> ImportReport:

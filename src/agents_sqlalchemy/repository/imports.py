@@ -1,8 +1,10 @@
 """The SQL of adopting the SDK's own tables: reading them, and writing one session of ours.
 
 `SdkSource` reads the tables of the SDK's `SQLiteSession`/`SQLAlchemySession` (a SQLite
-file is opened read-only); `Imports.import_session` writes one whole session in one
-transaction, unless the target already has it.
+file is opened read-only), and of its `AdvancedSQLiteSession` the main line, the branch
+`main`, with what else it holds (its other branches, its usage per turn) counted;
+`Imports.import_session` writes one whole session in one transaction, unless the target
+already has it.
 
 Example::
 
@@ -27,23 +29,27 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    case,
     func,
     inspect,
     select,
     update,
 )
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from ..database.engines import normalize_url
 from ..errors import ConfigurationError
-from ..types import NewItem, SessionKey
+from ..turns import MAIN
+from ..types import Beyond, NewItem, SessionKey
 from .rows import insert_session_if_absent
 from .schema import Schema
 
 Order = Literal["auto", "id", "created_at"]
 CHUNK = 500
+#: The tables `AdvancedSQLiteSession` adds beside the SDK's two (their names are fixed).
+STRUCTURE, TURN_USAGE = "message_structure", "turn_usage"
 
 
 class SdkSource:
@@ -68,6 +74,17 @@ class SdkSource:
             Column("message_data", Text),
             Column("created_at", DateTime),
         )
+        self._structure = Table(
+            STRUCTURE,
+            metadata,
+            Column("session_id", String),
+            Column("message_id", Integer),
+            Column("branch_id", String),
+            Column("sequence_number", Integer),
+        )
+        self._usage = Table(TURN_USAGE, metadata, Column("session_id", String))
+        self._advanced: bool | None = None  # whether `message_structure` is this pair's
+        self._has_usage = False
         self._engine, self._owned = _source_engine(source)
 
     async def close(self) -> None:
@@ -109,16 +126,69 @@ class SdkSource:
             return (await conn.execute(query)).all()
 
     async def rows(self, session_id: str, order: Order) -> Sequence[Any]:
-        """The session's messages (message_data, created_at), in the SDK's order."""
-        messages = self._messages
+        """The session's messages (id, message_data, created_at) as the SDK reads them: in
+        its order, or, for an `AdvancedSQLiteSession`'s session, its main line only."""
+        messages, structure = self._messages, self._structure
         columns = [messages.c.id] if order == "id" else [messages.c.created_at, messages.c.id]
         query = (
-            select(messages.c.message_data, messages.c.created_at)
+            select(messages.c.id, messages.c.message_data, messages.c.created_at)
             .where(messages.c.session_id == session_id)
             .order_by(*columns)
         )
+        main = (
+            select(messages.c.id, messages.c.message_data, messages.c.created_at)
+            .join(structure, structure.c.message_id == messages.c.id)
+            .where(messages.c.session_id == session_id, structure.c.branch_id == MAIN)
+            .order_by(structure.c.sequence_number)
+        )
         async with self._engine.connect() as conn:
+            if await self._structured(conn, session_id):
+                return (await conn.execute(main)).all()
             return (await conn.execute(query)).all()
+
+    async def beyond(self, session_id: str) -> Beyond:
+        """What the session holds beyond its main line (nothing, unless it was written by
+        `AdvancedSQLiteSession`)."""
+        structure, usage = self._structure, self._usage
+        on_main = select(structure.c.message_id).where(
+            structure.c.session_id == session_id, structure.c.branch_id == MAIN
+        )
+        own = case((structure.c.message_id.in_(on_main), 0), else_=1)
+        branches = (
+            select(structure.c.branch_id, func.count(), func.sum(own))
+            .where(structure.c.session_id == session_id, structure.c.branch_id != MAIN)
+            .group_by(structure.c.branch_id)
+            .order_by(structure.c.branch_id)
+        )
+        turns = select(func.count()).where(usage.c.session_id == session_id)
+        async with self._engine.connect() as conn:
+            if not await self._structured(conn, session_id):
+                return Beyond()
+            found = [
+                (str(name), int(items), int(mine or 0))
+                for name, items, mine in (await conn.execute(branches)).all()
+            ]
+            counted = (await conn.execute(turns)).scalar_one() if self._has_usage else 0
+        return Beyond(tuple(found), int(counted))
+
+    async def _structured(self, conn: AsyncConnection, session_id: str) -> bool:
+        """Whether the session's order is `AdvancedSQLiteSession`'s structure table's."""
+        if self._advanced is None:
+            self._advanced, self._has_usage = await conn.run_sync(self._detect_structure)
+        if not self._advanced:
+            return False
+        structure = self._structure
+        held = select(structure.c.message_id).where(structure.c.session_id == session_id)
+        return (await conn.execute(held.limit(1))).first() is not None
+
+    def _detect_structure(self, conn: Connection) -> tuple[bool, bool]:
+        """Whether `message_structure` stands here and refers to this messages table, and
+        whether `turn_usage` stands beside it."""
+        inspector = inspect(conn)
+        if not inspector.has_table(STRUCTURE):
+            return False, False
+        referred = {fk["referred_table"] for fk in inspector.get_foreign_keys(STRUCTURE)}
+        return self._messages.name in referred, inspector.has_table(TURN_USAGE)
 
 
 def _source_engine(source: str | Path | URL | AsyncEngine) -> tuple[AsyncEngine, bool]:

@@ -7,6 +7,11 @@ SDK history and none of ours is imported then, in one transaction
 imports it: it is never read or written as a new, empty session. Where the SDK's tables do
 not exist (the usual case) this costs one look at the schema per store.
 
+A session is imported as the SDK reads it (of an `AdvancedSQLiteSession`, its main line;
+what else it held is named in a `SdkHistoryWarning`), or not at all: an item the SDK reads
+but this store cannot hold (NaN, a lone surrogate, nesting past `MAX_JSON_DEPTH`) refuses
+the session (`SdkHistoryError`), never silently shortens it.
+
 Example::
 
     adoption = Adoption(db, opener, Sessions(schema), Imports(schema), tables, import_on_use=True)
@@ -16,18 +21,19 @@ Example::
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..codec import Codec, encode_item
 from ..crypto import Wrapper
 from ..database.units import Database, database_errors
-from ..errors import SdkHistoryError
+from ..errors import ItemError, SdkHistoryError, SdkHistoryWarning
 from ..repository import Imports, SdkSource, Sessions
 from ..repository.imports import Order
 from ..tables import TableNames
-from ..types import SessionKey
+from ..types import Beyond, SessionKey
 from .opener import IMPORT_COMMAND, SDK_MESSAGES, SDK_SESSIONS, Opener
 from .owners import Owners
 
@@ -79,8 +85,25 @@ class Adoption:
                 f"`{command}`, or open the store with import_sdk_history=True to import each "
                 "such session on first use; nothing was read or written"
             )
+        with database_errors(self._db.url, "reading the SDK's tables failed"):
+            beyond = await reader.beyond(key.session_id)
         sealer = await self._owners.sealer(key)
-        await copy_session(self._imports, codec, key, rows, sealer=sealer)
+        try:
+            await copy_session(self._imports, codec, key, rows, sealer=sealer)
+        except ItemError as exc:
+            where = self._db.url.render_as_string(hide_password=True)
+            command = self._tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND)
+            raise SdkHistoryError(
+                f"{exc}: nothing was read or written; `{command} --skip-unstorable` imports "
+                "it without them (and names each)"
+            ) from None
+        if left_out := beyond_main(beyond):
+            warnings.warn(
+                f"session {key.session_id[:80]!r} was imported from the Agents SDK's tables "
+                f"with its main line only: {'; '.join(left_out)}",
+                SdkHistoryWarning,
+                stacklevel=2,
+            )
 
     async def _sdk_source(self) -> tuple[SdkSource, Order] | None:
         """A reader of the SDK's tables, where they hold history (looked at once)."""
@@ -96,6 +119,16 @@ class Adoption:
         return self._source
 
 
+class Copied(NamedTuple):
+    """One SDK session copied: items written (None: the target had the session already),
+    rows that are not JSON (the SDK skips them too), and the items left out on request,
+    each with where and why."""
+
+    items: int | None
+    unreadable: int
+    left_out: tuple[str, ...] = ()
+
+
 async def copy_session(
     imports: Imports,
     codec: Codec,
@@ -103,27 +136,60 @@ async def copy_session(
     rows: Sequence[Any],
     created: tuple[datetime | None, datetime | None] = (None, None),
     sealer: Wrapper | None = None,
-) -> tuple[int | None, int]:
-    """Write one SDK session's rows (message_data, created_at; in the SDK's order) as a
-    session of ours, in one transaction: (items written, or None if the session exists
-    already; rows that are not JSON objects, skipped as the SDK skips them). A sealed
-    store's `sealer` is the new session's owner key."""
+    *,
+    skip_unstorable: bool = False,
+) -> Copied:
+    """Write one SDK session's rows (id, message_data, created_at; in the SDK's order) as a
+    session of ours, in one transaction. A row that is not JSON is skipped, as the SDK skips
+    it; an item the SDK reads but this store cannot hold raises `ItemError` naming each
+    (nothing written), or is left out with `skip_unstorable`. A sealed store's `sealer` is
+    the new session's owner key."""
     now = datetime.now(timezone.utc)
     known = [_utc(row.created_at, now) for row in rows if row.created_at is not None]
     first = _utc(created[0], min(known, default=now))
     last = _utc(created[1], max(known, default=now))
-    payloads, written_at, unreadable = [], [], 0
+    payloads, written_at, unreadable, refused = [], [], 0, []
+    position = 0  # the item's place in the SDK's reading of the session
     for row in rows:
         try:
-            payloads.append(encode_item(json.loads(row.message_data)))
-        except (TypeError, ValueError):
+            item = json.loads(row.message_data)
+        except (TypeError, json.JSONDecodeError):
             unreadable += 1
             continue
+        except ValueError as exc:  # an integer too long to read: the SDK fails on it too
+            position += 1
+            refused.append(f"item {position} (row id {row.id}) cannot be read: {exc}")
+            continue
+        position += 1
+        try:
+            payloads.append(encode_item(item, f"item {position} (row id {row.id})"))
+        except ItemError as exc:
+            refused.append(str(exc))
+            continue
         written_at.append(_utc(row.created_at, first))
+    if refused and not skip_unstorable:
+        shown = "; ".join(refused[:5]) + (
+            f"; and {len(refused) - 5} more" if len(refused) > 5 else ""
+        )
+        raise ItemError(
+            f"session {key.session_id[:80]!r} holds {len(refused)} item(s) that the SDK reads "
+            f"but this store cannot hold: {shown}"
+        )
     items = list(zip(written_at, codec.rows(key, payloads, 1, sealer), strict=True))
     if not await imports.import_session(key, (first, last), items):
-        return None, unreadable
-    return len(items), unreadable
+        return Copied(None, unreadable)
+    return Copied(len(items), unreadable, tuple(refused))
+
+
+def beyond_main(beyond: Beyond) -> list[str]:
+    """What an import of an `AdvancedSQLiteSession`'s main line leaves out, in words."""
+    left_out = [
+        f"branch {name[:80]!r} ({items} items, {own} not on main) left out"
+        for name, items, own in beyond.branches
+    ]
+    if beyond.turn_usage:
+        left_out.append(f"token usage of {beyond.turn_usage} turn(s) (its turn_usage) left out")
+    return left_out
 
 
 def _utc(value: datetime | None, default: datetime) -> datetime:
