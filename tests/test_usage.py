@@ -221,3 +221,27 @@ async def test_an_append_with_usage_or_on_a_branch_checks_its_items(db_url: str)
             message("b"),
             {"role": "assistant", "content": "rb"},
         ]
+
+
+async def test_items_with_a_nul_or_deep_nesting_take_usage_and_branches(db_url: str) -> None:
+    """Turns are found in SQL where the database reads JSON: on PostgreSQL an item holding a
+    NUL character ("\\u0000" in its text) made usage and branching fail, on MariaDB an item
+    nested deeper than 32 levels (items may have 128)."""
+    deep: Any = []
+    for _ in range(100):
+        deep = [deep]
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("odd", user_id="alice")
+        answer = {"role": "assistant", "content": "ok"}
+        await session.add_items([message("a\x00b"), answer])
+        await session.add_items([{**message("second"), "deep": deep}, answer])
+        await session.add_items([message("third")])
+        model = ScriptedModel(steps(1))
+        await Runner.run(Agent(name="a", model=model, tools=[lookup]), "fourth", session=session)
+        rows = await session.get_turn_usage()
+        assert isinstance(rows, list) and [row["user_turn_number"] for row in rows] == [4]
+        branch = await session.create_branch_from_turn(2, "retry")
+        assert await session.get_items() == [message("a\x00b"), answer]
+        turns = await session.get_conversation_turns(branch_id="main")
+        assert [turn["turn"] for turn in turns] == [1, 2, 3, 4]
+        assert branch == "retry"

@@ -289,13 +289,16 @@ class Lines:
         )
 
     def _json_role(self, payload: Any) -> Any:
-        """SQL for the `role` of an item's JSON text (as text), where the dialect has one."""
+        """SQL for the `role` of an item's JSON text (as text), where the dialect reads every
+        JSON text the library stores: SQLite, and PostgreSQL once each escaped NUL is read
+        as another control character (its JSON functions refuse to de-escape `\\u0000`
+        anywhere in the text; `role` never holds one). Not MySQL or MariaDB, whose JSON
+        functions stop at 32 levels of nesting, where items may have 128: Python reads them."""
         if self._schema.db.dialect_name == "sqlite":
             return func.json_extract(payload, "$.role")
         if self._schema.db.dialect_name == "postgresql":
-            return func.json_extract_path_text(cast(payload, JSON), "role")
-        if self._schema.mysql:
-            return func.json_unquote(func.json_extract(payload, "$.role"))
+            readable = func.replace(payload, "\\u0000", "\\u0001")
+            return func.json_extract_path_text(cast(readable, JSON), "role")
         return None
 
     def _fresh_main(self, conn: Connection, key: SessionKey, opened: Opened) -> tuple[Any, Any]:
