@@ -17,6 +17,7 @@ from agents_sqlalchemy.search import HashingEmbedder
 
 from .support.items import ASSISTANT, USER
 from .support.sdk_tables import make_sdk_tables, sdk_needs_tables_made
+from .support.tables import ITEMS, SESSIONS, execute
 
 NO_KEY: dict[str, str | None] = {"AGENTS_SQLALCHEMY_KEY": None}
 ORPHAN = {"type": "function_call_output", "call_id": "call_gone", "output": "late"}
@@ -94,3 +95,22 @@ def test_doctor_on_the_schema_and_the_key(sqlite_url: str) -> None:
     assert "ok       key         encrypted; the key given opens it" in right.output
     assert "PROBLEM  histories   1 session of 2" in right.output
     assert "ok       embedder" in right.output and "ok       sdk tables" in right.output
+
+
+def test_doctor_runs_every_check_past_a_row_altered_outside_the_library(sqlite_url: str) -> None:
+    """An item or a session's metadata altered into what does not read ended `doctor` at
+    the first check that met it, with that error alone: the other checks never ran, and
+    nothing named the session."""
+    seed(sqlite_url)
+    healthy = f"(SELECT id FROM {SESSIONS} WHERE session_id = 'healthy')"
+    altered = f"UPDATE {ITEMS} SET payload = '{{bad' WHERE seq = 1 AND session_pk = {healthy}"
+    asyncio.run(execute(sqlite_url, altered))
+    found = cli("doctor", "--url", sqlite_url)
+    assert found.exit_code == 1, found.output
+    assert "ok       embedder" in found.output and "ok       sdk tables" in found.output
+    assert "PROBLEM  histories   1 session of 2 do not read" in found.output
+    assert "outside the library): 'healthy'" in found.output
+    asyncio.run(execute(sqlite_url, f"UPDATE {SESSIONS} SET metadata = '{{bad'"))
+    listed = cli("doctor", "--url", sqlite_url)
+    assert "ok       embedder" in listed.output, listed.output
+    assert "PROBLEM  histories   a stored JSON value" in listed.output

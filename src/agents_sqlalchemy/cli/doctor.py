@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import warnings
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import click
@@ -41,7 +42,7 @@ from .options import (
     run,
     shown,
 )
-from .sessions_health import check_sessions
+from .sessions_health import every_session
 from .transcript import clean
 
 
@@ -120,30 +121,57 @@ async def _key(url: str, tables: TableNames, key: Key | None) -> Finding:
 async def _with_store(
     url: str, tables: TableNames, key: Key | None, embedder_name: str | None
 ) -> list[Finding]:
-    findings: list[Finding] = []
+    """The checks that need the store; one that fails (a row altered outside the library)
+    is a finding of its own, and the others still run."""
     owners = owner_keys() if key is not None else None
     async with SessionStore(url, tables=tables, key=key, search=False, owner_keys=owners) as store:
-        findings.append(await _embedder(url, tables, store, embedder_name))
-        findings.append(await _sdk_history(url, tables))
-        reports, _ = await check_sessions(store, ())
-        unhealthy = [session_id for session_id, report in reports if not report.ok]
-        if unhealthy:
-            ids = " ".join(clean(repr(session_id)) for session_id in unhealthy[:5])
-            more = " ..." if len(unhealthy) > 5 else ""
-            findings.append(
-                Finding(
-                    "histories",
-                    False,
-                    f"{counted(len(unhealthy), 'session')} of {len(reports)} hold a history the "
-                    "model API would refuse (see `sessions check`)",
-                    f"{tables.command_line('repair', shown(url), program=REPAIR)} {ids}{more}",
-                )
-            )
-        else:
-            findings.append(
-                Finding("histories", True, f"{counted(len(reports), 'session')}, all healthy")
-            )
+        checks: dict[str, Callable[[], Awaitable[Finding]]] = {
+            "embedder": lambda: _embedder(url, tables, store, embedder_name),
+            "sdk tables": lambda: _sdk_history(url, tables),
+            "histories": lambda: _histories(url, tables, store),
+        }
+        findings = []
+        for name, check in checks.items():
+            try:
+                findings.append(await check())
+            except AgentsSQLAlchemyError as exc:
+                findings.append(Finding(name, False, str(exc)))
     return findings
+
+
+async def _histories(url: str, tables: TableNames, store: SessionStore) -> Finding:
+    """The sessions whose history the model API would refuse, and those that do not read."""
+    unhealthy, unreadable, count = [], [], 0
+    async for session_id in every_session(store):
+        count += 1
+        try:
+            if not (await store.session(session_id).check()).ok:
+                unhealthy.append(session_id)
+        except AgentsSQLAlchemyError:
+            unreadable.append(session_id)
+    if unreadable:
+        return Finding(
+            "histories",
+            False,
+            f"{counted(len(unreadable), 'session')} of {count} do not read (a row altered "
+            f"outside the library): {_some(unreadable)}",
+            f"{tables.command_line('show', shown(url), program=REPAIR)} ID (to see why)",
+        )
+    if unhealthy:
+        return Finding(
+            "histories",
+            False,
+            f"{counted(len(unhealthy), 'session')} of {count} hold a history the model API "
+            "would refuse (see `sessions check`)",
+            f"{tables.command_line('repair', shown(url), program=REPAIR)} {_some(unhealthy)}",
+        )
+    return Finding("histories", True, f"{counted(count, 'session')}, all healthy")
+
+
+def _some(session_ids: list[str]) -> str:
+    """The first five ids, quoted, and '...' if there are more."""
+    more = " ..." if len(session_ids) > 5 else ""
+    return " ".join(clean(repr(session_id)) for session_id in session_ids[:5]) + more
 
 
 REPAIR = "agents-sqlalchemy sessions"
