@@ -7,8 +7,10 @@ import os
 from typing import Any
 
 import pytest
+from agents import RunContextWrapper
 
 from agents_sqlalchemy import (
+    AgentsSQLAlchemyError,
     ConfigurationError,
     ErasureReceipt,
     SessionStore,
@@ -17,6 +19,7 @@ from agents_sqlalchemy import (
 
 from .support.items import message
 from .support.portability import fill
+from .support.runs import usage
 
 TIMES = ("exported_at", "created_at", "updated_at", "archived_at")
 
@@ -280,3 +283,157 @@ async def test_a_session_written_to_while_the_export_runs_is_still_exported(
                     await store.delete_session("c001")
         assert record == {"type": "done", "sessions": 119, "items": 120}
         assert sorted(exported) == sorted({f"c{n:03d}" for n in range(120)} - {"c001"})
+
+
+async def ran(session: Any, requests: int, tokens: int) -> None:
+    """Record a run's usage on the session's current turn, as `Runner.run` does."""
+    wrapper = RunContextWrapper(context=None, usage=usage(requests, tokens))
+    await session.store_run_usage(type("Result", (), {"context_wrapper": wrapper})())
+
+
+async def branched_export(store: SessionStore) -> list[dict[str, Any]]:
+    """The records of an export of one session with usage per turn and a branch."""
+    chat = store.session("s1", user_id="alice", metadata={"m": 1})
+    await chat.add_items(turn(1))
+    await ran(chat, 1, 9)
+    await chat.add_items(turn(2))
+    await ran(chat, 2, 20)
+    await chat.set_state("k", {"v": 1})
+    await chat.create_branch_from_turn(2, "retry")
+    await chat.add_items([message("question 2, again")])
+    return await lines_of(store, "alice")
+
+
+def changed(records: list[dict[str, Any]], change: Any) -> list[str]:
+    """The export's lines, `change(copy)` made to a copy of its records."""
+    copy = json.loads(json.dumps(records))
+    change(copy)
+    return [json.dumps(record) + "\n" for record in copy]
+
+
+def of_type(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [record for record in records if record.get("type") == kind]
+
+
+def usage_row(records: list[dict[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = of_type(records, "line")[0]["usage"][0]
+    return row
+
+
+FORGED = {
+    "usage of 2**70 tokens": (
+        lambda r: usage_row(r).update(input_tokens=2**70),
+        "usage.input_tokens must be between 0 and",
+    ),
+    "a usage row without its turn": (
+        lambda r: usage_row(r).pop("turn"),
+        "usage.turn must be an integer, got None",
+    ),
+    "negative usage": (
+        lambda r: usage_row(r).update(requests=-5),
+        "usage.requests must be between 0",
+    ),
+    "usage in words": (
+        lambda r: usage_row(r).update(input_tokens="many"),
+        "usage.input_tokens must be an integer",
+    ),
+    "usage details that are no object": (
+        lambda r: usage_row(r).update(input_details=[1, 2]),
+        "usage.input_details is a list",
+    ),
+    "a usage row that is no object": (
+        lambda r: of_type(r, "line")[0]["usage"].__setitem__(0, 5),
+        "a usage row is not an object",
+    ),
+    "two usage rows of one turn": (
+        lambda r: of_type(r, "line")[0]["usage"].append(usage_row(r)),
+        "two usage rows of turn 1",
+    ),
+    "a branch named ''": (
+        lambda r: of_type(r, "line")[1].update(name=""),
+        "a branch's name cannot be empty",
+    ),
+    "a second main line": (
+        lambda r: of_type(r, "line")[1].update(name="main"),
+        "a second line of history named 'main'",
+    ),
+    "an item count in words": (
+        lambda r: of_type(r, "line")[0].update(items="lots"),
+        "its item count must be an integer",
+    ),
+    "no item count": (
+        lambda r: of_type(r, "line")[1].update(items=None),
+        "its item count must be an integer",
+    ),
+    "an item nested too deep": (
+        lambda r: of_type(r, "item")[5].update(item={"d": json.loads("[" * 140 + "]" * 140)}),
+        "the item is nested more than",
+    ),
+    "a negative turn": (
+        lambda r: of_type(r, "item")[0].update(turn=-3),
+        "an item's turn must be between 0",
+    ),
+    "a state that is a list": (
+        lambda r: of_type(r, "session")[0].update(state=[]),
+        "a session's state is not an object",
+    ),
+    "an archive time that is no time": (
+        lambda r: of_type(r, "session")[0].update(archived_at="not a time"),
+        "archived_at is not a time",
+    ),
+}
+
+
+async def test_a_session_that_cannot_be_imported_leaves_nothing(db_url: str) -> None:
+    """Each session is checked whole before anything of it is written. A usage count of
+    2**70 (OverflowError or a DatabaseError), a usage row without its turn (KeyError), a
+    branch named "" (BranchError after main was written), negative or textual usage (kept
+    as given), an item count in words (ValueError) and the like left the session
+    half-written, and importing the intact export again was then refused as "already in
+    this store"."""
+    async with (
+        SessionStore(db_url, create_tables=True) as source,
+        SessionStore(db_url, create_tables=True, tables=TableNames(prefix="copy_")) as target,
+    ):
+        records = await branched_export(source)
+        for forged, (change, said) in FORGED.items():
+            with pytest.raises(ConfigurationError, match=r"line \d+ of the export: " + said):
+                await target.import_user(changed(records, change))
+            assert await target.list_sessions(archived=None) == [], forged
+        for version in (True, 1.0):  # both equal 1, neither is the version
+            header = changed(records, lambda r, v=version: r[0].update(version=v))
+            with pytest.raises(ConfigurationError, match=f"an export of version {version}"):
+                await target.import_user(header)
+        report = await target.import_user(changed(records, lambda r: None))
+        assert (report.sessions, report.items) == (1, 7)
+        assert by_session(await lines_of(target, "alice")) == by_session(records)
+
+
+async def test_a_write_that_fails_part_way_is_undone(db_url: str, tmp_path: Any) -> None:
+    """A write the database refuses after the session's first ones (PostgreSQL could not
+    branch a plaintext item holding NUL) left main's items behind under a message saying
+    "nothing was changed", and a retry was refused as "already in this store". Now the
+    session imports whole, or raises and leaves nothing, so that it can be imported again."""
+    async with (
+        SessionStore(tmp_path / "source.db", create_tables=True) as source,
+        SessionStore(db_url, create_tables=True) as target,
+    ):
+        chat = source.session("s1", user_id="alice")
+        await chat.add_items([message("with NUL \x00"), {"role": "assistant", "content": "a"}])
+        await chat.add_items(turn(2))
+        await chat.create_branch_from_turn(2, "retry")
+        await chat.add_items([message("again")])
+        exported = [line async for line in source.export_user("alice")]
+        for _ in range(2):
+            try:
+                await target.import_user(exported)
+            except AgentsSQLAlchemyError as exc:
+                assert "already in this store" not in str(exc)
+                assert await target.list_sessions(archived=None) == []
+            else:
+                copy = target.session("s1")
+                for name in ("main", "retry"):
+                    assert await copy.get_items(branch_id=name) == await chat.get_items(
+                        branch_id=name
+                    )
+                break

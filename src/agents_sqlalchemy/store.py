@@ -522,9 +522,9 @@ class SessionStore:
         `lines` is any iterable or async iterable of lines (text or bytes): an open file,
         `export_user(...)` of another store; or the whole export as one text. A session
         whose id this store already has is refused (`ConfigurationError`), or skipped with
-        `skip_existing=True`. Sessions are written one at a time as they are read; a
-        malformed or truncated stream raises `ConfigurationError` after the sessions it held
-        whole.
+        `skip_existing=True`. Sessions are written one at a time as they are read, each
+        whole or not at all; a malformed or truncated stream raises `ConfigurationError`
+        after the sessions it held whole.
 
         Example::
 

@@ -34,7 +34,7 @@ from .owners import Owners
 
 MAX_NAME = 255
 
-__all__ = ["GONE", "Branches", "Turn"]
+__all__ = ["GONE", "Branches", "Turn", "check_branch_name"]
 
 
 def _opener(codec: Codec, key: SessionKey) -> Opened:
@@ -142,7 +142,7 @@ class Branches:
         """Branch off `source` before user turn `turn`: (the new branch, the source used)."""
         check_range("turn_number", turn, 1)
         if name is not None:
-            _check_name(name, "Branch name")
+            check_branch_name(name, "Branch name")
         base = f"branch_from_turn_{turn}_{int(time.time())}"
 
         async def create(key: SessionKey) -> tuple[str, str]:
@@ -243,7 +243,7 @@ class Branches:
         return UsageReport([DailyUsage(user, day, TokenUsage(**sums)) for user, day, sums in rows])
 
 
-def _check_name(name: Any, what: str) -> str:
+def check_branch_name(name: Any, what: str) -> str:
     """A branch name: non-blank text of at most 255 characters that every database stores
     as it is, else `BranchError`."""
     if not isinstance(name, str):

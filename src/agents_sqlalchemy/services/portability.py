@@ -27,6 +27,8 @@ The export reads a page of sessions at a time and one session at a time (its ite
 read whole, as the session itself reads them); the import holds one session at a time, and
 writes it through the target store (sealed under that store's key if it has one). The
 stream is checked as it is read: a truncated one raises after the sessions it held whole.
+Each session is checked whole before anything of it is written, and what was written of one
+whose write fails is deleted again.
 
 Example::
 
@@ -45,14 +47,15 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..errors import ConfigurationError, ItemError
+from ..codec import MAX_BATCH_CHARS, encode_item
+from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
 from ..repository import GONE
 from ..tables import ROLES, TableNames
 from ..turns import MAIN, is_user
 from ..types import SessionKey
-from ..validation import check_flag, check_user_id, session_key
-from .branches import Branches
+from ..validation import INT64_MAX, check_flag, check_range, check_user_id, session_key
+from .branches import Branches, check_branch_name
 from .conversation import Conversation
 from .management import Management
 
@@ -68,6 +71,8 @@ USAGE_FIELDS = (
     "input_details",
     "output_details",
 )
+#: The turn numbers the databases store (a 32-bit column).
+MAX_TURN = 2**31 - 1
 #: The tables an erasure deletes from (the keyring holds no user's data).
 ERASED_ROLES = tuple(role for role in ROLES if role not in ("keyring", "version"))
 
@@ -84,12 +89,14 @@ def _time(value: datetime | None) -> str | None:
 
 @dataclass
 class _Line:
-    """One line of history of a session being imported: its items, with their turns."""
+    """One line of history of a session being imported: its items with their turns, the
+    length of each as JSON, and its usage by turn (each checked as it was read)."""
 
     name: str
-    usage: list[dict[str, Any]]
+    usage: dict[int, dict[str, Any]]
     expected: int
     items: list[tuple[int, Any]] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +107,22 @@ class _Session:
     state: dict[str, Any]
     archived: bool
     lines: list[_Line] = field(default_factory=list)
+
+    @property
+    def items(self) -> int:
+        return sum(len(line.items) for line in self.lines)
+
+
+@dataclass(frozen=True)
+class _Branching:
+    """How a branch is rebuilt: made off line `source` before its user turn `turn` (so that
+    it holds the source's `start` first items), cut back to the `kept` first ones it
+    shares, then filled."""
+
+    source: str
+    turn: int
+    start: int
+    kept: int
 
 
 class Portability:
@@ -215,22 +238,16 @@ class Portability:
                     raise _bad(number, "a session starts before the previous one ended")
                 session = _new_session(record, number, user_id)
             elif kind == "line" and session is not None:
-                usage = record.get("usage")
-                if not isinstance(record.get("name"), str) or not isinstance(usage, list):
-                    raise _bad(number, "a line of history needs a name and a usage list")
-                session.lines.append(_Line(record["name"], usage, int(record.get("items", -1))))
+                _check_complete(session, number)
+                session.lines.append(_new_line(record, number, session))
             elif kind == "item" and session is not None and session.lines:
-                turn, item = record.get("turn"), record.get("item")
-                if not isinstance(turn, int) or not isinstance(item, dict):
-                    raise _bad(number, "an item line needs a turn number and an item object")
-                session.lines[-1].items.append((turn, item))
+                _add_item(session.lines[-1], record, number)
             elif kind == "end" and session is not None:
-                if any(len(line.items) != line.expected for line in session.lines):
-                    raise _bad(number, "a line of history holds fewer items than it announced")
+                _check_complete(session, number)
                 report = _add(report, await self._write(session, skip_existing))
                 session = None
             elif kind == "done" and session is None:
-                if record.get("sessions") != report.sessions + report.skipped_sessions:
+                if not _same(record.get("sessions"), report.sessions + report.skipped_sessions):
                     raise _bad(number, "the export announces another number of sessions")
                 done = True
             else:
@@ -245,7 +262,11 @@ class Portability:
         return report
 
     async def _write(self, session: _Session, skip_existing: bool) -> ImportedUser:
+        """Write one session whole, or nothing of it: what it holds was checked as it was
+        read, how its branches are rebuilt is settled before the first write, and what was
+        written is deleted again if a write fails (so that importing it again works)."""
         key = session.key
+        plans = [_plan(session, index) for index in range(len(session.lines))]
         if not await self._management.create_as(key):
             if skip_existing:
                 return ImportedUser(skipped_sessions=1)
@@ -253,83 +274,82 @@ class Portability:
                 f"session {key.session_id[:80]!r} is already in this store: nothing of it was "
                 "imported (skip_existing=True, or --skip-existing, skips such sessions)"
             )
+        try:
+            return await self._write_lines(session, plans)
+        except BaseException as exc:
+            await self._undo(key, exc)
+            if isinstance(exc, AgentsSQLAlchemyError) or not isinstance(exc, Exception):
+                raise
+            raise ConfigurationError(
+                f"session {key.session_id[:80]!r} could not be imported "
+                f"({type(exc).__name__}: {exc}); nothing of it was kept"
+            ) from exc
+
+    async def _write_lines(self, session: _Session, plans: list[_Branching | None]) -> ImportedUser:
+        key = session.key
         if session.state:
             await self._conversation.replace_state(key, session.state)
-        built: dict[str, list[tuple[int, Any]]] = {}
         left_out = items = 0
-        for line in session.lines:
-            usage = {
-                row["turn"]: {name: row.get(name) for name in USAGE_FIELDS} for row in line.usage
-            }
-            if line.name == MAIN:
-                await self._fill(key, MAIN, line.items, usage, 0)
+        for line, plan in zip(session.lines, plans, strict=True):
+            usage = dict(line.usage)
+            if plan is None:
+                await self._fill(key, MAIN, line, usage, 0)
             else:
-                await self._rebuild(key, line, usage, built)
-            built[line.name] = line.items
+                await self._rebuild(key, line, usage, plan)
             left_out, items = left_out + len(usage), items + len(line.items)
         if session.archived:
             await self._management.archive(session_hash=key.hash)
         return ImportedUser(sessions=1, items=items, usage_left_out=left_out)
 
+    async def _undo(self, key: SessionKey, failure: BaseException) -> None:
+        """Delete what was written of session `key` after `failure`."""
+        try:
+            await self._management.delete(session_hash=key.hash)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"session {key.session_id[:80]!r} failed part-way ({failure}), and what was "
+                f"written of it could not be deleted ({exc}): delete it before importing it "
+                "again"
+            ) from failure
+
     async def _fill(
         self,
         key: SessionKey,
         name: str,
-        items: list[tuple[int, Any]],
+        line: _Line,
         usage: dict[int, dict[str, Any]],
         start: int,
     ) -> None:
-        """Append `items[start:]` to line `name`, each turn's usage once its last item is in
-        (the line's current turn is the one usage is recorded on). Takes what it places out
-        of `usage`."""
+        """Append `line.items[start:]` to line `name`, each turn's usage once its last item
+        is in (the line's current turn is the one usage is recorded on). Takes what it
+        places out of `usage`."""
+        items = line.items
         if start and (start == len(items) or items[start][0] != items[start - 1][0]):
             values = usage.pop(items[start - 1][0], None)  # the kept part's last turn ended
             if values is not None:
                 await self._branches.record(key, name, values)
         batch: list[Any] = []
+        size = 0
         for index in range(start, len(items)):
             turn, item = items[index]
             batch.append(item)
+            size += line.sizes[index]
             ends_turn = index + 1 == len(items) or items[index + 1][0] != turn
             values = usage.pop(turn, None) if ends_turn else None
-            if values is not None or len(batch) >= BATCH or index + 1 == len(items):
+            following = line.sizes[index + 1] if index + 1 < len(items) else 0
+            full = len(batch) >= BATCH or size + following > MAX_BATCH_CHARS
+            if values is not None or full or index + 1 == len(items):
                 await self._branches.append(key, name, batch, None, values)
-                batch = []
+                batch, size = [], 0
 
     async def _rebuild(
-        self,
-        key: SessionKey,
-        line: _Line,
-        usage: dict[int, dict[str, Any]],
-        built: dict[str, list[tuple[int, Any]]],
+        self, key: SessionKey, line: _Line, usage: dict[int, dict[str, Any]], plan: _Branching
     ) -> None:
-        """Make branch `line.name` from the line built so far that shares the longest run of
-        its first items (by reference, as the original did), then append the rest."""
-        wanted = [item for _, item in line.items]
-        best: tuple[int, int, str, int, int] | None = None  # (-pops, kept, source, turn, start)
-        for source, items in built.items():
-            same = _common(wanted, [item for _, item in items])
-            for start, (turn, item) in enumerate(items):
-                if not is_user(item) or (start and items[start - 1][0] == turn):
-                    continue  # not the user message that opens turn `turn`
-                pops = max(start - same, 0)
-                kept = min(start, same)
-                ends = line.items[kept - 1][0] if kept else None
-                if ends is not None and any(turn < ends for turn in usage):
-                    pops += len(wanted)  # would leave usage of the shared turns out: worse
-                choice = (-pops, kept, source, turn, start)
-                if best is None or choice[:2] > best[:2]:
-                    best = choice
-        if best is None:
-            raise ConfigurationError(
-                f"branch {line.name!r} of session {key.session_id[:80]!r} cannot be rebuilt: "
-                "no line of history before it holds a user message to branch from"
-            )
-        _, kept, source, turn, start = best
-        name, _ = await self._branches.create(key, source, turn, line.name)
-        for _ in range(start - kept):  # the branch holds the source's `start` first items
+        """Make branch `line.name` as `plan` says, then append the rest of its items."""
+        name, _ = await self._branches.create(key, plan.source, plan.turn, line.name)
+        for _ in range(plan.start - plan.kept):  # the branch holds the source's `start` first
             await self._branches.pop(key, name)
-        await self._fill(key, name, line.items, usage, kept)
+        await self._fill(key, name, line, usage, plan.kept)
 
 
 async def erase(
@@ -391,15 +411,36 @@ def _bad(number: int, what: str) -> ConfigurationError:
     return ConfigurationError(f"line {number} of the export: {what}")
 
 
+def _same(value: Any, count: int) -> bool:
+    """Whether `value` is the integer `count` (not True for 1, nor 1.0)."""
+    return type(value) is int and value == count
+
+
+def _int(value: Any, what: str, number: int, high: int) -> int:
+    """`value` if it is an integer from 0 to `high`, else the error naming line `number`."""
+    try:
+        return check_range(what, value, 0, high)
+    except ConfigurationError as exc:
+        raise _bad(number, str(exc)) from exc
+
+
+def _json(value: Any, what: str, number: int) -> int:
+    """The length of `value` (an object) as the JSON stored, or the error naming its line."""
+    try:
+        return len(encode_item(value, what))
+    except ItemError as exc:
+        raise _bad(number, str(exc)) from exc
+
+
 def _check_header(record: dict[str, Any], number: int) -> str:
     """The user the export is of, from its first line (line `number`)."""
     if record.get("format") != FORMAT:
         raise ConfigurationError(
             f"not an export of agents-sqlalchemy: its first line names no format {FORMAT!r}"
         )
-    if record.get("version") != VERSION:
+    if not _same(record.get("version"), VERSION):
         raise ConfigurationError(
-            f"an export of version {record.get('version')!r}: this version of the library "
+            f"an export of version {record.get('version')!r:.40}: this version of the library "
             f"reads version {VERSION}"
         )
     try:
@@ -413,16 +454,123 @@ def _check_header(record: dict[str, Any], number: int) -> str:
 
 def _new_session(record: dict[str, Any], number: int, user_id: str | None) -> _Session:
     """A session line of the export of `user_id`'s sessions (none of another user)."""
-    state = record.get("state") or {}
+    state = record.get("state")
+    if state is None:
+        state = {}
     if not isinstance(state, dict):
         raise _bad(number, "a session's state is not an object")
+    _json(state, "its state", number)
+    archived_at = record.get("archived_at")
+    if archived_at is not None:
+        try:
+            datetime.fromisoformat(archived_at)
+        except (TypeError, ValueError):
+            raise _bad(number, f"archived_at is not a time: {archived_at!r:.80}") from None
     try:
         key = session_key(record.get("session_id"), record.get("user_id"), record.get("metadata"))
     except (ConfigurationError, ItemError) as exc:
         raise _bad(number, str(exc)) from exc
     if key.user_id != user_id:
         raise _bad(number, f"a session of {key.user_id!r} in the export of {user_id!r}")
-    return _Session(key, state, record.get("archived_at") is not None)
+    return _Session(key, state, archived_at is not None)
+
+
+def _new_line(record: dict[str, Any], number: int, session: _Session) -> _Line:
+    """A "line" line of `session`: main first, then branches of names not used before."""
+    name, usage = record.get("name"), record.get("usage")
+    if not isinstance(name, str) or not isinstance(usage, list):
+        raise _bad(number, "a line of history needs a name and a usage list")
+    if not session.lines and name != MAIN:
+        raise _bad(number, f"a session's first line of history is {MAIN!r}, not {name!r:.80}")
+    if session.lines and (name == MAIN or any(line.name == name for line in session.lines)):
+        raise _bad(number, f"a second line of history named {name!r:.80}")
+    if session.lines:
+        try:
+            check_branch_name(name, "a branch's name")
+        except BranchError as exc:
+            raise _bad(number, str(exc)) from exc
+    line = _Line(name, {}, _int(record.get("items"), "its item count", number, INT64_MAX))
+    for row in usage:
+        if not isinstance(row, dict):
+            raise _bad(number, f"a usage row is not an object: {row!r:.80}")
+        turn = _int(row.get("turn"), "usage.turn", number, MAX_TURN)
+        if turn in line.usage:
+            raise _bad(number, f"two usage rows of turn {turn}")
+        values: dict[str, Any] = {
+            name: _int(row.get(name), f"usage.{name}", number, INT64_MAX)
+            for name in USAGE_FIELDS[:4]
+        }
+        for name in USAGE_FIELDS[4:]:
+            if (details := row.get(name)) is not None:
+                _json(details, f"usage.{name}", number)
+            values[name] = details
+        line.usage[turn] = values
+    return line
+
+
+def _add_item(line: _Line, record: dict[str, Any], number: int) -> None:
+    """An "item" line of `line`: its turn (none before the previous item's) and its item."""
+    turn, item = record.get("turn"), record.get("item")
+    if not isinstance(turn, int) or not isinstance(item, dict):
+        raise _bad(number, "an item line needs a turn number and an item object")
+    turn = _int(turn, "an item's turn", number, MAX_TURN)
+    if line.items and turn < line.items[-1][0]:
+        raise _bad(number, f"an item of turn {turn} after one of turn {line.items[-1][0]}")
+    if len(line.items) == line.expected:
+        raise _bad(
+            number, f"line {line.name!r:.80} holds more than the {line.expected} items it announced"
+        )
+    size = _json(item, "the item", number)
+    if size > MAX_BATCH_CHARS:
+        raise _bad(number, f"an item of over {MAX_BATCH_CHARS // 2**20} MiB of JSON")
+    line.items.append((turn, item))
+    line.sizes.append(size)
+
+
+def _check_complete(session: _Session, number: int) -> None:
+    """Refuse (at line `number`) a last line of history with fewer items than announced."""
+    if session.lines and len(last := session.lines[-1].items) != session.lines[-1].expected:
+        line = session.lines[-1]
+        raise _bad(
+            number,
+            f"line {line.name!r:.80} holds {len(last)} items, fewer than the {line.expected} "
+            "it announced",
+        )
+
+
+def _plan(session: _Session, index: int) -> _Branching | None:
+    """How line `index` of `session` is rebuilt from the lines before it (None: main, which
+    is filled): a branch off the line that shares the longest run of its first items (by
+    reference, as the original did). The turns are counted in the items, as the store
+    counts them in the lines it writes."""
+    line = session.lines[index]
+    if line.name == MAIN:
+        return None
+    wanted = [item for _, item in line.items]
+    best: tuple[int, int, str, int, int] | None = None  # (-pops, kept, source, turn, start)
+    for source in session.lines[:index]:
+        items = [item for _, item in source.items]
+        same = _common(wanted, items)
+        turn = 0
+        for start, item in enumerate(items):
+            if not is_user(item):
+                continue
+            turn += 1  # the user message that opens turn `turn`
+            pops = max(start - same, 0)
+            kept = min(start, same)
+            ends = line.items[kept - 1][0] if kept else None
+            if ends is not None and any(used < ends for used in line.usage):
+                pops += len(wanted)  # would leave usage of the shared turns out: worse
+            choice = (-pops, kept, source.name, turn, start)
+            if best is None or choice[:2] > best[:2]:
+                best = choice
+    if best is None:
+        raise ConfigurationError(
+            f"branch {line.name!r} of session {session.key.session_id[:80]!r} cannot be "
+            "rebuilt: no line of history before it holds a user message to branch from"
+        )
+    _, kept, source_name, turn, start = best
+    return _Branching(source_name, turn, start, kept)
 
 
 async def _records(lines: Lines | str | bytes) -> AsyncIterator[tuple[int, dict[str, Any]]]:
