@@ -437,3 +437,44 @@ async def test_a_write_that_fails_part_way_is_undone(db_url: str, tmp_path: Any)
                         branch_id=name
                     )
                 break
+
+
+async def test_branches_of_a_main_line_popped_empty_import_back(db_url: str) -> None:
+    """A branch made from turn 2 whose main line was then popped empty could not be
+    rebuilt ("no line of history before it holds a user message"), and neither could one
+    that holds no user message at all: main holds one for a moment to branch off it."""
+    async with (
+        SessionStore(db_url, create_tables=True, key="k") as source,
+        SessionStore(db_url, create_tables=True, tables=TableNames(prefix="copy_")) as target,
+    ):
+        emptied = source.session("emptied", user_id="alice")
+        await emptied.add_items([*turn(1), message("question 2")])
+        await emptied.create_branch_from_turn(2, "keep")
+        await emptied.add_items([message("question 2, kept")])
+        await emptied.switch_to_branch("main")
+        for _ in range(3):
+            await emptied.pop_item()
+        userless = source.session("userless", user_id="alice")
+        await userless.add_items([{"role": "system", "content": "be brief"}, *turn(1)])
+        await userless.create_branch_from_turn(1, "system only")
+        await userless.add_items([{"role": "assistant", "content": "unasked"}])
+        await userless.switch_to_branch("main")
+        await userless.create_branch_from_turn(1, "system too")
+        await userless.add_items([{"role": "assistant", "content": "unasked too"}])
+        await userless.switch_to_branch("main")
+        for _ in range(2):
+            await userless.pop_item()
+        exported = [line async for line in source.export_user("alice")]
+        report = await target.import_user(exported)
+        assert (report.sessions, report.items) == (2, 8)
+        again = [json.loads(line) async for line in target.export_user("alice")]
+        assert by_session(again) == by_session([json.loads(line) for line in exported])
+        for chat in (emptied, userless):
+            copy = target.session(chat.session_id)
+            for branch in [*await chat.list_branches(), {"branch_id": "main"}]:
+                name = branch["branch_id"]
+                assert await copy.get_items(branch_id=name) == await chat.get_items(branch_id=name)
+        assert await target.session("emptied").get_items(branch_id="keep") == [
+            *turn(1),
+            message("question 2, kept"),
+        ]

@@ -73,6 +73,8 @@ USAGE_FIELDS = (
 )
 #: The turn numbers the databases store (a 32-bit column).
 MAX_TURN = 2**31 - 1
+#: What main holds for a moment to make a branch off it when it holds no user message.
+ANCHOR = {"role": "user", "content": ""}
 #: The tables an erasure deletes from (the keyring holds no user's data).
 ERASED_ROLES = tuple(role for role in ROLES if role not in ("keyring", "version"))
 
@@ -117,12 +119,14 @@ class _Session:
 class _Branching:
     """How a branch is rebuilt: made off line `source` before its user turn `turn` (so that
     it holds the source's `start` first items), cut back to the `kept` first ones it
-    shares, then filled."""
+    shares, then filled. With `anchor`, `source` (main) holds no user message: one is
+    appended to it for the branch to be made before, and popped once it is."""
 
     source: str
     turn: int
     start: int
     kept: int
+    anchor: bool = False
 
 
 class Portability:
@@ -346,7 +350,11 @@ class Portability:
         self, key: SessionKey, line: _Line, usage: dict[int, dict[str, Any]], plan: _Branching
     ) -> None:
         """Make branch `line.name` as `plan` says, then append the rest of its items."""
+        if plan.anchor:
+            await self._branches.append(key, MAIN, [ANCHOR], None, None)
         name, _ = await self._branches.create(key, plan.source, plan.turn, line.name)
+        if plan.anchor:
+            await self._branches.pop(key, MAIN)
         for _ in range(plan.start - plan.kept):  # the branch holds the source's `start` first
             await self._branches.pop(key, name)
         await self._fill(key, name, line, usage, plan.kept)
@@ -564,11 +572,9 @@ def _plan(session: _Session, index: int) -> _Branching | None:
             choice = (-pops, kept, source.name, turn, start)
             if best is None or choice[:2] > best[:2]:
                 best = choice
-    if best is None:
-        raise ConfigurationError(
-            f"branch {line.name!r} of session {session.key.session_id[:80]!r} cannot be "
-            "rebuilt: no line of history before it holds a user message to branch from"
-        )
+    if best is None:  # no user message in any line before it: main takes one for a while
+        main = [item for _, item in session.lines[0].items]
+        return _Branching(MAIN, 1, len(main), _common(wanted, main), anchor=True)
     _, kept, source_name, turn, start = best
     return _Branching(source_name, turn, start, kept)
 
