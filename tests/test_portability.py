@@ -478,3 +478,31 @@ async def test_branches_of_a_main_line_popped_empty_import_back(db_url: str) -> 
             *turn(1),
             message("question 2, kept"),
         ]
+
+
+async def test_the_counts_of_end_and_done_lines_are_checked(db_url: str) -> None:
+    """The `end` line's counts and the `done` line's items were never checked: an export
+    with a whole branch cut out imported "successfully" without it."""
+    async with (
+        SessionStore(db_url, create_tables=True) as source,
+        SessionStore(db_url, create_tables=True, tables=TableNames(prefix="copy_")) as target,
+    ):
+        records = await branched_export(source)
+        branch = next(i for i, r in enumerate(records) if r.get("name") == "retry")
+        end = next(i for i, r in enumerate(records) if r.get("type") == "end")
+        cut = [json.dumps(record) + "\n" for record in records[:branch] + records[end:]]
+        with pytest.raises(
+            ConfigurationError,
+            match=r"session 's1' holds 1 lines of history and 4 items, its end line says 2 and 7",
+        ):
+            await target.import_user(cut)
+        for change, said in [
+            (lambda r: of_type(r, "end")[0].update(items=8), "its end line says 2 and 8"),
+            (lambda r: of_type(r, "end")[0].update(lines=True), "its end line says True and 7"),
+            (lambda r: of_type(r, "end")[0].update(session_id="s2"), "the end of another"),
+        ]:
+            with pytest.raises(ConfigurationError, match=said):
+                await target.import_user(changed(records, change))
+        assert await target.list_sessions(archived=None) == []
+        with pytest.raises(ConfigurationError, match="announces other than its 7 items"):
+            await target.import_user(changed(records, lambda r: r[-1].update(items=6)))

@@ -27,8 +27,8 @@ The export reads a page of sessions at a time and one session at a time (its ite
 read whole, as the session itself reads them); the import holds one session at a time, and
 writes it through the target store (sealed under that store's key if it has one). The
 stream is checked as it is read: a truncated one raises after the sessions it held whole.
-Each session is checked whole before anything of it is written, and what was written of one
-whose write fails is deleted again.
+Each session is checked whole (its records, and its "end" line's counts) before anything of
+it is written, and what was written of one whose write fails is deleted again.
 
 Example::
 
@@ -226,7 +226,7 @@ class Portability:
         """Write the sessions of an export into this store; see `SessionStore.import_user`."""
         skip_existing = check_flag("skip_existing", skip_existing)
         report = ImportedUser()
-        number = 0
+        number = total = 0  # items of the sessions read whole, skipped ones too
         session: _Session | None = None
         done = header = False
         user_id = None  # the header's
@@ -247,12 +247,15 @@ class Portability:
             elif kind == "item" and session is not None and session.lines:
                 _add_item(session.lines[-1], record, number)
             elif kind == "end" and session is not None:
-                _check_complete(session, number)
+                _check_end(session, record, number)
+                total += session.items
                 report = _add(report, await self._write(session, skip_existing))
                 session = None
             elif kind == "done" and session is None:
                 if not _same(record.get("sessions"), report.sessions + report.skipped_sessions):
                     raise _bad(number, "the export announces another number of sessions")
+                if not _same(record.get("items"), total):
+                    raise _bad(number, f"the export announces other than its {total} items")
                 done = True
             else:
                 raise _bad(number, f"an unexpected {kind!r} line here")
@@ -543,6 +546,22 @@ def _check_complete(session: _Session, number: int) -> None:
             number,
             f"line {line.name!r:.80} holds {len(last)} items, fewer than the {line.expected} "
             "it announced",
+        )
+
+
+def _check_end(session: _Session, record: dict[str, Any], number: int) -> None:
+    """Refuse an "end" line of another session, or other counts than the session holds."""
+    _check_complete(session, number)
+    session_id = session.key.session_id
+    if record.get("session_id") != session_id:
+        raise _bad(number, f"the end of another session than {session_id[:80]!r}")
+    lines, items = len(session.lines), session.items
+    if not _same(record.get("lines"), lines) or not _same(record.get("items"), items):
+        raise _bad(
+            number,
+            f"session {session_id[:80]!r} holds {lines} lines of history and {items} items, "
+            f"its end line says {record.get('lines')!r:.20} and {record.get('items')!r:.20} "
+            "(a part cut out?): nothing of it was imported",
         )
 
 
