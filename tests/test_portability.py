@@ -506,3 +506,22 @@ async def test_the_counts_of_end_and_done_lines_are_checked(db_url: str) -> None
         assert await target.list_sessions(archived=None) == []
         with pytest.raises(ConfigurationError, match="announces other than its 7 items"):
             await target.import_user(changed(records, lambda r: r[-1].update(items=6)))
+
+
+async def test_a_whole_export_in_one_text_is_split_at_line_feeds_only(db_url: str) -> None:
+    """`import_user(text)` split with `str.splitlines()`, which also splits at U+2028,
+    U+2029, U+0085 and other characters that JSON strings hold as they are."""
+    odd = "a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\x0bh\x0ci"
+    async with (
+        SessionStore(db_url, create_tables=True) as source,
+        SessionStore(db_url, create_tables=True, tables=TableNames(prefix="copy_")) as target,
+    ):
+        chat = source.session(f"chat {odd}", user_id="alice", metadata={"note": odd})
+        await chat.add_items([message(odd), {"role": "assistant", "content": odd}])
+        text = "".join([line async for line in source.export_user("alice")])
+        assert (await target.import_user(text)).items == 2
+        assert await target.session(f"chat {odd}").get_items() == await chat.get_items()
+        await target.delete_all(confirm=True)
+        assert (await target.import_user(text.replace("\n", "\r\n"))).items == 2
+        await target.delete_all(confirm=True)
+        assert (await target.import_user(text.replace("\n", "\r\n").encode())).items == 2

@@ -602,7 +602,13 @@ async def _records(lines: Lines | str | bytes) -> AsyncIterator[tuple[int, dict[
     """(line number, object) of each non-blank line, from lines of text or bytes (or a
     whole export as one text)."""
     number = 0
-    source: Lines = lines.splitlines() if isinstance(lines, (str, bytes)) else lines
+    source: Lines  # a whole text is split at "\n" only: JSON strings may hold U+2028 and such
+    if isinstance(lines, str):
+        source = lines.split("\n")
+    elif isinstance(lines, bytes):
+        source = lines.split(b"\n")
+    else:
+        source = lines
     if not isinstance(source, (Iterable, AsyncIterable)):
         raise ConfigurationError(
             f"an export is read from lines of text or bytes (an open file, a list, "
