@@ -21,7 +21,8 @@ A session's lines of history come main first, then its other branches oldest fir
 line lists every live item it holds, in order and verbatim (a branch repeats the items it
 shares with the line it was made from), with the user turn each opens or belongs to. Times
 are ISO 8601 in UTC and informative: an import stamps its own. Items keep no expiry: an
-import gives them the target store's `ttl`.
+import gives them the target store's `ttl`. Idempotency keys are not carried: a batch
+retried with one after the import is stored again in the target.
 
 The export reads a page of sessions at a time and one session at a time (its items are
 read whole, as the session itself reads them); the import holds one session at a time, and
