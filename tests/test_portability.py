@@ -20,6 +20,7 @@ from agents_sqlalchemy import (
 from .support.items import message
 from .support.portability import fill
 from .support.runs import usage
+from .support.tables import ITEMS, execute, raw_rows
 
 TIMES = ("exported_at", "created_at", "updated_at", "archived_at")
 
@@ -413,7 +414,8 @@ async def test_a_write_that_fails_part_way_is_undone(db_url: str, tmp_path: Any)
     """A write the database refuses after the session's first ones (PostgreSQL could not
     branch a plaintext item holding NUL) left main's items behind under a message saying
     "nothing was changed", and a retry was refused as "already in this store". Now the
-    session imports whole, or raises and leaves nothing, so that it can be imported again."""
+    session imports whole, or raises and leaves nothing, so that it can be imported again.
+    Here the database refuses the branch's row by a trigger, after main was written."""
     async with (
         SessionStore(tmp_path / "source.db", create_tables=True) as source,
         SessionStore(db_url, create_tables=True) as target,
@@ -424,19 +426,47 @@ async def test_a_write_that_fails_part_way_is_undone(db_url: str, tmp_path: Any)
         await chat.create_branch_from_turn(2, "retry")
         await chat.add_items([message("again")])
         exported = [line async for line in source.export_user("alice")]
-        for _ in range(2):
-            try:
+        dialect = target.engine.dialect.name
+        assert await target.list_sessions() == []  # the tables made, for the trigger
+        for statement in _refusing_branch(dialect, "retry"):
+            await execute(db_url, statement)
+        try:
+            with pytest.raises(AgentsSQLAlchemyError) as refused:
                 await target.import_user(exported)
-            except AgentsSQLAlchemyError as exc:
-                assert "already in this store" not in str(exc)
-                assert await target.list_sessions(archived=None) == []
-            else:
-                copy = target.session("s1")
-                for name in ("main", "retry"):
-                    assert await copy.get_items(branch_id=name) == await chat.get_items(
-                        branch_id=name
-                    )
-                break
+        finally:
+            await execute(db_url, f"DROP TRIGGER refuse_retry{_ON_BRANCHES[dialect]}")
+        assert "already in this store" not in str(refused.value)
+        assert await target.list_sessions(archived=None) == []
+        assert await raw_rows(db_url, f"SELECT id FROM {ITEMS}") == []
+        await target.import_user(exported)
+        copy = target.session("s1")
+        for name in ("main", "retry"):
+            assert await copy.get_items(branch_id=name) == await chat.get_items(branch_id=name)
+
+
+_BRANCHES = "agents_sqlalchemy_branches"
+_ON_BRANCHES = {"sqlite": "", "mysql": "", "mariadb": "", "postgresql": f" ON {_BRANCHES}"}
+
+
+def _refusing_branch(dialect: str, name: str) -> list[str]:
+    """SQL making the database itself refuse a branch row named `name` (a trigger)."""
+    if dialect == "sqlite":
+        return [
+            f"CREATE TRIGGER refuse_{name} BEFORE INSERT ON {_BRANCHES} "
+            f"WHEN NEW.name = '{name}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        ]
+    if dialect == "postgresql":
+        return [
+            "CREATE OR REPLACE FUNCTION refuse_branch() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+            f"CREATE TRIGGER refuse_{name} BEFORE INSERT ON {_BRANCHES} FOR EACH ROW "
+            f"WHEN (NEW.name = '{name}') EXECUTE FUNCTION refuse_branch()",
+        ]
+    return [
+        f"CREATE TRIGGER refuse_{name} BEFORE INSERT ON {_BRANCHES} FOR EACH ROW BEGIN "
+        f"IF NEW.name = '{name}' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused'; "
+        "END IF; END"
+    ]
 
 
 async def test_branches_of_a_main_line_popped_empty_import_back(db_url: str) -> None:
