@@ -440,3 +440,37 @@ async def test_mariadb_migrations_do_not_log_that_primary_key_names_are_ignored(
         await db.close()
     said = [r.getMessage() for r in caplog.records if r.name == "asyncmy"]
     assert said == ["Name 'pk_other' ignored for PRIMARY key."]
+
+
+# -- downgrades that would lose what cannot be had back are refused --------------------------
+
+
+async def test_a_downgrade_below_owner_keys_is_refused_while_keys_are_kept(db_url: str) -> None:
+    """Owner keys wrap every sealed item's key since 0002: a downgrade to 0001 dropped them,
+    and every sealed item stayed unreadable even after upgrading again. It is refused, with
+    nothing changed, while keys are kept; a downgrade to base (dropping the items) runs."""
+    tables, key = custom_names(db_url), "a passphrase for owner keys"
+    async with SessionStore(db_url, tables=tables, create_tables=True, key=key) as store:
+        await store.session("a", user_id="alice").add_items([message("sealed for alice")])
+        await store.session("b").add_items([message("sealed for b")])
+    before = await objects(db_url)
+    for target in ("0001", "-1"):
+        with pytest.raises(SchemaError) as refused:
+            await agents_sqlalchemy.downgrade(db_url, target, tables=tables)
+        assert f"{tables.name('owner_keys')} holds 2 owner key(s)" in str(refused.value)
+        assert "Nothing was changed" in str(refused.value)
+        assert "users export" in str(refused.value)
+    assert await objects(db_url) == before
+    assert await migrate.current(db_url, tables=tables) == HEAD
+    async with SessionStore(db_url, tables=tables, key=key) as store:
+        assert await store.session("a").get_items() == [message("sealed for alice")]
+        assert await store.session("b").get_items() == [message("sealed for b")]
+        await store.erase_user("alice")
+        await store.delete_session("b")
+    await agents_sqlalchemy.downgrade(db_url, "0001", tables=tables)  # no key left to lose
+    assert await migrate.current(db_url, tables=tables) == "0001"
+    await agents_sqlalchemy.upgrade(db_url, tables=tables)
+    async with SessionStore(db_url, tables=tables, key=key) as store:
+        await store.session("a").add_items([message("again")])
+    await agents_sqlalchemy.downgrade(db_url, "base", tables=tables)
+    assert await migrate.current(db_url, tables=tables) is None

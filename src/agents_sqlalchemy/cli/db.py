@@ -60,7 +60,9 @@ def downgrade(url: str, tables: TableNames, revision: str, yes: bool) -> None:
     (removes every table of the library)."""
     if not yes:
         click.confirm(
-            f"Downgrade {shown(url)} to {revision}? Tables dropped lose their rows", abort=True
+            f"Downgrade {shown(url)} to {revision}? Tables dropped lose their rows (below "
+            "0002, refused while owner keys are kept: the sealed items would never open again)",
+            abort=True,
         )
     before = run(migrate.check(url, tables=tables))
     run(migrate.downgrade(url, revision, tables=tables))

@@ -3,6 +3,10 @@ the items' data keys, so that erasing one owner destroys one key. And on MySQL a
 branch names in a collation that does not pad, so that "b" and "b " are two branches (a
 downgrade then fails, changing nothing, while two names of a session differ only so).
 
+A downgrade below this revision is refused, changing nothing, while the owner keys table
+holds keys: they wrap the data keys of every item sealed since, which dropping them would
+leave unreadable for good. A downgrade to base (which drops the items too) runs.
+
 Revision ID: 0002
 Revises: 0001
 Create Date: 2026-12-03
@@ -16,8 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 from sqlalchemy.dialects import mysql
+
+from agents_sqlalchemy.errors import SchemaError
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -63,6 +69,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _refuse_while_owner_keys_are_kept()
     if op.get_bind().dialect.name in MYSQL:
         _branch_names(mysql.VARCHAR(255, collation="utf8mb4_bin"))
     op.drop_table(_tables()["owner_keys"], schema=_tables()["schema"])
@@ -76,3 +83,23 @@ def _branch_names(kind: Any) -> None:
         existing_nullable=False,
         schema=_tables()["schema"],
     )
+
+
+def _refuse_while_owner_keys_are_kept() -> None:
+    """`SchemaError` before any change when the owner keys table holds keys and the
+    downgrade stops short of base (offline SQL cannot look)."""
+    if context.is_offline_mode() or context.get_revision_argument() is None:
+        return
+    table = sa.table(_tables()["owner_keys"], schema=_tables()["schema"])
+    kept = op.get_bind().execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+    if kept:
+        raise SchemaError(
+            f"refusing to downgrade below revision {revision}: {table.name} holds {kept} "
+            "owner key(s), which wrap the data keys of every item sealed since that "
+            "revision; dropping them would leave those items unreadable for good, even "
+            "after upgrading again. Nothing was changed. To downgrade, first carry out "
+            "what must be kept (`export_user`, `agents-sqlalchemy users export`) and "
+            "remove the sealed sessions (`erase_user`, `delete_session`, `agents-sqlalchemy "
+            "users erase`) until that table is empty; or downgrade to base, which drops "
+            "every table of the library with its data"
+        )
