@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +16,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import agents_sqlalchemy
-from agents_sqlalchemy import SchemaError, SessionStore, TableNames
+from agents_sqlalchemy import DatabaseError, SchemaError, SessionStore, TableNames
 from agents_sqlalchemy.app_env import LibraryTables
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.migrations import api as migrate
@@ -28,6 +30,7 @@ from agents_sqlalchemy.tables import ROLES
 
 from .support.app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
 from .support.items import message
+from .support.servers import mariadb_admin
 
 # The shipped head, and the revision a newer release would add after it.
 HEAD = scripts_config.head_revision()
@@ -474,3 +477,92 @@ async def test_a_downgrade_below_owner_keys_is_refused_while_keys_are_kept(db_ur
         await store.session("a").add_items([message("again")])
     await agents_sqlalchemy.downgrade(db_url, "base", tables=tables)
     assert await migrate.current(db_url, tables=tables) is None
+
+
+# -- an upgrade over tables at our names is refused before its first statement ---------------
+
+
+async def _execute(url: str, *statements: str) -> None:
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+APP_BRANCHES = "CREATE TABLE app_branches (id INTEGER PRIMARY KEY, app_data VARCHAR(20))"
+SDK_TABLES = (
+    "CREATE TABLE agent_sessions (session_id VARCHAR(255) PRIMARY KEY, "
+    "created_at TIMESTAMP NULL, updated_at TIMESTAMP NULL)",
+    "CREATE TABLE agent_messages (id INTEGER PRIMARY KEY, session_id VARCHAR(255), "
+    "message_data TEXT, created_at TIMESTAMP NULL)",
+)
+
+
+@pytest.mark.parametrize(
+    ("setup", "tables", "said"),
+    [
+        ((APP_BRANCHES,), TableNames(prefix="app_"), "tables app_branches exist in"),
+        (
+            ("CREATE VIEW app_messages_view AS SELECT 1 AS x",),
+            TableNames(prefix="app_"),
+            "app_messages_view exist",
+        ),
+        (SDK_TABLES, TableNames(sessions="agent_sessions", items="agent_messages"), "import-sdk"),
+    ],
+    ids=["app-table", "app-view", "sdk-tables"],
+)
+async def test_an_upgrade_over_tables_at_our_names_is_refused_changing_nothing(
+    db_url: str, setup: tuple[str, ...], tables: TableNames, said: str
+) -> None:
+    """On MariaDB (DDL not transactional) such an upgrade made the tables before the one that
+    was there, then failed saying nothing was changed: half a schema, "untracked", that a
+    store advised to stamp. The upgrade now reads the state first and refuses."""
+    await _execute(db_url, *setup)
+    before = await objects(db_url)
+    for attempt in ("upgrade", "create_tables"):
+        with pytest.raises(SchemaError) as refused:
+            if attempt == "upgrade":
+                await agents_sqlalchemy.upgrade(db_url, tables=tables)
+            else:
+                async with SessionStore(db_url, tables=tables, create_tables=True) as store:
+                    await store.session("s").get_items()
+        message_ = str(refused.value)
+        assert said in message_ and "stamp" not in message_, message_
+        assert await objects(db_url) == before
+    assert (await migrate.check(db_url, tables=tables)).state in ("untracked", "foreign")
+
+
+async def test_a_whole_untracked_set_is_still_refused_with_the_stamp_advice(db_url: str) -> None:
+    await agents_sqlalchemy.upgrade(db_url)
+    await _set_version(db_url, TableNames(), None)
+    with pytest.raises(SchemaError, match="agents-sqlalchemy db stamp"):
+        await agents_sqlalchemy.upgrade(db_url)
+    await migrate.stamp(db_url)
+    assert (await migrate.check(db_url)).at_head
+
+
+async def test_a_mariadb_upgrade_failing_halfway_does_not_say_nothing_changed(
+    mariadb_url: str,
+) -> None:
+    """MariaDB commits each DDL statement: a user who may create tables but not views
+    fails at 0001's view, its tables made. The error says so, and where to look."""
+    database = make_url(mariadb_url).database
+    user = f"noview_{uuid.uuid4().hex[:8]}"
+    await mariadb_admin(mariadb_url, f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+    try:
+        await mariadb_admin(
+            mariadb_url,
+            f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, REFERENCES "
+            f"ON `{database}`.* TO '{user}'@'%'",
+        )
+        limited = make_url(mariadb_url).set(username=user, password="pw")
+        with pytest.raises(DatabaseError) as failed:
+            await agents_sqlalchemy.upgrade(limited.render_as_string(hide_password=False))
+    finally:
+        await mariadb_admin(mariadb_url, f"DROP USER '{user}'@'%'")
+    assert "nothing was changed" not in str(failed.value)
+    assert "what they did before stays" in str(failed.value)
+    assert (await migrate.check(mariadb_url)).state == "untracked"

@@ -88,15 +88,16 @@ class Unchanged(Exception):
 
 
 @contextlib.contextmanager
-def database_errors(url: URL, what: str) -> Iterator[None]:
-    """Turn the driver's failures into `DatabaseError`; the library's own errors pass through."""
+def database_errors(url: URL, what: str, *, outcome: str = "nothing was changed") -> Iterator[None]:
+    """Turn the driver's failures into `DatabaseError` ("{what}, {outcome}: ..."); the
+    library's own errors pass through."""
     try:
         yield
     except AgentsSQLAlchemyError:
         raise
     except DBAPIError as exc:
         problem = known_problem(url, exc)
-        raise DatabaseError(problem or f"{what}, nothing was changed: {exc.orig}") from exc
+        raise DatabaseError(problem or f"{what}, {outcome}: {exc.orig}") from exc
     except (OSError, asyncio.TimeoutError) as exc:
         raise DatabaseError(f"cannot reach the database {url!r}: {exc}") from exc
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 
 from alembic import command
@@ -27,9 +27,9 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..aio import holding
-from ..database.engines import EngineSource, normalize_url
+from ..database.engines import MYSQL, EngineSource, normalize_url
 from ..database.units import Database, database_errors, sqlite_open_problem
-from ..errors import ConfigurationError, DatabaseError
+from ..errors import ConfigurationError, DatabaseError, SchemaError
 from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
 from .config import alembic_config, head_revision, mysql_migration_lock
@@ -66,18 +66,32 @@ def migration_lock() -> AbstractAsyncContextManager[None]:
 
 
 async def run_command(
-    conn: AsyncConnection, tables: TableNames, action: Callable[[Config], None]
+    conn: AsyncConnection,
+    tables: TableNames,
+    action: Callable[[Config], None],
+    *,
+    refuse: Callable[[SchemaStatus], SchemaError | None] | None = None,
 ) -> None:
     """Run an `alembic.command` function on `conn`, inside its transaction.
+
+    With `refuse`, the schema's status is read first (on MySQL and MariaDB under the
+    migrators' lock) and the error it returns, if any, raised before anything runs.
 
     Example::
 
         async with engine.begin() as conn:
             await run_command(conn, TableNames(), lambda cfg: command.upgrade(cfg, "head"))
     """
+
+    def run(sync: Connection) -> None:
+        with mysql_migration_lock(sync, tables) if refuse else nullcontext():
+            if refuse and (error := refuse(schema_status(sync, tables))):
+                raise error
+            action(alembic_config(tables, connection=sync))
+
     async with migration_lock():
         try:
-            await conn.run_sync(lambda sync: action(alembic_config(tables, connection=sync)))
+            await conn.run_sync(run)
         except CommandError as exc:
             raise ConfigurationError(f"migrations: {exc}") from exc
 
@@ -155,10 +169,16 @@ async def _connection(
     source = EngineSource(url_or_engine, None)
     probe = Probe(Telemetry(), source.url)
     version_table = tables.version_table
+    outcome = "nothing was changed"
+    if write and source.url.get_backend_name() in MYSQL:
+        outcome = (
+            "and what they did before stays (MySQL and MariaDB commit each DDL statement): "
+            "check() or `agents-sqlalchemy db check` says where the schema stands"
+        )
     try:
         with (
             probe.operation(operation, collection=version_table),
-            database_errors(source.url, "migrations failed"),
+            database_errors(source.url, "migrations failed", outcome=outcome),
         ):
             engine = source.get()
             async with engine.begin() if write else engine.connect() as conn:
@@ -181,7 +201,20 @@ async def upgrade(
     """
     revision, names = _revision(revision), table_names(tables)
     async with _connection(url_or_engine, write=True, operation="upgrade", tables=names) as conn:
-        await run_command(conn, names, lambda cfg: command.upgrade(cfg, revision))
+        url = conn.engine.url
+        await run_command(
+            conn,
+            names,
+            lambda cfg: command.upgrade(cfg, revision),
+            refuse=lambda status: _over_tables(status, url),
+        )
+
+
+def _over_tables(status: SchemaStatus, url: URL) -> SchemaError | None:
+    """Why an upgrade must not start: tables (or the view) at the names it would create are
+    there without a revision, an application's, the SDK's or a failed migration's. It would
+    fail on them, and MySQL and MariaDB would keep what it made before."""
+    return status.error(url) if status.state in ("untracked", "foreign") else None
 
 
 async def downgrade(

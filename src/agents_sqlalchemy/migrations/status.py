@@ -39,7 +39,8 @@ class SchemaStatus:
 
     `state` is one of: `current` (at head), `missing` (nothing of ours), `behind` (an older
     revision), `ahead` (a newer library's revision), `unknown` (a revision that is not ours),
-    `untracked` (our tables without a version row), `incomplete` (at head, but tables are
+    `untracked` (tables, or a view, at our names without a version row: ours, or a partial
+    set that is someone else's or a failed migration's), `incomplete` (at head, but tables are
     missing: the version table belongs to another set of tables, or tables were dropped),
     `foreign` (tables with our names that are not ours, such as the Agents SDK's own).
 
@@ -166,11 +167,29 @@ class SchemaStatus:
             )
         if self.state == "foreign":
             return self._foreign(where)
+        seen, absent = ", ".join(self.tables_seen), ", ".join(self.absent)
+        if absent:
+            fix = "other table options" if cli else "other TableNames(...)"
+            return (
+                f"tables {seen} exist in {where} but not {absent}, and the version table "
+                f"{self.tables.version_table} holds no revision (expected {expected}): they "
+                "are not a whole set of this library's tables (an application's, or left by "
+                "a migration that failed halfway), and the migrations would fail on them: "
+                f"give this library's tables other names (another prefix, or {fix}), or drop "
+                "them if they are a failed migration's and hold nothing to keep"
+            )
         return (
-            f"tables {', '.join(self.tables_seen)} exist in {where} but the version table "
+            f"tables {seen} exist in {where} but the version table "
             f"{self.tables.version_table} holds no revision (expected {expected}): if "
             f"they were made by this version, run `{self.tables.command_line('stamp', where)}`"
         )
+
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """untracked: the tables of a whole set at head that are not there."""
+        if self.state != "untracked":
+            return ()
+        return tuple(name for name in _ours(self.tables) if name not in self.tables_seen)
 
     def _foreign(self, where: str) -> str:
         seen = ", ".join(self.tables_seen)
@@ -208,7 +227,7 @@ def in_memory(where: str) -> bool:
 def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     """Read the version table (Alembic's `MigrationContext`) and classify it; for `run_sync`."""
     # Tables first, version row second: a migrator committing in between is then seen as done.
-    ours = [tables.name(role) for role in ROLES if role != "version"]
+    ours = _ours(tables)
     existing = _existing(connection, tables, ours)
     context = MigrationContext.configure(
         connection,
@@ -220,6 +239,8 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     absent = tuple(name for name in ours if name not in existing)
     expected = head_revision()
     if not found:
+        if not existing and (view := _view(connection, tables)):
+            return SchemaStatus("untracked", found, expected, tables, view)
         if not existing:
             others = _other_version_tables(connection, tables)
             return SchemaStatus("missing", found, expected, tables, (), others)
@@ -237,6 +258,18 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     else:
         state = "unknown"
     return SchemaStatus(state, found, expected, tables, absent)
+
+
+def _ours(tables: TableNames) -> list[str]:
+    """The tables of a whole set at head, version table aside."""
+    return [tables.name(role) for role in ROLES if role != "version"]
+
+
+def _view(connection: Connection, tables: TableNames) -> tuple[str, ...]:
+    """The view's name, if a view or table has it (an upgrade would fail creating it)."""
+    inspector, name = inspect(connection), tables.messages_view_name
+    present = {*inspector.get_view_names(tables.schema), *inspector.get_table_names(tables.schema)}
+    return (name,) if name in present else ()
 
 
 def _existing(connection: Connection, tables: TableNames, ours: list[str]) -> tuple[str, ...]:
