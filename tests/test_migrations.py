@@ -566,3 +566,31 @@ async def test_a_mariadb_upgrade_failing_halfway_does_not_say_nothing_changed(
     assert "nothing was changed" not in str(failed.value)
     assert "what they did before stays" in str(failed.value)
     assert (await migrate.check(mariadb_url)).state == "untracked"
+
+
+# -- revisions the shipped scripts do not have ------------------------------------------------
+
+
+async def test_a_revision_the_scripts_lack_gets_the_stores_advice(db_url: str) -> None:
+    """Alembic's bare "Can't locate revision identified by '0003'" came out as a
+    ConfigurationError, whether the target or the database's revision was unknown."""
+    tables = TableNames(prefix="rev_")
+    await agents_sqlalchemy.upgrade(db_url, tables=tables)
+    for target in (NEXT, "abcd"):
+        for run in (agents_sqlalchemy.upgrade, agents_sqlalchemy.downgrade, migrate.stamp):
+            with pytest.raises(SchemaError, match=r"pip install -U openai-agents-sqlalchemy"):
+                await run(db_url, target, tables=tables)
+    assert await migrate.current(db_url, tables=tables) == HEAD
+    await _set_version(db_url, tables, NEXT)  # migrated by a newer release
+    calls = [
+        agents_sqlalchemy.upgrade(db_url, tables=tables),
+        agents_sqlalchemy.downgrade(db_url, "-1", tables=tables),
+        agents_sqlalchemy.downgrade(db_url, "base", tables=tables),
+        migrate.stamp(db_url, "head", tables=tables),
+    ]
+    for call in calls:
+        with pytest.raises(SchemaError) as refused:
+            await call
+        assert f"at revision {NEXT}, newer than this version" in str(refused.value)
+        assert "pip install -U openai-agents-sqlalchemy" in str(refused.value)
+    assert await migrate.current(db_url, tables=tables) == NEXT

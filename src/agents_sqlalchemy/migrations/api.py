@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -56,6 +57,9 @@ CREATE_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 # -- running Alembic commands --------------------------------------------------------------------
 
+# Alembic's words for a revision that none of the scripts has.
+_UNKNOWN_REVISION = re.compile(r"Can't locate revision identified by '([^']*)'")
+
 # Alembic's `context` is one module-level proxy: one command at a time per process.
 _COMMAND_LOCK = threading.Lock()
 
@@ -93,7 +97,21 @@ async def run_command(
         try:
             await conn.run_sync(run)
         except CommandError as exc:
-            raise ConfigurationError(f"migrations: {exc}") from exc
+            raise command_failure(exc) from exc
+
+
+def command_failure(exc: CommandError) -> SchemaError | ConfigurationError:
+    """Our error for Alembic's: a revision it cannot find is one of a newer release (or a
+    typo), a `SchemaError` with the store's advice; anything else a `ConfigurationError`."""
+    unknown = _UNKNOWN_REVISION.search(str(exc))
+    if unknown is None:
+        return ConfigurationError(f"migrations: {exc}")
+    return SchemaError(
+        f"this version of agents_sqlalchemy has no revision {unknown[1]!r} (its head is "
+        f"{head_revision()}): a revision of a newer release needs that release, upgrade the "
+        "package (pip install -U openai-agents-sqlalchemy); else check the revision's name",
+        state="unknown",
+    )
 
 
 def upgrade_sync(connection: Connection, tables: TableNames, revision: str = "head") -> None:
@@ -113,7 +131,7 @@ def upgrade_unlocked(connection: Connection, tables: TableNames, revision: str =
     try:
         command.upgrade(alembic_config(tables, connection=connection), revision)
     except CommandError as exc:
-        raise ConfigurationError(f"migrations: {exc}") from exc
+        raise command_failure(exc) from exc
 
 
 async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> None:
@@ -206,15 +224,16 @@ async def upgrade(
             conn,
             names,
             lambda cfg: command.upgrade(cfg, revision),
-            refuse=lambda status: _over_tables(status, url),
+            refuse=lambda status: _upgrade_refusal(status, url),
         )
 
 
-def _over_tables(status: SchemaStatus, url: URL) -> SchemaError | None:
-    """Why an upgrade must not start: tables (or the view) at the names it would create are
-    there without a revision, an application's, the SDK's or a failed migration's. It would
-    fail on them, and MySQL and MariaDB would keep what it made before."""
-    return status.error(url) if status.state in ("untracked", "foreign") else None
+def _upgrade_refusal(status: SchemaStatus, url: URL) -> SchemaError | None:
+    """Why an upgrade must not start: the database is at a revision the scripts lack, or
+    tables (or the view) at the names it would create are there without a revision, an
+    application's, the SDK's or a failed migration's. It would fail on them, and MySQL and
+    MariaDB would keep what it made before."""
+    return status.error(url) if status.state in ("untracked", "foreign", *_NOT_OURS) else None
 
 
 async def downgrade(
@@ -265,14 +284,20 @@ def _revision(revision: object) -> str:
     raise ConfigurationError(f"a revision is a name such as 'head', got {revision!r:.80}")
 
 
+# Revisions the shipped scripts do not have: a newer release's, or no release's.
+_NOT_OURS = ("ahead", "unknown")
+
+
 async def _refuse_without_tables(
     conn: AsyncConnection, tables: TableNames, action: str, *also: str
 ) -> None:
     """`SchemaError` when these tables are not there (or not ours): `action` would only
-    leave a stray version table behind."""
+    leave a stray version table behind; or when their revision is not one of ours."""
     status = await conn.run_sync(schema_status, tables)
     if status.state in ("missing", "foreign", *also):
         raise status.refusal(action, conn.engine.url)
+    if status.state in _NOT_OURS:
+        raise status.error(conn.engine.url)
 
 
 async def upgrade_sql(
@@ -292,7 +317,7 @@ async def upgrade_sql(
         try:
             command.upgrade(config, revision, sql=True)
         except CommandError as exc:
-            raise ConfigurationError(f"migrations: {exc}") from exc
+            raise command_failure(exc) from exc
 
 
 async def check(
