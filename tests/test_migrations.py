@@ -594,3 +594,24 @@ async def test_a_revision_the_scripts_lack_gets_the_stores_advice(db_url: str) -
         assert f"at revision {NEXT}, newer than this version" in str(refused.value)
         assert "pip install -U openai-agents-sqlalchemy" in str(refused.value)
     assert await migrate.current(db_url, tables=tables) == NEXT
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_schema_that_does_not_exist_yet_reads_as_missing_and_is_created(
+    db_url: str,
+) -> None:
+    """On MariaDB (a schema is a database) check() and create_tables=True failed with
+    "Unknown database" where the migrations would have created it, as on PostgreSQL."""
+    schema = f"new_{uuid.uuid4().hex[:12]}"
+    tables = TableNames(prefix="fresh_", schema=schema)
+    try:
+        status = await migrate.check(db_url, tables=tables)
+        assert (status.state, status.found) == ("missing", ())
+        async with SessionStore(db_url, tables=tables, create_tables=True) as store:
+            await store.session("s").add_items([message("in a new schema")])
+        assert (await migrate.check(db_url, tables=tables)).at_head
+        async with SessionStore(db_url, tables=tables) as store:
+            assert await store.session("s").get_items() == [message("in a new schema")]
+    finally:
+        if db_url.startswith("mysql"):
+            await mariadb_admin(db_url, f"DROP DATABASE IF EXISTS `{schema}`")

@@ -226,6 +226,8 @@ def in_memory(where: str) -> bool:
 
 def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     """Read the version table (Alembic's `MigrationContext`) and classify it; for `run_sync`."""
+    if _no_such_database(connection, tables):  # the migrations will create it
+        return SchemaStatus("missing", (), head_revision(), tables)
     # Tables first, version row second: a migrator committing in between is then seen as done.
     ours = _ours(tables)
     existing = _existing(connection, tables, ours)
@@ -258,6 +260,14 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     else:
         state = "unknown"
     return SchemaStatus(state, found, expected, tables, absent)
+
+
+def _no_such_database(connection: Connection, tables: TableNames) -> bool:
+    """Whether `tables.schema` names a MySQL or MariaDB database that does not exist (where
+    reading its tables fails; PostgreSQL reads a missing schema as empty)."""
+    if tables.schema is None or connection.dialect.name not in ("mysql", "mariadb"):
+        return False
+    return tables.schema not in inspect(connection).get_schema_names()
 
 
 def _ours(tables: TableNames) -> list[str]:
