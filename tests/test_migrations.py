@@ -615,3 +615,22 @@ async def test_a_schema_that_does_not_exist_yet_reads_as_missing_and_is_created(
     finally:
         if db_url.startswith("mysql"):
             await mariadb_admin(db_url, f"DROP DATABASE IF EXISTS `{schema}`")
+
+
+async def test_mariadb_migrations_into_a_schema_do_not_log_that_it_exists(
+    mariadb_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each migration runs CREATE DATABASE IF NOT EXISTS for the schema; asyncmy logged
+    "Can't create database '...'; database exists" for it on every upgrade and downgrade."""
+    caplog.set_level(logging.WARNING, logger="asyncmy")
+    schema = f"quiet_{uuid.uuid4().hex[:12]}"
+    tables = TableNames(prefix="quiet_", schema=schema)
+    try:
+        async with SessionStore(mariadb_url, tables=tables, create_tables=True) as store:
+            await store.session("s").add_items([message("hello")])
+        await agents_sqlalchemy.downgrade(mariadb_url, "base", tables=tables)
+        await agents_sqlalchemy.upgrade(mariadb_url, tables=tables)
+        await agents_sqlalchemy.upgrade(mariadb_url, tables=tables)
+    finally:
+        await mariadb_admin(mariadb_url, f"DROP DATABASE IF EXISTS `{schema}`")
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncmy"] == []

@@ -31,7 +31,7 @@ from agents_sqlalchemy.migrations.config import (
     revision_options,
     tables_from_options,
 )
-from agents_sqlalchemy.migrations.logs import quiet_primary_key_names
+from agents_sqlalchemy.migrations.logs import quiet_mysql_notes
 from agents_sqlalchemy.models import build_models
 from agents_sqlalchemy.tables import TableNames
 
@@ -70,13 +70,14 @@ options: dict[str, Any] = {
 
 def run_migrations(connection: Connection) -> None:
     mysql = connection.dialect.name in ("mysql", "mariadb")
-    prepare_connection(connection, tables)
-    try:
-        context.configure(connection=connection, **options)
-        with quiet_primary_key_names() if mysql else nullcontext(), context.begin_transaction():
-            context.run_migrations()
-    finally:
-        release_connection(connection, tables)
+    with quiet_mysql_notes() if mysql else nullcontext():
+        prepare_connection(connection, tables)
+        try:
+            context.configure(connection=connection, **options)
+            with context.begin_transaction():
+                context.run_migrations()
+        finally:
+            release_connection(connection, tables)
 
 
 async def run_migrations_from_url(url: URL) -> None:

@@ -6,7 +6,8 @@
 - MySQL's and MariaDB's "Name 'pk_...' ignored for PRIMARY key." (their primary keys are
   all named PRIMARY), which asyncmy logs as a warning for every table the migrations
   create: the revisions name their keys by the models' naming convention, Alembic its
-  version table's.
+  version table's. And their "Can't create database '...'; database exists", which every
+  migration with a schema meets, creating it if it is not there.
 
 Example::
 
@@ -51,9 +52,11 @@ class _Quieted(logging.Filter):
 
 _ALEMBIC = _Quieted(lambda record: record.levelno < logging.WARNING)
 logging.getLogger(ALEMBIC_LOGGER).addFilter(_ALEMBIC)
-_NAMES = re.compile(r"Name '.*' ignored for PRIMARY key\.")
-_PRIMARY_KEY_NAMES = _Quieted(lambda record: _NAMES.fullmatch(record.getMessage()) is not None)
-logging.getLogger(ASYNCMY_LOGGER).addFilter(_PRIMARY_KEY_NAMES)
+_NOTES = re.compile(
+    r"Name '.*' ignored for PRIMARY key\.|Can't create database '.*'; database exists"
+)
+_MYSQL_NOTES = _Quieted(lambda record: _NOTES.fullmatch(record.getMessage()) is not None)
+logging.getLogger(ASYNCMY_LOGGER).addFilter(_MYSQL_NOTES)
 
 
 def quiet_alembic() -> AbstractContextManager[None]:
@@ -61,7 +64,8 @@ def quiet_alembic() -> AbstractContextManager[None]:
     return _ALEMBIC.quieting()
 
 
-def quiet_primary_key_names() -> AbstractContextManager[None]:
-    """Within the block (migrations on MySQL or MariaDB), asyncmy's report that a primary
-    key's name was ignored is dropped; its other warnings pass."""
-    return _PRIMARY_KEY_NAMES.quieting()
+def quiet_mysql_notes() -> AbstractContextManager[None]:
+    """Within the block (migrations on MySQL or MariaDB), asyncmy's reports that a primary
+    key's name was ignored or that the schema's database exists are dropped; its other
+    warnings pass."""
+    return _MYSQL_NOTES.quieting()
