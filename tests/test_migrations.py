@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -634,3 +635,35 @@ async def test_mariadb_migrations_into_a_schema_do_not_log_that_it_exists(
     finally:
         await mariadb_admin(mariadb_url, f"DROP DATABASE IF EXISTS `{schema}`")
     assert [r.getMessage() for r in caplog.records if r.name == "asyncmy"] == []
+
+
+RACER = (
+    "import asyncio, sys, time\n"
+    "from agents_sqlalchemy import TableNames, upgrade\n"
+    "url, prefix, schema, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])\n"
+    "time.sleep(max(0.0, start - time.time()))\n"
+    "asyncio.run(upgrade(url, tables=TableNames(prefix=prefix, schema=schema)))\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.dialects("postgresql")
+def test_upgrades_of_other_table_sets_into_one_new_schema_all_succeed(db_url: str) -> None:
+    """Each table set has its own lock: two of them running CREATE SCHEMA IF NOT EXISTS at
+    once failed on pg_namespace's unique index ("duplicate key value")."""
+    for round_ in range(3):
+        schema, start = f"race_{round_}", time.time() + 3
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-c", RACER, db_url, f"p{i}_", schema, str(start)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
+        for racer in racers:
+            _, err = racer.communicate(timeout=120)
+            assert racer.returncode == 0, err
+        for i in range(4):
+            tables = TableNames(prefix=f"p{i}_", schema=schema)
+            assert asyncio.run(migrate.check(db_url, tables=tables)).at_head

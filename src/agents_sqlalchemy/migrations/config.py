@@ -105,8 +105,9 @@ MYSQL_LOCK_WAIT = 300
 def prepare_connection(connection: Connection, tables: TableNames) -> None:
     """Serialise migrators, then create the schema if it is missing.
 
-    PostgreSQL: a transaction-scoped advisory lock. SQLite: `BEGIN IMMEDIATE`, the database's
-    write lock, so a second migrator waits (busy timeout) and then finds the work done.
+    PostgreSQL: a transaction-scoped advisory lock (and one per new schema). SQLite:
+    `BEGIN IMMEDIATE`, the database's write lock, so a second migrator waits (busy timeout)
+    and then finds the work done.
     MySQL and MariaDB (whose DDL commits as it goes): a named lock held by the connection
     until `release_connection`.
     """
@@ -114,7 +115,7 @@ def prepare_connection(connection: Connection, tables: TableNames) -> None:
     if dialect == "postgresql":
         advisory_lock(connection, _lock_name(tables))
         if tables.schema:
-            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{tables.schema}"'))
+            _create_pg_schema(connection, tables.schema)
     elif dialect == "sqlite":
         driver = connection.connection.driver_connection
         if not getattr(driver, "in_transaction", True):
@@ -123,6 +124,16 @@ def prepare_connection(connection: Connection, tables: TableNames) -> None:
         _take_mysql_lock(connection, tables)
         if tables.schema:
             connection.execute(text(f"CREATE DATABASE IF NOT EXISTS `{tables.schema}`"))
+
+
+def _create_pg_schema(connection: Connection, schema: str) -> None:
+    """Create `schema` unless it exists. Migrators of other table sets into the same new
+    schema take the schema's own lock first: two `CREATE SCHEMA IF NOT EXISTS` at once
+    fail on the catalog's unique index. Taken after the set's lock, held until the commit."""
+    found = text("SELECT 1 FROM pg_namespace WHERE nspname = :schema")
+    if connection.execute(found, {"schema": schema}).first() is None:
+        advisory_lock(connection, f"agents_sqlalchemy:schema:{schema}")
+        connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
 
 
 @contextmanager
