@@ -667,3 +667,29 @@ def test_upgrades_of_other_table_sets_into_one_new_schema_all_succeed(db_url: st
         for i in range(4):
             tables = TableNames(prefix=f"p{i}_", schema=schema)
             assert asyncio.run(migrate.check(db_url, tables=tables)).at_head
+
+
+@pytest.mark.dialects("sqlite", "postgresql")
+async def test_an_upgrade_through_an_autocommit_engine_is_one_transaction(db_url: str) -> None:
+    """Through an app's engine made in AUTOCOMMIT each statement committed alone (and the
+    migrators' transaction-scoped lock was released at once): a failure halfway, here an
+    index name an app's table already uses, left the tables made before it."""
+    tables = TableNames(prefix="ac_")
+    await _execute(
+        db_url,
+        "CREATE TABLE app_log (id INTEGER PRIMARY KEY, at INTEGER)",
+        f"CREATE INDEX ix_{tables.sessions_table}_updated_at_id ON app_log (at, id)",
+    )
+    before = await objects(db_url)
+    engine = create_async_engine(db_url, isolation_level="AUTOCOMMIT")
+    try:
+        with pytest.raises(DatabaseError, match="nothing was changed"):
+            await agents_sqlalchemy.upgrade(engine, tables=tables)
+        assert await objects(db_url) == before
+        assert (await migrate.check(engine, tables=tables)).state == "missing"
+        async with engine.connect() as conn:  # the app's engine is as it was
+            assert conn.dialect.detect_autocommit_setting(
+                (await conn.get_raw_connection()).dbapi_connection
+            )
+    finally:
+        await engine.dispose()

@@ -87,6 +87,15 @@ class Unchanged(Exception):
         self.result = result
 
 
+def leave_autocommit(conn: Connection) -> None:
+    """Give `conn` its dialect's default isolation level if an app's engine made it in
+    autocommit, where `begin()` alone would start nothing (the pool restores the engine's
+    level as the connection goes back)."""
+    driver = conn.connection.dbapi_connection
+    if driver is not None and conn.dialect.detect_autocommit_setting(driver):
+        conn.execution_options(isolation_level=conn.default_isolation_level)
+
+
 @contextlib.contextmanager
 def database_errors(url: URL, what: str, *, outcome: str = "nothing was changed") -> Iterator[None]:
     """Turn the driver's failures into `DatabaseError` ("{what}, {outcome}: ..."); the
@@ -384,9 +393,7 @@ class Database:
         one transaction."""
         driver = conn.connection.dbapi_connection
         if write and not alone:
-            if driver is not None and conn.dialect.detect_autocommit_setting(driver):
-                # An app's engine made in autocommit: begin() alone would start nothing.
-                conn.execution_options(isolation_level=conn.default_isolation_level)
+            leave_autocommit(conn)
             conn.begin()
             result = self._bounded(conn, work)
             attempt.committing = True

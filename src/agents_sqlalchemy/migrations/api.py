@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..aio import holding
 from ..database.engines import MYSQL, EngineSource, normalize_url
-from ..database.units import Database, database_errors, sqlite_open_problem
+from ..database.units import Database, database_errors, leave_autocommit, sqlite_open_problem
 from ..errors import ConfigurationError, DatabaseError, SchemaError
 from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
@@ -198,9 +198,13 @@ async def _connection(
             probe.operation(operation, collection=version_table),
             database_errors(source.url, "migrations failed", outcome=outcome),
         ):
-            engine = source.get()
-            async with engine.begin() if write else engine.connect() as conn:
-                yield conn
+            async with source.get().connect() as conn:
+                if not write:
+                    yield conn
+                    return
+                await conn.run_sync(leave_autocommit)  # an app's engine: one transaction
+                async with conn.begin():
+                    yield conn
     finally:
         await source.close()
 
