@@ -693,3 +693,36 @@ async def test_an_upgrade_through_an_autocommit_engine_is_one_transaction(db_url
             )
     finally:
         await engine.dispose()
+
+
+def test_offline_sql_for_a_mariadb_url_runs_on_mariadb_and_mysql_urls_say_so(
+    mariadb_url: str,
+) -> None:
+    """Offline, nothing tells MariaDB from MySQL but the URL: `mysql://` got MySQL's
+    utf8mb4_0900_bin, which MariaDB refuses, and nothing said to give `mariadb://`."""
+    from click.testing import CliRunner
+
+    from agents_sqlalchemy.cli import app
+
+    url = make_url(mariadb_url)
+    for scheme in ("mysql", "mariadb"):
+        offline = url.set(drivername=scheme).render_as_string(hide_password=False)
+        result = CliRunner().invoke(app, ["db", "upgrade", "--sql", "--url", offline])
+        assert result.exit_code == 0, result.output
+        assert ("give a mariadb:// URL" in result.stderr) == (scheme == "mysql")
+    assert "mariadb://" in CliRunner().invoke(app, ["db", "upgrade", "--help"]).output
+    statements = [s.strip() for s in result.stdout.split(";\n") if s.strip()]
+    assert any("utf8mb4_nopad_bin" in statement for statement in statements)
+
+    async def run_them() -> None:
+        engine = create_async_engine(mariadb_url)
+        try:
+            async with engine.connect() as conn:
+                for statement in statements:
+                    await conn.exec_driver_sql(statement)
+                await conn.commit()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run_them())
+    assert asyncio.run(migrate.check(mariadb_url)).at_head

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import click
 
+from ..database.engines import normalize_url
 from ..migrations import api as migrate
 from ..tables import TableNames
 from .options import database_options, missing_sqlite_file, run, shown
+
+# Offline, nothing tells MariaDB from MySQL but the URL; their collations differ.
+MYSQL_OFFLINE = (
+    "note: this is MySQL's SQL (a mysql:// URL); MariaDB refuses its collation "
+    "utf8mb4_0900_bin: for MariaDB, give a mariadb:// URL"
+)
 
 
 def status_of(url: str, tables: TableNames) -> migrate.SchemaStatus:
@@ -34,12 +41,19 @@ def command() -> None:
 
 @command.command()
 @click.argument("revision", default="head")
-@click.option("--sql", is_flag=True, help="Print the SQL instead of running it (offline mode).")
+@click.option(
+    "--sql",
+    is_flag=True,
+    help="Print the SQL instead of running it (offline mode). For MariaDB give a mariadb:// "
+    "URL: offline, mysql:// gets MySQL's SQL, which MariaDB refuses.",
+)
 @database_options(may_create=True)
 def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
     """Migrate the tables up to REVISION (default: head), creating them if needed."""
     if sql:
         run(migrate.upgrade_sql(url, revision, tables=tables))
+        if normalize_url(url).get_backend_name() == "mysql":
+            click.echo(MYSQL_OFFLINE, err=True)
         return
     before = run(migrate.check(url, tables=tables))
     run(migrate.upgrade(url, revision, tables=tables))

@@ -309,6 +309,9 @@ async def upgrade_sql(
 ) -> None:
     """Print the SQL of an upgrade to stdout instead of running it (Alembic's offline mode).
 
+    Without a server to ask, the URL says which SQL: a `mysql://` URL gets MySQL's (whose
+    collations MariaDB lacks), a `mariadb://` URL MariaDB's.
+
     Example::
 
         await upgrade_sql("postgresql://app@db/app", tables=TableNames(schema="agents"))
