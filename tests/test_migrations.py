@@ -726,3 +726,17 @@ def test_offline_sql_for_a_mariadb_url_runs_on_mariadb_and_mysql_urls_say_so(
 
     asyncio.run(run_them())
     assert asyncio.run(migrate.check(mariadb_url)).at_head
+
+
+def test_the_docs_state_the_limit_on_table_names_the_code_enforces() -> None:
+    """README and the docs' index said "any table names"; TableNames takes plain
+    identifiers of at most MAX_NAME_LENGTH characters."""
+    limit = agents_sqlalchemy.tables.MAX_NAME_LENGTH
+    TableNames(prefix="p_", sessions="s" * limit)
+    for bad in ("s" * (limit + 1), "1st", "my-sessions"):
+        with pytest.raises(agents_sqlalchemy.ConfigurationError):
+            TableNames(sessions=bad)
+    for page in ("README.md", "docs/index.md", "docs/guide/migrations.md"):
+        text_ = (ROOT / page).read_text()
+        assert "any table names" not in text_, page
+        assert f"at most {limit} characters" in text_, page
