@@ -209,6 +209,35 @@ def test_one_store_from_run_sync_in_three_threads(db_url: str) -> None:
     asyncio.run(store.close())
 
 
+def test_an_encrypted_store_makes_owner_keys_from_several_event_loops_at_once(db_url: str) -> None:
+    """An encrypted store made its owner keys under an `asyncio.Lock`, which belongs to one
+    event loop: from threads each running its own loop, writes for new users raised
+    RuntimeError ("bound to a different event loop"), and a thread could wait forever."""
+    store = SessionStore(db_url, create_tables=True, key=os.urandom(32))
+    asyncio.run(store.session("warm-up").get_items())
+
+    def worker(index: int) -> None:
+        async def write() -> None:
+            for n in range(6):
+                session = store.session(f"t{index}-{n}", user_id=f"user-{n}")
+                await session.add_items([message(f"{index}-{n}")])
+
+        asyncio.run(write())
+
+    on_threads(worker, 4)
+
+    async def check() -> None:
+        for index in range(4):
+            for n in range(6):
+                items = await store.session(f"t{index}-{n}").get_items()
+                assert items == [message(f"{index}-{n}")]
+        await store.close()
+
+    asyncio.run(check())
+    owners = asyncio.run(raw_rows(db_url, "SELECT owner FROM agents_sqlalchemy_owner_keys"))
+    assert len(owners) == len(set(owners)) == 6  # one key per user
+
+
 WORDS = ["disk", "full", "deploy", "rollback", "paris", "lunch", "error", "cat", "dog", "beta"]
 
 
