@@ -20,6 +20,7 @@ from agents_sqlalchemy import ErasureReceipt, SessionStore
 from agents_sqlalchemy.ui import check_bind, create_app
 
 from .support.cli import cli
+from .support.tables import ITEMS, execute, raw_rows
 from .support.ui import EVIL, EVIL_BRANCH, EVIL_ID, EVIL_USER, SECRET, demo, fill_demo, fill_evil
 
 
@@ -155,6 +156,36 @@ def test_export_and_erase_need_writes_a_confirmation_and_the_csrf_token(
     assert kept is not None
     values = ErasureReceipt.from_dict(json.loads(unescape(kept.group(1))))
     assert values.sessions == 1 and values.user_sha256 == ErasureReceipt.hash_user(EVIL_USER)
+
+
+def test_an_export_that_fails_is_an_error_page_and_logs_no_content(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An item altered in an encrypted store: the export answers an error page, never a
+    download that merely stops (HTTP 200, its `done` line missing); the log names the kind
+    of failure and the route, not its message (which names the session)."""
+    asyncio.run(fill_evil(sqlite_url, key="passphrase"))
+    [(first,)] = asyncio.run(raw_rows(sqlite_url, f"SELECT ciphertext FROM {ITEMS} LIMIT 1"))
+    assert isinstance(first, bytes)
+    change = f"UPDATE {ITEMS} SET ciphertext = :c WHERE ciphertext = :was"
+    asyncio.run(execute(sqlite_url, change, {"c": first[:-1] + b"!", "was": first}))
+    caplog.set_level(logging.INFO)
+    store = SessionStore(sqlite_url, key="passphrase")
+    try:
+        app = create_app(store, allow_writes=True)
+        form = {"action": "export-user", "target": EVIL_USER, "confirm": "yes"}
+        with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+            export = http.post("/act", data=form | {"csrf": app.state.ui.guard.csrf})
+    finally:
+        asyncio.run(store.close())
+    assert export.status_code >= 400
+    assert "content-disposition" not in export.headers
+    assert "TamperedItemError" in text_of(export.text)
+    server = [r for r in caplog.records if not r.name.startswith("httpx")]
+    logged = "\n".join(record.getMessage() for record in server)
+    assert f"POST /act {export.status_code}" in logged
+    assert all(record.exc_info is None for record in server)  # no traceback
+    assert "mallory" not in logged and "session" not in logged.replace("/session", "")
 
 
 def test_the_transcript_marks_what_the_model_api_would_refuse(sqlite_url: str) -> None:

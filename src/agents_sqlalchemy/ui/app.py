@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from tempfile import SpooledTemporaryFile
+from typing import IO, Any, Literal
 from urllib.parse import parse_qsl
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -59,6 +61,9 @@ TRANSCRIPT_PAGE = 50
 _LOOKAHEAD = 50
 _CACHE_SECONDS = 60.0
 _CACHE_ENTRIES = 1000
+# An export is kept in memory up to this size, then in a temporary file; sent in chunks.
+_SPOOL_IN_MEMORY = 1 << 20
+_CHUNK = 1 << 16
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: dict[str, Mode] = {"hybrid": "hybrid", "vector": "vector", "keyword": "keyword"}
 ACTIONS = {
@@ -413,11 +418,17 @@ async def act(request: Request) -> Response:
         raise BadRequest("the action was not confirmed")
     store = ui.store
     if action == "export-user":
+        # Built whole before any answer: a failure is then an error page, not a download
+        # that stops short after an HTTP 200.
+        export, length = await _spooled(store.export_user(target))
         logger.info("write: %s", action)  # the action only: no id, nothing from the items
         return StreamingResponse(
-            store.export_user(target),
+            _chunks(export),
             media_type="application/jsonl; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="{_export_name(target)}"'},
+            headers={
+                "Content-Disposition": f'attachment; filename="{_export_name(target)}"',
+                "Content-Length": str(length),
+            },
         )
     if action == "erase-user":
         receipt = await store.erase_user(target)
@@ -437,6 +448,26 @@ async def act(request: Request) -> Response:
     ui.cache.clear()
     logger.info("write: %s", action)  # the action only: no id, nothing from the items
     return RedirectResponse(link("/sessions", done=done, archived="with"), status_code=303)
+
+
+async def _spooled(lines: AsyncIterator[str]) -> tuple[IO[bytes], int]:
+    """The lines written whole to a temporary file (in memory while small), rewound, and
+    their size in bytes; the file is closed if they fail."""
+    with ExitStack() as on_failure:
+        spool = on_failure.enter_context(SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY))
+        async for line in lines:
+            spool.write(line.encode("utf-8"))
+        length = spool.tell()
+        spool.seek(0)
+        on_failure.pop_all()  # complete: the caller closes it
+    return spool, length
+
+
+def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
+    """A spooled file's bytes, in chunks; the file is closed after them."""
+    with spool:
+        while chunk := spool.read(_CHUNK):
+            yield chunk
 
 
 def _export_name(user_id: str) -> str:
