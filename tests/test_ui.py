@@ -365,6 +365,34 @@ def test_pages_follow_their_cursors(sqlite_url: str) -> None:
     assert too_far.status_code == 400
 
 
+def test_a_session_id_holding_nul_is_browsed_on_every_database(db_url: str) -> None:
+    """The library takes any Unicode session id, NUL too (PostgreSQL stores it escaped):
+    its size is found by the id's hash, as the library finds sessions; NUL, which no user
+    id holds, asked of the users page is a bad request."""
+    nul = "nul\x00id"
+
+    async def fill() -> None:
+        async with SessionStore(db_url, create_tables=True, search=False) as store:
+            await store.session(nul, user_id="u").add_items([{"role": "user", "content": "hi"}])
+            await store.session("plain").add_items([{"role": "user", "content": "hello"}])
+
+    asyncio.run(fill())
+    store = SessionStore(db_url, search=False)
+    try:
+        with client(store) as http:
+            sessions = http.get("/sessions")
+            page = http.get("/session", params={"id": nul})
+            refused = [http.get("/users", params={name: "\x00"}) for name in ("prefix", "after")]
+    finally:
+        asyncio.run(store.close())
+    assert sessions.status_code == 200 and page.status_code == 200
+    shown = re.findall(r'<td class="num">([^<]+)</td>\s*<td>\d{4}-', sessions.text)
+    assert sorted(shown) == ["30 B", "33 B"]  # each session's stored items, NUL's included
+    assert re.search(r"<dd>1 on main · \d+ B</dd>", page.text)
+    assert [answer.status_code for answer in refused] == [400, 400]
+    assert all("NUL" in answer.text for answer in refused)
+
+
 def test_a_run_s_transcript_pairs_tool_calls_and_marks_failures(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

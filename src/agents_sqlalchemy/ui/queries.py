@@ -25,6 +25,8 @@ from ..models import MYSQL
 from ..records import SessionInfo
 from ..repository.schema import exactly
 from ..store import SessionStore
+from ..types import SessionKey
+from ..validation import check_user_id
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ def _sessions(store: SessionStore) -> TableClause:
     return table(
         names.name("sessions"),
         column("id"),
-        column("session_id"),
+        column("session_hash"),
         column("user_id"),
         column("created_at"),
         column("updated_at"),
@@ -101,8 +103,11 @@ async def owners(
     """A page of owners in id order, after `after`; and the id to pass for the next page.
 
     Archived sessions are counted only with `archived=True`; with `prefix`, only the ids
-    that start with it (a range of the owners' index).
+    that start with it (a range of the owners' index). Either, if not a user id (NUL, too
+    long), is a `ConfigurationError`: PostgreSQL's text could not even hold a NUL.
     """
+    check_user_id(after)
+    check_user_id(prefix or None)
     sessions = _sessions(store)
     conditions: list[ColumnElement[bool]] = [
         sessions.c.parent_pk.is_(None),
@@ -176,32 +181,26 @@ async def sizes(store: SessionStore, infos: Sequence[SessionInfo]) -> dict[str, 
     """The bytes the items of these sessions take as stored (payload or ciphertext), main
     line only; a session without items is left out.
 
-    The sessions are found by id within their page's activity window (an indexed range).
+    The sessions are found by their ids' SHA-256, as the library finds them (an id as
+    stored is not always the id: PostgreSQL's holds each NUL escaped).
     """
     if not infos:
         return {}
-    dialect = store.engine.dialect.name
-    lowest = _utc(min(info.updated_at for info in infos), dialect)
-    highest = _utc(max(info.updated_at for info in infos), dialect)
-    session_ids = [info.session_id for info in infos]
+    by_hash = {SessionKey.of(info.session_id).hash: info.session_id for info in infos}
     sessions, items = _sessions(store), _items(store)
     length = func.octet_length if store.engine.dialect.name == "postgresql" else func.length
     stored = func.coalesce(length(items.c.payload), 0) + func.coalesce(
         length(items.c.ciphertext), 0
     )
     query = (
-        select(sessions.c.session_id, func.sum(stored))
+        select(sessions.c.session_hash, func.sum(stored))
         .select_from(items.join(sessions, sessions.c.id == items.c.session_pk))
-        .where(
-            sessions.c.updated_at.between(lowest, highest),
-            sessions.c.session_id.in_(session_ids),
-            sessions.c.parent_pk.is_(None),
-        )
-        .group_by(sessions.c.session_id)
+        .where(sessions.c.session_hash.in_(list(by_hash)), sessions.c.parent_pk.is_(None))
+        .group_by(sessions.c.session_hash)
     )
     async with store.engine.connect() as conn:
         rows = (await conn.execute(query)).all()
-    return {str(row[0]): int(row[1] or 0) for row in rows}
+    return {by_hash[str(row[0])]: int(row[1] or 0) for row in rows}
 
 
 def days_back(days: int, today: date | None = None) -> date:
