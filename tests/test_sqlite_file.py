@@ -8,8 +8,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
-from agents_sqlalchemy import SessionBusyError, SessionStore
+from agents_sqlalchemy import DatabaseError, SchemaError, SessionBusyError, SessionStore
 from agents_sqlalchemy.database.sqlite_file import CHECKPOINT_EVERY
 
 from .support.items import message
@@ -81,3 +82,33 @@ async def test_small_writes_checkpoint_the_wal(tmp_path: Path) -> None:
         # Without checkpoints the WAL would grow all along; with them it starts over.
         assert wal_restarts(tmp_path / "agent.db-wal") >= before + 2
         assert len(await session.get_items()) == 6 * CHECKPOINT_EVERY + 2
+
+
+async def test_a_store_that_does_not_create_tables_never_creates_its_file(
+    tmp_path: Path,
+) -> None:
+    """Without `create_tables`, a SQLite file that is not there (never made, or moved away
+    while the store runs) is an error on every new connection, sync or async; nothing is
+    made in its place. `create_tables=True` makes it, as before."""
+    path = tmp_path / "agent.db"
+    never = SessionStore(path)
+    with pytest.raises(SchemaError, match="create_tables=True"):  # the tables are missing
+        await never.session("s").get_items()
+    await never.close()
+    assert not path.exists() and not path.with_name("agent.db-wal").exists()
+
+    async with SessionStore(path, create_tables=True) as store:
+        await store.session("s").add_items([message("kept")])
+    async with SessionStore(path) as store:
+        session = store.session("s")
+        assert await session.get_items(limit=1) == [message("kept")]
+        path.rename(tmp_path / "moved.db")
+
+        # New connections: of the store's units on another thread, of its engine here.
+        with pytest.raises(DatabaseError, match=r"no such file .*nothing was created"):
+            await asyncio.to_thread(asyncio.run, session.get_items(limit=1))
+        await store.engine.dispose()
+        with pytest.raises(OperationalError, match="unable to open"):
+            async with store.engine.connect() as conn:
+                await conn.exec_driver_sql("SELECT 1")
+    assert not path.exists()  # (its WAL, opened before the move, may be left beside it)

@@ -11,9 +11,11 @@ import logging
 import re
 from collections.abc import Iterator
 from html import unescape
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
 from agents_sqlalchemy import ErasureReceipt, SessionStore
@@ -186,6 +188,24 @@ def test_an_export_that_fails_is_an_error_page_and_logs_no_content(
     assert f"POST /act {export.status_code}" in logged
     assert all(record.exc_info is None for record in server)  # no traceback
     assert "mallory" not in logged and "session" not in logged.replace("/session", "")
+
+
+def test_a_store_moved_away_while_browsed_is_an_error_never_a_new_file(
+    evil_store: SessionStore, sqlite_url: str
+) -> None:
+    """The browser's store does not create tables: its file moved away, the pages fail;
+    none makes a new, empty database at its path."""
+    from urllib.parse import quote
+
+    path = Path(str(make_url(sqlite_url).database))
+    with client(evil_store) as http:
+        assert http.get("/sessions").status_code == 200
+    path.rename(path.with_name("moved.db"))
+    app = create_app(evil_store)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+        pages = [http.get(p) for p in ("/sessions", f"/session?id={quote(EVIL_ID)}", "/users")]
+    assert not path.exists()
+    assert [page.status_code >= 400 for page in pages] == [True, True, True]
 
 
 def test_the_transcript_marks_what_the_model_api_would_refuse(sqlite_url: str) -> None:

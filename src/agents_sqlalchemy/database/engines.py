@@ -16,6 +16,7 @@ import math
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, PoolResetState
 
 from ..errors import ConfigurationError
-from .pragmas import sqlite_pragmas
+from .pragmas import open_existing, sqlite_pragmas
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 _ASYNC_DRIVERS = {
@@ -201,6 +202,7 @@ class EngineSource:
         engine_kwargs: dict[str, Any] | None,
         *,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        may_create: Callable[[], bool] = lambda: True,
     ) -> None:
         self._lock = threading.Lock()
         self._engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEngine] = (
@@ -208,6 +210,7 @@ class EngineSource:
         )
         self._unbound: AsyncEngine | None = None
         self._lock_timeout = lock_timeout
+        self._may_create = may_create
         # Behind a transaction pooler: set by the URL's `pgbouncer=true`.
         self.pooled = False
         engine_kwargs = engine_options(engine_kwargs)
@@ -296,6 +299,7 @@ class EngineSource:
         except (ArgumentError, TypeError) as exc:
             raise ConfigurationError(f"cannot create an engine for {self.url!r}: {exc}") from exc
         sqlite_pragmas(engine.sync_engine, lock_timeout=self._lock_timeout)
+        open_existing(engine.sync_engine, self._may_create)
         if self.dialect_name in MYSQL:
             mysql_lock_wait(engine.sync_engine, self._lock_timeout)
         if reset_if_open:

@@ -1,15 +1,18 @@
 """How every SQLite connection the library opens is set up: lock waits, foreign keys, WAL,
-secure deletes, and the durability asked for.
+secure deletes, and the durability asked for; and whether a file not there is created.
 
 Example::
 
     sqlite_pragmas(engine.sync_engine, lock_timeout=30.0)
+    open_existing(engine.sync_engine, lambda: False)    # a missing file is an error
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -49,3 +52,19 @@ def sqlite_pragmas(
                 cursor.execute("PRAGMA wal_autocheckpoint = 0")
         finally:
             cursor.close()
+
+
+def open_existing(engine: Engine, may_create: Callable[[], bool]) -> None:
+    """Unless `may_create()` (asked at each new connection), `engine`'s connections open a
+    SQLite file only if it is there (SQLite's `mode=rw`): a file moved or deleted away is
+    an error, not a new, empty database. Memory and URI (`file:`) databases are left alone.
+    """
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "do_connect")
+    def _on_connect(_dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> None:
+        path = cargs[0] if cargs else ":memory:"  # SQLAlchemy gives a file as an absolute path
+        if path != ":memory:" and not cparams.get("uri") and not may_create():
+            cargs[0] = f"file:{quote(path)}?mode=rw"
+            cparams["uri"] = True

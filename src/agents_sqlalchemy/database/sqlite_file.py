@@ -40,7 +40,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 
 from ..errors import ConfigurationError
 from .failures import failure_kind
-from .pragmas import sqlite_pragmas
+from .pragmas import open_existing, sqlite_pragmas
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
@@ -70,7 +70,13 @@ class SQLiteFile:
     """The synchronous engines of one SQLite database: for worker threads and for here."""
 
     def __init__(
-        self, url: URL, engine_kwargs: dict[str, Any], synchronous: str, *, lock_timeout: float
+        self,
+        url: URL,
+        engine_kwargs: dict[str, Any],
+        synchronous: str,
+        *,
+        lock_timeout: float,
+        may_create: Callable[[], bool] = lambda: True,
     ) -> None:
         options = dict(engine_kwargs)
         memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
@@ -78,6 +84,7 @@ class SQLiteFile:
             options |= {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         self.engine = _engine(url, options)
         sqlite_pragmas(self.engine, synchronous=synchronous, lock_timeout=lock_timeout)
+        open_existing(self.engine, may_create)
         self._lock = threading.Lock() if memory else None
         self._writer = None if memory else writer_of(str(url.database))
         self._lock_timeout = lock_timeout
@@ -87,6 +94,7 @@ class SQLiteFile:
             connect_args = {**options.get("connect_args", {}), "check_same_thread": False}
             engine = _engine(url, options | {"poolclass": NullPool, "connect_args": connect_args})
             sqlite_pragmas(engine, synchronous=synchronous, lock_timeout=0, checkpoint=False)
+            open_existing(engine, may_create)
             self._here = ThreadConnections(engine)
         self._writes_here = 0
         self._checkpoint: Future[None] | None = None

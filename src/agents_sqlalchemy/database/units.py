@@ -142,6 +142,8 @@ def sqlite_open_problem(url: URL) -> str | None:
         return f"{where}: the directory {parent} does not exist (create it first)"
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         return f"{where}: the directory {parent} is not writable"
+    if not path.exists():
+        return f"{where}: there is no such file (moved or deleted?), and nothing was created"
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         return f"{where}: the file is not readable and writable by this user"
     return None
@@ -175,7 +177,15 @@ class Database:
         self.statement_timeout = (
             None if statement_timeout is None else _seconds("statement_timeout", statement_timeout)
         )
-        self._source = EngineSource(url_or_engine, engine_kwargs, lock_timeout=self.lock_timeout)
+        # Whether a SQLite file that is not there may be created (a store's `create_tables`);
+        # if not, a connection to it fails instead.
+        self.create_file = True
+        self._source = EngineSource(
+            url_or_engine,
+            engine_kwargs,
+            lock_timeout=self.lock_timeout,
+            may_create=lambda: self.create_file,
+        )
         self.closed = False
         self._sync: SQLiteFile | None = None
         if self._source.owns_engines and self._source.dialect_name == "sqlite":
@@ -184,6 +194,7 @@ class Database:
                 engine_kwargs or {},
                 sqlite_synchronous.upper(),
                 lock_timeout=self.lock_timeout,
+                may_create=lambda: self.create_file,
             )
         # The store's spans and metrics (telemetry.py); the store names its tables to it.
         self.telemetry = Probe(telemetry or Telemetry(), self.url)

@@ -28,7 +28,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..aio import holding
-from ..database.engines import MYSQL, EngineSource, normalize_url
+from ..database.engines import MYSQL, EngineSource, normalize_url, sqlite_file
 from ..database.units import Database, database_errors, leave_autocommit, sqlite_open_problem
 from ..errors import ConfigurationError, DatabaseError, SchemaError
 from ..tables import TableNames, table_names
@@ -158,6 +158,11 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
                 status = schema_status(conn, tables)
         return status
 
+    # A SQLite file that is not there (in a directory that is) has none of the tables; it is
+    # not made (mode=rw). A path that cannot be opened at all says why when it is tried.
+    path = sqlite_file(db.url)
+    if not create and path is not None and path.parent.is_dir() and not path.exists():
+        raise SchemaStatus("missing", (), head_revision(), tables).error(db.url)
     with db.telemetry.operation("ensure_schema", collection=tables.version_table) as operation:
         for delay in (*CREATE_RETRY_DELAYS, None):
             try:

@@ -67,10 +67,10 @@ class Opener:
         # Drops the sealed copies of items that other parts of the store keep (the tails its
         # pops remember), at a removal that drops every plaintext.
         self._forget_sealed = forget_sealed
+        self._db = db
         self.create_tables = create_tables
         # Whether a first open warns about the SDK's own tables' history (an import does not).
         self.announce_history = True
-        self._db = db
         self._keyring = keyring
         self._imports = imports
         self._tables = tables
@@ -80,6 +80,16 @@ class Opener:
         self._refused: WrongKeyError | None = None
         self._background = background
         self._schema_checked = False
+
+    @property
+    def create_tables(self) -> bool:
+        """Whether the store creates its tables (and its SQLite file) when they are not
+        there; without, a SQLite file that is not there is an error, never created."""
+        return self._db.create_file
+
+    @create_tables.setter
+    def create_tables(self, value: bool) -> None:
+        self._db.create_file = value
 
     async def ready(self, *, rotating: bool = False) -> Codec:
         """Check the schema and open the keyring, once per store; then return the codec.
