@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import re
+import socket
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
@@ -286,6 +287,17 @@ def test_a_foreign_host_name_is_refused(evil_store: SessionStore) -> None:
         )
         assert answer.status_code == 200
         assert http.get("/sessions", headers={"Host": "10.1.2.3:8300"}).status_code == 401
+
+
+def test_the_command_says_when_its_port_is_taken(sqlite_url: str) -> None:
+    """A port in use: a one-line error and exit code 1, before any address is printed."""
+    asyncio.run(fill_evil(sqlite_url))
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = cli("ui", "--url", sqlite_url, "--port", str(port))
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1 port {port}" in result.output
+    assert "Browsing" not in result.output
 
 
 def test_the_command_refuses_other_hosts_without_a_token(sqlite_url: str) -> None:

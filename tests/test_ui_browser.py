@@ -197,7 +197,7 @@ def test_the_browser_walks_every_page(
         walk(browser, server.base, dialect)
     finally:
         output = server.stop()
-    assert "Uvicorn running" in output and "GET /session 200" in output  # routes only
+    assert "Browsing" in output and "GET /session 200" in output  # routes only
     for word in ("Mochi", "Atlantis", "weather", "ticket"):
         assert word not in output, word
 

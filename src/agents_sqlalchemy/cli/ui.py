@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import socket
 from typing import Any
 
 import click
@@ -20,6 +21,16 @@ from ..errors import ConfigurationError
 from ..tables import TableNames
 from .options import ENV_PREFIX, database_options, key_options, opened, run, shown
 from .search import chosen_embedder, embedder_option
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port`, or a `ClickException` that says why not (a port in
+    use, a name that does not resolve)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host} port {port}: {exc}") from None
 
 
 def log_config(base: dict[str, Any]) -> dict[str, Any]:
@@ -114,9 +125,10 @@ def command(
             server = uvicorn.Server(config)
             where = f"[{host}]" if ":" in host else host
             mode = "writes allowed" if allow_writes else "read-only"
-            click.echo(f"Browsing {shown(url)} ({mode}) at http://{where}:{port}/")
-            if token:
-                click.echo(f"Open http://{where}:{port}/?token=... once (the token given).")
-            await server.serve()
+            with listening(host, port) as sock:  # bound before the address is printed
+                click.echo(f"Browsing {shown(url)} ({mode}) at http://{where}:{port}/")
+                if token:
+                    click.echo(f"Open http://{where}:{port}/?token=... once (the token given).")
+                await server.serve(sockets=[sock])
 
     run(serve())
