@@ -273,8 +273,13 @@ def test_a_token_guards_every_request(evil_store: SessionStore) -> None:
 def test_a_foreign_host_name_is_refused(evil_store: SessionStore) -> None:
     """DNS rebinding: a page of another site whose name now points here is not served."""
     with client(evil_store) as http:
-        assert http.get("/sessions", headers={"Host": "attacker.example"}).status_code == 400
+        refused = http.get("/sessions", headers={"Host": "attacker.example"})
+        assert refused.status_code == 400
         assert http.get("/sessions", headers={"Host": "localhost:8300"}).status_code == 200
+    # The refusal carries the headers of every answer.
+    assert "default-src 'none'" in refused.headers.get("content-security-policy", "")
+    assert refused.headers.get("x-frame-options") == "DENY"
+    assert refused.headers.get("x-content-type-options") == "nosniff"
     named = client(evil_store, hosts=["browser.internal"])
     with named as http:
         assert http.get("/sessions", headers={"Host": "browser.internal"}).status_code == 200

@@ -535,9 +535,10 @@ def create_app(
     allowed = ["*"] if wildcard else sorted({*LOCAL_HOSTS, "[::1]", *hosts})
     app = Starlette(
         routes=routes,
+        # The guard first: its headers and its log line go with a refused Host's 400 too.
         middleware=[
-            Middleware(TrustedHostMiddleware, allowed_hosts=allowed),
             Middleware(BaseHTTPMiddleware, dispatch=ui.guard),
+            Middleware(TrustedHostMiddleware, allowed_hosts=allowed),
         ],
         exception_handlers={
             BadRequest: _bad_request,
