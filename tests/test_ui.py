@@ -11,6 +11,7 @@ import logging
 import re
 import socket
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
 from agents_sqlalchemy import ErasureReceipt, SessionStore
+from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.ui import check_bind, create_app
 
 from .support.cli import cli
@@ -428,6 +430,46 @@ def test_a_session_id_holding_nul_is_browsed_on_every_database(db_url: str) -> N
     assert re.search(r"<dd>1 on main · \d+ B</dd>", page.text)
     assert [answer.status_code for answer in refused] == [400, 400]
     assert all("NUL" in answer.text for answer in refused)
+
+
+def test_pages_show_only_what_holds(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session whose items all expired has none to show (not "Items 1-0 of 0"); a date
+    past the last day is a bad request; the users' next page keeps its size; a notice of a
+    write is shown only as a write says it (any link can set `done=`)."""
+    an_hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            monkeypatch.setattr(repository_module, "utcnow", lambda: an_hour_ago)
+            await store.session("gone", user_id="u1", ttl=60).add_items(
+                [{"role": "user", "content": "expired"}]
+            )
+            monkeypatch.undo()
+            for n in range(2, 5):
+                await store.session(f"s{n}", user_id=f"u{n}").add_items(
+                    [{"role": "user", "content": "kept"}]
+                )
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url, search=False)
+    try:
+        with client(store) as http:
+            expired = http.get("/session?id=gone")
+            last_day = http.get("/sessions?before=9999-12-31")
+            users = http.get("/users?limit=2")
+            forged = http.get("/sessions", params={"done": "your account is locked, call us"})
+            archived = http.get("/sessions?done=archived")
+            deleted = http.get("/sessions", params={"done": "deleted 1 session(s), 3 item(s)"})
+    finally:
+        asyncio.run(store.close())
+    assert expired.status_code == 200
+    assert "Items 1\u20130" not in expired.text and "No items to show" in expired.text
+    assert last_day.status_code == 400 and "before" in text_of(last_day.text)
+    found = re.search(r'id="next" rel="next" href="([^"]+)"', users.text)
+    assert found is not None and "limit=2" in unescape(found.group(1))
+    assert "Done:" not in forged.text and "locked" not in forged.text
+    assert "Done: archived" in text_of(archived.text)
+    assert "Done: deleted 1 session(s), 3 item(s)" in text_of(deleted.text)
 
 
 def test_a_run_s_transcript_pairs_tool_calls_and_marks_failures(

@@ -76,6 +76,8 @@ ACTIONS = {
 }
 # The actions whose target is a user id (the others name a session).
 USER_ACTIONS = frozenset({"delete-user", "export-user", "erase-user"})
+# What a write's redirect says it did (`act`); any other `done=` is not shown.
+NOTICE = re.compile(r"(not )?(archived|restored)|deleted \d+ session\(s\), \d+ item\(s\)")
 
 
 class NotFound(Exception):
@@ -169,7 +171,7 @@ async def sessions_page(request: Request) -> Response:
         filters=filters,
         next_cursor=page.next_cursor,
         first_page=not params.get("cursor"),
-        done=params.get("done", ""),
+        done=_notice(params.get("done", "")),
     )
 
 
@@ -177,10 +179,11 @@ async def users_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
     archived = request.query_params.get("archived") == "with"
     prefix = request.query_params.get("prefix", "")
+    limit = whole(request, "limit", 50, 1, 500)
     owners, after = await queries.owners(
         ui.store,
         after=request.query_params.get("after") or None,
-        limit=whole(request, "limit", 50, 1, 500),
+        limit=limit,
         archived=archived,
         prefix=prefix,
     )
@@ -191,6 +194,7 @@ async def users_page(request: Request) -> Response:
         next_after=after,
         archived="with" if archived else "",
         prefix=prefix,
+        limit=limit if limit != 50 else None,
         first_page=not request.query_params.get("after"),
     )
 
@@ -468,6 +472,11 @@ def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
     with spool:
         while chunk := spool.read(_CHUNK):
             yield chunk
+
+
+def _notice(done: str) -> str:
+    """A `done=` notice if it is one that `act` writes, else nothing: any link can set it."""
+    return done if NOTICE.fullmatch(done) else ""
 
 
 def _export_name(user_id: str) -> str:

@@ -10,7 +10,7 @@ values they show: links, times, sizes (metadata as text is `metadata_text`'s).
 from __future__ import annotations
 
 import shlex
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
@@ -74,6 +74,8 @@ def day(request: Request, name: str, *, end: bool = False) -> datetime | None:
     except ValueError:
         raise BadRequest(f"{name} is not a date such as 2026-11-29") from None
     if end and len(raw) == 10:  # a day given as the end of a window counts whole
+        if value.date() == date.max:
+            raise BadRequest(f"{name} is past the last day there is")
         value += timedelta(days=1)
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
