@@ -177,6 +177,30 @@ async def test_statement_timeout_bounds_a_hung_server(own_pg: Path) -> None:
         assert [item["content"] for item in await session.get_items()] == ["before"]
 
 
+@pytest.mark.servers
+@pytest.mark.slow
+async def test_close_returns_from_a_server_that_stopped_answering(own_pg: Path) -> None:
+    """`close()` waited forever for a server that stopped answering (a network cut looks
+    so): asyncpg's graceful close of each pooled connection has no end, `statement_timeout`
+    or not. Each closes now as SQLAlchemy terminates one: two seconds at most, then dropped."""
+    url = (own_pg / "url").read_text().strip()
+    store = SessionStore(url, create_tables=True, key="a passphrase")
+    await store.session("hung").add_items([message("before")])
+    await store.flush()  # its indexing done too: every connection idle in the pool
+    processes = _server_processes(own_pg)
+    for pid in processes:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        await asyncio.wait_for(store.close(), 60)
+        assert time.monotonic() - started < 20
+    finally:
+        for pid in processes:
+            os.kill(pid, signal.SIGCONT)
+    async with SessionStore(url, key="a passphrase") as again:
+        assert await again.session("hung").get_items() == [message("before")]
+
+
 async def _kill_connections(kind: str, url: str) -> int:
     """End, from the server's side, every connection to the test's database; how many.
 

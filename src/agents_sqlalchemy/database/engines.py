@@ -177,6 +177,14 @@ def mysql_reset_if_open(engine: Engine) -> None:
             dbapi_connection.rollback()
 
 
+def _close_within_bounds(engine: AsyncEngine) -> None:
+    """PostgreSQL: the pool closes a connection as SQLAlchemy terminates one, gracefully for
+    two seconds at most, then dropped. asyncpg's graceful close waits for the server without
+    end, so `close()` never returned from a server that stopped answering."""
+    dialect = engine.sync_engine.dialect
+    dialect.do_close = dialect.do_terminate  # type: ignore[method-assign]
+
+
 def engine_options(engine_kwargs: object) -> dict[str, Any]:
     """A copy of the `engine_kwargs` option (a dict, or None for none)."""
     if engine_kwargs is None:
@@ -304,6 +312,8 @@ class EngineSource:
             mysql_lock_wait(engine.sync_engine, self._lock_timeout)
         if reset_if_open:
             mysql_reset_if_open(engine.sync_engine)
+        if self.dialect_name == "postgresql":
+            _close_within_bounds(engine)
         return engine
 
     def _forget_closed_loops(self) -> None:
