@@ -162,3 +162,23 @@ async def test_add_items_takes_a_list(db_url: str) -> None:
                 await session.add_items(bad)  # type: ignore[arg-type]
         await session.add_items((message("a tuple is fine"),))  # type: ignore[arg-type]
         assert await session.get_items() == [message("a tuple is fine")]
+
+
+async def test_a_value_json_cannot_hold_is_named_by_its_type_not_quoted(sqlite_url: str) -> None:
+    """An item, state or metadata value JSON cannot hold (bytes, a set) was quoted in the
+    ItemError's message, which an app's logs and tracebacks keep: an encrypted store's
+    plaintext ended up beside its ciphertext."""
+    secret = "078-05-1120"
+    async with SessionStore(sqlite_url, create_tables=True, key="a passphrase") as store:
+        session = store.session("s")
+        calls: list[Callable[[], Awaitable[Any]]] = [
+            lambda: session.add_items([{"role": "user", "content": secret.encode()}]),
+            lambda: session.add_items([{"role": "user", "content": {secret.encode(): 1}}]),
+            lambda: session.set_state("card", {"pan": {secret}}),
+            lambda: session.update_metadata({"token": secret.encode()}),
+        ]
+        for call in calls:
+            with pytest.raises(ItemError) as raised:
+                await call()
+            assert secret not in str(raised.value) and secret not in repr(raised.value)
+            assert "bytes" in str(raised.value) or "set" in str(raised.value)

@@ -159,7 +159,7 @@ def check_json(value: Any, what: str, *, allow_nul: bool = True) -> None:
             for key in node:
                 if type(key) is not str and not isinstance(key, str):
                     raise ItemError(
-                        f"{what} has a {type(key).__name__} among its keys ({key!r}): "
+                        f"{what} has a {type(key).__name__} among its keys: "
                         "JSON object keys are strings"
                     )
                 if not allow_nul and "\x00" in key:
@@ -198,7 +198,8 @@ def _check_leaf(value: Any, what: str, allow_nul: bool) -> None:
             _check_int(value, what)
     elif value is not None:
         raise ItemError(
-            f"{what} is not JSON-serialisable: it holds a {type(value).__name__} ({value!r:.80})"
+            f"{what} is not JSON-serialisable: it holds a {type(value).__name__} (its value is "
+            "left out of this message, which logs may keep)"
         )
 
 
