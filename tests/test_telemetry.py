@@ -512,3 +512,32 @@ async def test_metrics_alone_and_a_passphrase_never_exported(sqlite_url: str) ->
     }
     data = out.reader.get_metrics_data()
     assert data is not None and passphrase not in data.to_json()
+
+
+@pytest.mark.parametrize("key", [None, "a passphrase"], ids=["plaintext", "encrypted"])
+async def test_counts_agree_written_and_read_and_removals_are_counted(
+    sqlite_url: str, key: str | None
+) -> None:
+    """An encrypted store counted an item's JSON when it wrote it and its sealed form when
+    it read it (148 bytes against 177); pop and clear spans counted no items; and
+    rotate_owner_keys made no span."""
+    out = Exported()
+    item = {"role": "user", "content": "les échecs, 象棋"}  # not ASCII: bytes, not characters
+    size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, search=False, telemetry=out.telemetry()
+    ) as store:
+        session = store.session("s", user_id="alice")
+        await session.add_items([item, item, item])
+        assert await session.get_items() == [item] * 3
+        assert await session.pop_item() == item
+        await session.clear_session()
+        if key is not None:
+            await store.rotate_owner_keys()
+    [append], [read] = out.named("append"), out.named("read")
+    assert (append.attributes or {})["agents_sqlalchemy.bytes"] == 3 * size
+    assert (read.attributes or {})["agents_sqlalchemy.bytes"] == 3 * size
+    assert (out.named("pop")[0].attributes or {})["agents_sqlalchemy.items"] == 1
+    assert (out.named("clear")[0].attributes or {})["agents_sqlalchemy.items"] == 2
+    assert out.total("agents_sqlalchemy.bytes.written") == out.total("agents_sqlalchemy.bytes.read")
+    assert len(out.named("rotate_owner_keys")) == (key is not None)

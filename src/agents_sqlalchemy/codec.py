@@ -23,6 +23,7 @@ from sqlalchemy import null
 
 from .caches import RELEASE_PAUSE, Weighed, lengths, release
 from .crypto import (
+    SEALED_OVERHEAD,
     KeyEncryptionKey,
     OwnerKey,
     Place,
@@ -110,6 +111,12 @@ def encode_item(item: Any, what: str = "item") -> str:
 #: The JSON one `add_items` call writes at most, in characters: more is refused before
 #: anything is written (a call is one transaction, held whole in memory).
 MAX_BATCH_CHARS = 256 * 2**20
+
+
+def json_size(texts: Iterable[str]) -> int:
+    """The bytes of these JSON texts in UTF-8: what telemetry counts as an item's size, the
+    same written and read, sealed or not (an ASCII text is counted without encoding it)."""
+    return sum(len(text) if text.isascii() else len(text.encode()) for text in texts)
 
 
 def encode_items(items: Iterable[Any]) -> list[str]:
@@ -294,7 +301,7 @@ class PlainCodec:
         since: int | None = None,
     ) -> list[Any]:
         if (operation := current()) is not None:
-            operation.read(len(rows), sum(len(row[1] or "") for row in rows))
+            operation.read(len(rows), json_size(row[1] or "" for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
             items = [from_json(row[1]) for row in rows]
             if all(type(item) is dict for item in items):
@@ -534,7 +541,9 @@ class SealedCodec:
         since: int | None = None,
     ) -> list[Any]:
         if (operation := current()) is not None:
-            operation.read(len(rows), sum(len(row[1] or b"") for row in rows))
+            # The JSON inside each sealed item: its sealed form less the version, nonce and tag.
+            sealed = (len(row[1] or b"") - SEALED_OVERHEAD for row in rows)
+            operation.read(len(rows), sum(size for size in sealed if size > 0))
         under = (key.owner, usual_kek)
         recalled = self._whole.recall(key.hash, under, rows) if whole else None
         try:  # the whole batch at once; a row that fails is named by `item`, below

@@ -40,7 +40,7 @@ from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
 from .services import Services
-from .telemetry import traced
+from .telemetry import current, traced
 from .turns import (
     MAIN,
     Turn,
@@ -189,7 +189,7 @@ class StoreSession:
         else:
             await self._append_line(items, wrapper)
 
-    @traced("pop")
+    @traced("pop", removed=lambda item: int(item is not None))
     async def pop_item(self, *, wrapper: Any = None) -> TResponseInputItem | None:
         """Remove and return the current branch's latest item, or None when there is none.
 
@@ -418,7 +418,9 @@ class StoreSession:
         return await self._on(None, lambda name: branches.pop(self._key, name), None)
 
     async def _clear_lines(self) -> None:
-        await self._live().branches.clear(self._key)
+        removed = await self._live().branches.clear(self._key)
+        if (operation := current()) is not None:
+            operation.removed(removed)
         self._branch = MAIN
 
     async def _one_line(self) -> bool:

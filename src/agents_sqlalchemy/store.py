@@ -384,6 +384,7 @@ class SessionStore:
         progress = check_progress(progress)
         return await self._services.keys.rotate(new_key, batch_size=batch_size, progress=progress)
 
+    @traced("rotate_owner_keys")
     async def rotate_owner_keys(
         self,
         *,

@@ -62,6 +62,7 @@ from .owner_keys import (
 )
 from .providers import KeyProvider
 from .sealing import (
+    SEALED_OVERHEAD,
     DataKey,
     Place,
     SealedItem,
@@ -81,6 +82,7 @@ from .sealing import (
 from .terms import TermHasher, normalise_term, term_hasher
 
 __all__ = [
+    "SEALED_OVERHEAD",
     "DataKey",
     "Destruction",
     "InDatabase",

@@ -36,6 +36,8 @@ from .kdf import KEY_BYTES, LABEL_PREFIX
 VERSION = b"\x01"
 NONCE_BYTES = 12
 TAG_BYTES = 16
+# What sealing adds to an item's plaintext: the version byte, the nonce and the tag.
+SEALED_OVERHEAD = len(VERSION) + NONCE_BYTES + TAG_BYTES
 OVERHEAD = len(VERSION) + NONCE_BYTES + TAG_BYTES
 WRAPPED_BYTES = KEY_BYTES + 8
 _AAD_PREFIX = LABEL_PREFIX + b"sealed\x00" + VERSION

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..codec import encode_item, encode_items
+from ..codec import encode_item, encode_items, json_size
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
@@ -109,7 +109,7 @@ class Conversation:
         if not payloads:
             return
         if (operation := current()) is not None:
-            operation.wrote(len(payloads), sum(map(len, payloads)))
+            operation.wrote(len(payloads), json_size(payloads))
         codec = await self._opener.ready()
         ttl = ttl or self.ttl
 
@@ -321,7 +321,7 @@ class Conversation:
         """The JSON of `items` to write (`ItemError` before any write)."""
         payloads = encode_items(items)
         if (operation := current()) is not None:
-            operation.wrote(len(payloads), sum(map(len, payloads)))
+            operation.wrote(len(payloads), json_size(payloads))
         return payloads
 
 

@@ -30,7 +30,7 @@ from typing import Any, get_args
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..codec import Codec
+from ..codec import Codec, json_size
 from ..crypto import Key
 from ..errors import ConfigurationError, InvalidSessionIdError, ItemError
 from ..repository import SdkSource
@@ -190,5 +190,5 @@ async def _copy(
         skip_unstorable=skip_unstorable,
     )
     if copied.items is not None and (operation := current()) is not None:  # not skipped
-        operation.wrote(copied.items, sum(len(row.message_data or "") for row in rows))
+        operation.wrote(copied.items, json_size(row.message_data or "" for row in rows))
     return copied, [*copied.left_out, *beyond_main(beyond)]
