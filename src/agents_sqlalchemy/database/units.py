@@ -476,12 +476,17 @@ class Database:
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
         if (problem := known_problem(self.url, exc)) is not None:
             return DatabaseError(problem)
-        if self.dialect_name in ("mysql", "mariadb") and _packet_too_big(exc):
+        if self.dialect_name in ("mysql", "mariadb") and (closed := _closed_by_mysql(exc)):
+            cause = (
+                "the statement was larger than the server's max_allowed_packet"
+                if closed == "packet"
+                else "the server went away (a restart, a crash, a network cut), or it refused "
+                "a statement larger than its max_allowed_packet"
+            )
             return DatabaseError(
                 f"{self.dialect_name} closed the connection, {_outcome(attempt)} ({exc.orig}): "
-                "a statement larger than the server's max_allowed_packet does that, e.g. a "
-                "very large item; raise max_allowed_packet on the server (SET GLOBAL "
-                "max_allowed_packet = ...; 1 GB at most) or store smaller items"
+                f"{cause}. For a very large item, raise max_allowed_packet on the server (SET "
+                "GLOBAL max_allowed_packet = ...; 1 GB at most) or store smaller items"
             )
         return DatabaseError(f"{self.dialect_name} error, {_outcome(attempt)}: {exc.orig}")
 
@@ -532,10 +537,13 @@ def _mysql_number(exc: DBAPIError) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def _packet_too_big(exc: DBAPIError) -> bool:
-    """Whether a MySQL/MariaDB failure is (or may be) a packet over max_allowed_packet: the
-    server says so (1153), or closes the connection as it reads one (2006, 2013)."""
-    return _mysql_number(exc) in (1153, 2006, 2013) or "max_allowed_packet" in str(exc.orig)
+def _closed_by_mysql(exc: DBAPIError) -> str | None:
+    """How MySQL/MariaDB ended a connection: "packet" when it says a packet was over
+    max_allowed_packet (1153), "lost" when the connection just ended (2006, 2013: a server
+    gone, or one that closed it as it read an oversized packet), else None."""
+    if _mysql_number(exc) == 1153 or "max_allowed_packet" in str(exc.orig):
+        return "packet"
+    return "lost" if _mysql_number(exc) in (2006, 2013) else None
 
 
 def _outcome(attempt: _Attempt) -> str:
