@@ -112,3 +112,39 @@ async def test_a_store_that_does_not_create_tables_never_creates_its_file(
             async with store.engine.connect() as conn:
                 await conn.exec_driver_sql("SELECT 1")
     assert not path.exists()  # (its WAL, opened before the move, may be left beside it)
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_writes_to_a_file_deleted_or_replaced_while_open_are_refused(
+    tmp_path: Path, how: str
+) -> None:
+    """A SQLite file deleted, or replaced by another (a backup restored over it), while a
+    store had it open took every later write into the old file, which no one opens again,
+    and reported it saved. Each write now checks the file is the one it first wrote."""
+    path = tmp_path / "agent.db"
+    async with SessionStore(path, create_tables=True, search=False) as store:
+        session = store.session("s")
+        await session.add_items([message("kept")])
+        backup = tmp_path / "backup.db"
+        async with SessionStore(backup, create_tables=True, search=False) as other:
+            await other.session("s").add_items([message("restored")])
+        _remove_database(path)
+        if how == "replaced":
+            backup.replace(path)
+        for write in (  # small and large units alike
+            lambda: session.add_items([message("lost")]),
+            lambda: session.add_items([message("lost")] * 300),
+            lambda: store.session("new").set_state("k", 1),
+        ):
+            with pytest.raises(DatabaseError, match=f"was {how}"):
+                await write()
+        if how == "replaced":  # the file now there holds what it held, and nothing of ours
+            with sqlite3.connect(path) as restored:
+                rows = restored.execute("SELECT payload FROM agents_sqlalchemy_items").fetchall()
+            assert [row[0] for row in rows] == ['{"role":"user","content":"restored"}']
+
+
+def _remove_database(path: Path) -> None:
+    """Delete a SQLite database: its file, its write-ahead log and the log's index."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)

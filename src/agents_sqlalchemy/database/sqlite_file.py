@@ -38,7 +38,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool, StaticPool
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, DatabaseError
 from .failures import failure_kind
 from .pragmas import open_existing, sqlite_pragmas
 
@@ -87,6 +87,7 @@ class SQLiteFile:
         open_existing(self.engine, may_create)
         self._lock = threading.Lock() if memory else None
         self._writer = None if memory else writer_of(str(url.database))
+        self._file = None if memory else SameFile(str(url.database))
         self._lock_timeout = lock_timeout
         # Small units run here only where neither a lock wait nor a sync can stall the loop.
         self._here: ThreadConnections | None = None
@@ -124,7 +125,8 @@ class SQLiteFile:
             raise Locked("no connection for this thread's units")
         if not write:
             return self._run_here(work, write)
-        assert self._writer is not None
+        assert self._writer is not None and self._file is not None
+        self._file.check()
         if not self._writer.acquire(blocking=False):  # its turn comes in a worker thread
             raise Locked("another writer of this process holds or awaits the file")
         try:
@@ -149,6 +151,8 @@ class SQLiteFile:
 
     def run_in_thread(self, work: Work[T], write: bool) -> T:
         """Run a unit of work (in a worker thread: it may wait for the lock)."""
+        if write and self._file is not None:
+            self._file.check()
         with (
             self._one_at_a_time(write),
             self.engine.begin() if write else self.engine.connect() as conn,
@@ -190,6 +194,39 @@ class SQLiteFile:
             yield
         finally:
             lock.release()
+
+
+class SameFile:
+    """The file a store's connections write to, checked before each write: a file deleted
+    or replaced (a backup restored over it) while they are open would take their writes
+    into a file no one opens again, and report them saved.
+
+    Example::
+
+        file = SameFile("agent.db")
+        file.check()   # DatabaseError once agent.db is no longer the file first written
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._identity: tuple[int, int] | None = None  # (device, inode), once a write found it
+
+    def check(self) -> None:
+        try:
+            found = os.stat(self._path)
+        except OSError:  # not there (or not reachable: the connection says why)
+            identity = None
+        else:
+            identity = (found.st_dev, found.st_ino)
+        if self._identity is None:  # the file the first write finds (or makes) is the one
+            self._identity = identity
+        elif identity != self._identity:
+            what = "deleted" if identity is None else "replaced by another file"
+            raise DatabaseError(
+                f"the database file {self._path} was {what} while this store had it open; "
+                "nothing was written (its connections would write to the old file, which no "
+                "one opens again): open the store again"
+            )
 
 
 class ThreadConnections:
