@@ -275,6 +275,8 @@ class SessionStore:
                 )
             store._services.opener.create_tables |= create_tables
             store._services.adoption.import_on_use |= import_sdk_history
+            if import_sdk_history:  # the SDK's history is imported as it is used: no warning
+                store._services.opener.announce_history = False
             store._shares += 1
             return store
 

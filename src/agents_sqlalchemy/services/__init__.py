@@ -134,6 +134,7 @@ class Services:
             background=background,
             forget_sealed=branches.forget_remembered,
         )
+        opener.announce_history = not import_sdk_history  # else each session is imported
         if owner_keys is not None and key is None:
             raise ConfigurationError("owner_keys= needs a key: a plaintext store has no keys")
         if owner_keys is not None and not isinstance(owner_keys, OwnerKeyStore):
