@@ -140,11 +140,11 @@ def sqlite_open_problem(url: URL) -> str | None:
         if existing is not None and not existing.is_dir():
             return f"{where}: {existing} is not a directory"
         return f"{where}: the directory {parent} does not exist (create it first)"
-    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
-        return f"{where}: the directory {parent} is not writable"
     if not path.exists():
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"{where}: the directory {parent} is not writable"
         return f"{where}: there is no such file (moved or deleted?), and nothing was created"
-    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+    if not os.access(path, os.R_OK | os.W_OK):
         return f"{where}: the file is not readable and writable by this user"
     return None
 
