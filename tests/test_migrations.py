@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -279,6 +279,33 @@ def test_upgrades_racing_from_processes_all_succeed(db_url: str) -> None:
         assert process.returncode == 0, err
     assert asyncio.run(migrate.current(db_url)) == HEAD
     assert rows(db_url, "SELECT count(*) FROM agents_sqlalchemy_items") == [(3,)]
+
+
+def test_a_migration_committing_while_the_status_is_read_is_seen_done(tmp_path: Path) -> None:
+    """The status reads the tables, then the version row, then (none being there) whether
+    the view is: a migrator committing just before that last read showed its view alone,
+    read as "untracked", and a store racing `db upgrade` refused to open. The migration
+    here commits from another connection as the view is looked for."""
+    url, tables = f"sqlite:///{tmp_path / 'race.db'}", TableNames()
+    reader, migrator = create_engine(url), create_engine(url)
+    migrated = False
+
+    @event.listens_for(reader, "before_cursor_execute")
+    def commit_a_migration(*args: object) -> None:
+        nonlocal migrated
+        statement = str(args[2])
+        if not migrated and "view" in statement.lower() and "sqlite_master" in statement:
+            migrated = True
+            with migrator.begin() as other:
+                migrate.upgrade_sync(other, tables)
+
+    try:
+        with reader.connect() as connection:
+            status = migrate.schema_status(connection, tables)
+    finally:
+        reader.dispose()
+        migrator.dispose()
+    assert migrated and status.state == "current", status
 
 
 def test_upgrade_through_a_synchronous_connection(tmp_path: Path) -> None:

@@ -242,6 +242,10 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     expected = head_revision()
     if not found:
         if not existing and (view := _view(connection, tables)):
+            # Read after the tables and the version row: a migrator that committed between
+            # them shows its view alone. Tables there now are its work: read it all again.
+            if _existing(connection, tables, ours):
+                return schema_status(connection, tables)
             return SchemaStatus("untracked", found, expected, tables, view)
         if not existing:
             others = _other_version_tables(connection, tables)
