@@ -37,6 +37,7 @@ from .support.disk import found_on_disk, on_disk
 from .support.items import message
 from .support.server_disk import key_files, opened
 from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS, execute, raw_rows
+from .support.telemetry import Exported
 
 _KEYS_OF = (
     f"SELECT i.wrapped_key FROM {ITEMS} i JOIN {SESSIONS} s ON s.id = i.session_pk "
@@ -600,3 +601,78 @@ async def test_items_sealed_before_owner_keys_still_open_move_and_rotate(
         assert await store.rotate_key(new_key) == 3
     async with SessionStore(db_url, key=new_key) as store:
         assert len(await store.session("old").get_items()) == 3
+
+
+_WRITES = {
+    # The store appended to the session before: on PostgreSQL its next append is one
+    # statement, which share-locks the owner key before the session's row.
+    "append": lambda session: session.add_items([message("during")]),
+    # A write that claims the session first (its state, sealed under the owner key).
+    "set_state": lambda session: session.set_state("k", "during"),
+}
+
+
+async def _until_waiting(url: str, count: int) -> None:
+    """Until `count` transactions of the database wait for a lock (on MariaDB: run a
+    statement, a locking one not listed as waiting until it has locked a row)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock'"
+        if url.startswith("postgresql")
+        else "SELECT count(*) FROM information_schema.processlist WHERE db = database() "
+        "AND command = 'Query' AND id <> connection_id()"
+    )
+    for _ in range(1000):
+        if (await raw_rows(url, query))[0][0] >= count:
+            await asyncio.sleep(0.05)  # a statement just sent reaches its lock
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} transactions never waited for a lock")
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+@pytest.mark.parametrize("first", ["writer", "eraser"])
+@pytest.mark.parametrize("write", sorted(_WRITES))
+async def test_erasing_a_user_beside_a_waiting_write_is_no_deadlock(
+    db_url: str, key: bytes, write: str, first: str
+) -> None:
+    """`erase_user` and a sealed write of the same user, both waiting for the session's
+    row, take their locks in one order (on PostgreSQL the owner key's first; on MariaDB
+    the row's through its `session_hash`): neither is a deadlock's victim, run again, and
+    the result is the one of their order."""
+    exported = Exported()
+    telemetry = exported.telemetry()
+    async with SessionStore(
+        db_url, create_tables=True, key=key, search=False, telemetry=telemetry
+    ) as store:
+        session = store.session("held", user_id="alice")
+        await session.add_items([message("first")])
+        engine = create_async_engine(db_url)
+        try:
+            async with engine.begin() as holder:  # holds the session's row meanwhile
+                await holder.execute(
+                    text(f"SELECT id FROM {SESSIONS} WHERE session_id = 'held' FOR UPDATE")
+                )
+                started = []
+                for who in (first, "eraser" if first == "writer" else "writer"):
+                    call = store.erase_user("alice") if who == "eraser" else _WRITES[write](session)
+                    started.append(asyncio.ensure_future(call))
+                    await _until_waiting(db_url, len(started))
+        finally:
+            await engine.dispose()
+        await asyncio.gather(*started)
+        assert exported.total("agents_sqlalchemy.retries") == 0
+        kept = await store.session("held").get_items()
+        state = await store.session("held").get_state("k")
+    # Both waited for the row: the database may let either go first (MariaDB does not
+    # always let the first), and the outcome is the one of that order, whole.
+    erased_last: tuple[object, ...] = ([], None, [])
+    written_last = (
+        [message("during")] if write == "append" else [],
+        "during" if write == "set_state" else None,
+        [owner_of("alice", "")],
+    )
+    owners = list((await _owner_keys(db_url)).values())
+    assert (kept, state, owners) in (erased_last, written_last)
+    if db_url.startswith("postgresql"):  # which grants a row's lock in the order asked
+        assert (kept, state, owners) == (erased_last if first == "writer" else written_last)

@@ -46,6 +46,9 @@ class SessionKey:
     # A sealed store's reads: the session's owner as its row says (`owner_of`), which the
     # items' owner key must belong to; None: not looked up.
     owner: str | None = field(default=None, compare=False)
+    # A sealed store's writes: the id of the owner key they seal under, which the write's
+    # first statement locks and checks (`Schema.claim`); None: a plaintext write.
+    sealing: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, session_id: str, **first_write: Any) -> SessionKey:
@@ -56,7 +59,15 @@ class SessionKey:
         """This key with the owner of a session whose row names `user_id` (built directly:
         `dataclasses.replace` costs more than a sealed tail read's own work on an item)."""
         owner = owner_of(user_id, self.hash)
-        return SessionKey(self.session_id, self.hash, self.user_id, self.metadata, owner)
+        return SessionKey(
+            self.session_id, self.hash, self.user_id, self.metadata, owner, self.sealing
+        )
+
+    def sealed_under(self, key_id: str) -> SessionKey:
+        """This key for a write that seals under owner key `key_id`."""
+        return SessionKey(
+            self.session_id, self.hash, self.user_id, self.metadata, self.owner, key_id
+        )
 
 
 @dataclass(frozen=True)

@@ -237,12 +237,19 @@ class Branches:
     # -- writing ----------------------------------------------------------------------------
 
     def _insert_owned(
-        self, conn: Connection, owner_pk: int, first: int, new: Sequence[NewItem], ttl: Any
+        self,
+        conn: Connection,
+        owner_pk: int,
+        first: int,
+        new: Sequence[NewItem],
+        ttl: Any,
+        checked: str | None,
     ) -> list[int]:
-        """Insert items (and their keys) under `owner_pk` at `first`..., as an append does;
-        their pks, in order."""
+        """Insert items (and their keys) under `owner_pk` at `first`..., as an append does
+        (`checked`: the owner key the claim checked); their pks, in order."""
         now = self._schema.now()
-        self._schema.insert_items(conn, owner_pk, first, new, now, now + ttl if ttl else None)
+        expires_at = now + ttl if ttl else None
+        self._schema.insert_items(conn, owner_pk, first, new, now, expires_at, checked=checked)
         placed = {"owner_pk": owner_pk, "first": first, "last": first + len(new) - 1}
         return list(conn.execute(self._placed_query, placed).scalars())
 
@@ -277,7 +284,7 @@ class Branches:
         if branch_pk is None or companion is None:
             return GONE
         first = claimed.next_seq - len(flags) + 1
-        pks = self._insert_owned(conn, companion, first, build(first), ttl)
+        pks = self._insert_owned(conn, companion, first, build(first), ttl, claimed.checked)
         last = self._lines.last_ref(conn, branch_pk)
         turn = last.turn if last else 0
         conn.execute(

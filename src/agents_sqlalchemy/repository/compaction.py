@@ -198,5 +198,13 @@ class Compaction:
         for (created_at, expires_at), run in groupby(times):  # rows made at once, together
             size = len(list(run))
             part = rows[start : start + size]
-            self._schema.insert_items(conn, claimed.id, first + start, part, created_at, expires_at)
+            self._schema.insert_items(
+                conn,
+                claimed.id,
+                first + start,
+                part,
+                created_at,
+                expires_at,
+                checked=claimed.checked,
+            )
             start += size

@@ -61,13 +61,12 @@ class Items:
         count: int,
         build: Callable[[int], Sequence[NewItem]],
         ttl: timedelta | None,
-        owner_key: str | None = None,
     ) -> tuple[int, int]:
         """Append `count` (> 0) items in one transaction, creating the session row on first
         write; return the session row's id and the number of the first item.
 
         `build(first_seq)` makes the rows once their numbers are known (sealing binds them),
-        under `owner_key` if it names one. On PostgreSQL the append is one statement that
+        under `key.sealing` if it names one. On PostgreSQL the append is one statement that
         commits by itself: always for plaintext; sealed, when the session is as this store
         last left it.
         """
@@ -81,7 +80,7 @@ class Items:
             if placed is not None:
                 return placed[0], placed[1] - count + 1
         session_pk, next_seq = await db.write(
-            lambda conn: self.append_in(conn, key, count, build, ttl, owner_key),
+            lambda conn: self.append_in(conn, key, count, build, ttl),
             session_id=key.session_id,
             small=count <= SMALL,
             one_statement=self._at_once is not None,
@@ -121,13 +120,16 @@ class Items:
         )
         if conn.execute(held.limit(1)).first() is not None:
             return None
-        session_pk, next_seq, _ = self._schema.claim(conn, key, count, now)
-        first = next_seq - count + 1
+        claimed = self._schema.claim(conn, key, count, now)
+        first = claimed.next_seq - count + 1
         expires_at = now + ttl if ttl else None
-        self._schema.insert_items(conn, session_pk, first, build(first), now, expires_at)
+        new = build(first)
+        self._schema.insert_items(
+            conn, session_pk, first, new, now, expires_at, checked=claimed.checked
+        )
         named = update(items).where(items.c.session_pk == session_pk, items.c.seq == first)
         conn.execute(named.values(batch_key=batch_key))
-        return session_pk, next_seq
+        return session_pk, claimed.next_seq
 
     async def read(
         self, key: SessionKey, limit: int | None, current_kek: str | None = None
@@ -211,11 +213,9 @@ class Items:
         count: int,
         build: Callable[[int], Sequence[NewItem]],
         ttl: timedelta | None,
-        owner_key: str | None = None,
     ) -> tuple[int, int]:
         """Inside a transaction: append `count` items to the session's main line; its id and
-        `next_seq` after (the Runner's append runs it too, beside its usage record).
-        `owner_key`: the owner key `build` seals under, if it names one (`Schema.claim`)."""
+        `next_seq` after (the Runner's append runs it too, beside its usage record)."""
         now = self._schema.now()
         expires_at = now + ttl if ttl else None
         if self._at_once is not None:  # plaintext on PostgreSQL
@@ -223,22 +223,19 @@ class Items:
             values["payloads"] = [row.payload for row in build(0)]  # placed by the statement
             [(session_pk, next_seq)] = self._at_once.run(conn, values)
             return session_pk, next_seq
-        if self._sealed_at_once is not None:
-            if (placed := self._append_sealed(conn, key, count, build, ttl)) is not None:
-                return placed
-            values = self._schema.claim_values(key, count, now)
-            [(session_pk, next_seq, user_id)] = self._claim_with_user.run(conn, values)
-            checked = None
-        else:
-            claimed = self._schema.claim(conn, key, count, now, owner_key=owner_key)
-            session_pk, next_seq, checked = claimed
-        first = next_seq - count + 1
+        sealed_at_once = self._sealed_at_once is not None
+        if sealed_at_once and (placed := self._append_sealed(conn, key, count, build, ttl)):
+            return placed
+        claimed = self._schema.claim(conn, key, count, now)
+        first = claimed.next_seq - count + 1
         # Sealed items go in only under a live key of the session's owner (else it refuses).
         new = build(first)
-        self._schema.insert_items(conn, session_pk, first, new, now, expires_at, checked=checked)
-        if self._sealed_at_once is not None:
-            self._remember(key, next_seq, user_id)
-        return session_pk, next_seq
+        self._schema.insert_items(
+            conn, claimed.id, first, new, now, expires_at, checked=claimed.checked
+        )
+        if sealed_at_once and claimed.checked is not None:
+            self._remember(key, claimed.next_seq, claimed.user_id)
+        return claimed.id, claimed.next_seq
 
     def _append_sealed(
         self,
@@ -352,8 +349,3 @@ class Items:
         rows = select(*values.values())
         inserted = items.insert().from_select(list(values), rows).cte("inserted")
         return Prepared(select(claimed.c.id, claimed.c.next_seq).add_cte(inserted))
-
-    @cached_property
-    def _claim_with_user(self) -> Prepared:
-        """`Schema.claim` on PostgreSQL, returning the session's user as well."""
-        return Prepared(self._schema.claim_upsert.returning(self._schema.sessions.c.user_id))

@@ -67,11 +67,13 @@ def utcnow() -> datetime:
 
 class Claimed(NamedTuple):
     """A session's row, locked for this transaction, and its `next_seq` after the claim;
-    `checked`: the owner key the claim found live and the session's owner's, if it looked."""
+    `checked`: the owner key the claim found live and the session's owner's, if it looked
+    (a sealed write), and then `user_id`, the session's user."""
 
     id: int
     next_seq: int
     checked: str | None = None
+    user_id: str | None = None
 
 
 #: Values per array at most where PostgreSQL reads many rows as arrays: asyncpg decodes a
@@ -309,42 +311,35 @@ class Schema:
         """A select of the session's row id, by its hash."""
         return select(self.sessions.c.id).where(self.sessions.c.session_hash == key.hash)
 
-    def claim(
-        self,
-        conn: Connection,
-        key: SessionKey,
-        count: int,
-        now: datetime,
-        *,
-        owner_key: str | None = None,
-    ) -> Claimed:
+    def claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.
 
         The first statement of every write: on PostgreSQL, MySQL and MariaDB it locks the
         session's row, on SQLite it takes the database's write lock. Returns the row's `id`
-        and `next_seq`. `owner_key`: the owner key the items will be sealed under; on MySQL
-        and SQLite the claim's own statements check it (`refuse_foreign_owner`'s check, a
-        statement fewer) and name it `checked`.
+        and `next_seq`. A sealed write's key (`key.sealing`) is checked by the claim's own
+        statements (`refuse_foreign_owner`'s check, a statement fewer) and named `checked`.
+
+        The order of locks, against `erase_user`'s deadlocks: on PostgreSQL the owner key's
+        row is share-locked before the session's (the one-statement append can lock in no
+        other order, and the erasure locks them so too); on MySQL and MariaDB, after it, as
+        every write and the erasure there do.
         """
         values = self.claim_values(key, count, now)
-        if self.mysql:  # the upsert locks the row; reading it back sees our own change
+        if key.sealing is None:
+            if self.mysql:  # the upsert locks the row; reading it back sees our own change
+                self._claim_statement.run(conn, values)
+                return Claimed(*self.claimed_statement.run(conn, values)[0])
+            return Claimed(*self._claim_statement.run(conn, values)[0])
+        values["key_id"] = key.sealing
+        if self.mysql:
             self._claim_statement.run(conn, values)
-            if owner_key is not None:
-                values["key_id"] = owner_key
-                [(session_pk, next_seq, *owned)] = self._claimed_owned.run(conn, values)
-                _refuse_unless_owned(*owned)
-                return Claimed(session_pk, next_seq, owner_key)
-            session_pk, next_seq = self.claimed_statement.run(conn, values)[0][:2]
-        elif owner_key is not None and self.db.dialect_name == "sqlite":
-            values["key_id"] = owner_key
-            [(session_pk, next_seq, user_id, key_owner)] = self._claim_returning_owner.run(
-                conn, values
-            )
+            [(session_pk, next_seq, user_id, *owned)] = self._claimed_owned.run(conn, values)
+            _refuse_unless_owned(user_id, *owned)
+        else:  # on PostgreSQL no row when the key is not live
+            claimed = self._claim_owned.run(conn, values)
+            session_pk, next_seq, user_id, key_owner = claimed[0] if claimed else (0, 0, None, None)
             _refuse_unless_owned(user_id, key.hash, key_owner)
-            return Claimed(session_pk, next_seq, owner_key)
-        else:
-            [(session_pk, next_seq)] = self._claim_statement.run(conn, values)
-        return Claimed(session_pk, next_seq)
+        return Claimed(session_pk, next_seq, key.sealing, user_id)
 
     @staticmethod
     def claim_values(key: SessionKey, count: int, now: datetime) -> dict[str, Any]:
@@ -367,6 +362,11 @@ class Schema:
     def claim_upsert(self) -> Any:
         """The upsert that creates a session's row or bumps its `next_seq` by `count`
         (returning `id` and `next_seq`, except on MySQL)."""
+        return self._upsert()
+
+    def _upsert(self, beside: Any = None) -> Any:
+        """`claim_upsert`; on SQLite and PostgreSQL, with the row to insert read beside the
+        rows of `beside` (a CTE) if given: none there, no claim."""
         sessions = self.sessions
         count = bindparam("count", type_=sessions.c.next_seq.type)
         now = bindparam("now", type_=sessions.c.updated_at.type)
@@ -383,21 +383,38 @@ class Schema:
         if self.mysql:
             return mysql.insert(sessions).values(**row).on_duplicate_key_update(**bump)
         upsert = postgresql.insert if self.db.dialect_name == "postgresql" else sqlite.insert
-        return (
-            upsert(sessions)
-            .values(**row)
-            .on_conflict_do_update(index_elements=[sessions.c.session_hash], set_=bump)
-            .returning(sessions.c.id, sessions.c.next_seq)
-        )
+        inserted = upsert(sessions)
+        if beside is None:
+            inserted = inserted.values(**row)
+        else:
+            source = select(*(value.label(name) for name, value in row.items()))
+            inserted = inserted.from_select(list(row), source.select_from(beside))
+        return inserted.on_conflict_do_update(
+            index_elements=[sessions.c.session_hash], set_=bump
+        ).returning(sessions.c.id, sessions.c.next_seq)
 
     @cached_property
-    def _claim_returning_owner(self) -> Prepared:
-        """SQLite: `claim_upsert` returning the row's user too, and `_live_owner` (the write
-        lock, held from this statement on, keeps them so). The key is bound to the session's
+    def _claim_owned(self) -> Prepared:
+        """SQLite and PostgreSQL: `claim_upsert` returning the row's user too, and the owner
+        of owner key `key_id` if it is live (else NULL). The key is bound to the session's
         own hash: a row claimed by a session's key is never a companion row (whose hash holds
-        a byte no text does)."""
-        returned = (self.sessions.c.user_id, self._live_owner())
-        return Prepared(self.claim_upsert.returning(*returned))
+        a byte no text does).
+
+        On SQLite the write lock, held from this statement on, keeps them so. On PostgreSQL
+        the key's row is share-locked (against a retirement) by a first CTE, which the row
+        to insert is read beside: before the session's row is locked."""
+        user_id = self.sessions.c.user_id
+        if self.db.dialect_name == "sqlite":
+            return Prepared(self.claim_upsert.returning(user_id, self._live_owner()))
+        keys = self.owner_keys
+        live = (
+            select(keys.c.owner)
+            .where(keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None))
+            .with_for_update(read=True)
+            .cte("live_key")
+        )
+        owner = select(live.c.owner).scalar_subquery()
+        return Prepared(self._upsert(live).returning(user_id, owner))
 
     @cached_property
     def claimed_statement(self) -> Prepared:

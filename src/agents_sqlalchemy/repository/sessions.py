@@ -138,15 +138,13 @@ class Sessions:
         key: SessionKey,
         change: Callable[[Any], dict[str, Any]],
         columns: tuple[str, ...],
-        *,
-        owner_key: str | None = None,
     ) -> None:
         """Read `columns` of the session under its lock (creating its row), write `change(row)`;
-        a change of nothing (`{}`) rolls back, the row's making with it. `owner_key`: the
-        owner key what is written is sealed under, checked live and the owner's in the same
-        transaction (`OwnerKeyError` if the owner was erased or changed meanwhile)."""
+        a change of nothing (`{}`) rolls back, the row's making with it. What is sealed under
+        `key.sealing` is checked live and the owner's in the same transaction (`OwnerKeyError`
+        if the owner was erased or changed meanwhile)."""
         await self._schema.db.write(
-            lambda conn: self._update_session(conn, key, change, columns, owner_key),
+            lambda conn: self._update_session(conn, key, change, columns),
             session_id=key.session_id,
         )
 
@@ -156,12 +154,9 @@ class Sessions:
         key: SessionKey,
         change: Callable[[Any], dict[str, Any]],
         columns: tuple[str, ...],
-        owner_key: str | None,
     ) -> None:
         sessions = self._schema.sessions
-        claimed = self._schema.claim(conn, key, 0, self._schema.now(), owner_key=owner_key)
-        if owner_key is not None and claimed.checked != owner_key:
-            self._schema.refuse_foreign_owner(conn, claimed.id, owner_key)
+        claimed = self._schema.claim(conn, key, 0, self._schema.now())
         chosen = select(*(sessions.c[name] for name in columns))
         row = conn.execute(chosen.where(sessions.c.id == claimed.id)).one() if columns else None
         values = change(row)  # a sealed state's owner is checked there, on the row read
@@ -312,13 +307,13 @@ class Sessions:
         total_sessions = total_items = 0
         dropped: list[Any] = []
         while True:
-            deleted_sessions, deleted_items, keys = await self._schema.db.write(
+            deleted_sessions, deleted_items, keys, last = await self._schema.db.write(
                 lambda conn: self._delete_batch(conn, where, batch, owners)
             )
             total_sessions += deleted_sessions
             total_items += deleted_items
             dropped += keys
-            if deleted_sessions < batch:
+            if last:
                 return total_sessions, total_items, dropped
 
     def _delete_batch(
@@ -327,16 +322,16 @@ class Sessions:
         where: ColumnElement[bool],
         batch: int,
         owners: Collection[str] | None,
-    ) -> tuple[int, int, list[Any]]:
+    ) -> tuple[int, int, list[Any], bool]:
+        """One batch of `delete_sessions`: (sessions, items, owner key rows) deleted, and
+        whether it was the last."""
         sessions, items = self._schema.sessions, self._schema.items
-        # Locked as they are read: a session deleted meanwhile is passed over for the next,
-        # so a short batch is the last. (An UPDATE of a LIMIT subquery came back short on
-        # PostgreSQL when one was, and the deletion stopped early.)
-        chosen = select(sessions.c.id).where(where).limit(batch).with_for_update()
-        pks = list(conn.execute(chosen).scalars())
-        last = len(pks) < batch
+        if self._schema.sealed and self._schema.db.dialect_name == "postgresql":
+            self._lock_keys_first(conn, where, batch, owners)
+        pks, last = self._lock_batch(conn, where, batch)
         if not pks:
-            return 0, 0, self._drop_keys(conn, owners) if self._schema.sealed else []
+            keys = self._drop_keys(conn, owners) if self._schema.sealed and last else []
+            return 0, 0, keys, last
         without_user = select(sessions.c.session_hash).where(
             sessions.c.id.in_(pks), sessions.c.user_id.is_(None)
         )
@@ -348,11 +343,57 @@ class Sessions:
         removed = conn.execute(delete(items).where(items.c.session_pk.in_(holders)))
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
         if not self._schema.sealed:
-            return len(pks), int(removed.rowcount), []
+            return len(pks), int(removed.rowcount), [], last
         dropped = self._drop_keys(conn, ownerless)
         if last:
             dropped += self._drop_keys(conn, owners)
-        return len(pks), int(removed.rowcount), dropped
+        return len(pks), int(removed.rowcount), dropped, last
+
+    def _lock_batch(
+        self, conn: Connection, where: ColumnElement[bool], batch: int
+    ) -> tuple[list[int], bool]:
+        """Lock up to `batch` sessions matching `where`: their ids, and whether no more match.
+
+        Locked as they are read: a session deleted meanwhile is passed over for the next,
+        so a short batch is the last. (An UPDATE of a LIMIT subquery came back short on
+        PostgreSQL when one was, and the deletion stopped early.) On MySQL and MariaDB the
+        rows are locked through their `session_hash`, as a write's upsert locks them: the
+        unique index's entry, then the row. Locked through another index, the row came
+        first, and a write waiting for it held the entry the deletion then needed: a
+        deadlock (a write of the session's during `erase_user` was its victim each time).
+        """
+        sessions = self._schema.sessions
+        if not self._schema.mysql:
+            chosen = select(sessions.c.id).where(where).limit(batch).with_for_update()
+            pks = list(conn.execute(chosen).scalars())
+            return pks, len(pks) < batch
+        found = select(sessions.c.session_hash).where(where).limit(batch)
+        hashes = list(conn.execute(found).scalars())
+        by_hash = select(sessions.c.id).where(sessions.c.session_hash.in_(hashes), where)
+        pks = list(conn.execute(by_hash.with_for_update()).scalars()) if hashes else []
+        return pks, len(hashes) < batch
+
+    def _lock_keys_first(
+        self,
+        conn: Connection,
+        where: ColumnElement[bool],
+        batch: int,
+        owners: Collection[str] | None,
+    ) -> None:
+        """PostgreSQL: lock the owner keys a batch may delete before its sessions, in the
+        order a sealed write locks them (`Schema.claim`): a deletion that locked sessions
+        first met a write holding the key's share lock and waiting for its session, a
+        deadlock. The keys of sessions without a user are those of the batch as read now
+        (one that matches only later is locked after its session, as before)."""
+        sessions, keys = self._schema.sessions, self._schema.owner_keys
+        ownerless = select(sessions.c.session_hash).where(where, sessions.c.user_id.is_(None))
+        locked = [owner_of(None, h) for h in conn.execute(ownerless.limit(batch)).scalars()]
+        chosen = select(keys.c.key_id).order_by(keys.c.key_id).with_for_update()
+        if owners is not None:
+            if not (owners or locked):
+                return
+            chosen = chosen.where(keys.c.owner.in_([*owners, *locked]))
+        conn.execute(chosen).all()
 
     def _drop_keys(self, conn: Connection, owners: Collection[str] | None) -> list[Any]:
         """Delete the owner key rows of `owners` (None: every one); return them."""

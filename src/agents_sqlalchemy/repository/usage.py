@@ -120,11 +120,9 @@ class Usage:
         ttl: timedelta | None,
         usage: dict[str, Any] | None,
         opened: Opened,
-        owner_key: str | None = None,
     ) -> bool:
         """Append to a line and, with `usage`, record it on the line's current turn, in one
-        transaction; False (nothing written) when branch `name` is gone. `owner_key`: the
-        owner key `build` seals under, if it names one (`Schema.claim`)."""
+        transaction; False (nothing written) when branch `name` is gone."""
 
         def work(conn: Connection) -> bool:
             if name != MAIN:
@@ -135,7 +133,7 @@ class Usage:
                     self._record(conn, *appended, usage)
                 return True
             count = len(flags)
-            session_pk, next_seq = self._items.append_in(conn, key, count, build, ttl, owner_key)
+            session_pk, next_seq = self._items.append_in(conn, key, count, build, ttl)
             if usage is not None:
                 self._record_main(conn, session_pk, next_seq, flags, usage, opened)
             return True

@@ -109,7 +109,6 @@ class Branches:
                 ttl or self.ttl,
                 usage,
                 opened,
-                None if sealer is None else sealer.kek_id,
             )
 
         done = await self._owners.writing(key, write, reads=True)

@@ -116,8 +116,7 @@ class Conversation:
         async def write(key: SessionKey, sealer: OwnerKey | None) -> tuple[int, int] | None:
             build = functools.partial(codec.rows, key, payloads, sealer=sealer)
             if batch_key is None:
-                owner_key = None if sealer is None else sealer.kek_id
-                return await self._items.append(key, len(payloads), build, ttl, owner_key)
+                return await self._items.append(key, len(payloads), build, ttl)
             return await self._items.append_once(key, len(payloads), build, ttl, batch_key)
 
         placed = await self._owners.writing(key, write)
@@ -200,7 +199,7 @@ class Conversation:
                 return codec.state_values(key, state, sealer)
 
             columns = (*codec.state_columns, "user_id")
-            await self._sessions.update_session(key, change, columns, owner_key=_id_of(sealer))
+            await self._sessions.update_session(key, change, columns)
 
         # The sealed state replaced leaves no copy in a SQLite WAL, deleted or overwritten.
         async with self._opener.scrubbing(forget=delete):
@@ -218,7 +217,7 @@ class Conversation:
                 self._owners.check(sealer, key, row.user_id)
                 return codec.state_values(key, state, sealer)
 
-            await self._sessions.update_session(key, change, ("user_id",), owner_key=_id_of(sealer))
+            await self._sessions.update_session(key, change, ("user_id",))
 
         async with self._opener.scrubbing(forget=False):
             await self._owners.writing(key, write)
@@ -336,8 +335,3 @@ def batch_key_of(idempotency_key: str) -> str:
             f"idempotency_key must be a string of 1 to 255 characters, got {idempotency_key!r}"
         )
     return hashlib.sha256(idempotency_key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _id_of(sealer: OwnerKey | None) -> str | None:
-    """The id of the owner key a write seals under (None: not under an owner key)."""
-    return None if sealer is None else sealer.kek_id

@@ -298,14 +298,17 @@ class Owners:
     ) -> T:
         """`write(key, sealer)`: sealed under the key of the session's owner, again after
         looking once more if the owner changed meanwhile (the write's transaction checks
-        it), or once the owner keys it read under are opened. With `reads`, `key` comes
-        with its owner (`owned`), for a write that opens what is stored."""
+        it), or once the owner keys it read under are opened. `key` names the sealer's key
+        (`SessionKey.sealing`); with `reads`, it comes with its owner too (`owned`), for a
+        write that opens what is stored."""
         seen = set[str]()
         for attempt in range(ATTEMPTS):
             owned = await self.owned(key) if reads else key
             sealer = await self.sealer(key)
             try:
-                return await write(owned, sealer)
+                return await write(
+                    owned if sealer is None else owned.sealed_under(sealer.kek_id), sealer
+                )
             except MissingOwnerKeys as missing:
                 await self._load_or_refuse(missing.key_ids, seen)
             except OwnerKeyError:
