@@ -13,6 +13,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -28,6 +29,7 @@ from agents_sqlalchemy import (
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
 from agents_sqlalchemy.repository.schema import Schema
+from agents_sqlalchemy.repository.sessions import Sessions
 from agents_sqlalchemy.services import keys as keys_module
 from agents_sqlalchemy.services.owners import Owners
 from agents_sqlalchemy.types import StoredItem, owner_of
@@ -676,3 +678,44 @@ async def test_erasing_a_user_beside_a_waiting_write_is_no_deadlock(
     assert (kept, state, owners) in (erased_last, written_last)
     if db_url.startswith("postgresql"):  # which grants a row's lock in the order asked
         assert (kept, state, owners) == (erased_last if first == "writer" else written_last)
+
+
+@pytest.mark.dialects("postgresql")
+async def test_a_session_written_while_its_user_is_erased_keeps_its_key(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that makes the user's first key and session while `erase_user` is between
+    its sessions and their keys commits a session the erasure never saw: that session and
+    its key stay, readable (the erasure destroyed a key made after it looked, and left the
+    session's items unreadable: a write reported saved, and lost)."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("old", user_id="alice").add_items([message("old")])
+    reached, written = threading.Event(), threading.Event()
+    drop_keys = Sessions._drop_keys
+
+    def waiting(self: Sessions, *args: Any, **kwargs: Any) -> list[Any]:
+        reached.set()
+        written.wait(timeout=10)  # the erasure's transaction stays open meanwhile
+        return drop_keys(self, *args, **kwargs)
+
+    def write_meanwhile() -> None:
+        async def write() -> None:
+            async with SessionStore(db_url, key=key, search=False) as writer:
+                await writer.session("new", user_id="alice").add_items([message("new")])
+
+        reached.wait(timeout=10)
+        asyncio.run(write())
+        written.set()
+
+    async with SessionStore(db_url, key=key, search=False) as eraser:
+        await eraser.erase_user("alice")  # alice has no key now, nor a session
+        thread = threading.Thread(target=write_meanwhile)
+        thread.start()
+        monkeypatch.setattr(Sessions, "_drop_keys", waiting)
+        receipt = await eraser.erase_user("alice")
+        thread.join()
+    monkeypatch.undo()
+    assert receipt.sessions == 0
+    assert list((await _owner_keys(db_url)).values()) == [owner_of("alice", "")]
+    async with SessionStore(db_url, key=key) as reader:
+        assert await reader.session("new").get_items() == [message("new")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
@@ -307,13 +308,16 @@ class Sessions:
         total_sessions = total_items = 0
         dropped: list[Any] = []
         while True:
-            deleted_sessions, deleted_items, keys, last = await self._schema.db.write(
-                lambda conn: self._delete_batch(conn, where, batch, owners)
+            hashes = await self._next_hashes(where, batch)
+            deleted_sessions, deleted_items, keys = await self._schema.db.write(
+                functools.partial(
+                    self._delete_batch, where=where, batch=batch, owners=owners, hashes=hashes
+                )
             )
             total_sessions += deleted_sessions
             total_items += deleted_items
             dropped += keys
-            if last:
+            if deleted_sessions < batch:
                 return total_sessions, total_items, dropped
 
     def _delete_batch(
@@ -322,16 +326,23 @@ class Sessions:
         where: ColumnElement[bool],
         batch: int,
         owners: Collection[str] | None,
-    ) -> tuple[int, int, list[Any], bool]:
-        """One batch of `delete_sessions`: (sessions, items, owner key rows) deleted, and
-        whether it was the last."""
+        hashes: list[str] | None,
+    ) -> tuple[int, int, list[Any]]:
+        """One batch of `delete_sessions`: (sessions, items, owner key rows) deleted."""
         sessions, items = self._schema.sessions, self._schema.items
+        locked = None  # the owner keys locked first (PostgreSQL); None: not looked for
         if self._schema.sealed and self._schema.db.dialect_name == "postgresql":
-            self._lock_keys_first(conn, where, batch, owners)
-        pks, last = self._lock_batch(conn, where, batch)
+            locked = self._lock_keys_first(conn, where, batch, owners)
+        if hashes:  # MySQL and MariaDB: through `session_hash` first, as a write's upsert
+            self._lock_by_hash(conn, hashes)
+        # Locked as they are read: a session deleted meanwhile is passed over for the next,
+        # so a short batch is the last. (An UPDATE of a LIMIT subquery came back short on
+        # PostgreSQL when one was, and the deletion stopped early.)
+        chosen = select(sessions.c.id).where(where).limit(batch).with_for_update()
+        pks = list(conn.execute(chosen).scalars())
+        last = len(pks) < batch
         if not pks:
-            keys = self._drop_keys(conn, owners) if self._schema.sealed and last else []
-            return 0, 0, keys, last
+            return 0, 0, self._drop_keys(conn, owners, locked) if self._schema.sealed else []
         without_user = select(sessions.c.session_hash).where(
             sessions.c.id.in_(pks), sessions.c.user_id.is_(None)
         )
@@ -343,35 +354,29 @@ class Sessions:
         removed = conn.execute(delete(items).where(items.c.session_pk.in_(holders)))
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
         if not self._schema.sealed:
-            return len(pks), int(removed.rowcount), [], last
+            return len(pks), int(removed.rowcount), []
         dropped = self._drop_keys(conn, ownerless)
         if last:
-            dropped += self._drop_keys(conn, owners)
-        return len(pks), int(removed.rowcount), dropped, last
+            dropped += self._drop_keys(conn, owners, locked)
+        return len(pks), int(removed.rowcount), dropped
 
-    def _lock_batch(
-        self, conn: Connection, where: ColumnElement[bool], batch: int
-    ) -> tuple[list[int], bool]:
-        """Lock up to `batch` sessions matching `where`: their ids, and whether no more match.
-
-        Locked as they are read: a session deleted meanwhile is passed over for the next,
-        so a short batch is the last. (An UPDATE of a LIMIT subquery came back short on
-        PostgreSQL when one was, and the deletion stopped early.) On MySQL and MariaDB the
-        rows are locked through their `session_hash`, as a write's upsert locks them: the
-        unique index's entry, then the row. Locked through another index, the row came
-        first, and a write waiting for it held the entry the deletion then needed: a
-        deadlock (a write of the session's during `erase_user` was its victim each time).
-        """
-        sessions = self._schema.sessions
+    async def _next_hashes(self, where: ColumnElement[bool], batch: int) -> list[str] | None:
+        """MySQL and MariaDB: the hashes of the next batch's sessions, read before its
+        transaction (whose first plain read fixes its snapshot: it must come after its
+        locks); None elsewhere."""
         if not self._schema.mysql:
-            chosen = select(sessions.c.id).where(where).limit(batch).with_for_update()
-            pks = list(conn.execute(chosen).scalars())
-            return pks, len(pks) < batch
-        found = select(sessions.c.session_hash).where(where).limit(batch)
-        hashes = list(conn.execute(found).scalars())
-        by_hash = select(sessions.c.id).where(sessions.c.session_hash.in_(hashes), where)
-        pks = list(conn.execute(by_hash.with_for_update()).scalars()) if hashes else []
-        return pks, len(hashes) < batch
+            return None
+        found = select(self._schema.sessions.c.session_hash).where(where).limit(batch)
+        return await self._schema.db.read(lambda conn: list(conn.execute(found).scalars()))
+
+    def _lock_by_hash(self, conn: Connection, hashes: list[str]) -> None:
+        """MySQL and MariaDB: lock these sessions' rows through their `session_hash`, as a
+        write's upsert locks them: the unique index's entry, then the row. Locked through
+        another index (`user_id`'s), the row came first, and a write waiting for it held
+        the entry the deletion then needed: a deadlock, whose victim was the write."""
+        sessions = self._schema.sessions
+        by_hash = select(sessions.c.id).where(sessions.c.session_hash.in_(hashes))
+        conn.execute(by_hash.with_for_update()).all()
 
     def _lock_keys_first(
         self,
@@ -379,28 +384,35 @@ class Sessions:
         where: ColumnElement[bool],
         batch: int,
         owners: Collection[str] | None,
-    ) -> None:
+    ) -> list[str]:
         """PostgreSQL: lock the owner keys a batch may delete before its sessions, in the
-        order a sealed write locks them (`Schema.claim`): a deletion that locked sessions
-        first met a write holding the key's share lock and waiting for its session, a
-        deadlock. The keys of sessions without a user are those of the batch as read now
-        (one that matches only later is locked after its session, as before)."""
+        order a sealed write locks them (`Schema.claim`); their ids. A deletion that locked
+        sessions first met a write holding the key's share lock and waiting for its
+        session, a deadlock. The keys of sessions without a user are those of the batch as
+        read now (one that matches only later is locked after its session, as before)."""
         sessions, keys = self._schema.sessions, self._schema.owner_keys
         ownerless = select(sessions.c.session_hash).where(where, sessions.c.user_id.is_(None))
-        locked = [owner_of(None, h) for h in conn.execute(ownerless.limit(batch)).scalars()]
+        found = [owner_of(None, h) for h in conn.execute(ownerless.limit(batch)).scalars()]
         chosen = select(keys.c.key_id).order_by(keys.c.key_id).with_for_update()
         if owners is not None:
-            if not (owners or locked):
-                return
-            chosen = chosen.where(keys.c.owner.in_([*owners, *locked]))
-        conn.execute(chosen).all()
+            if not (owners or found):
+                return []
+            chosen = chosen.where(keys.c.owner.in_([*owners, *found]))
+        return list(conn.execute(chosen).scalars())
 
-    def _drop_keys(self, conn: Connection, owners: Collection[str] | None) -> list[Any]:
-        """Delete the owner key rows of `owners` (None: every one); return them."""
+    def _drop_keys(
+        self, conn: Connection, owners: Collection[str] | None, among: list[str] | None = None
+    ) -> list[Any]:
+        """Delete the owner key rows of `owners` (None: every one); return them. With
+        `among`, only those keys: a key made after they were locked is another write's,
+        whose session this deletion did not see and leaves (deleting its key would leave
+        that session's items unreadable)."""
         keys = self._schema.owner_keys
         if owners is not None and not owners:
             return []
         chosen = select(keys) if owners is None else select(keys).where(keys.c.owner.in_(owners))
+        if among is not None:
+            chosen = chosen.where(keys.c.key_id.in_(among))
         rows = list(conn.execute(chosen))
         if rows:
             gone = [row.key_id for row in rows]
