@@ -185,6 +185,41 @@ def _close_within_bounds(engine: AsyncEngine) -> None:
     dialect.do_close = dialect.do_terminate  # type: ignore[method-assign]
 
 
+def _connect_whole(engine: AsyncEngine) -> None:
+    """PostgreSQL: a connection attempt runs to its end even when its caller is cancelled
+    (a task cancelled, `statement_timeout`): the caller stops waiting at once, and the
+    connection made for no one is closed. asyncpg first opens a socket to ask for TLS;
+    cancelled before asyncio handed that socket over, it failed a future of its own with
+    "unexpected connection_lost() call" that nothing read, and asyncio logged "Future
+    exception was never retrieved"."""
+    connect = engine.sync_engine.dialect.loaded_dbapi.asyncpg.connect
+
+    async def whole(*args: Any, **kwargs: Any) -> Any:
+        attempt = asyncio.ensure_future(connect(*args, **kwargs))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            _UNCLAIMED.add(attempt)  # kept until it ends
+            attempt.add_done_callback(_close_unclaimed)
+            raise
+
+    @event.listens_for(engine.sync_engine, "do_connect")
+    def _on_connect(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        cparams.setdefault("async_creator_fn", whole)
+
+
+# Connection attempts whose callers were cancelled, still under way.
+_UNCLAIMED: set[asyncio.Future[Any]] = set()
+
+
+def _close_unclaimed(attempt: asyncio.Future[Any]) -> None:
+    """Close what a connection attempt its caller gave up on made; its failure, if it
+    failed, is no one's to hear (the caller was cancelled, and a later attempt meets it)."""
+    _UNCLAIMED.discard(attempt)
+    if not attempt.cancelled() and attempt.exception() is None:
+        attempt.result().terminate()
+
+
 def engine_options(engine_kwargs: object) -> dict[str, Any]:
     """A copy of the `engine_kwargs` option (a dict, or None for none)."""
     if engine_kwargs is None:
@@ -314,6 +349,7 @@ class EngineSource:
             mysql_reset_if_open(engine.sync_engine)
         if self.dialect_name == "postgresql":
             _close_within_bounds(engine)
+            _connect_whole(engine)
         return engine
 
     def _forget_closed_loops(self) -> None:
