@@ -837,6 +837,28 @@ async def test_an_item_naming_an_owner_key_the_store_lacks_says_so(db_url: str, 
             await store.session("s1", user_id="alice").get_items()
 
 
+async def test_an_item_naming_another_live_key_is_refused_by_a_store_that_read_it(
+    db_url: str, key: bytes
+) -> None:
+    """An item whose kek_id was set to the keyring's key (live, and the store's own) read
+    back whole in the store that had read it, from the plaintexts it kept, while a store
+    that never saw it refused it: the kept plaintext answers only the key it was opened
+    under."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as warm:
+        session = warm.session("s1", user_id="alice")
+        items = [message("a"), message("b"), message("c")]
+        await session.add_items(items)
+        assert await session.get_items() == items
+        ((kek_id,),) = await raw_rows(db_url, f"SELECT kek_id FROM {KEYRING}")
+        await execute(db_url, f"UPDATE {ITEMS} SET kek_id = :k WHERE seq = 3", {"k": kek_id})
+        for limit in (None, 1):
+            with pytest.raises(TamperedItemError, match="#3"):
+                await session.get_items(limit)
+    async with SessionStore(db_url, key=key) as cold:
+        with pytest.raises(TamperedItemError, match="#3"):
+            await cold.session("s1").get_items()
+
+
 async def test_a_database_whose_keyring_row_is_gone_is_refused(db_url: str, key: bytes) -> None:
     """With its keyring row deleted, the first store to open the database made a new
     keyring under whatever key it held and took writes; reads of the old items then spoke

@@ -74,8 +74,9 @@ PLAINTEXT_BYTES = 64 * 2**20
 WHOLE_READ_ROWS = 20_000
 WHOLE_READ_BYTES = 64 * 2**20
 # What the plaintext cache keeps of an item, by its wrapped key: the ciphertext, session and
-# place that authenticated the plaintext, and the plaintext.
-_Opened = tuple[bytes, str, int, bytes]
+# place that authenticated the plaintext, the plaintext, and the id of the key that wrapped
+# the data key (a row naming another is refused, as a store that never saw it refuses it).
+_Opened = tuple[bytes, str, int, bytes, str | None]
 # Terms whose keyed hash a sealed store keeps in memory.
 TERM_CACHE = 50_000
 # Items parsed in one call, as one JSON array (bounds the joined text a big read holds).
@@ -410,7 +411,7 @@ class SealedCodec:
         be kept in memory: no removal came after. Ask holding `_opened_lock`."""
         return since is None or since == self.removals
 
-    def _remember(self, opened: dict[bytes, _Opened], since: int | None = None) -> None:
+    def _remember(self, opened: Mapping[bytes, _Opened], since: int | None = None) -> None:
         """Keep these plaintexts (the oldest go past the cache's bounds), unless a removal
         came after their rows were fetched (`since`)."""
         with self._opened_lock:
@@ -462,7 +463,7 @@ class SealedCodec:
         kek_id = wrapper.kek_id
         rows = [NewItem(ciphertext=c, wrapped_key=w, kek_id=kek_id) for c, w in sealed]
         sealed_here = {
-            wrapped: (ciphertext, key.hash, seq, plaintext)
+            wrapped: (ciphertext, key.hash, seq, plaintext, kek_id)
             for seq, ((ciphertext, wrapped), plaintext) in enumerate(
                 zip(sealed, plaintexts, strict=True), first_seq
             )
@@ -595,9 +596,15 @@ class SealedCodec:
         session_hash, seen_before = key.hash, self._plaintexts.kept.get
         texts: list[bytes] = []
         missed: list[int] = []
-        for seq, ciphertext, wrapped, _kek_id in rows[start:] if start else rows:
+        for seq, ciphertext, wrapped, kek_id in rows[start:] if start else rows:
             seen = seen_before(wrapped)
-            if seen and seen[2] == seq and seen[0] == ciphertext and seen[1] == session_hash:
+            if (
+                seen
+                and seen[2] == seq
+                and seen[0] == ciphertext
+                and seen[1] == session_hash
+                and seen[4] == (kek_id or usual_kek)
+            ):
                 texts.append(seen[3])
             else:
                 missed.append(len(texts))
@@ -608,7 +615,7 @@ class SealedCodec:
             for i in missed:
                 seq, ciphertext, wrapped, kek_id = rows[start + i]
                 texts[i] = openers[kek_id](ciphertext, wrapped, seq)
-                opened[wrapped] = (ciphertext, session_hash, seq, texts[i])
+                opened[wrapped] = (ciphertext, session_hash, seq, texts[i], kek_id or usual_kek)
             self._remember(opened, since)
         return texts
 
@@ -646,7 +653,7 @@ class SealedCodec:
 
 def _weights(opened: Iterable[_Opened]) -> list[int]:
     """What items kept in the plaintext cache weigh: each its ciphertext and its plaintext."""
-    return [len(ciphertext) + len(plaintext) for ciphertext, _, _, plaintext in opened]
+    return [len(ciphertext) + len(plaintext) for ciphertext, _, _, plaintext, _ in opened]
 
 
 def _first_named(key: SessionKey, rows: Sequence[Sequence[Any]], kek_id: str | None) -> str:
