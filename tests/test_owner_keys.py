@@ -37,6 +37,7 @@ from agents_sqlalchemy.types import StoredItem, owner_of
 from .support.cli import cli
 from .support.disk import found_on_disk, on_disk
 from .support.items import message
+from .support.locks import until_waiting
 from .support.server_disk import key_files, opened
 from .support.tables import ITEMS, KEYRING, OWNER_KEYS, SESSIONS, execute, raw_rows
 from .support.telemetry import Exported
@@ -614,24 +615,6 @@ _WRITES = {
 }
 
 
-async def _until_waiting(url: str, count: int) -> None:
-    """Until `count` transactions of the database wait for a lock (on MariaDB: run a
-    statement, a locking one not listed as waiting until it has locked a row)."""
-    query = (
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock'"
-        if url.startswith("postgresql")
-        else "SELECT count(*) FROM information_schema.processlist WHERE db = database() "
-        "AND command = 'Query' AND id <> connection_id()"
-    )
-    for _ in range(1000):
-        if (await raw_rows(url, query))[0][0] >= count:
-            await asyncio.sleep(0.05)  # a statement just sent reaches its lock
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{count} transactions never waited for a lock")
-
-
 @pytest.mark.dialects("postgresql", "mariadb")
 @pytest.mark.parametrize("first", ["writer", "eraser"])
 @pytest.mark.parametrize("write", sorted(_WRITES))
@@ -659,7 +642,7 @@ async def test_erasing_a_user_beside_a_waiting_write_is_no_deadlock(
                 for who in (first, "eraser" if first == "writer" else "writer"):
                     call = store.erase_user("alice") if who == "eraser" else _WRITES[write](session)
                     started.append(asyncio.ensure_future(call))
-                    await _until_waiting(db_url, len(started))
+                    await until_waiting(db_url, len(started))
         finally:
             await engine.dispose()
         await asyncio.gather(*started)

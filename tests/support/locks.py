@@ -1,7 +1,9 @@
-"""Another client holding a session's write lock, for tests of what waits behind it."""
+"""Another client holding a session's write lock, for tests of what waits behind it; and
+waiting until some transactions wait for a lock."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from sqlalchemy import text
@@ -10,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from agents_sqlalchemy.types import SessionKey
 
-from .tables import SESSIONS
+from .tables import SESSIONS, raw_rows
 
 
 async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConnection]:
@@ -28,3 +30,21 @@ async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConn
     finally:
         await conn.close()
         await engine.dispose()
+
+
+async def until_waiting(url: str, count: int) -> None:
+    """Until `count` transactions of the database wait for a lock (on MariaDB: run a
+    statement, a locking one not listed as waiting until it has locked a row)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock'"
+        if url.startswith("postgresql")
+        else "SELECT count(*) FROM information_schema.processlist WHERE db = database() "
+        "AND command = 'Query' AND id <> connection_id()"
+    )
+    for _ in range(1000):
+        if (await raw_rows(url, query))[0][0] >= count:
+            await asyncio.sleep(0.05)  # a statement just sent reaches its lock
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} transactions never waited for a lock")

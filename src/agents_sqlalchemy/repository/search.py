@@ -351,11 +351,19 @@ class SearchIndex:
             self._index_upsert_at_once.run(conn, arrays)
             return
         # MySQL: the items still there are locked first (before the index rows, in the order
-        # a delete's cascade takes), so that none is removed until this commits.
+        # a delete's cascade takes), so that none is removed until this commits; by primary
+        # key, as a removal locks an item's row before its `(session_pk, seq)` entry (locked
+        # through that entry, a pop holding the row and waiting for the entry deadlocked).
         items, index = self._schema.items, self._schema.index
-        places = tuple_(items.c.session_pk, items.c.seq).in_([row[:2] for row in rows])
-        still = select(items.c.session_pk, items.c.seq, items.c.id).where(places)
-        found = {(s, seq): pk for s, seq, pk in conn.execute(still.with_for_update())}
+        places = {row[:2] for row in rows}
+        at = select(items.c.id).where(tuple_(items.c.session_pk, items.c.seq).in_(list(places)))
+        still = select(items.c.session_pk, items.c.seq, items.c.id).where(
+            items.c.id.in_(list(conn.execute(at).scalars()))
+        )
+        hint = "FORCE INDEX (PRIMARY)"  # not a scan of that entry's index, which covers these
+        still = still.with_hint(items, hint, self._schema.db.dialect_name)
+        locked = conn.execute(still.with_for_update())
+        found = {(s, seq): pk for s, seq, pk in locked if (s, seq) in places}
         models = {row[2] for row in rows}
         kept = list(found.values())
         conn.execute(delete(index).where(index.c.item_pk.in_(kept), index.c.model_id.in_(models)))
