@@ -63,11 +63,11 @@ class SessionKey:
             self.session_id, self.hash, self.user_id, self.metadata, owner, self.sealing
         )
 
-    def sealed_under(self, key_id: str) -> SessionKey:
-        """This key for a write that seals under owner key `key_id`."""
-        return SessionKey(
-            self.session_id, self.hash, self.user_id, self.metadata, self.owner, key_id
-        )
+    def sealed_under(self, key_id: str, owner: str | None = None) -> SessionKey:
+        """This key for a write that seals under owner key `key_id` (of `owner`, if given:
+        the owner the write then expects of what it reads)."""
+        owner = self.owner if owner is None else owner
+        return SessionKey(self.session_id, self.hash, self.user_id, self.metadata, owner, key_id)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from ..errors import (
     DecryptionError,
     KeyProviderError,
     OwnerKeyError,
+    TamperedItemError,
     WrongKeyError,
 )
 from ..repository import OwnerKeyRows, Sessions
@@ -287,6 +288,15 @@ class Owners:
                 return await read(key)
             except MissingOwnerKeys as missing:
                 await self._load_or_refuse(missing.key_ids, seen)
+            except TamperedItemError:
+                # The owner was looked up in a transaction of its own: the session may
+                # have been given to another since (`give`), its items re-wrapped.
+                if not look:
+                    raise
+                again = await self.owned(key)
+                if again.owner == key.owner:
+                    raise
+                key = again
         return await read(key)
 
     async def writing(
@@ -299,15 +309,19 @@ class Owners:
         """`write(key, sealer)`: sealed under the key of the session's owner, again after
         looking once more if the owner changed meanwhile (the write's transaction checks
         it), or once the owner keys it read under are opened. `key` names the sealer's key
-        (`SessionKey.sealing`); with `reads`, it comes with its owner too (`owned`), for a
-        write that opens what is stored."""
+        (`SessionKey.sealing`); with `reads`, it comes with its owner too, for a write that
+        opens what is stored: the sealer's, which the write's claim checks the session's
+        row names under its lock (an owner looked up before, in a transaction of its own,
+        could be older than the sealer, and the items were refused as another owner's)."""
         seen = set[str]()
         for attempt in range(ATTEMPTS):
-            owned = await self.owned(key) if reads else key
             sealer = await self.sealer(key)
             try:
                 return await write(
-                    owned if sealer is None else owned.sealed_under(sealer.kek_id), sealer
+                    key
+                    if sealer is None
+                    else key.sealed_under(sealer.kek_id, sealer.owner if reads else None),
+                    sealer,
                 )
             except MissingOwnerKeys as missing:
                 await self._load_or_refuse(missing.key_ids, seen)
