@@ -1,6 +1,7 @@
 """A session given to another owner (`set_user_id`) while the same store reads and writes
-it: every call finds its items and state under the owner the row names when it runs, none
-refuses them as another owner's."""
+it, or erases the new owner: every call finds its items and state under the owner the row
+names when it runs, none refuses them as another owner's, and none is left under a key
+that is gone."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.repository.sessions import Sessions
 from agents_sqlalchemy.services.owners import Owners
 from agents_sqlalchemy.types import SessionKey
 
@@ -84,3 +86,34 @@ async def test_a_call_beside_a_change_of_owner_opens_the_new_owner_s(
             message("b"),
         ]
         assert await cold.session("moved").get_state("k") == _STATE[call]
+
+
+async def test_a_session_given_to_a_user_being_erased_is_sealed_under_a_live_key(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob is erased between `set_user_id("bob")`'s look at bob's key and its transaction:
+    the session is re-wrapped under a new key of bob's, not the destroyed one (its items
+    and state named a key that was no longer there: unreadable, though the move was
+    reported done)."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("bob's", user_id="bob").add_items([message("old")])
+        session = store.session("moved", user_id="alice")
+        await session.add_items([message("a")])
+        await session.set_state("k", "v")
+        give = Sessions.give
+        erased = []
+
+        async def erasing_first(self: Sessions, *args: Any, **kwargs: Any) -> Any:
+            if not erased:
+                erased.append(await store.erase_user("bob"))
+            return await give(self, *args, **kwargs)
+
+        monkeypatch.setattr(Sessions, "give", erasing_first)
+        await session.set_user_id("bob")
+        monkeypatch.undo()
+        assert erased[0].sessions == 1
+    async with SessionStore(db_url, key=key, search=False) as cold:
+        moved = cold.session("moved")
+        assert await moved.get_items() == [message("a")]
+        assert await moved.get_state("k") == "v"
+        assert (await cold.session_info("moved")).user_id == "bob"  # type: ignore[union-attr]

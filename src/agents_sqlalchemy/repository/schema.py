@@ -248,6 +248,18 @@ class Schema:
         user_id, root_hash, key_owner = found[0] if found else (None, "", None)
         _refuse_unless_owned(user_id, root_hash, key_owner)
 
+    def hold_owner_key(self, conn: Connection, key_id: str, owner: str) -> None:
+        """Raise `OwnerKeyError` (the transaction then rolls back) unless owner key `key_id`
+        is live and `owner`'s; on a server its row is share-locked till the commit, against
+        its destruction (its owner erased) or retirement. What a write re-wraps under a key
+        other than its session's owner's (`set_user_id`) is checked so."""
+        found = conn.execute(select(self._live_owner()), {"key_id": key_id}).scalar()
+        if found != owner:
+            raise OwnerKeyError(
+                "the owner key this store looked up was destroyed (its owner erased) or "
+                "retired since: nothing was written"
+            )
+
     @cached_property
     def _owner_of_session(self) -> Prepared:
         """`_owned_columns` of the session's row, by its id."""

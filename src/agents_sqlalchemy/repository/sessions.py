@@ -171,13 +171,16 @@ class Sessions:
         user_id: str | None,
         rewrap: Callable[[str | None, list[tuple[str, bytes]]], list[tuple[str, bytes]]],
         rewrap_state: Callable[[str | None, bytes], bytes],
+        sealing: str | None = None,
     ) -> str | None:
         """Give the session (and its branches' companion row) to `user_id`, creating its
         row if new; in the same transaction, a sealed store's item keys (every line's) and
         state are re-wrapped by `rewrap(old_user, [(kek_id, wrapped)])` and
-        `rewrap_state(old_user, blob)`. Returns the user it had."""
+        `rewrap_state(old_user, blob)`, under owner key `sealing`, which is checked live and
+        the new owner's (`OwnerKeyError` if not: destroyed meanwhile, its owner erased).
+        Returns the user it had."""
         return await self._schema.db.write(
-            lambda conn: self._give(conn, key, user_id, rewrap, rewrap_state),
+            lambda conn: self._give(conn, key, user_id, rewrap, rewrap_state, sealing),
             session_id=key.session_id,
         )
 
@@ -188,9 +191,15 @@ class Sessions:
         user_id: str | None,
         rewrap: Callable[[str | None, list[tuple[str, bytes]]], list[tuple[str, bytes]]],
         rewrap_state: Callable[[str | None, bytes], bytes],
+        sealing: str | None,
     ) -> str | None:
         sessions, items = self._schema.sessions, self._schema.items
+        owner = owner_of(user_id, key.hash)
+        if sealing is not None and not self._schema.mysql:  # the key first, as a write's claim
+            self._schema.hold_owner_key(conn, sealing, owner)
         session_pk = self._schema.claim(conn, key, 0, self._schema.now()).id
+        if sealing is not None and self._schema.mysql:  # after the row, as there
+            self._schema.hold_owner_key(conn, sealing, owner)
         row = conn.execute(
             select(sessions.c.user_id, sessions.c.sealed_state).where(sessions.c.id == session_pk)
         ).one()

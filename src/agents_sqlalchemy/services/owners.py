@@ -408,10 +408,13 @@ class Owners:
 
     async def give(self, key: SessionKey, user_id: str | None) -> None:
         """Give the session to `user_id` (None: to nobody): in one transaction, its items'
-        keys and its state re-wrapped from its owner's key to the new owner's. A session
-        without a user was its own owner: its key is destroyed after."""
+        keys and its state re-wrapped from its owner's key to the new owner's, which the
+        transaction checks is live (looked up again if it was destroyed meanwhile: the new
+        owner erased). A session without a user was its own owner: its key is destroyed
+        after."""
         codec = await self._codec()
-        sealer = None if codec is None else await self.current(codec, owner_of(user_id, key.hash))
+        owner = owner_of(user_id, key.hash)
+        sealer: OwnerKey | None = None
 
         def rewrap(old: str | None, rows: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
             assert codec is not None and sealer is not None
@@ -429,13 +432,19 @@ class Owners:
 
         seen = set[str]()
         for attempt in range(ATTEMPTS):
+            sealer = None if codec is None else await self.current(codec, owner)
+            sealing = None if sealer is None else sealer.kek_id
             try:
-                old = await self._sessions.give(key, user_id, rewrap, rewrap_state)
+                old = await self._sessions.give(key, user_id, rewrap, rewrap_state, sealing)
                 break
             except MissingOwnerKeys as missing:
                 if attempt == ATTEMPTS - 1:
                     raise
                 await self._load_or_refuse(missing.key_ids, seen)
+            except OwnerKeyError:
+                if attempt == ATTEMPTS - 1:
+                    raise
+                self._current.pop(owner, None)
         self.forget(key)
         if codec is not None and old is None and user_id is not None:
             await self.destroy([owner_of(None, key.hash)])
