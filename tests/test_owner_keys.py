@@ -13,7 +13,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import text
@@ -28,6 +28,7 @@ from agents_sqlalchemy import (
 )
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
+from agents_sqlalchemy.repository.keyring import KeyringRows
 from agents_sqlalchemy.repository.schema import Schema
 from agents_sqlalchemy.repository.sessions import Sessions
 from agents_sqlalchemy.services import keys as keys_module
@@ -489,6 +490,44 @@ async def test_writes_racing_an_owner_key_rotation_all_read_back(db_url: str, ke
             assert len(items) > 1
             assert await reopened.session(session_id).get_items() == items
             assert await _item_keks(db_url, session_id) == set(keys)
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_state_written_while_a_rotation_re_wraps_it_is_kept(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another store sets a session's state between the rotation's read of it and its
+    re-wrap: the new state stays (the rotation wrote the old one back, re-wrapped, and the
+    write was lost though it had returned)."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("s", user_id="alice").set_state("k", "old")
+        rewrap_states = KeyringRows.rewrap_states
+        written = []
+
+        def write_meanwhile() -> None:
+            async def write() -> None:
+                async with SessionStore(db_url, key=key, search=False) as writer:
+                    await writer.session("s").set_state("k", "new")
+
+            asyncio.run(write())
+            written.append(True)
+
+        async def rewrapping(self: KeyringRows, rewrap: Any, *args: Any) -> Any:
+            def meanwhile(blob: bytes) -> bytes:
+                if not written:  # inside the rotation's transaction, after its read
+                    thread = threading.Thread(target=write_meanwhile)
+                    thread.start()
+                    thread.join(timeout=5)
+                return cast(bytes, rewrap(blob))
+
+            return await rewrap_states(self, meanwhile, *args)
+
+        monkeypatch.setattr(KeyringRows, "rewrap_states", rewrapping)
+        await store.rotate_owner_keys()
+        monkeypatch.undo()
+        assert written
+    async with SessionStore(db_url, key=key, search=False) as cold:
+        assert await cold.session("s").get_state("k") == "new"
 
 
 @pytest.mark.dialects("postgresql", "mariadb")

@@ -181,13 +181,13 @@ class KeyringRows:
         for kek_id, rows in by_kek.items():
             new_id, wrapped = rewrap(kek_id, [bytes(row.wrapped_key) for row in rows])
             changes += [
-                {"pk": row.id, "k": new_id, "w": value}
+                {"pk": row.id, "old": kek_id, "k": new_id, "w": value}
                 for row, value in zip(rows, wrapped, strict=True)
             ]
-        if changes:
+        if changes:  # an item re-wrapped meanwhile (`set_user_id`) is left as it is now
             conn.execute(
                 update(items)
-                .where(items.c.id == bindparam("pk"))
+                .where(items.c.id == bindparam("pk"), items.c.kek_id == bindparam("old"))
                 .values(kek_id=bindparam("k"), wrapped_key=bindparam("w")),
                 changes,
             )
@@ -239,7 +239,11 @@ class KeyringRows:
     async def rewrap_states(
         self, rewrap: Callable[[bytes], bytes], after: int, batch: int
     ) -> int | None:
-        """Re-wrap sealed states of sessions with id > `after`; return the last id, or None."""
+        """Re-wrap sealed states of sessions with id > `after`; return the last id, or None.
+
+        Read without a lock: a state written after the read is left as it is (a write seals
+        under a live key, never a retired one), where writing the re-wrapped old one back
+        undid the write."""
         return await self._schema.db.write(
             lambda conn: self._rewrap_states(conn, rewrap, after, batch)
         )
@@ -256,11 +260,14 @@ class KeyringRows:
             .limit(batch)
         ).all()
         for row in rows:
-            conn.execute(
-                update(sessions)
-                .where(sessions.c.id == row.id)
-                .values(sealed_state=rewrap(bytes(row.sealed_state)))
-            )
+            read = bytes(row.sealed_state)
+            rewrapped = rewrap(read)
+            if rewrapped != read:  # a state written meanwhile is newer, and sealed anew
+                conn.execute(
+                    update(sessions)
+                    .where(sessions.c.id == row.id, sessions.c.sealed_state == read)
+                    .values(sealed_state=rewrapped)
+                )
         return rows[-1].id if rows else None
 
     async def finish_rotation(self, old: str | None, owner_keys: Collection[str] = ()) -> bool:
