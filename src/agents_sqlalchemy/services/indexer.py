@@ -247,8 +247,9 @@ class Indexer:
                 if limit is not None and done >= limit:
                     logger.warning(
                         "search indexed %d items for %s and left the rest of its scope to "
-                        "keyword search: run reindex() (agents-sqlalchemy reindex) after "
-                        "changing the embedder",
+                        "keyword search: the index is that far behind (after a change of "
+                        "embedder, run reindex() or agents-sqlalchemy reindex; else writes "
+                        "outpace the indexer, which catches up once they pause)",
                         done,
                         model_id,
                     )
