@@ -316,13 +316,10 @@ class Owners:
         seen = set[str]()
         for attempt in range(ATTEMPTS):
             sealer = await self.sealer(key)
+            if sealer is not None:
+                key = key.sealed_under(sealer.kek_id, sealer.owner if reads else None)
             try:
-                return await write(
-                    key
-                    if sealer is None
-                    else key.sealed_under(sealer.kek_id, sealer.owner if reads else None),
-                    sealer,
-                )
+                return await write(key, sealer)
             except MissingOwnerKeys as missing:
                 await self._load_or_refuse(missing.key_ids, seen)
             except OwnerKeyError:
