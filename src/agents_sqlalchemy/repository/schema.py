@@ -290,13 +290,16 @@ class Schema:
     def _live_owner(self) -> Any:
         """SQL: the owner of owner key `key_id` if it is live, else NULL (its row
         share-locked on a server)."""
+        return self._live_key().scalar_subquery()
+
+    def _live_key(self) -> Any:
+        """A select of the owner of owner key `key_id` if it is live (its row share-locked on
+        a server, against a retirement)."""
         keys = self.owner_keys
         owner = select(keys.c.owner).where(
             keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None)
         )
-        if self.db.dialect_name != "sqlite":
-            owner = owner.with_for_update(read=True)
-        return owner.scalar_subquery()
+        return owner if self.db.dialect_name == "sqlite" else owner.with_for_update(read=True)
 
     @cached_property
     def _active_kek(self) -> Any:
@@ -418,13 +421,7 @@ class Schema:
         user_id = self.sessions.c.user_id
         if self.db.dialect_name == "sqlite":
             return Prepared(self.claim_upsert.returning(user_id, self._live_owner()))
-        keys = self.owner_keys
-        live = (
-            select(keys.c.owner)
-            .where(keys.c.key_id == bindparam("key_id"), keys.c.retired_at.is_(None))
-            .with_for_update(read=True)
-            .cte("live_key")
-        )
+        live = self._live_key().cte("live_key")
         owner = select(live.c.owner).scalar_subquery()
         return Prepared(self._upsert(live).returning(user_id, owner))
 
