@@ -211,8 +211,6 @@ class Background:
                         finished, self._running, self._hurry = True, None, None
                         self._hurried = False
                         self._idle.set()
-                if not jobs:
-                    self._flushed(taken)
                 for key, job in jobs:
                     try:
                         await job()
@@ -221,8 +219,7 @@ class Background:
                             logger.debug("background job %r left at exit", key)
                         else:
                             logger.warning("background job %r failed", key, exc_info=True)
-                if jobs:
-                    self._flushed(taken)
+                self._flushed(taken)
         finally:
             if not finished:  # cancelled with its loop: what is left is caught up later
                 with self._lock:
