@@ -846,6 +846,32 @@ async def test_a_catch_up_reads_heavy_items_a_few_at_a_time_and_light_ones_many(
         assert sizes[:5] == [16, 32, 64, 128, 200]
 
 
+async def test_a_search_indexes_what_was_written_before_it_and_leaves_the_rest_to_the_worker(
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beside writers that never pause, a search chased their new items up to its limit.
+    before = [message(f"heron b{n}q") for n in range(30)]
+    after = [message(f"heron a{n}q") for n in range(20)]
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as other:
+        await other.session("s").add_items(before)  # another process: left unindexed
+        stamp = SearchIndex.stamp
+
+        async def stamp_then_write(self: SearchIndex, scope: Scope) -> Any:
+            taken = await stamp(self, scope)
+            await other.session("s").add_items(after)  # just after the search's stamp
+            monkeypatch.setattr(SearchIndex, "stamp", stamp)
+            return taken
+
+        async with SessionStore(db_url, key=key) as store:
+            monkeypatch.setattr(SearchIndex, "stamp", stamp_then_write)
+            hits = await store.session("s").search("heron b7q", mode="keyword", limit=1)
+            assert hits == [before[7]]
+            index = store._services.search_index
+            model_id = store._services.index().indexed_as
+            assert await index.count_unindexed(model_id, Scope()) == len(after)
+            assert await store.reindex() == len(after)  # left whole for the worker, or a reindex
+
+
 # -- ranking through the store is the reference ranking ------------------------------------
 
 

@@ -1,5 +1,5 @@
-"""Small asyncio tools: finish a write whatever the caller does, hold a thread lock, and run
-a coroutine from synchronous code."""
+"""Small asyncio tools: finish a write whatever the caller does, a fair lock for
+every loop, and run a coroutine from synchronous code."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import asyncio
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -52,27 +51,85 @@ async def settle(operation: Awaitable[T]) -> T:
     return future.result()
 
 
-#: Told how long `holding` waited for its lock, when something listens (telemetry sets it).
+#: Told how long a `FairLock` waited, when something listens (telemetry sets it).
 lock_waited: Callable[[float], None] | None = None
 
+#: How often a coroutine waiting for a `FairLock` looks again (s).
+FAIR_POLL = 0.005
+#: A waiter that has not looked for this long (s) loses its ticket: its loop stopped, or is
+#: held; it queues again at the back when it next looks.
+FAIR_LOST = 1.0
 
-@asynccontextmanager
-async def holding(lock: threading.Lock) -> AsyncIterator[None]:
-    """Hold a thread lock from a coroutine without blocking its loop; works across loops.
 
-    Polled rather than awaited: an `asyncio.Lock` belongs to one loop, and a cancelled
-    waiter of a lock acquired in a worker thread would strand it.
+class FairLock:
+    """A lock held from coroutines on any event loop, and from threads, first come first
+    served: no waiter is overtaken by one that came after it.
+
+    A thread lock polled from coroutines goes to whoever asks just as it is released: the
+    store's worker, indexing job after job beside busy writers, kept a search out of the
+    indexer for 12 s. An `asyncio.Lock` would belong to one loop. Here each waiter takes a
+    ticket once and the lock goes to the oldest ticket; coroutines poll (`FAIR_POLL`),
+    threads wait.
+
+    Example::
+
+        lock = FairLock()
+        async with lock:      # or `with lock:` in a thread
+            ...
     """
-    if not lock.acquire(blocking=False):
-        started = time.perf_counter()
-        while not lock.acquire(blocking=False):  # noqa: ASYNC110
-            await asyncio.sleep(0.005)
-        if lock_waited is not None:
+
+    def __init__(self) -> None:
+        self._guard = threading.Condition()
+        self._held = False
+        self._tickets: dict[object, float] = {}  # the waiters', oldest first: when each looked
+
+    def _take(self, ticket: object) -> bool:
+        """Take the lock if it is free and `ticket` is the oldest live one (under `_guard`)."""
+        now = time.monotonic()
+        self._tickets[ticket] = now  # queues at the back, or keeps its place in the queue
+        for oldest, looked in list(self._tickets.items()):
+            if oldest is ticket or now - looked < FAIR_LOST:
+                break
+            del self._tickets[oldest]  # stopped looking (`FAIR_LOST`)
+        if self._held or next(iter(self._tickets)) is not ticket:
+            return False
+        self._held = True
+        del self._tickets[ticket]
+        return True
+
+    async def __aenter__(self) -> None:
+        ticket, started = object(), None
+        while True:
+            with self._guard:
+                if self._take(ticket):
+                    break
+            if started is None:
+                started = time.perf_counter()
+            try:
+                await asyncio.sleep(FAIR_POLL)
+            except BaseException:  # cancelled: the lock goes to the next ticket
+                with self._guard:
+                    self._tickets.pop(ticket, None)
+                raise
+        if started is not None and lock_waited is not None:
             lock_waited(time.perf_counter() - started)
-    try:
-        yield
-    finally:
-        lock.release()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def __enter__(self) -> None:
+        ticket = object()
+        with self._guard:
+            while not self._take(ticket):
+                self._guard.wait(FAIR_POLL)  # timed: its ticket stays live
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        with self._guard:
+            self._held = False
+            self._guard.notify_all()
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

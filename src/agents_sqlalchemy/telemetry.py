@@ -652,7 +652,7 @@ def current() -> Operation | None:
 
 
 def _lock_waited(seconds: float) -> None:
-    """A wait for one of the store's own thread locks (`aio.holding`), on the operation."""
+    """A wait for one of the store's own in-process locks (`aio.FairLock`), on the operation."""
     if (operation := _CURRENT.get()) is not None:
         operation.waited(seconds)
 

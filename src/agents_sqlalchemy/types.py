@@ -142,7 +142,8 @@ class Scope:
 @dataclass(frozen=True)
 class ScopeStamp:
     """A scope's live items on its main lines (what search indexes), in a few numbers: how
-    many there are, and the sums of their row ids, sequence numbers and session row ids.
+    many there are, and the sums of their row ids, sequence numbers and session row ids;
+    with them `newest`, the largest row id (0: none), up to which a search catches up.
 
     A session never hands out a sequence number twice, nor a database a session row id: an
     item written, removed or expired in the scope changes the stamp, short of changes that
@@ -152,6 +153,7 @@ class ScopeStamp:
 
     live: int
     sums: tuple[int, int, int]
+    newest: int = 0
 
 
 @dataclass

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
@@ -27,7 +26,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..aio import holding
+from ..aio import FairLock
 from ..database.engines import MYSQL, EngineSource, normalize_url, sqlite_file
 from ..database.units import Database, database_errors, leave_autocommit, sqlite_open_problem
 from ..errors import ConfigurationError, DatabaseError, SchemaError
@@ -61,12 +60,12 @@ CREATE_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 _UNKNOWN_REVISION = re.compile(r"Can't locate revision identified by '([^']*)'")
 
 # Alembic's `context` is one module-level proxy: one command at a time per process.
-_COMMAND_LOCK = threading.Lock()
+_COMMAND_LOCK = FairLock()
 
 
 def migration_lock() -> AbstractAsyncContextManager[None]:
     """Hold the process-wide migrations lock from a coroutine (Alembic's context is global)."""
-    return holding(_COMMAND_LOCK)
+    return _COMMAND_LOCK
 
 
 async def run_command(

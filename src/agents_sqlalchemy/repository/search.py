@@ -188,20 +188,24 @@ class SearchIndex:
         return await self._schema.db.read(work)
 
     async def stamp(self, scope: Scope) -> ScopeStamp:
-        """How many live items there are in scope on main lines (what search indexes), and
-        the sums that change when one of them does (`ScopeStamp`)."""
+        """How many live items there are in scope on main lines (what search indexes), the
+        sums that change when one of them does, and the newest one's id (`ScopeStamp`)."""
         items, sessions = self._schema.items, self._schema.sessions
         sums = (items.c.id, items.c.seq, items.c.session_pk)
         query = (
-            select(func.count(), *(func.coalesce(func.sum(column), 0) for column in sums))
+            select(
+                func.count(),
+                *(func.coalesce(func.sum(column), 0) for column in sums),
+                func.coalesce(func.max(items.c.id), 0),
+            )
             .select_from(items)
             .join(sessions, sessions.c.id == items.c.session_pk)
             .where(self._searched(scope))
         )
 
         def work(conn: Connection) -> ScopeStamp:
-            live, ids, seqs, sessions_ = conn.execute(query).one()
-            return ScopeStamp(int(live), (int(ids), int(seqs), int(sessions_)))
+            live, ids, seqs, sessions_, newest = conn.execute(query).one()
+            return ScopeStamp(int(live), (int(ids), int(seqs), int(sessions_)), int(newest))
 
         return await self._schema.db.read(work)
 
@@ -288,11 +292,18 @@ class SearchIndex:
         return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
     async def unindexed(
-        self, model_id: str, batch: int, after: int, scope: Scope, *, new: bool = False
+        self,
+        model_id: str,
+        batch: int,
+        after: int,
+        scope: Scope,
+        *,
+        new: bool = False,
+        upto: int | None = None,
     ) -> list[Unindexed]:
         """Up to `batch` live items in scope without a vector of `model_id`, in order from
         just after `after`: in a session, by number (its index reads on from there); in a
-        wider scope, by pk.
+        wider scope, by pk. With `upto`, only items whose pk is at most that.
 
         `new`: the session's items after `after` were just written, so none is looked for
         in the index (one indexed meanwhile is indexed again, in place). On fresh tables
@@ -315,6 +326,8 @@ class SearchIndex:
         )
         if after:  # not on the first page: PostgreSQL would AND a scan of the whole pk index
             query = query.where(cursor > after)
+        if upto is not None:
+            query = query.where(items.c.id <= upto)
 
         def work(conn: Connection) -> list[Unindexed]:
             keys: dict[str, SessionKey] = {}  # a batch is mostly of one session: hashed once

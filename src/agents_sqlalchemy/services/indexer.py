@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
 
-from ..aio import holding
+from ..aio import FairLock
 from ..codec import Codec, MissingOwnerKeys
 from ..errors import AgentsSQLAlchemyError, OwnerKeyError, SearchModelWarning
 from ..repository import SearchIndex
@@ -72,11 +72,11 @@ class Indexer:
         # database's model; see `model_agrees`.
         self._chosen = chosen
         self._agrees: bool | None = None
-        self._checking = threading.Lock()
+        self._checking = FairLock()
         self._index = index
         self._opener = opener
         self._owners = owners
-        self._catching_up = threading.Lock()
+        self._catching_up = FairLock()
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
         self._since: dict[str, int] = {}
@@ -115,7 +115,7 @@ class Indexer:
         (`SearchModelWarning`, naming both models) and indexes nothing with its own.
         """
         if self._agrees is None:
-            async with holding(self._checking):
+            async with self._checking:
                 if self._agrees is None:
                     self._agrees = await self._agree()
         return self._agrees
@@ -163,7 +163,7 @@ class Indexer:
             if batch.session_pk is not None and batch.payloads is not None
             for i, payload in enumerate(batch.payloads)
         )
-        async with holding(self._catching_up):
+        async with self._catching_up:
             while chunk := list(islice(places, CATCH_UP_BATCH)):
                 entries = await self.index(codec.items(key, [item for _, item in chunk]), codec)
                 await self._index.replace_index(
@@ -212,9 +212,11 @@ class Indexer:
         limit: int | None = None,
         progress: Callable[[int, int], None] | None = None,
         since_seq: int = 0,
+        upto: int | None = None,
     ) -> int:
         """Index the live items in scope that have no vector of the embedder yet (in a
-        session scope, from `since_seq` on: items this store just wrote, read as they are).
+        session scope, from `since_seq` on: items this store just wrote, read as they are;
+        with `upto`, those whose pk is at most that).
 
         One transaction per batch (`_next_size`: fewer items while they are heavy); an item
         removed meanwhile is skipped. With `limit`, stops after about that many (a search
@@ -224,7 +226,7 @@ class Indexer:
         if not await self.model_agrees():
             return 0
         index, model_id = self._index, self.indexed_as
-        async with holding(self._catching_up):  # one indexer per store at a time
+        async with self._catching_up:  # one indexer per store at a time
             done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk
             total = await index.count_unindexed(model_id, scope) if progress else 0
             if progress is not None:
@@ -233,7 +235,7 @@ class Indexer:
             size = min(batch_size, FIRST_BATCH)
             while True:
                 removals = codec.removals  # before the read (`Codec.items`)
-                read = await index.unindexed(model_id, size, after, scope, new=new)
+                read = await index.unindexed(model_id, size, after, scope, new=new, upto=upto)
                 if not read:
                     break
                 after = read[-1].stored.seq if scope.session is not None else read[-1].item_pk

@@ -14,14 +14,13 @@ Example::
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from sqlalchemy.engine import URL
 
-from ..aio import holding, settle
+from ..aio import FairLock, settle
 from ..codec import Codec, PlainCodec, SealedCodec
 from ..crypto import (
     Key,
@@ -76,7 +75,7 @@ class Opener:
         self._tables = tables
         self._codec: Codec | None = None
         self._kek: KeyEncryptionKey | None = None
-        self._opening = threading.Lock()
+        self._opening = FairLock()
         self._refused: WrongKeyError | None = None
         self._background = background
         self._schema_checked = False
@@ -103,7 +102,7 @@ class Opener:
         return await settle(self._open_once(rotating))
 
     async def _open_once(self, rotating: bool) -> Codec:
-        async with holding(self._opening):
+        async with self._opening:
             # A wrong key is refused once, not re-derived per call; a rotation may try the
             # key again (the previous key resumes an unfinished rotation).
             if self._refused is not None and not rotating:
@@ -128,13 +127,13 @@ class Opener:
         if self.key is not None:
             await self.ready()
             return
-        async with holding(self._opening):
+        async with self._opening:
             await self._check_schema()
             await self._announce()
 
     async def encrypted(self) -> bool:
         """Whether the database has a keyring (its items are sealed), read without a key."""
-        async with holding(self._opening):
+        async with self._opening:
             await self._check_schema()
         return bool(await self._keyring.keyring_rows())
 

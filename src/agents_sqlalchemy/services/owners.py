@@ -19,13 +19,12 @@ Example::
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..aio import holding
+from ..aio import FairLock
 from ..caches import add_bounded
 from ..codec import Codec, MissingOwnerKeys, SealedCodec
 from ..crypto import (
@@ -93,7 +92,7 @@ class Owners:
         # The key each session's newest item was wrapped under when this store last read
         # it without knowing that key, by session hash.
         self._read_under: dict[str, str] = {}
-        self._making = threading.Lock()  # from every event loop the store is used on
+        self._making = FairLock()  # from every event loop the store is used on
 
     @property
     def kept_in(self) -> str | None:
@@ -163,7 +162,7 @@ class Owners:
         found = self._current.get(owner)
         if found is not None:
             return found
-        async with holding(self._making):  # one store makes one key per owner at a time
+        async with self._making:  # one store makes one key per owner at a time
             found = self._current.get(owner)
             if found is None:
                 live = await self._rows.live_of(owner)

@@ -178,8 +178,10 @@ class Searcher:
     async def _candidates(self, scope: Scope, mode: SearchMode, codec: Codec) -> Candidates:
         """The scope's candidates, once what others left unindexed is indexed (at most
         SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
-        some are missing; the read is then done again. A plaintext store reads them from
-        its `CandidateCache` while the scope's stamp is unchanged."""
+        some are missing; the read is then done again if the search indexed any. Only
+        items up to the stamp's newest are its to index: those written since, beside
+        writers that never pause, are the worker's (a search would chase them). A plaintext
+        store reads the candidates from its `CandidateCache` while the stamp is unchanged."""
         model_id = self._indexer.indexed_as
         vectors, terms = mode != "keyword" and not codec.caches_vectors, mode != "vector"
         read = functools.partial(
@@ -194,9 +196,10 @@ class Searcher:
             candidates, indexed = await read()
         else:  # a small scope, or one not seen yet: both at once, as cheap as it gets
             stamp, (candidates, indexed) = await asyncio.gather(self._index.stamp(scope), read())
-        if indexed < stamp.live:
-            batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-            await self._indexer.catch_up(scope, batch_size=batch, limit=SEARCH_CATCH_UP)
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+        if indexed < stamp.live and await self._indexer.catch_up(
+            scope, batch_size=batch, limit=SEARCH_CATCH_UP, upto=stamp.newest
+        ):
             candidates, indexed = await read()
         if key is not None:
             if stamp_first and indexed >= stamp.live:
