@@ -837,19 +837,22 @@ async def test_an_item_naming_an_owner_key_the_store_lacks_says_so(db_url: str, 
             await store.session("s1", user_id="alice").get_items()
 
 
-async def test_an_item_naming_another_live_key_is_refused_by_a_store_that_read_it(
-    db_url: str, key: bytes
+@pytest.mark.parametrize("named", ["the keyring's key", "nothing"])
+async def test_an_item_naming_another_key_is_refused_by_a_store_that_read_it(
+    db_url: str, key: bytes, named: str
 ) -> None:
     """An item whose kek_id was set to the keyring's key (live, and the store's own) read
     back whole in the store that had read it, from the plaintexts it kept, while a store
     that never saw it refused it: the kept plaintext answers only the key it was opened
-    under."""
+    under. One whose kek_id was cleared (NULL) read as wrapped by the owner's key, which
+    it is, in a store that knew that key, and was refused by one that did not yet."""
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as warm:
         session = warm.session("s1", user_id="alice")
         items = [message("a"), message("b"), message("c")]
         await session.add_items(items)
         assert await session.get_items() == items
         ((kek_id,),) = await raw_rows(db_url, f"SELECT kek_id FROM {KEYRING}")
+        kek_id = kek_id if named == "the keyring's key" else None
         await execute(db_url, f"UPDATE {ITEMS} SET kek_id = :k WHERE seq = 3", {"k": kek_id})
         for limit in (None, 1):
             with pytest.raises(TamperedItemError, match="#3"):

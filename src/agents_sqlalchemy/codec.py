@@ -379,6 +379,11 @@ class SealedCodec:
         `named` names the row in the error if not (a callable: only then)."""
         if kek_id is None or kek_id == self.kek_id:
             return self.kek
+        if not kek_id:
+            raise TamperedItemError(
+                f"{named() if callable(named) else named} names no key that wrapped its data "
+                "key: its kek_id was cleared outside the library"
+            )
         found = self.owner_keys.get(kek_id)
         if found is None:
             if is_owner_key_id(kek_id):
@@ -565,7 +570,8 @@ class SealedCodec:
             pass
         stored = (StoredItem(*row) for row in rows)
         return [
-            self.item(key, row._replace(kek_id=row.kek_id or usual_kek), since) for row in stored
+            self.item(key, row._replace(kek_id=usual_kek) if row.kek_id is None else row, since)
+            for row in stored
         ]
 
     def _plaintexts_of(
@@ -631,7 +637,9 @@ class SealedCodec:
         except AgentsSQLAlchemyError:
             # Rare: open it step by step for the error that says what, naming the item.
             place, named = Place(key.hash, stored.seq), where(key, stored.seq)
-            open_item(self.wrapper(stored.kek_id), ciphertext, wrapped, place, where=named)
+            open_item(
+                self.wrapper(stored.kek_id, named=named), ciphertext, wrapped, place, where=named
+            )
             raise
         return decode_item(plaintext, key, stored.seq)
 

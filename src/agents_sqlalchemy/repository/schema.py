@@ -557,7 +557,8 @@ class Schema:
         """A select of an item's columns, laid out as `StoredItem` (after its id).
 
         `other_kek`: the kek_id only where it is not the reader's (the `current_kek`
-        parameter), else NULL: a full read then makes no 64-character string per row.
+        parameter), else NULL: a full read then makes no 64-character string per row. A
+        row whose kek_id is NULL (no sealed row's is) reads as '', which names no key.
         """
         items = self.items
         first = [items.c.id] if with_id else []
@@ -566,7 +567,8 @@ class Schema:
         kek_id: Any = items.c.kek_id
         if other_kek:
             current = bindparam("current_kek", None, type_=kek_id.type)
-            kek_id = case((kek_id == current, null()), else_=kek_id).label("kek_id")
+            other = func.coalesce(kek_id, "")
+            kek_id = case((kek_id == current, null()), else_=other).label("kek_id")
         return select(*first, items.c.seq, items.c.ciphertext, items.c.wrapped_key, kek_id)
 
     @property
