@@ -87,11 +87,11 @@ class FairLock:
         """Take the lock if it is free and `ticket` is the oldest live one (under `_guard`)."""
         now = time.monotonic()
         self._tickets[ticket] = now  # queues at the back, or keeps its place in the queue
-        for oldest, looked in list(self._tickets.items()):
-            if oldest is ticket or now - looked < FAIR_LOST:
-                break
-            del self._tickets[oldest]  # stopped looking (`FAIR_LOST`)
-        if self._held or next(iter(self._tickets)) is not ticket:
+        oldest = next(iter(self._tickets))
+        while oldest is not ticket and now - self._tickets[oldest] >= FAIR_LOST:
+            del self._tickets[oldest]  # stopped looking
+            oldest = next(iter(self._tickets))
+        if self._held or oldest is not ticket:
             return False
         self._held = True
         del self._tickets[ticket]
