@@ -38,7 +38,6 @@ NONCE_BYTES = 12
 TAG_BYTES = 16
 # What sealing adds to an item's plaintext: the version byte, the nonce and the tag.
 SEALED_OVERHEAD = len(VERSION) + NONCE_BYTES + TAG_BYTES
-OVERHEAD = len(VERSION) + NONCE_BYTES + TAG_BYTES
 WRAPPED_BYTES = KEY_BYTES + 8
 _AAD_PREFIX = LABEL_PREFIX + b"sealed\x00" + VERSION
 _BODY = len(VERSION) + NONCE_BYTES  # where the ciphertext starts, after the nonce
@@ -160,7 +159,7 @@ class DataKey:
         """`open(sealed, Place(session_hash, seq))` in fewer steps: every item read runs it."""
         if sealed[:1] == VERSION:
             aad = _aad_head("item", session_hash) + _SEQ + seq.to_bytes(8, "big", signed=True)
-            nonce, body = sealed[1 : 1 + NONCE_BYTES], sealed[1 + NONCE_BYTES :]
+            nonce, body = sealed[1:_BODY], sealed[_BODY:]
             try:
                 return self._aead.decrypt(nonce, body, aad)
             except InvalidTag:
@@ -170,11 +169,10 @@ class DataKey:
     def _open(
         self, sealed: bytes, place: Place, where: str | None, error: type[DecryptionError]
     ) -> bytes:
-        if len(sealed) < OVERHEAD or sealed[:1] != VERSION:
+        if len(sealed) < SEALED_OVERHEAD or sealed[:1] != VERSION:
             raise _failure(place, where, "it is truncated or of an unknown format", error)
-        nonce = sealed[1 : 1 + NONCE_BYTES]
         try:
-            return self._aead.decrypt(nonce, sealed[1 + NONCE_BYTES :], place.aad())
+            return self._aead.decrypt(sealed[1:_BODY], sealed[_BODY:], place.aad())
         except InvalidTag:
             raise _failure(place, where, "authentication failed", error) from None
 
@@ -368,7 +366,7 @@ def _split_state(sealed: bytes, place: Place, where: str | None) -> tuple[str, b
         raise _failure(place, where, "it is truncated or of an unknown format")
     end = 2 + sealed[1]
     body = end + WRAPPED_BYTES
-    if len(sealed) < body + OVERHEAD:
+    if len(sealed) < body + SEALED_OVERHEAD:
         raise _failure(place, where, "it is truncated")
     try:
         kek_id = sealed[2:end].decode("ascii")
