@@ -528,7 +528,7 @@ class Lines:
         place `at`: past its `turns` when a user message went, and turn 0's (what came
         before the first user message) once no item is left before `at`."""
         usage, items = self._schema.turn_usage, self._schema.items.alias("before_it")
-        earlier = exists().where(items.c.session_pk == session_pk, items.c.seq < at)
+        earlier = _any_seq(items, items.c.session_pk == session_pk, items.c.seq < at)
         return or_(and_(user, usage.c.turn > turns), and_(usage.c.turn == 0, turns == 0, ~earlier))
 
     @cached_property
@@ -663,7 +663,8 @@ class Lines:
             return or_(table.c.expires_at.is_(None), table.c.expires_at > now)
 
         later = items.alias("later")
-        newer = exists().where(later.c.session_pk == bindparam("sp"), later.c.seq > at, live(later))
+        sp = bindparam("sp", type_=items.c.session_pk.type)
+        newer = _any_seq(later, later.c.session_pk == sp, later.c.seq > at, live(later))
         taken = (
             delete(items)
             .where(
@@ -696,3 +697,13 @@ class Lines:
         removed = select(func.count()).select_from(taken).scalar_subquery()
         version = select(unchanged.c.version).scalar_subquery()
         return Prepared(select(removed, version, *after.c).add_cte(past))
+
+
+def _any_seq(items: Any, *where: Any) -> Any:
+    """SQL: whether an items row of one session matches `where`, asked as `max(seq) IS NOT
+    NULL`, which every database answers from the (session_pk, seq) index. Asked as EXISTS,
+    PostgreSQL's generic plan of a prepared statement (from its sixth run on a connection)
+    expects a session to hold many rows, so it scans the whole items table for the first:
+    a pop that found none there took 37 ms beside 200,000 items of other sessions (1 ms
+    this way)."""
+    return select(func.max(items.c.seq)).where(*where).scalar_subquery().is_not(None)
