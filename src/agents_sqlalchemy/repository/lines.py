@@ -646,10 +646,11 @@ class Lines:
         row's new version, and the session as `_seen` finds it after the removal."""
         sessions, items = self._schema.sessions, self._schema.items
         main, usage = self._schema.branches, self._schema.turn_usage
+        sp = bindparam("sp", type_=items.c.session_pk.type)  # the session's pk
         unchanged = (
             update(sessions)
             .where(
-                sessions.c.id == bindparam("sp"),
+                sessions.c.id == sp,
                 row_version == bindparam("seen", type_=Text),
             )
             .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
@@ -663,7 +664,6 @@ class Lines:
             return or_(table.c.expires_at.is_(None), table.c.expires_at > now)
 
         later = items.alias("later")
-        sp = bindparam("sp", type_=items.c.session_pk.type)
         newer = _any_seq(later, later.c.session_pk == sp, later.c.seq > at, live(later))
         taken = (
             delete(items)
@@ -684,7 +684,7 @@ class Lines:
             select(counted.c.turns).scalar_subquery(),
             select(main.c.turns).where(main.c.id == bindparam("main_pk")).scalar_subquery(),
         )
-        gone = self._turns_gone(turns_now, bindparam("u", type_=Boolean), bindparam("sp"), at)
+        gone = self._turns_gone(turns_now, bindparam("u", type_=Boolean), sp, at)
         past = (
             delete(usage)
             .where(usage.c.branch_pk == bindparam("main_pk"), gone, exists(select(taken)))
