@@ -33,7 +33,7 @@ from agents_sqlalchemy.repository.schema import Schema
 from agents_sqlalchemy.repository.sessions import Sessions
 from agents_sqlalchemy.services import keys as keys_module
 from agents_sqlalchemy.services.owners import Owners
-from agents_sqlalchemy.types import StoredItem, owner_of
+from agents_sqlalchemy.types import SessionKey, StoredItem, owner_of
 
 from .support.cli import cli
 from .support.disk import found_on_disk, on_disk
@@ -741,3 +741,65 @@ async def test_a_session_written_while_its_user_is_erased_keeps_its_key(
     assert list((await _owner_keys(db_url)).values()) == [owner_of("alice", "")]
     async with SessionStore(db_url, key=key) as reader:
         assert await reader.session("new").get_items() == [message("new")]
+
+
+@pytest.mark.dialects("postgresql")
+async def test_a_session_made_while_its_deletion_locks_keys_is_no_deadlock(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session without a user committed after its deletion locked the owner keys it
+    would delete, and before it locked the sessions; then a write of another store
+    share-locks that session's key and waits for its row. The deletion starts its batch
+    again with that key locked first: neither is a deadlock's victim run again (the
+    deletion deleted the key after the row, and waited for the write that waited for it),
+    the session and its key are gone, and the write starts the session anew."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        assert await store.session("s").get_items() == []
+    owner = owner_of(None, SessionKey.of("s").hash)
+    looked, made, dropping, waiting = (threading.Event() for _ in range(4))
+    exported = Exported()
+    lock_keys_first, drop_keys = Sessions._lock_keys_first, Sessions._drop_keys
+
+    def lock_then_wait(self: Sessions, *args: Any, **kwargs: Any) -> list[str]:
+        locked = lock_keys_first(self, *args, **kwargs)
+        if not looked.is_set():  # the first try: the session is made meanwhile
+            looked.set()
+            made.wait(timeout=10)
+        return locked
+
+    def wait_then_drop(self: Sessions, *args: Any, **kwargs: Any) -> list[Any]:
+        dropping.set()
+        waiting.wait(timeout=10)  # the deletion's transaction stays open meanwhile
+        return drop_keys(self, *args, **kwargs)
+
+    def write_meanwhile() -> None:
+        async def write() -> None:
+            telemetry = exported.telemetry()
+            async with SessionStore(db_url, key=key, search=False, telemetry=telemetry) as w:
+                looked.wait(timeout=10)
+                await w.session("s").add_items([message("made meanwhile")])
+                made.set()
+                dropping.wait(timeout=10)
+                later = asyncio.ensure_future(w.session("s").add_items([message("later")]))
+                await until_waiting(db_url, 1)
+                waiting.set()
+                await later
+
+        asyncio.run(write())
+
+    async with SessionStore(
+        db_url, key=key, search=False, telemetry=exported.telemetry()
+    ) as deleter:
+        thread = threading.Thread(target=write_meanwhile)
+        thread.start()
+        monkeypatch.setattr(Sessions, "_lock_keys_first", lock_then_wait)
+        monkeypatch.setattr(Sessions, "_drop_keys", wait_then_drop)
+        removed = await deleter.delete_session("s")
+        thread.join()
+    monkeypatch.undo()
+    assert exported.total("agents_sqlalchemy.retries") == 0
+    assert (removed.sessions, removed.items) == (1, 1)
+    async with SessionStore(db_url, key=key) as reader:
+        assert await reader.session("s").get_items() == [message("later")]
+    [(made_anew,)] = await raw_rows(db_url, f"SELECT kek_id FROM {ITEMS}")
+    assert await _owner_keys(db_url) == {made_anew: owner}

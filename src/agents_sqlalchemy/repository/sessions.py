@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,17 @@ from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
 from .schema import Schema, exactly
+
+# Times a deletion batch starts again to lock first the owner keys it met unlocked; past
+# them it deletes those keys after their sessions (a deadlock then is retried as any).
+RELOCKS = 8
+
+
+@dataclass(frozen=True)
+class _Relock:
+    """A deletion batch rolled back: these owners' keys are to be locked first."""
+
+    owners: frozenset[str]
 
 
 class Sessions:
@@ -316,13 +328,26 @@ class Sessions:
         """
         total_sessions = total_items = 0
         dropped: list[Any] = []
+        also: frozenset[str] = frozenset()  # owners whose keys the batch locks first too
+        starts = 0
         while True:
             hashes = await self._next_hashes(where, batch)
-            deleted_sessions, deleted_items, keys = await self._schema.db.write(
+            done = await self._schema.db.write(
                 functools.partial(
-                    self._delete_batch, where=where, batch=batch, owners=owners, hashes=hashes
+                    self._delete_batch,
+                    where=where,
+                    batch=batch,
+                    owners=owners,
+                    hashes=hashes,
+                    also=also,
+                    relock=starts < RELOCKS,
                 )
             )
+            if isinstance(done, _Relock):  # rolled back: start it again, those keys first
+                also, starts = also | done.owners, starts + 1
+                continue
+            also, starts = frozenset(), 0
+            deleted_sessions, deleted_items, keys = done
             total_sessions += deleted_sessions
             total_items += deleted_items
             dropped += keys
@@ -336,12 +361,18 @@ class Sessions:
         batch: int,
         owners: Collection[str] | None,
         hashes: list[str] | None,
+        also: frozenset[str],
+        relock: bool,
     ) -> tuple[int, int, list[Any]]:
-        """One batch of `delete_sessions`: (sessions, items, owner key rows) deleted."""
+        """One batch of `delete_sessions`: (sessions, items, owner key rows) deleted.
+
+        On PostgreSQL, a batch that meets a key it would delete but did not lock first
+        (see `_unlocked`) rolls back, if `relock`, raising `Unchanged(_Relock)`:
+        `delete_sessions` starts it again with those owners' keys in `also`."""
         sessions, items = self._schema.sessions, self._schema.items
         locked = None  # the owner keys locked first (PostgreSQL); None: not looked for
         if self._schema.sealed and self._schema.db.dialect_name == "postgresql":
-            locked = self._lock_keys_first(conn, where, batch, owners)
+            locked = self._lock_keys_first(conn, where, batch, owners, also)
         if hashes:  # MySQL and MariaDB: through `session_hash` first, as a write's upsert
             self._lock_by_hash(conn, hashes)
         # Locked as they are read: a session deleted meanwhile is passed over for the next,
@@ -356,6 +387,9 @@ class Sessions:
             sessions.c.id.in_(pks), sessions.c.user_id.is_(None)
         )
         ownerless = [owner_of(None, h) for h in conn.execute(without_user).scalars()]
+        doomed = [*ownerless, *(owners if last and owners else ())]
+        if locked is not None and relock and (unlocked := self._unlocked(conn, doomed, locked)):
+            raise Unchanged(_Relock(unlocked))
         companions = select(sessions.c.id).where(sessions.c.parent_pk.in_(pks))
         # One list of keys: an OR of two (or of a subquery) kept PostgreSQL off the items'
         # (session_pk, seq) index, a sequential scan of every item per batch.
@@ -364,7 +398,9 @@ class Sessions:
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
         if not self._schema.sealed:
             return len(pks), int(removed.rowcount), []
-        dropped = self._drop_keys(conn, ownerless)
+        # Checked above: every key of these owners was locked first, and one made since is
+        # a write's, for a session this batch did not see (and leaves).
+        dropped = self._drop_keys(conn, ownerless, locked if relock else None)
         if last:
             dropped += self._drop_keys(conn, owners, locked)
         return len(pks), int(removed.rowcount), dropped
@@ -393,21 +429,35 @@ class Sessions:
         where: ColumnElement[bool],
         batch: int,
         owners: Collection[str] | None,
+        also: Collection[str],
     ) -> list[str]:
         """PostgreSQL: lock the owner keys a batch may delete before its sessions, in the
         order a sealed write locks them (`Schema.claim`); their ids. A deletion that locked
         sessions first met a write holding the key's share lock and waiting for its
         session, a deadlock. The keys of sessions without a user are those of the batch as
-        read now (one that matches only later is locked after its session, as before)."""
+        read now, and of the owners `also` (those a first try of the batch met unlocked)."""
         sessions, keys = self._schema.sessions, self._schema.owner_keys
         ownerless = select(sessions.c.session_hash).where(where, sessions.c.user_id.is_(None))
         found = [owner_of(None, h) for h in conn.execute(ownerless.limit(batch)).scalars()]
         chosen = select(keys.c.key_id).order_by(keys.c.key_id).with_for_update()
         if owners is not None:
-            if not (owners or found):
+            if not (owners or found or also):
                 return []
-            chosen = chosen.where(keys.c.owner.in_([*owners, *found]))
+            chosen = chosen.where(keys.c.owner.in_(sorted({*owners, *found, *also})))
         return list(conn.execute(chosen).scalars())
+
+    def _unlocked(self, conn: Connection, owners: list[str], locked: list[str]) -> frozenset[str]:
+        """PostgreSQL: which of `owners` have a key that `_lock_keys_first` did not lock.
+
+        A session without a user committed between that lock and the batch's own, or a
+        key made for one meanwhile: its key, deleted after the session's row was locked,
+        waited for a write that held the key's share lock and waited for that row (a
+        deadlock). Those keys are locked first when the batch starts again."""
+        if not owners:
+            return frozenset()
+        keys, held = self._schema.owner_keys, set(locked)
+        rows = conn.execute(select(keys.c.key_id, keys.c.owner).where(keys.c.owner.in_(owners)))
+        return frozenset(owner for key_id, owner in rows if key_id not in held)
 
     def _drop_keys(
         self, conn: Connection, owners: Collection[str] | None, among: list[str] | None = None
