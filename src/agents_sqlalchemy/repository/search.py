@@ -412,8 +412,9 @@ class SearchIndex:
     def _index_upsert_at_once(self) -> Prepared:
         """PostgreSQL: a batch's index rows in one statement, from arrays (`session_pks`,
         `seqs`, ...), each in place of its item's row of the same model. The items still at
-        those places are locked FOR KEY SHARE first: a removal waits for the commit, and an
-        item removed meanwhile is skipped."""
+        those places are locked FOR KEY SHARE first, in the order a removal reaches them
+        (session, then place): a removal waits for the commit, an item removed meanwhile is
+        skipped, and neither holds one item while it waits for the other's next."""
         items, index, types = self._schema.items, self._schema.index, self._index_row_types
         arrays = [bindparam(f"{n}s", type_=postgresql.ARRAY(types[n])) for n in INDEX_ROW]
         given = func.unnest(*arrays).table_valued(*INDEX_ROW).render_derived()
@@ -421,6 +422,7 @@ class SearchIndex:
         rows = (
             select(items.c.id, given.c.model_id, given.c.terms, given.c.vector)
             .join_from(given, items, at)
+            .order_by(items.c.session_pk, items.c.seq)
             .with_for_update(read=True, key_share=True, of=items)
         )
         upsert = postgresql.insert(index).from_select(INDEX_COLUMNS, rows)
