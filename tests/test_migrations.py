@@ -162,6 +162,30 @@ async def test_create_tables_migrates_to_head_and_a_later_upgrade_is_a_no_op(db_
 
 
 @pytest.mark.slow
+async def test_a_schema_at_head_is_checked_in_one_statement(db_url: str) -> None:
+    """What a store opened per request pays each time: on a schema at head, one statement
+    checks it (the version row, with a row-less select of each table), no read of the
+    catalog through the inspector or Alembic. Anything else is told apart as before (the
+    tests of a schema the library cannot use, below)."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items([message("one")])
+    engine = create_async_engine(db_url)
+    db = Database(engine)
+    try:
+        async with engine.connect() as conn:  # the dialect's first-connect queries: before
+            await conn.execute(text("SELECT 1"))
+        executed: list[str] = []
+        for sync in [engine.sync_engine, *([db._sync.engine] if db._sync is not None else [])]:
+            event.listen(sync, "before_cursor_execute", lambda *args: executed.append(args[2]))
+        await migrate.ensure_schema(db, TableNames(), create=False)
+    finally:
+        await db.close()
+        await engine.dispose()
+    assert len(executed) == 1 and "version_num" in executed[0], executed
+    catalog = re.compile(r"sqlite_master|pg_catalog|information_schema|show |pragma", re.I)
+    assert not catalog.search(executed[0])
+
+
 def test_app_tables_rows_and_alembic_history_are_left_alone(db_url: str, tmp_path: Path) -> None:
     app = make_app(tmp_path, db_url)
     app_revision(app, "app1")

@@ -34,7 +34,7 @@ from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
 from .config import alembic_config, head_revision, mysql_migration_lock
 from .logs import quiet_alembic
-from .status import SchemaStatus, schema_status
+from .status import SchemaStatus, at_head, schema_status
 
 __all__ = [
     "SchemaStatus",
@@ -163,6 +163,8 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
     if not create and path is not None and path.parent.is_dir() and not path.exists():
         raise SchemaStatus("missing", (), head_revision(), tables).error(db.url)
     with db.telemetry.operation("ensure_schema", collection=tables.version_table) as operation:
+        if await db.read(lambda conn: at_head(conn, tables)):
+            return
         for delay in (*CREATE_RETRY_DELAYS, None):
             try:
                 async with migration_lock():
