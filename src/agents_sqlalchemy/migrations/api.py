@@ -163,7 +163,8 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
     if not create and path is not None and path.parent.is_dir() and not path.exists():
         raise SchemaStatus("missing", (), head_revision(), tables).error(db.url)
     with db.telemetry.operation("ensure_schema", collection=tables.version_table) as operation:
-        if await db.read(lambda conn: at_head(conn, tables)):
+        # Bounded as the check it stands for: making the tables has no statement_timeout.
+        if await db.run(lambda conn: at_head(conn, tables), write=False, bounded=not create):
             return
         for delay in (*CREATE_RETRY_DELAYS, None):
             try:
