@@ -398,8 +398,9 @@ class Sessions:
         conn.execute(delete(sessions).where(sessions.c.id.in_(pks)))
         if not self._schema.sealed:
             return len(pks), int(removed.rowcount), []
-        # Checked above: every key of these owners was locked first, and one made since is
-        # a write's, for a session this batch did not see (and leaves).
+        # With `relock`, checked above: every key of these owners was locked first, and one
+        # made since is a write's, for a session this batch did not see (and leaves). Past
+        # `RELOCKS` tries, every key of theirs goes, as before the check.
         dropped = self._drop_keys(conn, ownerless, locked if relock else None)
         if last:
             dropped += self._drop_keys(conn, owners, locked)
