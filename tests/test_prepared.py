@@ -1,18 +1,38 @@
-"""`PreparedRows`: many rows per statement, each statement inside the caller's transaction.
+"""`Prepared` and `PreparedRows`: statements run on the driver's cursor.
 
-pysqlite opens a transaction only before a statement it sees is a write (one that starts
-with INSERT, UPDATE, DELETE or REPLACE): a statement starting with WITH would commit on
-its own. Read from a second connection, on a real file.
+`PreparedRows` puts many rows in one statement, each statement inside the caller's
+transaction: pysqlite opens a transaction only before a statement it sees is a write (one
+that starts with INSERT, UPDATE, DELETE or REPLACE), and a statement starting with WITH
+would commit on its own. Read from a second connection, on a real file.
+
+On an async driver a statement is built and compiled in a worker thread, and many
+parameter sets go to the server in parts, so that neither holds the event loop.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, func, select
+import pytest
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    create_engine,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 
-from agents_sqlalchemy.repository.prepared import PreparedRows
+from agents_sqlalchemy.database.units import Database
+from agents_sqlalchemy.repository.prepared import MANY_ROWS, Prepared, PreparedRows
 
 
 def test_rows_over_several_statements_are_one_transaction_s_own(tmp_path: Path) -> None:
@@ -43,3 +63,55 @@ def test_rows_over_several_statements_are_one_transaction_s_own(tmp_path: Path) 
         assert conn.execute(select(target.c.a, target.c.b).order_by(target.c.a)).all() == rows
         assert conn.execute(select(func.count()).select_from(target)).scalar() == len(rows)
     engine.dispose()
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_statement_is_built_and_compiled_off_the_event_loop(db_url: str) -> None:
+    """On asyncpg and asyncmy a unit of work runs in a greenlet on the event loop: the
+    statement's first run builds and compiles it in a worker thread, once."""
+    db = Database(db_url)
+    target = Table("target", MetaData(), Column("a", Integer, primary_key=True))
+    built_on: list[int] = []
+
+    def build() -> ClauseElement:
+        built_on.append(threading.get_ident())
+        return select(target.c.a).where(target.c.a > bindparam("above")).order_by(target.c.a)
+
+    above = Prepared(build)
+    try:
+        await db.write(lambda conn: target.create(conn))
+        await db.write(lambda conn: conn.execute(target.insert(), [{"a": n} for n in range(1, 6)]))
+        for _ in range(2):
+            assert await db.read(lambda conn: above.run(conn, {"above": 3})) == [(4,), (5,)]
+    finally:
+        await db.close()
+    assert len(built_on) == 1
+    assert built_on[0] != threading.get_ident()  # the loop's thread
+
+
+async def test_many_parameter_sets_go_to_mariadb_in_parts(mariadb_url: str) -> None:
+    """asyncmy writes one INSERT of every parameter set it is given, on the event loop: in
+    parts of `MANY_ROWS`, the server counts one INSERT per part, in one transaction."""
+    db = Database(mariadb_url)
+    target = Table("target", MetaData(), Column("a", Integer), Column("b", String(20)))
+    insert = Prepared(target.insert().values(a=bindparam("a"), b=bindparam("b")))
+    rows = [{"a": n, "b": f"row {n}"} for n in range(2 * MANY_ROWS + 1)]
+
+    def counted(conn: Connection) -> int:
+        return int(conn.execute(text("SHOW SESSION STATUS LIKE 'Com_insert'")).one()[1])
+
+    def inserted(conn: Connection) -> int:
+        before = counted(conn)
+        insert.run_many(conn, rows)
+        return counted(conn) - before
+
+    try:
+        await db.write(lambda conn: target.create(conn))
+        statements = await db.write(inserted)
+        stored = await db.read(
+            lambda conn: conn.execute(select(target.c.a, target.c.b).order_by(target.c.a)).all()
+        )
+    finally:
+        await db.close()
+    assert statements == 3
+    assert [tuple(row) for row in stored] == [(r["a"], r["b"]) for r in rows]

@@ -1,15 +1,21 @@
 """Small asyncio tools: finish a write whatever the caller does, a fair lock for
-every loop, and run a coroutine from synchronous code."""
+every loop, run a coroutine from synchronous code, and CPU work of a unit of work off the
+event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from sqlalchemy.engine import Dialect
+from sqlalchemy.util import await_only
 
 T = TypeVar("T")
 
@@ -154,3 +160,22 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return loop.run_until_complete(make())
     with ThreadPoolExecutor(1, thread_name_prefix="agents-sqlalchemy") as pool:
         return pool.submit(lambda: asyncio.run(make())).result()
+
+
+def off_the_loop(dialect: Dialect, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` for a unit of work, in a worker thread when `dialect` is async: such a
+    unit runs in a greenlet on the event loop, which waits for the thread as it waits for
+    the driver (SQLAlchemy's `await_only`), and runs other tasks meanwhile. For CPU work
+    worth a thread hop (a statement's first compilation, sealing many items).
+
+    The work runs where it is on a synchronous driver (the unit has a thread of its own,
+    or is small enough to run on the caller's), and at interpreter exit, when the thread
+    pools take no more work (a store never closed finishes its indexing then)."""
+    if not dialect.is_async:
+        return work(*args)
+    in_context = functools.partial(contextvars.copy_context().run, work, *args)
+    try:
+        done = asyncio.get_running_loop().run_in_executor(None, in_context)
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        return work(*args)
+    return await_only(done)

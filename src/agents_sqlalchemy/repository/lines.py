@@ -50,11 +50,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Update
+from sqlalchemy.sql.expression import Select
 
 from ..turns import MAIN, turn_numbers
 from ..types import SessionKey, StoredItem
-from .prepared import Prepared
+from .prepared import Prepared, prepared
 from .schema import MAX_SEQ, Schema
 
 T = TypeVar("T")
@@ -378,7 +380,7 @@ class Lines:
         return [sessions.c.id, other, main.scalar_subquery(), sessions.c.user_id]
 
     @cached_property
-    def _touched(self) -> Any:
+    def _touched(self) -> Update:
         """The session's row marked active: the write lock on it."""
         sessions = self._schema.sessions
         return (
@@ -387,19 +389,19 @@ class Lines:
             .values(updated_at=bindparam("now", type_=sessions.c.updated_at.type))
         )
 
-    @cached_property
-    def _lines_lock(self) -> Prepared:
-        return Prepared(self._touched.returning(*self._lines_columns()))
+    @prepared
+    def _lines_lock(self) -> ClauseElement:
+        return self._touched.returning(*self._lines_columns())
 
-    @cached_property
-    def _lines_touch(self) -> Prepared:
-        return Prepared(self._touched)
+    @prepared
+    def _lines_touch(self) -> ClauseElement:
+        return self._touched
 
-    @cached_property
-    def _lines_select(self) -> Prepared:
+    @prepared
+    def _lines_select(self) -> ClauseElement:
         sessions = self._schema.sessions
         found = select(*self._lines_columns()).where(sessions.c.session_hash == bindparam("hash"))
-        return Prepared(found)
+        return found
 
     # -- counting ---------------------------------------------------------------------------
 
@@ -531,9 +533,9 @@ class Lines:
         earlier = _any_seq(items, items.c.session_pk == session_pk, items.c.seq < at)
         return or_(and_(user, usage.c.turn > turns), and_(usage.c.turn == 0, turns == 0, ~earlier))
 
-    @cached_property
-    def _pop_count(self) -> Prepared:
-        return Prepared(self._count_loses)
+    @prepared
+    def _pop_count(self) -> ClauseElement:
+        return self._count_loses
 
     @cached_property
     def _count_loses(self) -> Update:
@@ -617,7 +619,7 @@ class Lines:
             item[width],
         )
 
-    def _seen(self, last: Any = None) -> Any:
+    def _seen(self, last: Any = None) -> Select[Any]:
         """The session's `_lines_columns` with its row's version (`xmin`, which every update
         of the row changes), and the columns and row version of its latest live item (at a
         place up to `last`, if given)."""
@@ -633,13 +635,13 @@ class Lines:
         latest = newest.subquery("latest")
         return select(*session.c, *latest.c).select_from(session.outerjoin(latest, true()))
 
-    @cached_property
-    def _peek(self) -> Prepared:
+    @prepared
+    def _peek(self) -> ClauseElement:
         """`peek`'s read (`_seen`)."""
-        return Prepared(self._seen())
+        return self._seen()
 
-    @cached_property
-    def _take_unchanged(self) -> Prepared:
+    @prepared
+    def _take_unchanged(self) -> ClauseElement:
         """`take_unchanged`'s statement: the row marked active if still at version `seen`,
         then the item removed if as seen and counted out (`_count_loses`), then the usage
         of a turn it leaves empty (`_turns_gone`); how many items it removed (none, or one), the
@@ -696,7 +698,7 @@ class Lines:
         after = self._seen(last).subquery("after")
         removed = select(func.count()).select_from(taken).scalar_subquery()
         version = select(unchanged.c.version).scalar_subquery()
-        return Prepared(select(removed, version, *after.c).add_cte(past))
+        return select(removed, version, *after.c).add_cte(past)
 
 
 def _any_seq(items: Any, *where: Any) -> Any:

@@ -32,12 +32,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 
 from ..database.units import Database
 from ..errors import ConfigurationError, OwnerKeyError, WrongKeyError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem, is_owner_key_id, owner_of
-from .prepared import Prepared, PreparedRows, constant
+from .prepared import Prepared, PreparedRows, constant, prepared
 
 T = TypeVar("T")
 # The columns an append writes, in its parameter sets (sealed: and the item's wrapped key).
@@ -260,20 +261,20 @@ class Schema:
                 "retired since: nothing was written"
             )
 
-    @cached_property
-    def _owner_of_session(self) -> Prepared:
+    @prepared
+    def _owner_of_session(self) -> ClauseElement:
         """`_owned_columns` of the session's row, by its id."""
         sessions = self.sessions
-        return Prepared(select(*self._owned_columns()).where(sessions.c.id == bindparam("pk")))
+        return select(*self._owned_columns()).where(sessions.c.id == bindparam("pk"))
 
-    @cached_property
-    def _claimed_owned(self) -> Prepared:
+    @prepared
+    def _claimed_owned(self) -> ClauseElement:
         """MySQL: `claimed_statement` with `_owned_columns`."""
         sessions = self.sessions
         found = select(sessions.c.id, sessions.c.next_seq, *self._owned_columns()).where(
             sessions.c.session_hash == bindparam("session_hash")
         )
-        return Prepared(found.with_for_update())
+        return found.with_for_update()
 
     def _owned_columns(self) -> list[Any]:
         """A session row's user id, the hash its owner key is bound to (a companion row's
@@ -368,10 +369,10 @@ class Schema:
             "now": now,
         }
 
-    @cached_property
-    def _claim_statement(self) -> Prepared:
+    @prepared
+    def _claim_statement(self) -> Any:
         """`claim`'s upsert, built once: building it took longer than running it."""
-        return Prepared(self.claim_upsert)
+        return self.claim_upsert
 
     @cached_property
     def claim_upsert(self) -> Any:
@@ -425,14 +426,14 @@ class Schema:
         owner = select(live.c.owner).scalar_subquery()
         return Prepared(self._upsert(live).returning(user_id, owner))
 
-    @cached_property
-    def claimed_statement(self) -> Prepared:
+    @prepared
+    def claimed_statement(self) -> ClauseElement:
         """The session's id, `next_seq` and `user_id`, its row locked (MySQL's claim and lock)."""
         sessions = self.sessions
         found = select(sessions.c.id, sessions.c.next_seq, sessions.c.user_id).where(
             sessions.c.session_hash == bindparam("session_hash")
         )
-        return Prepared(found.with_for_update())
+        return found.with_for_update()
 
     def lock_existing(self, conn: Connection, key: SessionKey, now: datetime) -> int | None:
         """Take the session's write lock if it has a row, as an activity; its primary key."""

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
-from sqlalchemy.sql.expression import Insert, Select, Subquery
+from sqlalchemy.sql.expression import ClauseElement, Insert, Select, Subquery
 
 from ..types import (
     Candidates,
@@ -37,7 +37,7 @@ from ..types import (
     StoredItem,
     Unindexed,
 )
-from .prepared import Prepared, PreparedRows
+from .prepared import PreparedRows, prepared
 from .schema import ARRAY_ROWS, Schema
 
 # Primary keys per `IN (...)` list, well under every driver's bound-parameter limit.
@@ -388,10 +388,10 @@ class SearchIndex:
         if values:
             self._index_insert.run_rows(conn, INDEX_COLUMNS, values)
 
-    @cached_property
-    def _index_insert(self) -> Prepared:
+    @prepared
+    def _index_insert(self) -> ClauseElement:
         """The insert of index rows, compiled once per dialect (`Prepared`)."""
-        return Prepared(self._schema.index.insert().values(self._index_values))
+        return self._schema.index.insert().values(self._index_values)
 
     @cached_property
     def _index_upsert(self) -> PreparedRows:
@@ -408,8 +408,8 @@ class SearchIndex:
 
         return PreparedRows(upsert, self._index_row_types)
 
-    @cached_property
-    def _index_upsert_at_once(self) -> Prepared:
+    @prepared
+    def _index_upsert_at_once(self) -> ClauseElement:
         """PostgreSQL: a batch's index rows in one statement, from arrays (`session_pks`,
         `seqs`, ...), each in place of its item's row of the same model. The items still at
         those places are locked FOR KEY SHARE first, in the order a removal reaches them
@@ -427,10 +427,8 @@ class SearchIndex:
         )
         upsert = postgresql.insert(index).from_select(INDEX_COLUMNS, rows)
         replaced = {name: upsert.excluded[name] for name in ("terms", "vector")}
-        return Prepared(
-            upsert.on_conflict_do_update(
-                index_elements=[index.c.item_pk, index.c.model_id], set_=replaced
-            )
+        return upsert.on_conflict_do_update(
+            index_elements=[index.c.item_pk, index.c.model_id], set_=replaced
         )
 
     @cached_property

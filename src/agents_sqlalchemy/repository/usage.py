@@ -27,7 +27,7 @@ from ..types import NewItem, SessionKey
 from .branches import Branches
 from .items import Items
 from .lines import GONE, Gone, Lines, Opened
-from .prepared import Prepared
+from .prepared import prepared
 from .schema import SMALL, Schema
 
 USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
@@ -82,14 +82,14 @@ class Usage:
         row |= {"created_at": now, "updated_at": now} | dict.fromkeys(REPLACED)
         self._usage_upsert.run(conn, row | values)
 
-    @cached_property
-    def _usage_upsert(self) -> Prepared:
+    @prepared
+    def _usage_upsert(self) -> Any:
         """Insert a turn's usage, or replace its figures (the first record's time stays)."""
         usage = self._schema.turn_usage
         named = ("session_pk", "branch_pk", "turn", "created_at", "updated_at", *REPLACED)
         values = {name: bindparam(name, type_=usage.c[name].type) for name in named}
         key = [usage.c.branch_pk, usage.c.turn]
-        return Prepared(self._upsert(usage, values, key, [*REPLACED, "updated_at"]))
+        return self._upsert(usage, values, key, [*REPLACED, "updated_at"])
 
     def _record_main(
         self,
