@@ -11,8 +11,10 @@ parameter sets go to the server in parts, so that neither holds the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,24 @@ async def test_many_parameter_sets_go_to_mariadb_in_parts(mariadb_url: str) -> N
         await db.close()
     assert statements == 3
     assert [tuple(row) for row in stored] == [(r["a"], r["b"]) for r in rows]
+
+
+async def test_the_work_runs_in_place_when_no_worker_thread_takes_it(pg_url: str) -> None:
+    """At interpreter exit the thread pools take no more work (a store never closed indexes
+    then): the statement is built and compiled on the unit's own thread instead."""
+    db = Database(pg_url)
+    built_on: list[int] = []
+
+    def build() -> ClauseElement:
+        built_on.append(threading.get_ident())
+        return select(bindparam("n", type_=Integer()))
+
+    echo = Prepared(build)
+    refusing = ThreadPoolExecutor(1)
+    refusing.shutdown()
+    asyncio.get_running_loop().set_default_executor(refusing)
+    try:
+        assert await db.read(lambda conn: echo.run(conn, {"n": 7})) == [(7,)]
+    finally:
+        await db.close()
+    assert built_on == [threading.get_ident()]

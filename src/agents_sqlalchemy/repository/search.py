@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.expression import ClauseElement, Insert, Select, Subquery
 
+from ..aio import off_the_loop
 from ..types import (
     Candidates,
     NewItem,
@@ -172,7 +173,10 @@ class SearchIndex:
         statement = _aggregated(query, items.c.id.name) if self._arrays else query
 
         def work(conn: Connection) -> tuple[Candidates, int]:
-            lists = _columns(conn.execute(statement), len(read), arrays=self._arrays)
+            return off_the_loop(conn.dialect, shaped, conn.execute(statement))
+
+        def shaped(result: Result[Any]) -> tuple[Candidates, int]:
+            lists = _columns(result, len(read), arrays=self._arrays)
             columns = dict(zip(read, lists, strict=True))
             kinds = columns.pop("kinds")
             found = len(kinds)
@@ -219,10 +223,12 @@ class SearchIndex:
             found: dict[tuple[int, bytes | None], bytes] = {}
             for start in range(0, len(item_pks), IN_BATCH):
                 batch = {"model_id": model_id, "item_pks": item_pks[start : start + IN_BATCH]}
-                result = conn.execute(self._vectors_of, batch)
-                pks, wrapped, vectors = _columns(result, 3, arrays=self._arrays)
-                found.update(zip(zip(pks, wrapped, strict=True), vectors, strict=True))
+                off_the_loop(conn.dialect, add, conn.execute(self._vectors_of, batch), found)
             return found
+
+        def add(result: Result[Any], found: dict[tuple[int, bytes | None], bytes]) -> None:
+            pks, wrapped, vectors = _columns(result, 3, arrays=self._arrays)
+            found.update(zip(zip(pks, wrapped, strict=True), vectors, strict=True))
 
         return await self._schema.db.read(work)
 

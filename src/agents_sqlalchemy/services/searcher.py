@@ -120,6 +120,7 @@ class Searcher:
             weight, floor = calibration.weight, calibration.floor
 
         def rank() -> list[Any]:
+            nonlocal scored
             keyword = None
             if mode != "vector":
                 query_ids = list(codec.term_ids(term_counts(query)))
@@ -127,6 +128,7 @@ class Searcher:
                 found = postings(candidates.terms, query_ids)
                 keyword = bm25_postings(*found, size=size, doc_count=size)
             vector = None if scored is None else cosine_scores(*scored)
+            scored = None  # the vectors are freed here, off the loop when ranked off it
             return fuse(
                 range(len(candidates)),
                 vector=vector,
@@ -220,7 +222,7 @@ class Searcher:
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._index.vectors(pks, model_id)
-            gone = await self._owners.load(candidates.kek_ids[i] for i in missing)
+            gone = await self._owners.load(set(map(candidates.kek_ids.__getitem__, missing)))
             read = await _off_loop(len(missing), _with_stored, candidates, missing, stored, gone)
             try:
                 opened = await _off_loop(len(read), codec.vectors, read, model_id, since)
@@ -231,9 +233,14 @@ class Searcher:
                 ]
                 left = read.take(range(len(read)), kept)
                 opened = await _off_loop(len(left), codec.vectors, left, model_id, since)
-            for i, vector in zip(missing, opened, strict=True):
-                vectors[i] = vector
+            await _off_loop(len(missing), _placed, vectors, missing, opened)
         return vectors
+
+
+def _placed(vectors: list[bytes | None], at: list[int], opened: list[bytes | None]) -> None:
+    """Each of `opened` into `vectors`, at its place of `at`."""
+    for i, vector in zip(at, opened, strict=True):
+        vectors[i] = vector
 
 
 def _unopened(vectors: list[bytes | None], has_vector: list[bool]) -> list[int]:
