@@ -35,7 +35,7 @@ from ..turns import MAIN, is_user, turn_numbers
 from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
 from .lines import GONE, Gone, Lines, LockedSession, Opened, Peeked, inserted
 from .prepared import Prepared
-from .schema import Schema
+from .schema import Schema, built_rows
 
 T = TypeVar("T")
 #: How many times a pop without the lock reads again after a write got in before it.
@@ -284,7 +284,8 @@ class Branches:
         if branch_pk is None or companion is None:
             return GONE
         first = claimed.next_seq - len(flags) + 1
-        pks = self._insert_owned(conn, companion, first, build(first), ttl, claimed.checked)
+        new = built_rows(conn, build, first, len(flags))
+        pks = self._insert_owned(conn, companion, first, new, ttl, claimed.checked)
         last = self._lines.last_ref(conn, branch_pk)
         turn = last.turn if last else 0
         conn.execute(

@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..types import NewItem, SessionKey, StoredItem, Tail
-from .schema import Claimed, Schema
+from .schema import Claimed, Schema, built_rows
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
@@ -194,7 +194,7 @@ class Compaction:
         else:
             times = [(now, now + ttl if ttl else None)] * count
         first = claimed.next_seq - count + 1
-        rows, start = build(first), 0
+        rows, start = built_rows(conn, build, first, count), 0
         for (created_at, expires_at), run in groupby(times):  # rows made at once, together
             size = len(list(run))
             part = rows[start : start + size]

@@ -22,11 +22,10 @@ from sqlalchemy import bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from ..aio import off_the_loop
 from ..caches import add_bounded
 from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
-from .schema import ARRAY_ROWS, SMALL, Schema
+from .schema import ARRAY_ROWS, SMALL, Schema, built_rows
 
 #: Sessions whose next place a sealed store remembers, for one-statement appends.
 PLACES_REMEMBERED = 10_000
@@ -42,14 +41,6 @@ def page_rows(arrays: Sequence[Any], sealed: bool) -> list[tuple[Any, ...]]:
     if seqs != sorted(seqs):
         rows.sort(key=itemgetter(0))
     return rows
-
-
-def _built(
-    conn: Connection, build: Callable[[int], Sequence[NewItem]], first: int, count: int
-) -> Sequence[NewItem]:
-    """`build(first)`; for more than `SMALL` items, off the event loop (sealing 1,000 items
-    holds it about 13 ms)."""
-    return off_the_loop(conn.dialect, build, first) if count > SMALL else build(first)
 
 
 class _MorePages(Exception):
@@ -132,7 +123,7 @@ class Items:
         claimed = self._schema.claim(conn, key, count, now)
         first = claimed.next_seq - count + 1
         expires_at = now + ttl if ttl else None
-        new = _built(conn, build, first, count)
+        new = built_rows(conn, build, first, count)
         self._schema.insert_items(
             conn, session_pk, first, new, now, expires_at, checked=claimed.checked
         )
@@ -238,7 +229,7 @@ class Items:
         claimed = self._schema.claim(conn, key, count, now)
         first = claimed.next_seq - count + 1
         # Sealed items go in only under a live key of the session's owner (else it refuses).
-        new = _built(conn, build, first, count)
+        new = built_rows(conn, build, first, count)
         self._schema.insert_items(
             conn, claimed.id, first, new, now, expires_at, checked=claimed.checked
         )
@@ -262,7 +253,8 @@ class Items:
         if seen is None:
             return None
         last, user_id = seen
-        rows = _built(conn, build, last + 1, count)  # sealed where they go: bound to their place
+        # Sealed where they will go: bound to their place.
+        rows = built_rows(conn, build, last + 1, count)
         now = self._schema.now()
         values = {
             "session_hash": key.hash,

@@ -10,7 +10,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
@@ -34,6 +34,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement
 
+from ..aio import off_the_loop
 from ..database.units import Database
 from ..errors import ConfigurationError, OwnerKeyError, WrongKeyError
 from ..models import MYSQL, Models
@@ -48,6 +49,14 @@ SUPPORTED_DIALECTS = ("sqlite", "postgresql", *MYSQL)
 # A unit of work of at most this many items is small: on a SQLite file the store opened, it
 # runs on the caller's thread (see `Database.run`), where a thread hop would cost more.
 SMALL = 64
+
+
+def built_rows(
+    conn: Connection, build: Callable[[int], Sequence[NewItem]], first: int, count: int
+) -> Sequence[NewItem]:
+    """`build(first)`: the rows of `count` new items numbered from `first`; for more than
+    `SMALL` items, off the event loop (`off_the_loop`: sealing 1,000 held it about 13 ms)."""
+    return off_the_loop(conn.dialect, build, first) if count > SMALL else build(first)
 
 
 def exactly(column: ColumnElement[Any], value: Any, mysql: bool) -> ColumnElement[bool]:
