@@ -12,6 +12,7 @@ parameter sets go to the server in parts, so that neither holds the event loop.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +31,14 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.sql import ClauseElement
 
+from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository.prepared import MANY_ROWS, Prepared, PreparedRows
+
+from .support.items import message
 
 
 def test_rows_over_several_statements_are_one_transaction_s_own(tmp_path: Path) -> None:
@@ -117,6 +121,67 @@ async def test_many_parameter_sets_go_to_mariadb_in_parts(mariadb_url: str) -> N
         await db.close()
     assert statements == 3
     assert [tuple(row) for row in stored] == [(r["a"], r["b"]) for r in rows]
+
+
+async def _commands(store: SessionStore) -> dict[str, int]:
+    """The commands the store's (one) MariaDB connection has run: statements prepared and
+    executed prepared (`Com_stmt_*`), and `Questions`, which counts text commands too (this
+    one included)."""
+    async with store.engine.connect() as conn:
+        found = await conn.execute(text("SHOW SESSION STATUS"))
+        counts = {str(name): value for name, value in found}
+    return {
+        name: int(counts[name]) for name in ("Com_stmt_prepare", "Com_stmt_execute", "Questions")
+    }
+
+
+async def test_mariadb_runs_prepared_statements_and_inserts_in_bulk(mariadb_url: str) -> None:
+    """The store's asyncmy connections keep server-side prepared statements: a statement
+    is prepared once; an append's only text command is its COMMIT, and its items go in one
+    bulk command whatever their number (no column of them is NULL in every row)."""
+    async with SessionStore(mariadb_url, create_tables=True, search=False) as store:
+        session = store.session("bulk")
+        await session.add_items([message("first")])
+        appends = []
+        for count in (4, 40):
+            before = await _commands(store)
+            await session.add_items([message(f"{count}: {n}") for n in range(count)])
+            after = await _commands(store)
+            appends.append({name: after[name] - before[name] for name in after})
+        assert len(await session.get_items()) == 45
+    for commands in appends:
+        assert commands["Com_stmt_prepare"] == 0
+        assert commands["Questions"] - commands["Com_stmt_execute"] == 2  # COMMIT, SHOW
+    assert appends[0]["Com_stmt_execute"] == appends[1]["Com_stmt_execute"]
+
+
+async def test_an_app_may_turn_mariadb_s_statement_cache_off(mariadb_url: str) -> None:
+    """`stmt_cache_size=0` in the URL is asyncmy's own setting, and kept: nothing is
+    prepared, and everything still works."""
+    url = make_url(mariadb_url).update_query_dict({"stmt_cache_size": "0"})
+    async with SessionStore(url, create_tables=True, search=False) as store:
+        session = store.session("text")
+        await session.add_items([message(f"item {n}") for n in range(4)])
+        assert await session.pop_item() == message("item 3")
+        commands = await _commands(store)
+        assert commands["Com_stmt_prepare"] == commands["Com_stmt_execute"] == 0
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plaintext", "sealed"])
+async def test_an_append_larger_than_max_allowed_packet_goes_in_parts(
+    mariadb_url: str, sealed: bool
+) -> None:
+    """Items each well under the server's `max_allowed_packet` but over it together are one
+    append still: a bulk command holds at most `MANY_CHARACTERS` of them."""
+    opened = {"key": os.urandom(32)} if sealed else {}
+    async with SessionStore(mariadb_url, create_tables=True, search=False, **opened) as store:
+        async with store.engine.connect() as conn:
+            limit = int((await conn.execute(text("SELECT @@max_allowed_packet"))).scalar_one())
+        size = 1_000_000
+        items = [message(f"{n} " + "x" * size) for n in range(limit // size + 2)]
+        session = store.session("big")
+        await session.add_items(items)
+        assert await session.get_items() == items
 
 
 async def test_the_work_runs_in_place_when_no_worker_thread_takes_it(pg_url: str) -> None:

@@ -34,13 +34,14 @@ async def holding_the_lock(url: str, session_id: str) -> AsyncIterator[AsyncConn
 
 async def until_waiting(url: str, count: int) -> None:
     """Until `count` transactions of the database wait for a lock (on MariaDB: run a
-    statement, a locking one not listed as waiting until it has locked a row)."""
+    statement, a locking one not listed as waiting until it has locked a row; a prepared
+    one runs as an `Execute` command)."""
     query = (
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
         "AND wait_event_type = 'Lock'"
         if url.startswith("postgresql")
         else "SELECT count(*) FROM information_schema.processlist WHERE db = database() "
-        "AND command = 'Query' AND id <> connection_id()"
+        "AND command IN ('Query', 'Execute') AND id <> connection_id()"
     )
     for _ in range(1000):
         if (await raw_rows(url, query))[0][0] >= count:

@@ -36,7 +36,8 @@ from sqlalchemy.types import TypeEngine
 
 from ..aio import off_the_loop
 
-T = TypeVar("T")
+#: A parameter set: by name, or in the statement's order.
+Row = TypeVar("Row", Mapping[str, Any], tuple[Any, ...])
 #: A type's bind processor: a value as the driver takes it.
 Processor = Callable[[Any], Any]
 
@@ -266,17 +267,32 @@ class PreparedRows:
 
 
 #: Parameter sets per `executemany` on an async driver. Their binding, and the driver's
-#: own work before it sends (asyncmy writes one INSERT of all the rows), hold the event
-#: loop: 1,000 sealed items held it about 40 ms on MariaDB. In parts, the loop runs
-#: between them, while the server works.
+#: own work before it sends, hold the event loop: 1,000 sealed items held it about 40 ms
+#: on MariaDB. In parts, the loop runs between them, while the server works.
 MANY_ROWS = 128
+#: Characters of text and bytes of binary values per `executemany` on an async driver, at
+#: most (a row larger goes alone): on MariaDB one part is one bulk command, which the
+#: server refuses past its `max_allowed_packet` (16 MB by default; this is 4 MB of text at
+#: worst), where asyncmy's text protocol split an INSERT of many rows at about 1 MB.
+MANY_CHARACTERS = 1_000_000
 
 
-def _parts(conn: Connection, rows: Sequence[T]) -> Iterator[Sequence[T]]:
-    """`rows`, in parts of `MANY_ROWS` on an async driver, else whole."""
-    step = MANY_ROWS if conn.dialect.is_async else max(len(rows), 1)
-    for start in range(0, len(rows), step):
-        yield rows[start : start + step]
+def _parts(conn: Connection, rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+    """`rows`, in parts of `MANY_ROWS` and `MANY_CHARACTERS` on an async driver, else
+    whole."""
+    if not conn.dialect.is_async:
+        yield rows
+        return
+    start, size = 0, 0
+    for end, row in enumerate(rows):
+        values = row.values() if isinstance(row, Mapping) else row
+        length = sum(len(v) for v in values if isinstance(v, (str, bytes)))
+        if end > start and (end - start == MANY_ROWS or size + length > MANY_CHARACTERS):
+            yield rows[start:end]
+            start, size = end, 0
+        size += length
+    if start < len(rows):
+        yield rows[start:]
 
 
 def _power_of_two(count: int) -> int:

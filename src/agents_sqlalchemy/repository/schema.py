@@ -156,11 +156,9 @@ class Statements:
             .returning(*stored.selected_columns)
         )
         written = ITEM_COLUMNS + KEY_COLUMNS if schema.sealed else ITEM_COLUMNS
-        self.insert_items = Prepared(
-            items.insert().values(
-                {name: bindparam(name, type_=items.c[name].type) for name in written}
-            )
-        )
+        self.written = written
+        self._items = items
+        self._inserts: dict[tuple[str, ...], Prepared] = {}
         self.insert_item_rows = PreparedRows(  # SQLite: many items per statement
             lambda given: items.insert().from_select(written, select(given)),
             {name: items.c[name].type for name in written},
@@ -175,6 +173,17 @@ class Statements:
         self.touch = Prepared(  # MySQL's lock: by id, after SELECT ... FOR UPDATE
             update(sessions).where(sessions.c.id == bindparam("pk")).values(updated_at=touched_at)
         )
+
+    def insert_items(self, names: tuple[str, ...]) -> Prepared:
+        """The insert of items' columns `names` (of `written`), the others left NULL: MariaDB
+        inserts many rows in one bulk command only if no column is NULL in every row."""
+        found = self._inserts.get(names)
+        if found is None:
+            items = self._items
+            found = self._inserts[names] = Prepared(
+                items.insert().values({n: bindparam(n, type_=items.c[n].type) for n in names})
+            )
+        return found
 
     def read_tail(self, limit: int) -> Prepared:
         """The read of a session's last `limit` live items, newest first (and, sealed, the
@@ -533,7 +542,9 @@ class Schema:
             }
             for seq, item in enumerate(new, first_seq)
         ]
-        self.statements.insert_items.run_many(conn, rows)
+        statements = self.statements
+        given = tuple(n for n in statements.written if any(row[n] is not None for row in rows))
+        statements.insert_items(given).run_many(conn, rows)
 
     def newest(self, query: Any, session_pk: Any, count: Any, last: Any = None) -> Any:
         """`query`'s rows (items) of the session `session_pk`, newest first, `count` at most
