@@ -152,11 +152,7 @@ def asyncmy_statement_cache(url: URL, options: dict[str, Any]) -> dict[str, Any]
     (`COM_STMT_BULK_EXECUTE`). A statement the server refuses to prepare (its
     `max_prepared_stmt_count` reached) runs as text, as without the cache."""
     connect_args = options.get("connect_args", {})
-    if (
-        url.get_driver_name() != "asyncmy"
-        or "stmt_cache_size" in url.query
-        or ("stmt_cache_size" in connect_args)
-    ):
+    if url.get_driver_name() != "asyncmy" or "stmt_cache_size" in {*url.query, *connect_args}:
         return options
     try:
         import asyncmy

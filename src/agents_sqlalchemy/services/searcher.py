@@ -222,7 +222,7 @@ class Searcher:
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._index.vectors(pks, model_id)
-            gone = await self._owners.load(set(map(candidates.kek_ids.__getitem__, missing)))
+            gone = await self._owners.load({candidates.kek_ids[i] for i in missing})
             read = await _off_loop(len(missing), _with_stored, candidates, missing, stored, gone)
             try:
                 opened = await _off_loop(len(read), codec.vectors, read, model_id, since)
