@@ -4,6 +4,7 @@ its event loop behind another writer, and the WAL is still checkpointed."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -70,18 +71,28 @@ def wal_restarts(wal: Path) -> int:
 
 
 async def test_small_writes_checkpoint_the_wal(tmp_path: Path) -> None:
-    path = tmp_path / "agent.db"
+    """Back-to-back small writes, with no pause for a checkpoint to find the WAL idle: the
+    WAL still starts over every few hundred writes, so its file (which keeps the largest
+    size it reached) stays within what `2 * CHECKPOINT_EVERY` writes fill."""
+    path, wal = tmp_path / "agent.db", tmp_path / "agent.db-wal"
+    writes = 10 * CHECKPOINT_EVERY
     async with SessionStore(path, create_tables=True, search=False) as store:
         session = store.session("s")
         await session.add_items([message("first")])
-        before = wal_restarts(tmp_path / "agent.db-wal")
-        for _ in range(6 * CHECKPOINT_EVERY):  # each adds a few pages to the WAL
+        before = wal_restarts(wal)
+        sizes = [wal.stat().st_size]
+        for n in range(writes):  # each adds a few pages to the WAL
             await session.add_items([message("another turn")])
+            if n < CHECKPOINT_EVERY // 2:
+                sizes.append(wal.stat().st_size)
+        per_write = max(b - a for a, b in itertools.pairwise(sizes))
         await asyncio.sleep(0.2)
         await session.add_items([message("last")])  # the first write after a checkpoint
         # Without checkpoints the WAL would grow all along; with them it starts over.
-        assert wal_restarts(tmp_path / "agent.db-wal") >= before + 2
-        assert len(await session.get_items()) == 6 * CHECKPOINT_EVERY + 2
+        assert wal_restarts(wal) >= before + 4
+        assert wal.stat().st_size <= 2 * CHECKPOINT_EVERY * per_write * 1.5
+        assert wal.stat().st_size < writes * per_write / 3
+        assert len(await session.get_items()) == writes + 2
 
 
 async def test_a_store_that_does_not_create_tables_never_creates_its_file(

@@ -9,9 +9,10 @@ turn, a tail read, a pop) runs on the caller's thread instead, on a connection t
 keeps: the hop, and a pool checkout, would cost more than the work. Such a unit never
 waits there: its connection has no busy timeout, so when another writer holds the lock it
 fails at once and runs again in a worker thread, which waits up to `lock_timeout`. Those
-connections leave the WAL alone too (a checkpoint syncs the file): after
-`CHECKPOINT_EVERY` small writes, the next small unit first waits for a worker thread to
-checkpoint it.
+connections leave the WAL alone too (a checkpoint syncs the files): after
+`CHECKPOINT_EVERY` small writes a worker thread copies the WAL into the database while
+writes go on, and once it is done the next small unit waits for a short RESTART, so that
+the WAL starts over (`SQLiteFile.checkpoint`).
 
 Example::
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -98,25 +100,37 @@ class SQLiteFile:
             open_existing(engine, may_create)
             self._here = ThreadConnections(engine)
         self._writes_here = 0
-        self._checkpoint: Future[None] | None = None
+        self._copy: Future[None] | None = None  # the PASSIVE checkpoint of this round
+        self._restart: Future[None] | None = None
 
     @property
     def checkpoint_due(self) -> bool:
-        """Whether enough small writes went to the WAL since its last checkpoint."""
+        """Whether enough small writes went to the WAL since it last started over."""
         return self._writes_here >= CHECKPOINT_EVERY
 
     async def checkpoint(self) -> None:
-        """Checkpoint the WAL in a worker thread (or wait for the one under way).
+        """Called before a small unit when due: keep the WAL short, making the caller wait
+        only for the last few pages.
 
-        Awaited before a small unit when due, so that no small write of this loop competes
-        with it for the lock: the next write then starts the WAL over.
+        A checkpoint's time is its syncs, about in proportion to the pages it copies. So a
+        PASSIVE checkpoint first copies the WAL in a worker thread while writes go on; once
+        it is over, the next small unit waits for a RESTART, which has only the pages
+        written meanwhile left to copy, so that no small write of this loop competes with
+        it for the lock and the next write starts the WAL over. A copy still under way
+        after `2 * CHECKPOINT_EVERY` writes (a slow disk) is waited for as well.
         """
-        if self._checkpoint is None or self._checkpoint.done():
-            self._writes_here = 0
-            self._checkpoint = _submitted(asyncio.get_running_loop(), self._checkpoint_wal)
-        # Shielded: a cancelled caller would cancel the future every other waiter shares
-        # (`close` then raised CancelledError, and left the connections open).
-        await asyncio.shield(asyncio.wrap_future(self._checkpoint))
+        loop = asyncio.get_running_loop()
+        if self._copy is None:
+            self._copy = _submitted(loop, functools.partial(self._checkpoint_wal, "PASSIVE"))
+            return
+        if not self._copy.done():
+            if self._writes_here < 2 * CHECKPOINT_EVERY:
+                return
+            await _shared(self._copy)
+        if self._restart is None or self._restart.done():
+            self._writes_here, self._copy = 0, None
+            self._restart = _submitted(loop, functools.partial(self._checkpoint_wal, "RESTART"))
+        await _shared(self._restart)
 
     def run_here(self, work: Work[T], write: bool) -> T:
         """Run a small unit on this thread; `Locked` when the database was locked and
@@ -159,22 +173,24 @@ class SQLiteFile:
         ):
             return work(conn)
 
-    def _checkpoint_wal(self) -> None:
-        """Copy the WAL into the database, so that the next write starts it over.
+    def _checkpoint_wal(self, mode: str) -> None:
+        """Copy the WAL into the database: PASSIVE beside the writers, or RESTART, so that
+        the next write starts it over.
 
-        RESTART mode, waiting at most `CHECKPOINT_WAIT` for the write lock and for readers
-        (this loop's small units wait for it in `checkpoint`; another thread's meet the
-        lock and go to a worker thread); a WAL still in use is left to a later round.
+        RESTART waits at most `CHECKPOINT_WAIT` for the write lock and for readers (this
+        loop's small units wait for it in `checkpoint`; another thread's meet the lock and
+        go to a worker thread); a WAL still in use is left to a later round.
         """
         assert self._here is not None
         with contextlib.suppress(DBAPIError), self._here.engine.connect() as conn:
             conn.exec_driver_sql(f"PRAGMA busy_timeout = {round(CHECKPOINT_WAIT * 1000)}")
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(RESTART)").all()
+            conn.exec_driver_sql(f"PRAGMA wal_checkpoint({mode})").all()
 
     async def dispose(self) -> None:
         """Close every connection, once a checkpoint under way is over."""
-        if self._checkpoint is not None:
-            await asyncio.wrap_future(self._checkpoint)
+        for checkpoint in (self._copy, self._restart):
+            if checkpoint is not None:
+                await asyncio.wrap_future(checkpoint)
         await asyncio.to_thread(self.engine.dispose)
         if self._here is not None:
             self._here.close()
@@ -299,6 +315,13 @@ def _engine(url: URL, options: dict[str, Any]) -> Engine:
         return create_engine(url, **{"hide_parameters": True, **options})
     except (ArgumentError, TypeError) as exc:
         raise ConfigurationError(f"cannot create an engine for {url!r}: {exc}") from exc
+
+
+async def _shared(checkpoint: Future[None]) -> None:
+    """Wait for a checkpoint that other callers may wait for too. Shielded: a cancelled
+    caller would cancel the future every waiter shares (`close` then raised
+    CancelledError, and left the connections open)."""
+    await asyncio.shield(asyncio.wrap_future(checkpoint))
 
 
 def _submitted(loop: asyncio.AbstractEventLoop, job: Callable[[], None]) -> Future[None]:
