@@ -203,3 +203,20 @@ async def test_the_work_runs_in_place_when_no_worker_thread_takes_it(pg_url: str
     finally:
         await db.close()
     assert built_on == [threading.get_ident()]
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "postgresql+asyncpg://", "mysql+asyncmy://"])
+def test_the_sql_of_many_rows_is_written_as_compiling_would(url: str) -> None:
+    """A `PreparedRows` statement of n rows is written from those of one, two and three
+    (compiling 128 rows took 70 ms): exactly what compiling n rows gives, on SQLite; where
+    the parameters are numbered across the statement (asyncpg), each size is compiled."""
+    dialect = create_engine(url).dialect
+    target = Table("target", MetaData(), Column("a", Integer), Column("b", String))
+    copy = PreparedRows(
+        lambda given: target.insert().from_select(["a", "b"], select(given)),
+        {"a": Integer(), "b": String()},
+    )
+    for count in (*range(1, 20), 64, 128, copy.most_rows):
+        assert copy._written(count, dialect) == copy._compile(count, dialect)
+    written = copy._rows_sql[(dialect.name, dialect.driver)]
+    assert (written is None) == (dialect.paramstyle == "numeric_dollar")
