@@ -10,7 +10,7 @@ SQLite) and indexed for search by ``store.reindex()``, then one session of
 ``--rounds`` times after one warm-up request, and its median, p95 and slowest times are
 printed, measured by the client (the whole HTTP round trip). "first" is the first request
 of a page (the app keeps what aggregates whole tables, and a transcript's branches, usage
-and history check, for a minute; a plaintext store keeps a large scope's search candidates
+and history check, for a minute; a store keeps a large scope's search candidates
 while the scope is unchanged, so a search page's first request is what a search costs
 right after a write in its scope); the charts are timed cold once.
 

@@ -135,7 +135,7 @@ SEARCH_METRICS = (
         "ms",
         False,
         "session.search() in a {search_items:,}-item session, median; unchanged since the "
-        "session's last search (a plaintext store ranks the candidates it kept)",
+        "session's last search (the store ranks the candidates it kept)",
         group="search",
     ),
     Metric(

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy.candidate_cache import CACHE_FROM, CandidateCache
 from agents_sqlalchemy.repository import SearchIndex
-from agents_sqlalchemy.services.candidate_cache import CACHE_FROM, CandidateCache
 from agents_sqlalchemy.types import Candidates, ScopeStamp
 
 from .support.clock import travel
@@ -47,20 +47,20 @@ def _candidates(count: int) -> Candidates:
 def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -> None:
     cache = CandidateCache(limit=10, smallest=3)
     one, two = ScopeStamp(5, (1, 2, 3)), ScopeStamp(5, (1, 2, 4))
-    cache.put("small", one, _candidates(2))  # read in a few milliseconds: not kept
+    cache.put("small", one, _candidates(2), 0)  # read in a few milliseconds: not kept
     assert cache.get("small", one) is None
     kept = _candidates(4)
-    cache.put("a", one, kept)
+    cache.put("a", one, kept, 0)
     assert cache.get("a", one) is kept
     assert cache.get("a", two) is None  # another stamp: dropped ...
     assert cache.get("a", one) is None  # ... for good
-    cache.put("a", one, _candidates(4))
-    cache.put("b", one, _candidates(4))
+    cache.put("a", one, _candidates(4), 0)
+    cache.put("b", one, _candidates(4), 0)
     assert cache.get("a", one) is not None  # "a" used last: "b" is the oldest
-    cache.put("c", one, _candidates(4))  # 12 candidates > 10
+    cache.put("c", one, _candidates(4), 0)  # 12 candidates > 10
     assert cache.get("b", one) is None
     assert cache.get("a", one) is not None and cache.get("c", one) is not None
-    cache.put("huge", one, _candidates(11))  # more than the whole cache: not kept
+    cache.put("huge", one, _candidates(11), 0)  # more than the whole cache: not kept
     assert cache.get("huge", one) is None
     assert cache.large("a") and not cache.large("small") and not cache.large("huge")
     cache.note("b", 3)  # seen large beside a stamp: its next search reads the stamp first
@@ -69,18 +69,35 @@ def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -
     assert not cache.large("a") and cache.get("a", one) is None
 
 
+def test_forgetting_drops_what_was_kept_and_what_was_being_read() -> None:
+    cache = CandidateCache(limit=100, smallest=3)
+    one = ScopeStamp(5, (1, 2, 3))
+    since = cache.generation  # a search notes it, then reads its candidates ...
+    kept = _candidates(4)
+    cache.put("a", one, kept, since)
+    late = cache.generation  # ... and this one reads while a removal forgets
+    held = cache.forget()
+    assert [found for _, found, _ in held.values()] == [kept]  # for the caller to free
+    assert cache.get("a", one) is None
+    cache.put("b", one, _candidates(4), late)  # read before the removal: not kept
+    assert cache.get("b", one) is None
+    assert cache.large("a") and cache.large("b")  # their next searches read the stamp first
+    cache.put("b", one, _candidates(4), cache.generation)
+    assert cache.get("b", one) is not None
+
+
 def test_kept_candidates_stay_within_their_bytes_the_oldest_going_first() -> None:
     # Each candidate weighs its packed terms (12 bytes here) and its vector, if read.
     cache = CandidateCache(limit=1000, smallest=3, budget=120)
     one = ScopeStamp(5, (1, 2, 3))
-    cache.put("a", one, _candidates(4))
-    cache.put("b", one, _candidates(4))
-    cache.put("c", one, _candidates(4))  # 144 bytes > 120
+    cache.put("a", one, _candidates(4), 0)
+    cache.put("b", one, _candidates(4), 0)
+    cache.put("c", one, _candidates(4), 0)  # 144 bytes > 120
     assert cache.get("a", one) is None
     assert cache.get("b", one) is not None and cache.get("c", one) is not None
     heavy = _candidates(4)
     heavy.has_vector[:], heavy.vectors[:] = [True] * 4, [b"v" * 30] * 4
-    cache.put("heavy", one, heavy)  # 168 bytes: more than the whole cache, not kept
+    cache.put("heavy", one, heavy, 0)  # 168 bytes: more than the whole cache, not kept
     assert cache.get("heavy", one) is None
     assert cache.get("b", one) is not None and cache.get("c", one) is not None
 
@@ -221,11 +238,34 @@ def test_one_store_on_three_threads_sees_each_write_in_a_kept_scope(db_url: str)
     asyncio.run(store.close())
 
 
-async def test_an_encrypted_store_reads_its_candidates_every_time(
-    sqlite_url: str, reads: list[int]
+async def test_an_encrypted_store_keeps_its_candidates_until_keys_change(
+    db_url: str, reads: list[int]
 ) -> None:
-    async with SessionStore(sqlite_url, create_tables=True, key=os.urandom(32)) as store:
+    """An encrypted store keeps a large scope's candidates as a plaintext one does, and
+    reads them again after a removal or once the items' keys are wrapped anew (a session
+    given to another user, the owner keys rotated): the stamp sees neither of the latter
+    in a session's scope, where the kept candidates would hold the old wrapped keys."""
+    async with SessionStore(db_url, create_tables=True, key=os.urandom(32)) as store:
         await _fill(store)
-        for _ in range(3):
-            assert await store.search("garden", user_id="ana", limit=1)
-        assert reads == [2 * FILLER] * 3
+        session = store.session("ana-1")
+
+        async def searches() -> list[int]:
+            """How many candidate reads each of three searches in the session made."""
+            done = []
+            for _ in range(3):
+                before = len(reads)
+                assert await session.search("garden", limit=1)
+                done.append(len(reads) - before)
+            return done
+
+        # With the stamp at once (not seen yet), then after it (and kept), then kept.
+        assert await searches() == [1, 1, 0]
+        await store.session("ana-2").pop_item()  # another session's item: forgotten anyway
+        assert await searches() == [1, 0, 0]
+        await session.set_user_id("bea")
+        assert await searches() == [1, 0, 0]
+        await store.rotate_owner_keys()
+        assert await searches() == [1, 0, 0]
+        assert [hit.session_id for hit in await store.search("garden", user_id="bea")] == [
+            "ana-1"
+        ] * 5

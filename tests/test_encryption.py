@@ -29,6 +29,7 @@ from agents_sqlalchemy import (
     SessionStore,
     SQLAlchemySession,
 )
+from agents_sqlalchemy.candidate_cache import CACHE_FROM
 from agents_sqlalchemy.crypto import Key, kdf, state_kek_id
 from agents_sqlalchemy.errors import (
     CorruptItemError,
@@ -652,6 +653,31 @@ async def test_a_pop_leaves_no_copy_of_the_popped_text_and_keeps_the_others(
         assert reachable_text(kept, [store]), "the other items' plaintexts stay"
         assert await session.search(word) == []
         assert len(await session.search(kept)) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overtaken", [False, True], ids=["kept", "read as the pop came"])
+async def test_a_pop_leaves_no_copy_of_the_popped_item_in_kept_candidates(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch, overtaken: bool
+) -> None:
+    """A large session's search candidates, kept while it is unchanged, hold each item's
+    wrapped key: a pop forgets them, and a search whose read the pop overtook keeps none."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("big")
+        await session.add_items([message(f"note {n} on the garden") for n in range(CACHE_FROM)])
+        await store.flush()
+        popped = (await sealed_rows(db_url, "big"))[-1][2]
+        await session.search("garden")  # the session is seen to be large ...
+        if overtaken:
+            pop_after_fetch(monkeypatch, store._services.search()._index, "candidates", session)
+        await session.search("garden")  # ... and its candidates are kept, unless a pop came
+        if not overtaken:
+            assert reachable_text(popped, [store]), "the scan finds the kept candidates"
+            await session.pop_item()
+        await store.flush()
+        assert reachable_text(popped, [store]) == []
+        [latest] = await session.search("garden", limit=1)  # the popped one was the latest
+        assert latest == message(f"note {CACHE_FROM - 2} on the garden")
 
 
 def pop_after_fetch(

@@ -22,6 +22,7 @@ from pydantic_core import from_json, to_json
 from sqlalchemy import null
 
 from .caches import RELEASE_PAUSE, Weighed, lengths, release
+from .candidate_cache import CandidateCache
 from .crypto import (
     SEALED_OVERHEAD,
     KeyEncryptionKey,
@@ -202,6 +203,9 @@ class Codec(Protocol):
     caches_vectors: bool
     #: What indexing has tokenised (a sealed codec forgets it with its keys).
     vocabulary: Vocabulary
+    #: The candidates of the large scopes searched lately (a sealed codec forgets them at
+    #: any removal, and its services when data keys are wrapped anew).
+    kept: CandidateCache
     #: How many removals it has forgotten: a reader notes it before fetching rows, and what
     #: they open stays in memory only if no removal came since (`items(since=...)`).
     removals: int
@@ -272,6 +276,7 @@ class PlainCodec:
 
     def __init__(self) -> None:
         self.vocabulary = Vocabulary()
+        self.kept = CandidateCache()
 
     def rows(
         self, key: SessionKey, payloads: list[str], first_seq: int, sealer: Wrapper | None = None
@@ -365,6 +370,7 @@ class SealedCodec:
         # Caches `forget_keys` set aside whole, for `forget_text` to free.
         self._held: list[dict[Any, Any]] = []
         self.vocabulary = Vocabulary()
+        self.kept = CandidateCache()
         self.kek_id = kek.kek_id
         self.removals = 0
 
@@ -426,13 +432,15 @@ class SealedCodec:
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
         """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
         `removed` (the wrapped keys of the only items removed, as by a pop), theirs only:
-        the other items' stay (the whole reads kept go in any case). Without, all of them,
+        the other items' stay (the whole reads and the search candidates kept go in any
+        case). Without, all of them,
         set aside whole for `forget_text` to free. The rest of what a removal leaves in
         memory, `forget_text` drops just after.
         """
         with self._opened_lock:
             self.removals += 1  # what reads fetched before now opens is not kept
             self._held.append(self._whole.forget())  # any removal: every whole read
+            self._held.append(self.kept.forget())  # and every scope's candidates
             if removed is None:
                 self._held.append(self._plaintexts.take())
                 self._held += [vectors.take() for vectors in self._opened.values()]

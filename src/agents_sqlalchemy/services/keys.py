@@ -176,6 +176,8 @@ class KeyRotation:
             while after is not None:
                 after = await keyring.rewrap_states(rewrap_blob, after, batch_size)
             finished = await keyring.finish_rotation(old_kek, pairs)
+        # What searches kept holds the items' keys as wrapped before.
+        (await self._opener.ready()).kept.forget()
         await self._owners.destroy_keys(pairs)
         await keyring.scrub()
         return done

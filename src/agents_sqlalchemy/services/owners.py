@@ -442,6 +442,8 @@ class Owners:
                     raise
                 self._current.pop(owner, None)
         self.forget(key)
+        if codec is not None:  # what searches kept holds the items' keys as wrapped before
+            codec.kept.forget()
         if codec is not None and old is None and user_id is not None:
             await self.destroy([owner_of(None, key.hash)])
 

@@ -40,7 +40,6 @@ from ..telemetry import current
 from ..types import Candidates, Scope
 from ..validation import check_finite, check_range
 from .background import Background
-from .candidate_cache import CandidateCache
 from .indexer import CATCH_UP_BATCH, Indexer
 from .opener import Opener
 from .owners import Owners
@@ -69,7 +68,6 @@ class Searcher:
         self._owners = owners
         self._indexer = indexer
         self._background = background
-        self._kept = CandidateCache()
 
     @property
     def embedder(self) -> Embedder:
@@ -182,18 +180,20 @@ class Searcher:
         SEARCH_CATCH_UP items by one search): fewer items indexed than live in scope means
         some are missing; the read is then done again if the search indexed any. Only
         items up to the stamp's newest are its to index: those written since, beside
-        writers that never pause, are the worker's (a search would chase them). A plaintext
-        store reads the candidates from its `CandidateCache` while the stamp is unchanged."""
+        writers that never pause, are the worker's (a search would chase them). A large
+        scope's candidates come from the codec's `CandidateCache` while the stamp is
+        unchanged."""
         model_id = self._indexer.indexed_as
         vectors, terms = mode != "keyword" and not codec.caches_vectors, mode != "vector"
         read = functools.partial(
             self._index.candidates, scope, model_id, vectors=vectors, terms=terms
         )
-        key = (*scope.key, model_id, vectors, terms) if codec.kek_id is None else None
-        stamp_first = key is not None and self._kept.large(key)
+        cache, key = codec.kept, (*scope.key, model_id, vectors, terms)
+        since = cache.generation  # a removal after this: what is read is not kept
+        stamp_first = cache.large(key)
         if stamp_first:  # then candidates are never kept with a stamp newer than they are
             stamp = await self._index.stamp(scope)
-            if (kept := self._kept.get(key, stamp)) is not None:
+            if (kept := cache.get(key, stamp)) is not None:
                 return kept
             candidates, indexed = await read()
         else:  # a small scope, or one not seen yet: both at once, as cheap as it gets
@@ -203,11 +203,10 @@ class Searcher:
             scope, batch_size=batch, limit=SEARCH_CATCH_UP, upto=stamp.newest
         ):
             candidates, indexed = await read()
-        if key is not None:
-            if stamp_first and indexed >= stamp.live:
-                self._kept.put(key, stamp, candidates)
-            else:
-                self._kept.note(key, len(candidates))
+        if stamp_first and indexed >= stamp.live:
+            cache.put(key, stamp, candidates, since)
+        else:
+            cache.note(key, len(candidates))
         return candidates
 
     async def _vectors(

@@ -12,9 +12,13 @@ What is kept is never the answer by itself: every hit is read again before it is
 so a change the stamp could not see (changes cancelling out in all its numbers) can cost
 a hit, never return one that is gone.
 
-Only a plaintext store keeps candidates: an encrypted store's rows change their wrapped
-keys under a rotation, which the stamp does not see, and it keeps no copy of sealed data
-beyond what its codec caches and forgets with its keys.
+Each store's codec holds its cache (`Codec.kept`). An encrypted store's candidates hold
+what its rows hold (keyed hashes of terms, wrapped data keys, key ids), so they go with
+the rest of what its codec keeps: at any removal (`SealedCodec.forget_keys`: what a
+removed item left in memory goes at once), and when data keys are wrapped anew (a session
+given to another user, a rotation), which the stamp does not see. Each `forget` starts a
+new `generation`: candidates read before it are not kept (`put`), so a search that a
+removal overtook keeps nothing of what it read.
 
 A search of a small scope (or of one not searched before) reads the stamp and the
 candidates at once and keeps nothing; once a scope is seen to be large, its searches read
@@ -24,10 +28,12 @@ Example::
 
     cache = CandidateCache()
     key = ("session-hash", None, "model", True, True)
+    since = cache.generation                    # before anything is read
     if cache.large(key):                        # seen with CACHE_FROM candidates or more
         kept = cache.get(key, stamp)            # read under this very stamp, or None
-    cache.put(key, stamp, candidates)           # read after `stamp`
+    cache.put(key, stamp, candidates, since)    # read after `stamp`
     cache.note(key, len(candidates))            # read beside a stamp: only its size counts
+    held = cache.forget()                       # a removal: nothing kept any more
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 
-from ..types import Candidates, ScopeStamp
+from .types import Candidates, ScopeStamp
 
 #: Candidates kept at most, over all scopes (about 720 bytes each with the default
 #: embedder: some 70 MB at most) ...
@@ -66,6 +72,7 @@ class CandidateCache:
         self._large: OrderedDict[Hashable, None] = OrderedDict()
         self._size = self._weight = 0
         self._lock = threading.Lock()
+        self.generation = 0
 
     def large(self, key: Hashable) -> bool:
         """Whether `key`'s scope was last seen with candidates worth keeping."""
@@ -84,12 +91,13 @@ class CandidateCache:
             self._kept.move_to_end(key)
             return found[1]
 
-    def put(self, key: Hashable, stamp: ScopeStamp, candidates: Candidates) -> None:
-        """Keep `candidates`, read after `stamp`, if the scope is large enough to gain."""
+    def put(self, key: Hashable, stamp: ScopeStamp, candidates: Candidates, since: int) -> None:
+        """Keep `candidates`, read after `stamp`, if the scope is large enough to gain and
+        nothing was forgotten since they were read (`since`: `generation` before)."""
         weight = sum(map(len, filter(None, candidates.terms)))
         weight += sum(map(len, filter(None, candidates.vectors)))
         with self._lock:
-            if not self._noted(key, len(candidates)):
+            if not self._noted(key, len(candidates)) or since != self.generation:
                 return
             self._drop(key)
             if weight > self._budget:
@@ -117,6 +125,16 @@ class CandidateCache:
         if len(self._large) > LARGE_SCOPES:
             self._large.popitem(last=False)
         return True
+
+    def forget(self) -> dict[Hashable, tuple[ScopeStamp, Candidates, int]]:
+        """Drop every scope's candidates, and those being read (a new `generation`); what
+        was kept, for the caller to free (`caches.release`). Which scopes are large stays
+        known (their keys hold no content)."""
+        with self._lock:
+            held, self._kept = self._kept, OrderedDict()
+            self._size = self._weight = 0
+            self.generation += 1
+            return held
 
     def _drop(self, key: Hashable) -> None:
         found = self._kept.pop(key, None)
