@@ -51,7 +51,7 @@ def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -
     assert cache.get("small", one) is None
     kept = _candidates(4)
     cache.put("a", one, kept, 0)
-    assert cache.get("a", one) is kept
+    assert cache.get("a", one) == (one, kept)
     assert cache.get("a", two) is None  # another stamp: dropped ...
     assert cache.get("a", one) is None  # ... for good
     cache.put("a", one, _candidates(4), 0)
@@ -67,6 +67,19 @@ def test_kept_candidates_answer_only_their_own_stamp_and_the_oldest_go_first() -
     assert cache.large("b") and cache.get("b", one) is None
     cache.note("a", 2)  # shrunk: neither large nor kept
     assert not cache.large("a") and cache.get("a", one) is None
+
+
+def test_kept_candidates_of_an_older_stamp_are_given_if_items_may_have_been_added() -> None:
+    cache = CandidateCache(limit=100, smallest=3)
+    old = ScopeStamp(4, (10, 6, 4), newest=4)
+    added = ScopeStamp(2, (11, 9, 2), newest=6)  # rows 5 and 6: numbers 4 and 5, session 1
+    assert old.plus(added) == ScopeStamp(6, (21, 15, 6), newest=6)
+    kept = _candidates(4)
+    cache.put("a", old, kept, 0)
+    assert cache.get("a", old.plus(added)) == (old, kept)  # more items, a newer newest
+    assert cache.get("a", ScopeStamp(5, (15, 9, 5), newest=4)) is None  # no newer row: dropped
+    cache.put("a", old, kept, 0)
+    assert cache.get("a", ScopeStamp(3, (6, 3, 3), newest=6)) is None  # fewer items: dropped
 
 
 def test_forgetting_drops_what_was_kept_and_what_was_being_read() -> None:
@@ -150,35 +163,79 @@ async def test_an_unchanged_scope_is_read_once_and_every_change_is_seen(
             assert await _found(store) == [ride]
         assert len(reads) == 4
 
-        async def after(change: Awaitable[Any] | None, expected: list[tuple[str, int]]) -> None:
+        async def after(
+            change: Awaitable[Any] | None,
+            expected: list[tuple[str, int]],
+            added: int = 0,
+            whole: bool = True,
+        ) -> None:
+            """The search after `change` reads the candidates of the items written after
+            the newest it kept (at most `added`), if the scope has more live items and a
+            newer one, then (if the scope changed otherwise) the scope `whole`; and keeps
+            them. (SQLite gives a popped last row's id to the next item written.)"""
             before = len(reads)
             if change is not None:
                 await change
                 await other.flush()
             assert await _found(store) == expected
-            assert len(reads) == before + 1  # read again, and kept again
-            assert await _found(store) == expected
-            assert len(reads) == before + 1
+            done = reads[before:]
+            assert not added or 0 < done[0] <= added
+            assert [size > CACHE_FROM for size in done[1 if added else 0 :]] == [True] * whole
+            assert await _found(store) == expected  # kept: not read again
+            assert len(reads) == before + bool(added) + whole
 
         # Another process writes, pops, moves a session away and back, an item expires, and
         # a session is deleted.
         ana2 = other.session("ana-2", user_id="ana")
         table = message("the zanzibar sunset ferry timetable")
-        await after(ana2.add_items([table]), [ride, ("ana-2", FILLER + 1)])
+        await after(ana2.add_items([table]), [ride, ("ana-2", FILLER + 1)], 1, whole=False)
 
-        async def pop_and_write() -> None:  # as many live items as before: the sums tell
+        async def pop_and_write(count: int) -> None:
             await ana2.pop_item()
-            await ana2.add_items([message("a plain note")])
+            await ana2.add_items([message("a plain note")] * count)
 
-        await after(pop_and_write(), [ride])
+        await after(pop_and_write(1), [ride])  # as many live items as before
+        await after(pop_and_write(2), [ride], 2)  # one more, but not only added: the sums tell
         await after(other.session("ana-1").set_user_id("bea"), [])
         await after(other.session("ana-1").set_user_id("ana"), [ride])
         expiring = other.session("ana-2", user_id="ana", ttl=timedelta(minutes=10))
         again = message("zanzibar sunset ferry, again")
-        await after(expiring.add_items([again]), [ride, ("ana-2", FILLER + 3)])
+        await after(expiring.add_items([again]), [ride, ("ana-2", FILLER + 5)], 1, whole=False)
         travel(monkeypatch, timedelta(minutes=11))
         await after(None, [ride])
         await after(other.delete_session("ana-1"), [])
+
+
+async def test_an_item_written_after_the_stamp_is_read_is_ranked_once(
+    db_url: str, reads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An item written between a search's stamp and its read of the candidates is not
+    kept with them (the stamp does not count it): the next search adds it once, with the
+    items written after the kept stamp."""
+    async with (
+        SessionStore(db_url, create_tables=True) as store,
+        SessionStore(db_url) as other,
+    ):
+        await _fill(store)
+        assert len(await _found(store)) == 0  # seen large: the next search reads the stamp first
+        real = SearchIndex.stamp
+
+        async def stamp_then_write(self: SearchIndex, scope: Any, *args: Any) -> ScopeStamp:
+            monkeypatch.setattr(SearchIndex, "stamp", real)
+            found = await real(self, scope, *args)
+            await other.session("ana-1").add_items([message("a zanzibar sunset ferry ride")])
+            await other.flush()
+            return found
+
+        monkeypatch.setattr(SearchIndex, "stamp", stamp_then_write)
+        assert await _found(store) == []  # as of its stamp: read without the new item
+        assert reads[-1] == 2 * FILLER
+        await store.session("ana-2").add_items([message("the zanzibar sunset ferry timetable")])
+        await store.flush()
+        both = [("ana-1", FILLER + 1), ("ana-2", FILLER + 1)]
+        assert await _found(store) == both  # each once
+        assert reads[-1] == 2  # the two items written since the kept stamp, alone
+        assert await _found(store) == both
 
 
 async def test_kept_candidates_that_missed_a_change_never_return_what_is_gone(
@@ -194,7 +251,7 @@ async def test_kept_candidates_that_missed_a_change_never_return_what_is_gone(
         await ana1.add_items([message("a zanzibar sunset ferry ride")])
         await expiring.add_items([message("zanzibar sunset ferry, again")])
         await store.flush()
-        blind = ScopeStamp(1, (1, 1, 1))
+        blind = ScopeStamp(1, (1, 1, 1), newest=2**62)  # reads up to any row id
 
         async def stamp(self: SearchIndex, scope: Any) -> ScopeStamp:
             return blind

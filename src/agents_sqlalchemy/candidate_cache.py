@@ -23,6 +23,9 @@ removal overtook keeps nothing of what it read.
 A search of a small scope (or of one not searched before) reads the stamp and the
 candidates at once and keeps nothing; once a scope is seen to be large, its searches read
 the stamp first, so that no candidates are ever kept with a stamp newer than they are.
+When a scope only gained items since its candidates were kept (an agent's next turns),
+a search reads those alone: the stamp of the items after the kept stamp's newest, added to
+the kept stamp, must come to the scope's stamp (`Searcher._grown`).
 
 Example::
 
@@ -30,7 +33,7 @@ Example::
     key = ("session-hash", None, "model", True, True)
     since = cache.generation                    # before anything is read
     if cache.large(key):                        # seen with CACHE_FROM candidates or more
-        kept = cache.get(key, stamp)            # read under this very stamp, or None
+        kept = cache.get(key, stamp)            # (their stamp, candidates): this one or older
     cache.put(key, stamp, candidates, since)    # read after `stamp`
     cache.note(key, len(candidates))            # read beside a stamp: only its size counts
     held = cache.forget()                       # a removal: nothing kept any more
@@ -78,18 +81,20 @@ class CandidateCache:
         """Whether `key`'s scope was last seen with candidates worth keeping."""
         return key in self._large
 
-    def get(self, key: Hashable, stamp: ScopeStamp) -> Candidates | None:
-        """The candidates kept for `key` if they were read under `stamp`; else None (and
-        the stale ones are dropped)."""
+    def get(self, key: Hashable, stamp: ScopeStamp) -> tuple[ScopeStamp, Candidates] | None:
+        """The candidates kept for `key`, with the stamp they were read under: `stamp`
+        itself, or an older one that items added since may have turned into `stamp`
+        (`ScopeStamp.may_follow`: the caller reads those and checks). Else None, and what
+        was kept is dropped."""
         with self._lock:
             found = self._kept.get(key)
             if found is None:
                 return None
-            if found[0] != stamp:
+            if found[0] != stamp and not stamp.may_follow(found[0]):
                 self._drop(key)
                 return None
             self._kept.move_to_end(key)
-            return found[1]
+            return found[0], found[1]
 
     def put(self, key: Hashable, stamp: ScopeStamp, candidates: Candidates, since: int) -> None:
         """Keep `candidates`, read after `stamp`, if the scope is large enough to gain and

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -155,6 +155,18 @@ class ScopeStamp:
     sums: tuple[int, int, int]
     newest: int = 0
 
+    def plus(self, added: ScopeStamp) -> ScopeStamp:
+        """This stamp with the items of `added` (a stamp of items newer than its newest)."""
+        ids, seqs, sessions = (a + b for a, b in zip(self.sums, added.sums, strict=True))
+        return ScopeStamp(
+            self.live + added.live, (ids, seqs, sessions), max(self.newest, added.newest)
+        )
+
+    def may_follow(self, older: ScopeStamp) -> bool:
+        """Whether items may only have been added since `older` (more of them, and a
+        newer newest): then `older.plus(the stamp of those after older.newest)` tells."""
+        return self.live > older.live and self.newest > older.newest
+
 
 @dataclass
 class Candidates:
@@ -197,6 +209,10 @@ class Candidates:
 
     def __len__(self) -> int:
         return len(self.item_pks)
+
+    def plus(self, newer: Candidates) -> Candidates:
+        """These candidates, then `newer`'s (items added since these were read)."""
+        return Candidates(*(getattr(self, f.name) + getattr(newer, f.name) for f in fields(self)))
 
     def take(self, indexes: Iterable[int], vectors: Sequence[bytes | None] | None) -> Candidates:
         """The candidates at `indexes`, with these vectors (None: their own)."""

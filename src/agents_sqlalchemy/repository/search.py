@@ -26,7 +26,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
-from sqlalchemy.sql.expression import ClauseElement, Insert, Select, Subquery
+from sqlalchemy.sql.expression import ClauseElement, Insert, Select, Subquery, UnaryExpression
+from sqlalchemy.sql.operators import custom_op
 
 from ..aio import off_the_loop
 from ..types import (
@@ -97,20 +98,33 @@ class SearchIndex:
     def __init__(self, schema: Schema) -> None:
         self._schema = schema
 
-    def _in_scope(self, scope: Scope) -> ColumnElement[bool]:
+    def _session_of_item(self, by_ids: bool = False) -> ColumnElement[Any]:
+        """An item's session row id, as the join to its session and the scope compare it.
+        `by_ids`, for a read of a few items named by their row ids (a list, or those after
+        an id): as `+session_pk`, which no index looks up, so that the ids lead the read.
+        SQLite, which keeps no statistics, would read every item of the scope by its index
+        otherwise: 1.4-2 ms in a 10,000-item session, against 0.01-0.03 ms."""
+        column = self._schema.items.c.session_pk
+        if not by_ids:
+            return column
+        return UnaryExpression(column, operator=custom_op("+"), type_=column.type)
+
+    def _in_scope(self, scope: Scope, by_ids: bool = False) -> ColumnElement[bool]:
         schema, sessions = self._schema, self._schema.sessions
         if scope.session is not None:  # by its pk too: PostgreSQL then reads its items' index
-            by_pk = schema.items.c.session_pk == schema.session_pk(scope.session).scalar_subquery()
+            pk = schema.session_pk(scope.session).scalar_subquery()
+            by_pk = self._session_of_item(by_ids) == pk
             return and_(sessions.c.session_hash == scope.session.hash, by_pk)
         if scope.user_id is not None:
             return schema.equals(sessions.c.user_id, scope.user_id)
         return sessions.c.id.is_not(None)
 
-    def _searched(self, scope: Scope) -> ColumnElement[bool]:
+    def _searched(self, scope: Scope, by_ids: bool = False) -> ColumnElement[bool]:
         """The items search indexes in scope: live, on main lines (never the items a session
         wrote on its other branches, its companion row's)."""
         main_line = self._schema.sessions.c.parent_pk.is_(None)
-        return and_(self._in_scope(scope), self._schema.live(self._schema.now()), main_line)
+        live = self._schema.live(self._schema.now())
+        return and_(self._in_scope(scope, by_ids), live, main_line)
 
     def _position(self, scope: Scope) -> ColumnElement[Any]:
         """An item's age as a number: `seq` within a session, else `created_at` in epoch
@@ -127,7 +141,14 @@ class SearchIndex:
         return cast(extract("epoch", items.c.created_at), Float)
 
     async def candidates(
-        self, scope: Scope, model_id: str, *, vectors: bool = True, terms: bool = True
+        self,
+        scope: Scope,
+        model_id: str,
+        *,
+        vectors: bool = True,
+        terms: bool = True,
+        after: int = 0,
+        upto: int | None = None,
     ) -> tuple[Candidates, int]:
         """Live items in scope with an index row: their packed terms, and whether they have
         a vector of `model_id` (never another model's vector); and how many items in scope
@@ -137,6 +158,8 @@ class SearchIndex:
         cache, and reads the missing ones with `vectors`); with `terms=False` neither are
         the terms, and only items with a vector are candidates. An item indexed for another
         model only (the embedder changed, `reindex` has not run) is found by its terms.
+        Only items whose row id is over `after` and at most `upto` (None: any) count: those
+        a stamp counted (`stamp(scope, after)`: its newest), written since left out.
         """
         items, sessions, index = self._schema.items, self._schema.sessions, self._schema.index
         current = index.c.model_id == model_id
@@ -161,14 +184,16 @@ class SearchIndex:
         query = (
             select(*read.values())
             .select_from(items)
-            .join(sessions, sessions.c.id == items.c.session_pk)
+            .join(sessions, sessions.c.id == self._session_of_item(after > 0))
             .join(index, index.c.item_pk == items.c.id)
             .where(
-                self._in_scope(scope),
+                self._in_scope(scope, after > 0),
                 self._schema.live(self._schema.now()),
                 or_(current, index.c.terms.is_not(None)) if terms else current,
             )
         )
+        if after:
+            query = query.where(items.c.id > after)
 
         statement = _aggregated(query, items.c.id.name) if self._arrays else query
 
@@ -178,6 +203,10 @@ class SearchIndex:
         def shaped(result: Result[Any]) -> tuple[Candidates, int]:
             lists = _columns(result, len(read), arrays=self._arrays)
             columns = dict(zip(read, lists, strict=True))
+            pks = columns["item_pks"]
+            if upto is not None and pks and max(pks) > upto:  # written since: left out
+                at = [i for i, pk in enumerate(pks) if pk <= upto]
+                columns = {name: [values[i] for i in at] for name, values in columns.items()}
             kinds = columns.pop("kinds")
             found = len(kinds)
             if scope.session is not None:
@@ -191,9 +220,10 @@ class SearchIndex:
 
         return await self._schema.db.read(work)
 
-    async def stamp(self, scope: Scope) -> ScopeStamp:
+    async def stamp(self, scope: Scope, after: int = 0, upto: int | None = None) -> ScopeStamp:
         """How many live items there are in scope on main lines (what search indexes), the
-        sums that change when one of them does, and the newest one's id (`ScopeStamp`)."""
+        sums that change when one of them does, and the newest one's id (`ScopeStamp`); of
+        the items whose row id is over `after` and at most `upto` only, if given."""
         items, sessions = self._schema.items, self._schema.sessions
         sums = (items.c.id, items.c.seq, items.c.session_pk)
         query = (
@@ -203,9 +233,13 @@ class SearchIndex:
                 func.coalesce(func.max(items.c.id), 0),
             )
             .select_from(items)
-            .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(self._searched(scope))
+            .join(sessions, sessions.c.id == self._session_of_item(after > 0))
+            .where(self._searched(scope, after > 0))
         )
+        if after:
+            query = query.where(items.c.id > after)
+        if upto is not None:
+            query = query.where(items.c.id <= upto)
 
         def work(conn: Connection) -> ScopeStamp:
             live, ids, seqs, sessions_, newest = conn.execute(query).one()
@@ -264,8 +298,8 @@ class SearchIndex:
         query = (
             self._schema.item_columns()
             .add_columns(sessions.c.session_id, sessions.c.user_id)
-            .join(sessions, sessions.c.id == items.c.session_pk)
-            .where(items.c.id.in_(item_pks), self._searched(scope))
+            .join(sessions, sessions.c.id == self._session_of_item(by_ids=True))
+            .where(items.c.id.in_(item_pks), self._searched(scope, by_ids=True))
         )
 
         def work(conn: Connection) -> dict[int, tuple[SessionKey, StoredItem]]:

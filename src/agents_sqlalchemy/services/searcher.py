@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..codec import Codec, MissingOwnerKeys
@@ -37,7 +37,7 @@ from ..search import (
     term_counts,
 )
 from ..telemetry import current
-from ..types import Candidates, Scope
+from ..types import Candidates, Scope, ScopeStamp
 from ..validation import check_finite, check_range
 from .background import Background
 from .indexer import CATCH_UP_BATCH, Indexer
@@ -182,7 +182,7 @@ class Searcher:
         items up to the stamp's newest are its to index: those written since, beside
         writers that never pause, are the worker's (a search would chase them). A large
         scope's candidates come from the codec's `CandidateCache` while the stamp is
-        unchanged."""
+        unchanged, and with those of the items added since when that is all that changed."""
         model_id = self._indexer.indexed_as
         vectors, terms = mode != "keyword" and not codec.caches_vectors, mode != "vector"
         read = functools.partial(
@@ -193,9 +193,12 @@ class Searcher:
         stamp_first = cache.large(key)
         if stamp_first:  # then candidates are never kept with a stamp newer than they are
             stamp = await self._index.stamp(scope)
-            if (kept := cache.get(key, stamp)) is not None:
-                return kept
-            candidates, indexed = await read()
+            read = functools.partial(read, upto=stamp.newest)  # just what the stamp counts
+            kept = cache.get(key, stamp)
+            if kept is not None and kept[0] == stamp:
+                return kept[1]
+            grown = None if kept is None else await self._grown(scope, *kept, stamp, read)
+            candidates, indexed = grown or await read()
         else:  # a small scope, or one not seen yet: both at once, as cheap as it gets
             stamp, (candidates, indexed) = await asyncio.gather(self._index.stamp(scope), read())
         batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
@@ -208,6 +211,26 @@ class Searcher:
         else:
             cache.note(key, len(candidates))
         return candidates
+
+    async def _grown(
+        self,
+        scope: Scope,
+        old: ScopeStamp,
+        kept: Candidates,
+        stamp: ScopeStamp,
+        read: Callable[..., Awaitable[tuple[Candidates, int]]],
+    ) -> tuple[Candidates, int] | None:
+        """The candidates `kept` under stamp `old`, then those of the items added since, if
+        that is all that changed in the scope: the stamp of the items after `old`'s newest
+        (up to `stamp`'s), added to `old`, comes to `stamp`, and each of them is indexed.
+        Else None: the scope is read again whole. With how many are indexed, as `read`."""
+        added, (newer, indexed) = await asyncio.gather(
+            self._index.stamp(scope, after=old.newest, upto=stamp.newest),
+            read(after=old.newest),
+        )
+        if old.plus(added) != stamp or indexed < added.live:
+            return None
+        return kept.plus(newer), stamp.live
 
     async def _vectors(
         self, codec: Codec, candidates: Candidates, since: int
