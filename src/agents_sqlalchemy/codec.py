@@ -433,9 +433,8 @@ class SealedCodec:
         """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
         `removed` (the wrapped keys of the only items removed, as by a pop), theirs only:
         the other items' stay (the whole reads and the search candidates kept go in any
-        case). Without, all of them,
-        set aside whole for `forget_text` to free. The rest of what a removal leaves in
-        memory, `forget_text` drops just after.
+        case). Without, all of them, set aside whole for `forget_text` to free. The rest
+        of what a removal leaves in memory, `forget_text` drops just after.
         """
         with self._opened_lock:
             self.removals += 1  # what reads fetched before now opens is not kept

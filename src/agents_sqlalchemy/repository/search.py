@@ -158,8 +158,8 @@ class SearchIndex:
         cache, and reads the missing ones with `vectors`); with `terms=False` neither are
         the terms, and only items with a vector are candidates. An item indexed for another
         model only (the embedder changed, `reindex` has not run) is found by its terms.
-        Only items whose row id is over `after` and at most `upto` (None: any) count: those
-        a stamp counted (`stamp(scope, after)`: its newest), written since left out.
+        Only items with a row id over `after` count, and, given `upto` (a stamp's newest),
+        none written after the stamp was read.
         """
         items, sessions, index = self._schema.items, self._schema.sessions, self._schema.index
         current = index.c.model_id == model_id
