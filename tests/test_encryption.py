@@ -657,20 +657,30 @@ async def test_a_pop_leaves_no_copy_of_the_popped_text_and_keeps_the_others(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("overtaken", [False, True], ids=["kept", "read as the pop came"])
+@pytest.mark.parametrize("scope", ["session", "user"])
 async def test_a_pop_leaves_no_copy_of_the_popped_item_in_kept_candidates(
-    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch, overtaken: bool
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch, overtaken: bool, scope: str
 ) -> None:
-    """A large session's search candidates, kept while it is unchanged, hold each item's
-    wrapped key: a pop forgets them, and a search whose read the pop overtook keeps none."""
+    """A large scope's search candidates (a session's, or its user's), kept while it is
+    unchanged, hold each item's wrapped key: a pop forgets those of the scopes holding the
+    popped item, and a search whose read the pop overtook keeps none."""
     async with SessionStore(db_url, create_tables=True, key=key) as store:
-        session = store.session("big")
+        session = store.session("big", user_id="ulla")
         await session.add_items([message(f"note {n} on the garden") for n in range(CACHE_FROM)])
         await store.flush()
         popped = (await sealed_rows(db_url, "big"))[-1][2]
-        await session.search("garden")  # the session is seen to be large ...
+
+        async def search() -> None:
+            if scope == "session":
+                await session.search("garden")
+            else:
+                await store.search("garden", user_id="ulla")
+
+        await search()  # the scope is seen to be large ...
         if overtaken:
-            pop_after_fetch(monkeypatch, store._services.search()._index, "candidates", session)
-        await session.search("garden")  # ... and its candidates are kept, unless a pop came
+            index = store._services.search()._index
+            pop_after_fetch(monkeypatch, index, "candidates", session, store.flush)
+        await search()  # ... and its candidates are kept, unless a pop came
         if not overtaken:
             assert reachable_text(popped, [store]), "the scan finds the kept candidates"
             await session.pop_item()
@@ -681,17 +691,24 @@ async def test_a_pop_leaves_no_copy_of_the_popped_item_in_kept_candidates(
 
 
 def pop_after_fetch(
-    monkeypatch: pytest.MonkeyPatch, reader: object, fetch: str, session: Any
+    monkeypatch: pytest.MonkeyPatch,
+    reader: object,
+    fetch: str,
+    session: Any,
+    flush: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Make `reader.fetch`'s next call pop `session`'s last item once it has fetched its
-    rows, before the reader opens them: a removal that overtakes a read. (It holds nothing
-    of the item: the memory walk reaches the test's own frame, and this with it.)"""
+    rows, before the reader opens them: a removal that overtakes a read (with `flush`, its
+    clean-up done too). (It holds nothing of the item: the memory walk reaches the test's
+    own frame, and this with it.)"""
     fetched = getattr(reader, fetch)
 
     async def fetch_then_pop(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(reader, fetch, fetched)
         found = await fetched(*args, **kwargs)
         assert await session.pop_item() is not None
+        if flush is not None:
+            await flush()
         return found
 
     monkeypatch.setattr(reader, fetch, fetch_then_pop)

@@ -369,6 +369,8 @@ class SealedCodec:
         self._whole = WholeReads(WHOLE_READ_ROWS, PARSE_CHUNK, WHOLE_READ_BYTES)
         # Caches `forget_keys` set aside whole, for `forget_text` to free.
         self._held: list[dict[Any, Any]] = []
+        # The wrapped keys of items popped since, for `forget_text` to find in `kept`.
+        self._popped: set[bytes] = set()
         self.vocabulary = Vocabulary()
         self.kept = CandidateCache()
         self.kek_id = kek.kek_id
@@ -432,17 +434,22 @@ class SealedCodec:
     def forget_keys(self, removed: Collection[bytes] | None = None) -> None:
         """At a removal, drop the plaintexts and opened vectors it made stale, at once. With
         `removed` (the wrapped keys of the only items removed, as by a pop), theirs only:
-        the other items' stay (the whole reads and the search candidates kept go in any
-        case). Without, all of them, set aside whole for `forget_text` to free. The rest
-        of what a removal leaves in memory, `forget_text` drops just after.
+        the other items' stay, and the search candidates kept of the scopes that did not
+        hold them (`forget_text` finds those that did). Without, all of them, and every
+        scope's candidates, set aside whole for `forget_text` to free. Every whole read goes
+        in any case. The rest of what a removal leaves in memory, `forget_text` drops just
+        after.
         """
         with self._opened_lock:
             self.removals += 1  # what reads fetched before now opens is not kept
             self._held.append(self._whole.forget())  # any removal: every whole read
-            self._held.append(self.kept.forget())  # and every scope's candidates
             if removed is None:
+                self._held.append(self.kept.forget())
                 self._held.append(self._plaintexts.take())
                 self._held += [vectors.take() for vectors in self._opened.values()]
+            else:
+                self.kept.outdate()  # searches reading now keep nothing
+                self._popped.update(removed)
             for wrapped_key in removed or ():
                 self._plaintexts.pop(wrapped_key)
                 for vectors in self._opened.values():
@@ -458,6 +465,8 @@ class SealedCodec:
         pop after 5,000 items were indexed held the event loop for 79 ms."""
         with self._opened_lock:
             held, self._held = self._held, []
+            popped, self._popped = self._popped, set()
+        held.append(self.kept.drop_holding(popped))  # scopes that held a popped item
         self._hash_term.cache_clear()  # the terms of removed items too
         await asyncio.sleep(RELEASE_PAUSE)
         self.vocabulary = Vocabulary()  # the old one is freed here
