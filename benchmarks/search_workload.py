@@ -171,7 +171,7 @@ SEARCH_METRICS = (
         "session p50 after a write",
         "ms",
         False,
-        "session.search() right after a write in the session (its candidates read again), median",
+        "session.search() right after a write in the session (only its new items read), median",
         group="search",
     ),
     Metric(
