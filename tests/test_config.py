@@ -221,6 +221,14 @@ async def test_session_settings_of_a_store_and_a_session_can_be_set(sqlite_url: 
             store.session_settings = bad  # type: ignore[assignment]
         with pytest.raises(ConfigurationError, match="session_settings must be a"):
             store.session("t", session_settings=bad)  # type: ignore[arg-type]
+    # The SDK takes a negative limit; every read would then fail: refused when set.
+    for negative in ({"limit": -1}, SessionSettings(limit=-1)):
+        with pytest.raises(ConfigurationError, match="session_settings limit must be"):
+            store.session_settings = negative
+        with pytest.raises(ConfigurationError, match="session_settings limit must be"):
+            store.session("t", session_settings=negative)
+        with pytest.raises(ConfigurationError, match="session_settings limit must be"):
+            SessionStore(sqlite_url, session_settings=negative)
     assert store.session_settings == SessionSettings(limit=2)
     await store.close()
 

@@ -1,5 +1,6 @@
-"""Holes around keys: an overwritten sealed state leaves no copy on disk, and a store still
-holding a key that was rotated away is refused before it writes anything."""
+"""Holes around keys: an overwritten sealed state, or keys wrapped anew when a session
+changes hands, leave no copy on disk, and a store still holding a key that was rotated away
+is refused before it writes anything."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from agents_sqlalchemy import KeyringError, SessionStore, WrongKeyError
 
-from .support.disk import on_disk, pieces
+from .support.disk import found_on_disk, on_disk, pieces
 from .support.items import message
-from .support.sealed import sealed_state
+from .support.sealed import blob, sealed_rows, sealed_state
+from .support.tables import OWNER_KEYS, raw_rows
 
 
 async def test_set_state_scrubs_the_state_it_overwrites(sqlite_url: str) -> None:
@@ -29,6 +31,31 @@ async def test_set_state_scrubs_the_state_it_overwrites(sqlite_url: str) -> None
         left = [piece for piece in pieces(before) if piece not in after and piece in disk]
         assert left == [], f"{len(left)} pieces of the overwritten state are still on disk"
         assert await session.get_state("card") == "replaced"
+
+
+async def test_giving_a_session_to_a_user_scrubs_what_its_keys_were_wrapped_by(
+    sqlite_url: str,
+) -> None:
+    """`set_user_id` wraps the items' keys and the state's anew under the new owner's key
+    and destroys the key a userless session had of its own: neither the old wrappings nor
+    that key are left in the file or its WAL."""
+    async with SessionStore(sqlite_url, create_tables=True, key=os.urandom(32)) as store:
+        session = store.session("s")
+        items = [message("one"), {"role": "assistant", "content": "ok"}]
+        await session.add_items(items)
+        await session.set_state("card", os.urandom(3000).hex())
+        await store.flush()
+        wrapped = [wrapped for _, _, wrapped, _ in await sealed_rows(sqlite_url, "s")]
+        [(own_key,)] = await raw_rows(sqlite_url, f"SELECT kept FROM {OWNER_KEYS}")
+        state = await sealed_state(sqlite_url)
+        assert found_on_disk(sqlite_url, [*wrapped, blob(own_key)]) != []
+        await session.set_user_id("alice")
+        await store.flush()  # the WAL is checkpointed just after, on the store's thread
+        now = await sealed_state(sqlite_url)
+        assert found_on_disk(sqlite_url, [*wrapped, blob(own_key)]) == []
+        disk = on_disk(sqlite_url)
+        assert [piece for piece in pieces(state) if piece not in now and piece in disk] == []
+        assert await session.get_items() == items
 
 
 async def test_a_store_holding_a_rotated_key_is_refused_before_it_writes(db_url: str) -> None:

@@ -260,7 +260,10 @@ async def test_add_empty_list_is_a_no_op(db_url: str) -> None:
     assert await raw_rows(db_url, "SELECT * FROM agents_sqlalchemy_sessions") == []
 
 
-async def test_a_tampered_row_is_loud_and_stays(db_url: str) -> None:
+@pytest.mark.parametrize("payload", ["not json", '{"a": NaN}', '{"a": -Infinity}', "[1]"])
+async def test_a_tampered_row_is_loud_and_stays(db_url: str, payload: str) -> None:
+    """A row changed outside the library into what it never writes (not JSON, NaN or
+    Infinity, which it refuses to store, not an object) is a `CorruptItemError`."""
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("tampered")
         await session.add_items([message("1"), message("2")])
@@ -268,7 +271,8 @@ async def test_a_tampered_row_is_loud_and_stays(db_url: str) -> None:
         try:
             async with engine.begin() as conn:
                 await conn.execute(
-                    text("UPDATE agents_sqlalchemy_items SET payload = 'not json' WHERE seq = 2")
+                    text("UPDATE agents_sqlalchemy_items SET payload = :p WHERE seq = 2"),
+                    {"p": payload},
                 )
         finally:
             await engine.dispose()
@@ -278,3 +282,47 @@ async def test_a_tampered_row_is_loud_and_stays(db_url: str) -> None:
             await session.pop_item()
         rows = await raw_rows(db_url, "SELECT seq FROM agents_sqlalchemy_items ORDER BY seq")
         assert rows == [(1,), (2,)]  # the pop rolled back: nothing was lost
+
+
+@pytest.mark.parametrize("value", ["[1]", '"x"', "5", "true"])
+async def test_metadata_or_state_changed_into_another_kind_of_json_is_a_corrupt_row(
+    db_url: str, value: str
+) -> None:
+    """Metadata or state changed outside the library into JSON that is not an object read as
+    a `CorruptItemError` (they raised the `TypeError` of `dict(...)`, and one such row broke
+    every listing); nothing else is touched."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s", metadata={"channel": "web"})
+        await session.add_items([message("kept")])
+        await session.set_state("step", 1)
+        for column, read in (
+            ("metadata", session.get_metadata),
+            ("metadata", store.list_sessions),
+            ("state", lambda: session.get_state("step")),
+        ):
+            engine = create_async_engine(db_url)
+            try:
+                async with engine.begin() as conn:
+                    change = f"UPDATE agents_sqlalchemy_sessions SET {column} = :v"
+                    await conn.execute(text(change), {"v": value})
+            finally:
+                await engine.dispose()
+            with pytest.raises(CorruptItemError, match="not an object"):
+                await read()
+        assert await session.get_items() == [message("kept")]
+
+
+async def test_a_state_name_no_database_stores_is_refused_alike_everywhere(db_url: str) -> None:
+    """A state name with a lone surrogate was stored by SQLite and PostgreSQL, refused by
+    MariaDB's JSON check (`DatabaseError`) and by an encrypted store (`ItemError`)."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.set_state("step", 1)
+        for call in (
+            lambda: session.set_state("\ud800", 1),
+            lambda: session.get_state("\ud800"),
+            lambda: session.delete_state("\ud800"),
+        ):
+            with pytest.raises(ConfigurationError, match="valid Unicode"):
+                await call()
+        assert await session.get_state("step") == 1

@@ -522,3 +522,21 @@ def test_a_run_s_transcript_pairs_tool_calls_and_marks_failures(
     assert "would take it" in text_of(trip.text) and "refused" not in trip.text
     refused = re.findall(r'class="item [^"]*refused" id="item-(\d+)"', support.text)
     assert len(refused) == 1 and "call &#39;call-interrupted&#39; is never answered" in support.text
+
+
+def test_an_encrypted_store_s_export_is_built_in_memory_never_in_a_file() -> None:
+    """An export is built whole before it is sent: past 1 MiB in a temporary file, except
+    an encrypted store's, whose plaintext stays in memory (no file descriptor behind it)."""
+    from agents_sqlalchemy.ui.app import _spooled
+
+    async def lines() -> Any:
+        for _ in range(40):
+            yield json.dumps({"content": "x" * 65536}) + "\n"
+
+    sealed, length = asyncio.run(_spooled(lines(), sealed=True))
+    plain, _ = asyncio.run(_spooled(lines(), sealed=False))
+    with sealed, plain:
+        assert length > 2 * 2**20 and len(sealed.read()) == length
+        with pytest.raises(OSError):  # io.UnsupportedOperation: nothing on disk
+            sealed.fileno()
+        assert plain.fileno() >= 0  # the plaintext store's: a file

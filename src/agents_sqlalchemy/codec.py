@@ -138,12 +138,13 @@ def encode_items(items: Iterable[Any]) -> list[str]:
 
 
 def decode_item(text: str | bytes, key: SessionKey, seq: int | None) -> Any:
-    """Parse one stored item (or state); one that is not a JSON object is `CorruptItemError`.
+    """Parse one stored item (or state); one that is not a JSON object is `CorruptItemError`,
+    as is NaN or Infinity (changed outside the library: it writes neither).
 
     pydantic-core's parser: the same values as `json.loads`, three times as fast.
     """
     try:
-        item = from_json(text)
+        item = from_json(text, allow_inf_nan=False)
     except (TypeError, ValueError) as exc:
         raise CorruptItemError(f"stored {where(key, seq)} is not valid JSON: {exc}") from exc
     if not isinstance(item, dict):
@@ -309,7 +310,7 @@ class PlainCodec:
         if (operation := current()) is not None:
             operation.read(len(rows), json_size(row[1] or "" for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
-            items = [from_json(row[1]) for row in rows]
+            items = [from_json(row[1], allow_inf_nan=False) for row in rows]
             if all(type(item) is dict for item in items):
                 return items
         except (TypeError, ValueError):

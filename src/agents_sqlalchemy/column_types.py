@@ -134,9 +134,9 @@ class SessionIdText(TypeDecorator[str]):
 
 
 class StoredJSON(TypeDecorator[Any]):
-    """JSON, whose stored text, if changed outside the library into what is not JSON (a
-    SQLite file does not check it), reads as a `CorruptItemError` instead of the parser's
-    own error.
+    """A JSON object (or NULL) whose stored value, if changed outside the library into what
+    is not JSON (a SQLite file does not check it) or into JSON that is not an object, reads
+    as a `CorruptItemError` instead of the parser's error or a value of another kind.
 
     >>> from sqlalchemy.dialects import sqlite
     >>> read = StoredJSON().result_processor(sqlite.dialect(), None)
@@ -149,16 +149,21 @@ class StoredJSON(TypeDecorator[Any]):
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         parse = self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
-        if parse is None:
-            return None
 
         def read(value: Any) -> Any:
             try:
-                return parse(value)
+                found = value if parse is None else parse(value)
             except ValueError as exc:
                 raise CorruptItemError(
                     "a stored JSON value (a session's metadata or state, a usage's details) "
                     f"does not parse ({exc}): it was changed outside the library"
                 ) from None
+            if found is not None and not isinstance(found, dict):
+                raise CorruptItemError(
+                    "a stored JSON value (a session's metadata or state, a usage's details) "
+                    f"is a JSON {type(found).__name__}, not an object: it was changed outside "
+                    "the library"
+                )
+            return found
 
         return read

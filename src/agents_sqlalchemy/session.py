@@ -54,7 +54,7 @@ from .turns import (
     used,
 )
 from .types import WHOLE, Scope
-from .validation import check_flag, session_key, state_name, storable, ttl_delta
+from .validation import check_flag, check_range, session_key, state_name, storable, ttl_delta
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -710,9 +710,12 @@ def settings_option(
             f"session_settings must be a SessionSettings or a dict, got {value!r:.80}"
         )
     try:
-        return coerce_session_settings(value)
+        settings = coerce_session_settings(value)
     except ValidationError as exc:  # {"limit": 2.5}
         raise ConfigurationError(f"session_settings refused: {exc}") from exc
+    if settings is not None and settings.limit is not None:  # the SDK takes {"limit": -1}
+        check_range("session_settings limit", settings.limit, 0)
+    return settings
 
 
 def sdk_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:

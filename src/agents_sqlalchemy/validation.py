@@ -75,9 +75,11 @@ def check_moment(name: str, value: object) -> datetime | None:
 
 
 def state_name(name: object) -> str:
-    """A state value's name: non-empty text."""
+    """A state value's name: non-empty text that every database stores (valid Unicode)."""
     if not isinstance(name, str) or not name:
         raise ConfigurationError(f"state names are non-empty strings, got {name!r:.100}")
+    if not _is_utf8(name):
+        raise ConfigurationError("a state name must be valid Unicode text (a lone surrogate)")
     return name
 
 

@@ -157,9 +157,12 @@ class Conversation:
         return merged
 
     async def set_user_id(self, key: SessionKey, user_id: str | None) -> None:
-        """Give the session to `user_id` (None: to nobody)."""
+        """Give the session to `user_id` (None: to nobody), scrubbed as a removal is: the
+        keys wrapped anew leave no copy of their old wrapping in a SQLite write-ahead log,
+        nor does the owner key a userless session loses."""
         user_id = check_user_id(user_id)
-        await self._owners.give(key, user_id)
+        async with self._opener.scrubbing():
+            await self._owners.give(key, user_id)
 
     async def state(self, key: SessionKey) -> dict[str, Any]:
         """The session's whole state mapping ({} when empty)."""

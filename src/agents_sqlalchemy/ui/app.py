@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
+from io import BytesIO
 from pathlib import Path
 from tempfile import SpooledTemporaryFile
 from typing import IO, Any, Literal
@@ -424,7 +425,7 @@ async def act(request: Request) -> Response:
     if action == "export-user":
         # Built whole before any answer: a failure is then an error page, not a download
         # that stops short after an HTTP 200.
-        export, length = await _spooled(store.export_user(target))
+        export, length = await _spooled(store.export_user(target), store.key is not None)
         logger.info("write: %s", action)  # the action only: no id, nothing from the items
         return StreamingResponse(
             _chunks(export),
@@ -454,11 +455,16 @@ async def act(request: Request) -> Response:
     return RedirectResponse(link("/sessions", done=done, archived="with"), status_code=303)
 
 
-async def _spooled(lines: AsyncIterator[str]) -> tuple[IO[bytes], int]:
-    """The lines written whole to a temporary file (in memory while small), rewound, and
-    their size in bytes; the file is closed if they fail."""
+async def _spooled(lines: AsyncIterator[str], sealed: bool) -> tuple[IO[bytes], int]:
+    """The lines written whole to a temporary file (in memory while small; always, for a
+    `sealed` store, whose plaintext must not reach a disk), rewound, and their size in
+    bytes; the file is closed if they fail."""
     with ExitStack() as on_failure:
-        spool = on_failure.enter_context(SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY))
+        spool: IO[bytes] = (
+            on_failure.enter_context(BytesIO())
+            if sealed
+            else on_failure.enter_context(SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY))
+        )
         async for line in lines:
             spool.write(line.encode("utf-8"))
         length = spool.tell()
