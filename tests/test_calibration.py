@@ -155,6 +155,12 @@ def test_a_hit_without_a_keyword_needs_a_cosine_above_the_floor() -> None:
     small = np.array([0.6, 0.1, 0.12])  # fewer than SMALL_SCOPE: a margin over the median
     assert [h.key for h in fuse([0, 1, 2], vector=small)] == [0]
     assert fuse([0, 1, 2], vector=small, vector_floor=0.7) == []
+    # A lone vector stands out from nothing: the floor alone decides (none: keywords only).
+    lone = np.array([0.45])
+    assert [h.key for h in fuse([0], vector=lone, vector_floor=0.211)] == [0]
+    assert fuse([0], vector=lone, vector_floor=0.5) == []
+    assert fuse([0], vector=lone) == []
+    assert [h.key for h in fuse([0, 1], vector=np.array([0.45, np.nan]), vector_floor=0.2)] == [0]
     found = evidence(cosines, coverage)
     assert found.has_keyword.tolist() == (coverage > 0).tolist()
     for bad in (float("nan"), float("inf"), "0.2"):  # NaN dropped every hit on vectors alone

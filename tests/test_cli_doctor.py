@@ -114,3 +114,15 @@ def test_doctor_runs_every_check_past_a_row_altered_outside_the_library(sqlite_u
     listed = cli("doctor", "--url", sqlite_url)
     assert "ok       embedder" in listed.output, listed.output
     assert "PROBLEM  histories   a stored JSON value" in listed.output
+
+
+def test_doctor_takes_the_built_in_model_a_store_given_none_takes(sqlite_url: str) -> None:
+    """A database indexed with a built-in model other than the default: a store opened
+    without `embedder=` searches with that model, so it is no problem; `doctor` reported
+    one, measuring against the hashing default."""
+    seed(sqlite_url, embedder="model2vec")
+    found = cli("doctor", "--url", sqlite_url)
+    assert "ok       embedder    items indexed with model2vec:" in found.output, found.output
+    assert "as a store given no embedder indexes" in found.output
+    named = cli("doctor", "--url", sqlite_url, "--embedder", "hashing")
+    assert "PROBLEM  embedder    items were indexed with model2vec:" in named.output

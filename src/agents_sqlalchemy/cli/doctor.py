@@ -24,7 +24,7 @@ import click
 from ..crypto import Key
 from ..errors import AgentsSQLAlchemyError, KeyringError, SdkHistoryWarning, WrongKeyError
 from ..migrations import api as migrate
-from ..search import BUILTIN_EMBEDDERS, HashingEmbedder, index_id
+from ..search import BUILTIN_EMBEDDERS, HashingEmbedder, builtin_indexing_as, index_id
 from ..services import Services
 from ..services.opener import IMPORT_COMMAND, SDK_MESSAGES
 from ..store import SessionStore
@@ -181,11 +181,14 @@ async def _embedder(
     url: str, tables: TableNames, store: SessionStore, embedder_name: str | None
 ) -> Finding:
     indexed = await store.indexed_model()
-    embedder = load_embedder(embedder_name) if embedder_name else HashingEmbedder()
-    expected = index_id(embedder.model_id)
-    which = f"--embedder {embedder_name}" if embedder_name else "the default embedder"
     if indexed is None:
         return Finding("embedder", True, "nothing indexed yet")
+    if embedder_name:
+        embedder, which = load_embedder(embedder_name), f"--embedder {embedder_name}"
+    else:  # what a store opened without embedder= takes
+        embedder = builtin_indexing_as(indexed) or HashingEmbedder()
+        which = "a store given no embedder"
+    expected = index_id(embedder.model_id)
     if indexed == expected:
         return Finding("embedder", True, f"items indexed with {indexed}, as {which} indexes")
     name = embedder_name or "NAME"

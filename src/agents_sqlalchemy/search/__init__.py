@@ -34,7 +34,7 @@ import asyncio
 
 from ..caches import RELEASE_PAUSE, release
 from ..errors import EmbedderError, MissingExtraError, QueryTooLongError, SearchError
-from .builtin import BUILTIN_EMBEDDERS, builtin_for, embedder_by_name
+from .builtin import BUILTIN_EMBEDDERS, builtin_for, builtin_indexing_as, embedder_by_name
 from .calibration import Calibration, calibrate
 from .embedders import (
     MAX_MODEL_ID_CHARS,
@@ -112,6 +112,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "bm25_postings",
     "builtin_for",
+    "builtin_indexing_as",
     "calibrate",
     "check_embedder",
     "check_model_id",

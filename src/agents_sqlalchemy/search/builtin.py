@@ -4,6 +4,7 @@ Example::
 
     embedder_by_name("minilm")       # MiniLMEmbedder(): semantic, offline ([semantic] extra)
     embedder_by_name("hashing")      # HashingEmbedder(): no model, no extra
+    builtin_indexing_as(store_indexed_model)  # the one a store given none takes, or None
     BUILTIN_EMBEDDERS                # ("hashing", "model2vec", "minilm")
 """
 
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import ConfigurationError
-from .embedders import Embedder
+from ..errors import AgentsSQLAlchemyError, ConfigurationError
+from .embedders import Embedder, index_id
 from .hashing import HashingEmbedder
 from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
@@ -54,3 +55,16 @@ def embedder_by_name(name: str) -> Embedder:
             f"unknown embedder {name!r}: the built-in ones are {', '.join(BUILTIN_EMBEDDERS)}"
         )
     return factory()
+
+
+def builtin_indexing_as(indexed: str) -> Embedder | None:
+    """The built-in embedder whose index rows are `indexed` (an `index_id`), where it loads
+    (its extra installed); else None. What a store opened without `embedder=` takes."""
+    name = builtin_for(indexed)
+    if name is None:
+        return None
+    try:
+        embedder = embedder_by_name(name)
+    except AgentsSQLAlchemyError:  # its extra is not installed
+        return None
+    return embedder if index_id(embedder.model_id) == indexed else None

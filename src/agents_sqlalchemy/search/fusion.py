@@ -28,7 +28,8 @@ The method, for one query over its candidates:
    small examples (unrelated texts lie within 0.02-0.12 of each other with the built-in
    models; "why did the release break?" and "the deployment failed: the disk was full"
    0.21-0.35 above "lunch plans for friday"), not fitted: the evaluation's scopes are
-   all larger. A query that nothing holds or means returns nothing;
+   all larger. A lone vector has nothing to stand out from: the noise floor alone decides
+   (an embedder without one: keywords only). A query that nothing holds or means returns nothing;
    `fuse(min_score=...)` returns instead every candidate whose score reaches it. Recency
    only breaks exact ties.
 
@@ -264,13 +265,16 @@ def has_evidence(
 ) -> npt.NDArray[np.bool_]:
     """Which candidates a hybrid search returns by default: those holding a query term, or
     whose cosine stands `fusion.min_vector_z` robust deviations above the median (among
-    fewer than `SMALL_SCOPE` vectors: `fusion.min_cosine_margin` above it) and reaches
-    `floor` (the embedder's noise floor; None: none)."""
+    fewer than `SMALL_SCOPE` vectors: `fusion.min_cosine_margin` above it; a lone vector,
+    with nothing to stand out from, only by the floor) and reaches `floor` (the embedder's
+    noise floor; None: none)."""
     vec = found.has_vector
     cosine = np.where(vec, found.cosine, -np.inf)
     stands_out = found.z >= fusion.min_vector_z
     count = int(vec.sum())
-    if 0 < count < SMALL_SCOPE:
+    if count == 1 and floor is not None:  # nothing to stand out from: the floor decides
+        stands_out = vec
+    elif 0 < count < SMALL_SCOPE:
         stands_out |= cosine >= float(np.median(found.cosine[vec])) + fusion.min_cosine_margin
     meaningful = vec & stands_out & (cosine >= (-np.inf if floor is None else floor))
     return np.asarray(found.has_keyword | meaningful, dtype=np.bool_)

@@ -1,8 +1,10 @@
 """The default embedder: feature hashing of words and character n-grams, no model at all.
 
-It knows no synonyms ("release" and "deployment" are unrelated to it) but matches shared
-words and word pieces ("deploy", "deployments", "redeployed"), needs nothing beyond numpy,
-and embeds a query in tens of microseconds. For meaning, use `Model2VecEmbedder`.
+It knows no synonyms ("release" and "deployment" are unrelated to it); shared words and
+word pieces ("deploy", "deployments", "redeployed") bring its vectors closer, though a
+piece within a longer text rarely clears its noise floor alone (a search finds the words
+by keyword). It needs nothing beyond numpy and embeds a query in tens of microseconds.
+For meaning, use `MiniLMEmbedder`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import warnings
@@ -24,14 +23,13 @@ from typing import Any
 
 from ..aio import FairLock
 from ..codec import Codec, MissingOwnerKeys
-from ..errors import AgentsSQLAlchemyError, OwnerKeyError, SearchModelWarning
+from ..errors import OwnerKeyError, SearchModelWarning
 from ..repository import SearchIndex
 from ..search import (
     Embedder,
     HashingEmbedder,
-    builtin_for,
+    builtin_indexing_as,
     embed_documents,
-    embedder_by_name,
     index_id,
     item_text,
     pack_vectors,
@@ -125,13 +123,9 @@ class Indexer:
         indexed = await self._index.latest_model_id()
         if indexed is None or indexed == self.indexed_as:
             return True
-        name = None if self._chosen else builtin_for(indexed)
-        if name is not None:
-            with contextlib.suppress(AgentsSQLAlchemyError):  # its extra is not installed
-                embedder = embedder_by_name(name)
-                if index_id(embedder.model_id) == indexed:
-                    self.embedder = embedder
-                    return True
+        if not self._chosen and (embedder := builtin_indexing_as(indexed)) is not None:
+            self.embedder = embedder
+            return True
         warnings.warn(
             f"the database was indexed with the embedding model {indexed!r}, this store's is "
             f"{self.indexed_as!r}: until `store.reindex()` (or `agents-sqlalchemy "
@@ -248,10 +242,11 @@ class Indexer:
                     progress(done, max(total, done))
                 if limit is not None and done >= limit:
                     logger.warning(
-                        "search indexed %d items for %s and left the rest of its scope to "
-                        "keyword search: the index is that far behind (after a change of "
-                        "embedder, run reindex() or agents-sqlalchemy reindex; else writes "
-                        "outpace the indexer, which catches up once they pause)",
+                        "search indexed %d items for %s and stopped there: the rest of its "
+                        "scope is not indexed, and no search finds it until it is (after a "
+                        "load through a store with search=False, or a change of embedder, "
+                        "run reindex() or agents-sqlalchemy reindex; else writes outpace the "
+                        "indexer, which catches up once they pause)",
                         done,
                         model_id,
                     )
