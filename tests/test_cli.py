@@ -345,3 +345,15 @@ def run(command: list[str], cwd: Path | None = None) -> str:
     )
     assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
     return done.stdout.strip()
+
+
+def test_an_upgrade_to_a_revision_no_script_has_leaves_no_file(tmp_path: Path) -> None:
+    """`db upgrade 9999` on a path with no database said the revision is unknown and left a
+    new, empty SQLite file there, which later commands took for a database without tables."""
+    path = tmp_path / "x.db"
+    for revision in ("9999", "0003"):
+        done = cli("db", "upgrade", revision, "--url", str(path))
+        assert done.exit_code == 1 and f"no revision {revision!r}" in done.output, done.output
+        assert not path.exists()
+    assert cli("db", "upgrade", "0001", "--url", str(path)).exit_code == 0
+    assert "upgraded from 0001 to" in cli("db", "upgrade", "+1", "--url", str(path)).output

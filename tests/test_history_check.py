@@ -182,6 +182,12 @@ async def test_repair_on_read_mends_what_the_runner_reads(db_url: str) -> None:
         stored_now = await plain.get_items()
         assert stored_now[:3] == stored  # still as written, the new turn after it
         assert await mending.get_items(limit=2) == stored_now[-2:]
+        # A limited read stays within its limit: the outputs a repair adds count.
+        await plain.add_items([{**FUNCTION_CALL, "call_id": "call_c3"}])
+        [call_c3] = await plain.get_items(limit=1)
+        answered = {**output("call_c3"), "output": INTERRUPTED_OUTPUT}
+        assert await mending.get_items(limit=2) == [call_c3, answered]  # not 3 items
+        assert await mending.get_items(limit=1) == []  # the call alone: not a history
 
 
 async def test_repair_leaves_a_branched_session_alone(sqlite_url: str) -> None:

@@ -166,7 +166,7 @@ def test_the_command_line_fails_naming_the_sessions_not_imported(
     assert result.exit_code == 1, result.output
     assert "Not imported (nothing of them written):" in result.output
     assert "'odd': session 'odd' holds 3 item(s)" in result.output
-    assert "1 session not imported, listed above (--skip-unstorable imports" in result.output
+    assert "1 session not imported, listed above (--skip-unstorable imports those" in result.output
     assert "the SDK skips them too" not in result.output
     skipping = ("--skip-unstorable", "--no-progress")
     result = cli("import-sdk", "--from", str(source), "--url", sqlite_url, *skipping)
@@ -200,8 +200,21 @@ async def test_a_session_id_the_library_refuses_does_not_stop_the_others(
         session.close()
     report = await import_sdk(source, db_url, create_tables=True)
     assert (report.sessions, report.items) == (1, 1)
-    assert [(o.session_id, o.reason) for o in report.refused] == [
-        ("", "session id must be a non-empty string, got ''")
+    assert [(o.session_id, o.reason, o.unstorable) for o in report.refused] == [
+        ("", "session id must be a non-empty string, got ''", False)
     ]
     async with SessionStore(db_url) as store:
         assert await store.session("kept").get_items() == [message("said in 'kept'")]
+
+
+def test_the_command_line_hints_skip_unstorable_only_where_it_helps(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """A session refused for its id was said to import with --skip-unstorable: it does not."""
+    source = tmp_path / "ids.db"
+    session = SQLiteSession("", source)
+    asyncio.run(session.add_items([message("said in ''")]))
+    session.close()
+    result = cli("import-sdk", "--from", str(source), "--url", sqlite_url, "--create")
+    assert result.exit_code == 1 and "1 session not imported" in result.output
+    assert "--skip-unstorable" not in result.output, result.output

@@ -41,7 +41,7 @@ from .errors import (
     TamperedItemError,
     WrongKeyError,
 )
-from .migrations.api import SchemaStatus, downgrade, upgrade
+from .migrations.api import SchemaStatus, downgrade, upgrade, upgrade_sql
 from .records import (
     DailyUsage,
     ErasureReceipt,
@@ -122,4 +122,5 @@ __all__ = [
     "downgrade",
     "import_sdk",
     "upgrade",
+    "upgrade_sql",
 ]

@@ -184,6 +184,22 @@ def check_history(items: Sequence[Any]) -> HistoryReport:
     return HistoryReport(tuple(problems), len(items))
 
 
+def repaired_tail(items: Sequence[Any], limit: int | None) -> list[Any]:
+    """`items` (a read of the latest `limit`) mended, at most `limit` of them: outputs a
+    repair adds past the limit keep the latest `limit`, mended again (an output whose call
+    that cut off is dropped), so a limited read stays within its limit.
+
+    >>> user = {"role": "user", "content": "refund B2"}
+    >>> call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    >>> [item.get("type") for item in repaired_tail([user, call], 2)]
+    ['function_call', 'function_call_output']
+    """
+    mended = repaired(items).items
+    if limit is None or len(mended) <= limit:
+        return mended
+    return repaired(mended[len(mended) - limit :]).items
+
+
 def repaired(items: Sequence[Any]) -> Repair:
     """`items` mended as the module says, with the report of what was wrong (the items are
     returned as they were, in a new list, when nothing was)."""

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
 from .errors import BranchError, ConfigurationError, StoreClosedError
-from .history_check import HistoryReport, check_history, repaired
+from .history_check import HistoryReport, check_history, repaired_tail
 from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SearchMode
@@ -153,7 +153,7 @@ class StoreSession:
             items = await self._live().conversation.read(self._key, self._limit(limit))
         else:
             items = await self._read_line(limit, branch_id)
-        return repaired(items).items if self.repair_on_read else items
+        return repaired_tail(items, self._limit(limit)) if self.repair_on_read else items
 
     @traced("append")
     async def add_items(

@@ -55,9 +55,14 @@ def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
         if normalize_url(url).get_backend_name() == "mysql":
             click.echo(MYSQL_OFFLINE, err=True)
         return
-    before = run(migrate.check(url, tables=tables))
-    run(migrate.upgrade(url, revision, tables=tables))
-    after = run(migrate.check(url, tables=tables))
+
+    async def upgrading() -> tuple[migrate.SchemaStatus, migrate.SchemaStatus]:
+        checked = migrate.checked_revision(revision)  # before `check` makes a SQLite file
+        before = await migrate.check(url, tables=tables)
+        await migrate.upgrade(url, checked, tables=tables)
+        return before, await migrate.check(url, tables=tables)
+
+    before, after = run(upgrading())
     if before.found == after.found:
         click.echo(f"{shown(url)}: already {after.describe()}, nothing to do")
     else:

@@ -129,9 +129,11 @@ def command(
     _listed("Left out of the sessions imported:", report.left_out, "yellow")
     _listed("Not imported (nothing of them written):", report.refused, "red")
     if report.refused:
-        hint = "" if skip_unstorable else " (--skip-unstorable imports them without such items)"
+        unstorable = not skip_unstorable and any(o.unstorable for o in report.refused)
+        hint = " (--skip-unstorable imports those refused for their items without them)"
         raise click.ClickException(
-            f"{counted(len(report.refused), 'session')} not imported, listed above{hint}"
+            f"{counted(len(report.refused), 'session')} not imported, listed above"
+            + (hint if unstorable else "")
         )
 
 

@@ -32,13 +32,14 @@ from ..database.units import Database, database_errors, leave_autocommit, sqlite
 from ..errors import ConfigurationError, DatabaseError, SchemaError
 from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
-from .config import alembic_config, head_revision, mysql_migration_lock
+from .config import alembic_config, head_revision, mysql_migration_lock, script_directory
 from .logs import quiet_alembic
 from .status import SchemaStatus, at_head, schema_status
 
 __all__ = [
     "SchemaStatus",
     "check",
+    "checked_revision",
     "current",
     "downgrade",
     "ensure_schema",
@@ -58,6 +59,8 @@ CREATE_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 # Alembic's words for a revision that none of the scripts has.
 _UNKNOWN_REVISION = re.compile(r"Can't locate revision identified by '([^']*)'")
+# A revision named outright ("head", "0002"), not relative to the database's ("+1", "head-1").
+_NAMED_REVISION = re.compile(r"[A-Za-z0-9_]+")
 
 # Alembic's `context` is one module-level proxy: one command at a time per process.
 _COMMAND_LOCK = FairLock()
@@ -228,7 +231,7 @@ async def upgrade(
 
         await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
     """
-    revision, names = _revision(revision), table_names(tables)
+    revision, names = checked_revision(revision), table_names(tables)
     async with _connection(url_or_engine, write=True, operation="upgrade", tables=names) as conn:
         url = conn.engine.url
         await run_command(
@@ -261,7 +264,7 @@ async def downgrade(
 
         await downgrade("agent.db", "base")
     """
-    revision, names = _revision(revision), table_names(tables)
+    revision, names = checked_revision(revision), table_names(tables)
     async with _connection(url_or_engine, write=True, operation="downgrade", tables=names) as conn:
         await _refuse_without_tables(conn, names, "downgrade", "untracked")
         await run_command(conn, names, lambda cfg: command.downgrade(cfg, revision))
@@ -281,16 +284,22 @@ async def stamp(
 
         await stamp("agent.db", "head")
     """
-    revision, names = _revision(revision), table_names(tables)
+    revision, names = checked_revision(revision), table_names(tables)
     async with _connection(url_or_engine, write=True, operation="stamp", tables=names) as conn:
         await _refuse_without_tables(conn, names, "stamp")
         await run_command(conn, names, lambda cfg: command.stamp(cfg, revision))
 
 
-def _revision(revision: object) -> str:
-    """`revision` if it can name one ("head", "base", "0003", "-1"...), checked before any
-    connection opens."""
+def checked_revision(revision: object) -> str:
+    """`revision` if it can name one ("head", "base", "0002", "-1"...), checked before any
+    connection opens (one named outright must be a shipped one: a failed command would
+    leave a new, empty SQLite file behind)."""
     if isinstance(revision, str) and revision.strip():
+        if _NAMED_REVISION.fullmatch(revision):
+            try:
+                script_directory().get_revisions(revision)
+            except CommandError as exc:
+                raise command_failure(exc) from exc
         return revision
     raise ConfigurationError(f"a revision is a name such as 'head', got {revision!r:.80}")
 
@@ -323,7 +332,7 @@ async def upgrade_sql(
 
         await upgrade_sql("postgresql://app@db/app", tables=TableNames(schema="agents"))
     """
-    revision = _revision(revision)
+    revision = checked_revision(revision)
     config = alembic_config(table_names(tables))
     rendered = normalize_url(url).render_as_string(hide_password=False)
     config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))

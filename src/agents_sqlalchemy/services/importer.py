@@ -46,10 +46,13 @@ __all__ = ["ImportOmission", "ImportReport", "Order", "import_sdk"]
 
 @dataclass(frozen=True)
 class ImportOmission:
-    """A session of the source not imported, or a part of one left out: which, and why."""
+    """A session of the source not imported, or a part of one left out: which, and why;
+    `unstorable`: refused for items this store cannot hold (`skip_unstorable` imports the
+    session without them)."""
 
     session_id: str
     reason: str
+    unstorable: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,8 @@ async def import_sdk(
                         services, codec, reader, group, order, skip_unstorable
                     )
                 except (InvalidSessionIdError, ItemError) as exc:
-                    refused.append(ImportOmission(group.session_id, str(exc)))
+                    unstorable = isinstance(exc, ItemError)
+                    refused.append(ImportOmission(group.session_id, str(exc), unstorable))
                 else:
                     if copied.items is None:
                         counts["skipped_sessions"] += 1
