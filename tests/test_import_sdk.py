@@ -172,6 +172,7 @@ def test_the_command_line_fails_naming_the_sessions_not_imported(
     result = cli("import-sdk", "--from", str(source), "--url", sqlite_url, *skipping)
     assert result.exit_code == 0, result.output
     assert "'odd': item 4 (row id 4) is nested more than 128 levels deep" in result.output
+    assert "To search them, run `agents-sqlalchemy reindex`" in result.output
 
 
 async def test_adopting_a_session_the_store_cannot_hold_refuses_it(

@@ -126,6 +126,12 @@ def command(
             fg="yellow",
             err=True,
         )
+    if report.items:
+        click.echo(
+            "To search them, run `agents-sqlalchemy reindex` (it indexes only what is "
+            "missing): an import writes no search index, and a search indexes 2,000 at most",
+            err=True,
+        )
     _listed("Left out of the sessions imported:", report.left_out, "yellow")
     _listed("Not imported (nothing of them written):", report.refused, "red")
     if report.refused:
