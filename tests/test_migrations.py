@@ -791,3 +791,18 @@ def test_the_docs_state_the_limit_on_table_names_the_code_enforces() -> None:
         text_ = (ROOT / page).read_text()
         assert "any table names" not in text_, page
         assert f"at most {limit} characters" in text_, page
+
+
+async def test_the_api_makes_no_file_where_a_sqlite_database_is_not(tmp_path: Path) -> None:
+    """`check`, `current`, `stamp` and `downgrade` on a path with no database each left a
+    new, empty SQLite file there; only `upgrade` makes one, with the tables."""
+    path = tmp_path / "nowhere.db"
+    status = await migrate.check(path)
+    assert (status.state, status.found) == ("missing", ())
+    assert await migrate.current(path) is None
+    for refused in (migrate.stamp(path), migrate.downgrade(path, "base")):
+        with pytest.raises(SchemaError, match="holds no tables of agents_sqlalchemy"):
+            await refused
+    assert not path.exists()
+    await agents_sqlalchemy.upgrade(path)
+    assert (await migrate.check(path)).at_head

@@ -160,11 +160,8 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
                 status = schema_status(conn, tables)
         return status
 
-    # A SQLite file that is not there (in a directory that is) has none of the tables; it is
-    # not made (mode=rw). A path that cannot be opened at all says why when it is tried.
-    path = sqlite_file(db.url)
-    if not create and path is not None and path.parent.is_dir() and not path.exists():
-        raise SchemaStatus("missing", (), head_revision(), tables).error(db.url)
+    if not create and (absent := _no_file(db.url, tables)) is not None:
+        raise absent.error(db.url)
     with db.telemetry.operation("ensure_schema", collection=tables.version_table) as operation:
         # Bounded as the check it stands for: making the tables has no statement_timeout.
         if await db.run(lambda conn: at_head(conn, tables), write=False, bounded=not create):
@@ -184,6 +181,16 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
                 await asyncio.sleep(delay)
     if not status.at_head:
         raise status.error(db.url)
+
+
+def _no_file(url: str | Path | URL | AsyncEngine, tables: TableNames) -> SchemaStatus | None:
+    """The status of a SQLite file that is not there (in a directory that is): none of the
+    tables, known without opening it, which would make an empty file. None for any other
+    database; a path that cannot be opened at all says why when it is tried."""
+    path = sqlite_file(url.url if isinstance(url, AsyncEngine) else normalize_url(url))
+    if path is None or not path.parent.is_dir() or path.exists():
+        return None
+    return SchemaStatus("missing", (), head_revision(), tables)
 
 
 @asynccontextmanager
@@ -265,6 +272,8 @@ async def downgrade(
         await downgrade("agent.db", "base")
     """
     revision, names = checked_revision(revision), table_names(tables)
+    if (absent := _no_file(url_or_engine, names)) is not None:
+        raise absent.refusal("downgrade", str(url_or_engine))
     async with _connection(url_or_engine, write=True, operation="downgrade", tables=names) as conn:
         await _refuse_without_tables(conn, names, "downgrade", "untracked")
         await run_command(conn, names, lambda cfg: command.downgrade(cfg, revision))
@@ -285,6 +294,8 @@ async def stamp(
         await stamp("agent.db", "head")
     """
     revision, names = checked_revision(revision), table_names(tables)
+    if (absent := _no_file(url_or_engine, names)) is not None:
+        raise absent.refusal("stamp", str(url_or_engine))
     async with _connection(url_or_engine, write=True, operation="stamp", tables=names) as conn:
         await _refuse_without_tables(conn, names, "stamp")
         await run_command(conn, names, lambda cfg: command.stamp(cfg, revision))
@@ -354,6 +365,8 @@ async def check(
         print(status.describe())        # "at revision 0001 (head)"
     """
     names = table_names(tables)
+    if (absent := _no_file(url_or_engine, names)) is not None:
+        return absent  # not opened: that would make an empty file
     async with _connection(url_or_engine, write=False, operation="check", tables=names) as conn:
         return await conn.run_sync(schema_status, names)
 
