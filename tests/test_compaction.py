@@ -220,3 +220,42 @@ async def test_a_subclass_that_overrides_the_protocol_gets_no_hooks(sqlite_url: 
     assert not await session._atomic_replace_items(SUMMARY)
     assert await session.get_items() == [{**message("hi"), "tag": 1}]
     await session.store.close()
+
+
+def run_result(total: int) -> Any:
+    """What `store_run_usage` reads of a run: its context's usage (one request, `total`)."""
+    from agents.run_context import RunContextWrapper
+    from agents.usage import Usage
+
+    used = Usage(requests=1, input_tokens=total, output_tokens=0, total_tokens=total)
+    return type("Result", (), {"context_wrapper": RunContextWrapper(context=None, usage=used)})()
+
+
+async def test_a_compaction_drops_the_usage_of_the_turns_it_rewrites(
+    db_url: str, key: bytes | None
+) -> None:
+    """The usage of replaced turns stayed, under turn numbers that the next records, counted
+    again over the compacted history, took over: a later turn overwrote an old turn's
+    figures, and the totals matched nothing. It goes now, as with the SDK's
+    `AdvancedSQLiteSession` (whose compaction clears the session); a repair keeps it."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("s")
+        for turn, total in enumerate((1, 10, 100)):
+            await session.add_items([message(f"q{turn}"), {"role": "assistant", "content": "a"}])
+            await session.store_run_usage(run_result(total))
+        assert [row["total_tokens"] for row in await session.get_turn_usage()] == [1, 10, 100]
+        assert await session._atomic_replace_items(SUMMARY)  # the whole history: turn 1
+        assert await session.get_turn_usage() == []
+        await session.add_items([message("q3"), {"role": "assistant", "content": "a3"}])
+        await session.store_run_usage(run_result(1000))
+        rows = await session.get_turn_usage()
+        assert [(row["user_turn_number"], row["total_tokens"]) for row in rows] == [(2, 1000)]
+
+        snapshot = await session._get_compaction_snapshot(2)  # the latest turn alone
+        assert await snapshot.replace_suffix(0, SUMMARY)
+        assert await session.get_session_usage() is None
+        await session.add_items([message("q4")])
+        await session.store_run_usage(run_result(7))
+        rows = await session.get_turn_usage()
+        assert [(row["user_turn_number"], row["total_tokens"]) for row in rows] == [(3, 7)]
+        assert (await session.get_session_usage() or {})["total_tokens"] == 7

@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 from itertools import groupby
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
+from ..turns import MAIN
 from ..types import NewItem, SessionKey, StoredItem, Tail
 from .schema import Claimed, Schema, built_rows
 
@@ -112,6 +113,8 @@ class Compaction:
         if prune is not None:
             self._prune_prefix(conn, claimed.id, tail[0].seq, prune, now)
         conn.execute(delete(items).where(items.c.id.in_([row.id for row in tail])))
+        if origins is None:  # a compaction, not a repair (which keeps every turn in place)
+            self._drop_usage(conn, claimed.id)
         self._insert(conn, claimed, count, build, tail, now, None, origins)
 
     async def replace_all(
@@ -134,7 +137,22 @@ class Compaction:
             )
         ).all()
         conn.execute(delete(items).where(items.c.session_pk == claimed.id))
+        self._drop_usage(conn, claimed.id)
         self._insert(conn, claimed, count, build, live, now, ttl)
+
+    def _drop_usage(self, conn: Connection, session_pk: int) -> None:
+        """A compaction rewrites the main line's turns: the usage recorded per turn goes,
+        and the turns are counted again from its new items (left in place, a later turn's
+        record would take an old turn's number). So does the SDK's `AdvancedSQLiteSession`,
+        whose compaction clears the session."""
+        usage, lines = self._schema.turn_usage, self._schema.branches
+        main = select(lines.c.id).where(lines.c.session_pk == session_pk, lines.c.name == MAIN)
+        conn.execute(delete(usage).where(usage.c.branch_pk == main.scalar_subquery()))
+        conn.execute(
+            update(lines)
+            .where(lines.c.session_pk == session_pk, lines.c.name == MAIN)
+            .values(turns=0, counted=0)
+        )
 
     def _prune_prefix(
         self,
