@@ -141,6 +141,9 @@ async def test_appends_without_usage_or_without_a_turn_record_nothing(sqlite_url
         await fresh.add_items([{"role": "assistant", "content": "hello"}], wrapper=ran)
         [row] = await fresh.get_turn_usage()  # type: ignore[misc]
         assert row["user_turn_number"] == 0  # items before any user message: turn 0
+        # Asked by its number, as the SDK answers it (it was a ConfigurationError).
+        by_number = await fresh.get_turn_usage(0)
+        assert by_number == {k: v for k, v in row.items() if k != "user_turn_number"}
 
 
 async def test_store_usage_sums_per_owner_and_day(

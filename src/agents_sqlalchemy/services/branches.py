@@ -215,8 +215,8 @@ class Branches:
         self, key: SessionKey, branch: str, turn: int | None
     ) -> list[dict[str, Any]] | Gone:
         """Usage rows of a branch by turn."""
-        if turn is not None:
-            check_range("user_turn_number", turn, 1)
+        if turn is not None:  # 0: what came before the first user message
+            check_range("user_turn_number", turn, 0)
         await self._opener.ready()
         return await self._usage.turn_usage(key, branch, turn)
 
