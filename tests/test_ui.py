@@ -540,3 +540,60 @@ def test_an_encrypted_store_s_export_is_built_in_memory_never_in_a_file() -> Non
         with pytest.raises(OSError):  # io.UnsupportedOperation: nothing on disk
             sealed.fileno()
         assert plain.fileno() >= 0  # the plaintext store's: a file
+
+
+def test_a_transcript_shows_usage_recorded_since_it_was_last_shown(sqlite_url: str) -> None:
+    """The page kept a session's usage for a minute by its last activity and size, which
+    recording usage changes neither: it said "none recorded" after a run was recorded."""
+    from agents.run_context import RunContextWrapper
+    from agents.usage import Usage
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            await store.session("s").add_items([{"role": "user", "content": "hi"}])
+
+    async def record() -> None:
+        used = Usage(requests=1, input_tokens=500, output_tokens=50, total_tokens=550)
+        ran = type("Result", (), {"context_wrapper": RunContextWrapper(None, usage=used)})()
+        await store.session("s").store_run_usage(ran)
+
+    asyncio.run(write())
+    store = SessionStore(sqlite_url)
+    try:
+        with client(store) as http:
+            before = text_of(http.get("/session?id=s").text)
+            http.portal.call(record)  # on the app's own loop, as another request would
+            after = text_of(http.get("/session?id=s").text)
+    finally:
+        asyncio.run(store.close())
+    assert "none recorded" in before
+    assert "none recorded" not in after and "550" in after, after
+
+
+def test_the_metadata_filter_reads_metadata_as_the_page_shows_it(sqlite_url: str) -> None:
+    """A string value is shown `code="7"`; typed so into the filter it matched nothing (its
+    quotes were taken as the shell's, leaving the number 7), where `--meta` matched."""
+    from urllib.parse import quote
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            for sid, meta in (("s7", {"code": "7", "note": "a b"}), ("n7", {"code": 7})):
+                await store.session(sid, metadata=meta).add_items(
+                    [{"role": "user", "content": sid}]
+                )
+
+    asyncio.run(write())
+    store = SessionStore(sqlite_url)
+    try:
+        with client(store) as http:
+            listed = text_of(http.get("/sessions").text)
+            shown = 'code="7" note="a b"'
+            found = text_of(http.get(f"/sessions?meta={quote(shown)}").text)
+            number = text_of(http.get(f"/sessions?meta={quote('code=7')}").text)
+            bad = http.get(f"/sessions?meta={quote('code=' + chr(34) + '7')}")
+    finally:
+        asyncio.run(store.close())
+    assert shown in listed
+    assert "s7" in found and "n7" not in found
+    assert "n7" in number and "s7" not in number
+    assert bad.status_code == 400

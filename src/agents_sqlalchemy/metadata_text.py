@@ -5,6 +5,7 @@ Example::
 
     meta_value("3"), meta_value('"7"')       # 3, '7'
     format_meta({"channel": "web"})          # 'channel=web'
+    meta_pairs('channel=web code="7"')       # {'channel': 'web', 'code': '7'}
 """
 
 from __future__ import annotations
@@ -40,3 +41,37 @@ def format_meta(metadata: dict[str, Any]) -> str:
         text = value if plain else json.dumps(value, ensure_ascii=False)
         pairs.append(f"{name}={text}")
     return " ".join(pairs)
+
+
+def meta_pairs(text: str) -> dict[str, Any]:
+    """`key=value` pairs separated by spaces, as `format_meta` writes them, read back: a
+    value in double quotes is a JSON string (spaces and quotes inside), any other runs to
+    the next space and reads as `meta_value` reads it. `ValueError` names a bad pair.
+
+    >>> meta_pairs('channel=web code="7" note="a b" tier=2')
+    {'channel': 'web', 'code': '7', 'note': 'a b', 'tier': 2}
+    """
+    found: dict[str, Any] = {}
+    decoder, at = json.JSONDecoder(), 0
+    while (at := _past_spaces(text, at)) < len(text):
+        equals = text.find("=", at)
+        name = text[at:equals] if equals > at else ""
+        if not name or any(c.isspace() for c in name):
+            raise ValueError(f"{text[at:].split()[0]!r} is not KEY=VALUE")
+        at = equals + 1
+        if text.startswith('"', at):
+            try:
+                value, at = decoder.raw_decode(text, at)
+            except ValueError as exc:
+                raise ValueError(f"the value of {name!r} is not a closed JSON string") from exc
+        else:
+            end = next((i for i in range(at, len(text)) if text[i].isspace()), len(text))
+            value, at = meta_value(text[at:end]), end
+        found[name] = value
+    return found
+
+
+def _past_spaces(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at

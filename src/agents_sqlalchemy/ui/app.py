@@ -214,8 +214,9 @@ async def session_page(request: Request) -> Response:
     session_id = request.query_params.get("id", "")
     info = await _session_info(ui, session_id)
     session = ui.store.session(session_id)
-    # What only a write changes, kept per version of the session (its last activity and
-    # size): paging through a long transcript reads its branches and usage once.
+    # What only a write of items changes, kept per version of the session (its last
+    # activity and size): paging through a long transcript reads its branches once. Usage
+    # is read each time: recording it changes neither.
     version = (session_id, info.updated_at, info.item_count)
     branches = await ui.cached(("branches", *version), session.list_branches)
     branch = request.query_params.get("branch") or "main"
@@ -240,10 +241,7 @@ async def session_page(request: Request) -> Response:
     first = total - len(read) + 1
     numbers = turn_numbers(read, turns)
 
-    async def turn_usage() -> Any:
-        return await session.get_turn_usage(branch_id=branch)
-
-    rows = await ui.cached(("usage", branch, *version), turn_usage)
+    rows = await session.get_turn_usage(branch_id=branch)
     usage = {row["user_turn_number"]: row for row in rows} if isinstance(rows, list) else {}
 
     async def check() -> Any:
@@ -261,13 +259,10 @@ async def session_page(request: Request) -> Response:
     )
     entries = [entry for entry in shaped if entry.position < first + end]
 
-    async def session_usage() -> Any:
-        return await session.get_session_usage(branch_id=branch)
-
     async def stored() -> Any:
         return await queries.sizes(ui.store, [info])
 
-    totals = await ui.cached(("total", branch, *version), session_usage)
+    totals = await session.get_session_usage(branch_id=branch)
     sizes = await ui.cached(("size", *version), stored)
     return ui.page(
         request,

@@ -9,14 +9,13 @@ values they show: links, times, sizes (metadata as text is `metadata_text`'s).
 
 from __future__ import annotations
 
-import shlex
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 
-from ..metadata_text import meta_value
+from ..metadata_text import meta_pairs
 
 
 class BadRequest(Exception):
@@ -81,18 +80,12 @@ def day(request: Request, name: str, *, end: bool = False) -> datetime | None:
 
 
 def metadata_filter(raw: str) -> dict[str, Any] | None:
-    """`channel=web tier=2` as a metadata filter (values read as `--meta` reads them)."""
+    """`channel=web code="7"` as a metadata filter: pairs as the Metadata column shows
+    them (`metadata_text.meta_pairs`), values read as `--meta` reads them."""
     try:
-        words = shlex.split(raw)
+        return meta_pairs(raw) or None
     except ValueError as exc:
         raise BadRequest(f"metadata filter: {exc}") from None
-    found: dict[str, Any] = {}
-    for word in words:
-        name, sep, value = word.partition("=")
-        if not sep or not name:
-            raise BadRequest(f"metadata filter: {word!r} is not KEY=VALUE")
-        found[name] = meta_value(value)
-    return found or None
 
 
 def archived_filter(raw: str | None) -> bool | None:
