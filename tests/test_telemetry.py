@@ -492,3 +492,34 @@ async def test_counts_agree_written_and_read_and_removals_are_counted(
     assert (out.named("clear")[0].attributes or {})["agents_sqlalchemy.items"] == 2
     assert out.total("agents_sqlalchemy.bytes.written") == out.total("agents_sqlalchemy.bytes.read")
     assert len(out.named("rotate_owner_keys")) == (key is not None)
+
+
+async def test_erasure_and_search_spans_carry_what_the_docs_say(sqlite_url: str) -> None:
+    """`erase_user` had neither the items it removed nor the user, and named the items
+    table where `delete_user` names the sessions table; a search's mode was recorded as the
+    caller gave it, an invalid one too, and on every operation metric."""
+    out = Exported()
+    async with SessionStore(sqlite_url, create_tables=True, telemetry=out.telemetry()) as store:
+        session = store.session("chat", user_id="bob")
+        await session.add_items([{"role": "user", "content": "the dog is called Mochi"}] * 2)
+        assert await session.search("dog", mode="keyword")
+        with pytest.raises(ConfigurationError, match="mode must be one of"):
+            await session.search("dog", mode="bogus")  # type: ignore[arg-type]
+        receipt = await store.erase_user("bob")
+    assert receipt.items == 2
+    [erased] = out.named("erase_user")
+    attributes = dict(erased.attributes or {})
+    assert attributes["db.collection.name"].endswith("_sessions")
+    assert attributes["agents_sqlalchemy.items"] == 2
+    assert attributes["agents_sqlalchemy.user.id"] == Telemetry().identify("bob")
+    modes = [
+        (span.attributes or {}).get("agents_sqlalchemy.search.mode") for span in out.named("search")
+    ]
+    assert modes == ["keyword", None]
+    metrics = out.metrics()
+    assert [
+        p.attributes["agents_sqlalchemy.search.mode"]
+        for p in metrics["agents_sqlalchemy.search.duration"]
+    ] == ["keyword"]
+    durations = metrics["db.client.operation.duration"]
+    assert not any("agents_sqlalchemy.search.mode" in point.attributes for point in durations)

@@ -38,7 +38,7 @@ from .errors import BranchError, ConfigurationError, StoreClosedError
 from .history_check import HistoryReport, check_history, repaired_tail
 from .records import SearchHit, TokenUsage
 from .repository import GONE
-from .search import SearchMode
+from .search import SEARCH_MODES, SearchMode
 from .services import Services
 from .telemetry import current, traced
 from .turns import (
@@ -310,7 +310,7 @@ class StoreSession:
         hits = await self.search_hits(query, limit=limit, mode=mode, min_score=min_score)
         return [hit.item for hit in hits]  # type: ignore[misc]
 
-    @traced("search", search=True)
+    @traced("search", search=SEARCH_MODES)
     async def search_hits(
         self,
         query: str,

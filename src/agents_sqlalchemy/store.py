@@ -34,7 +34,14 @@ from .records import (
     SessionPage,
     UsageReport,
 )
-from .search import Embedder, HashingEmbedder, SearchMode, check_embedder, embedder_by_name
+from .search import (
+    SEARCH_MODES,
+    Embedder,
+    HashingEmbedder,
+    SearchMode,
+    check_embedder,
+    embedder_by_name,
+)
 from .services import ROTATE_BATCH, Services
 from .services.portability import Lines, erase
 from .session import StoreSession, default_settings, sdk_settings, settings_option
@@ -49,7 +56,7 @@ if TYPE_CHECKING:
 Target = str | Path | URL | AsyncEngine
 
 
-def _removed_items(removed: Removed) -> int:
+def _removed_items(removed: Removed | ErasureReceipt) -> int:
     return removed.items
 
 
@@ -302,7 +309,7 @@ class SessionStore:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    @traced("search", search=True, user_argument="user_id")
+    @traced("search", search=SEARCH_MODES, user_argument="user_id")
     async def search(
         self,
         query: str,
@@ -476,7 +483,7 @@ class SessionStore:
         """Delete every session of a user, e.g. for an erasure request."""
         return await self._services.management.delete(user_id=user_id)
 
-    @traced("erase_user")
+    @traced("erase_user", removed=_removed_items, sessions=True, user_argument="user_id")
     async def erase_user(self, user_id: str) -> ErasureReceipt:
         """Erase a user: delete every session of theirs (items and their keys, state,
         branches, usage), as `delete_user` does, and return the receipt to keep.

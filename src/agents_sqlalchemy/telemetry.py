@@ -91,7 +91,7 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -496,6 +496,8 @@ class Operation:
         self._tracer = tracer
         self._instruments = instruments
         self._own: dict[str, Any] = {}
+        # A search's mode, on the search metrics only (`searching`).
+        self._search: dict[str, Any] = {}
         if session_id is not None:
             self._own[PREFIX + "session.id"] = session_id
         if user_id is not None:
@@ -570,9 +572,8 @@ class Operation:
             instruments.bytes_read.add(self.bytes_read, attributes)
         if self.lock_wait:
             instruments.lock_wait.record(self.lock_wait, attributes)
-        mode = attributes.get(PREFIX + "search.mode")
-        if mode is not None:
-            instruments.search_duration.record(elapsed, attributes)
+        if self._search:
+            instruments.search_duration.record(elapsed, {**attributes, **self._search})
 
     def set(self, **values: Any) -> None:
         """Attributes of ours (`search_mode="hybrid"` is `agents_sqlalchemy.search.mode`)."""
@@ -581,7 +582,7 @@ class Operation:
         for name, value in values.items():
             attribute = PREFIX + name.replace("_", ".")
             if name == "search_mode":
-                self.attributes[attribute] = value  # on the search metrics too
+                self._search[attribute] = value  # on the search metrics too
             if self._span is not None:
                 self._span.set_attribute(attribute, value)
 
@@ -603,7 +604,7 @@ class Operation:
         """A search ranked `count` items."""
         self.set(search_candidates=count)
         if self._instruments is not None:
-            self._instruments.search_candidates.record(count, self.attributes)
+            self._instruments.search_candidates.record(count, {**self.attributes, **self._search})
 
     def indexed(self, count: int) -> None:
         """`count` items were indexed for search."""
@@ -684,15 +685,16 @@ def traced(
     sessions: bool = False,
     user_argument: str | None = None,
     session_argument: str | None = None,
-    search: bool = False,
+    search: Collection[str] = (),
     removed: Callable[[Any], int] | None = None,
 ) -> Callable[[Method[T]], Method[T]]:
     """Make an async method of a store or session an operation `name`.
 
     The object has `_services` (whose `db.telemetry` is the probe); a session also `_key`.
     `sessions`: the operation is on the sessions table; `user_argument`,
-    `session_argument`: the parameters that name a user, a session; `search`: the `mode`
-    parameter is recorded; `removed(result)`: how many items the operation removed.
+    `session_argument`: the parameters that name a user, a session; `search`: the search
+    modes of which the `mode` parameter is recorded (another is refused by the call: no
+    value of the caller's is kept); `removed(result)`: how many items the operation removed.
     """
 
     def decorate(method: Method[T]) -> Method[T]:
@@ -722,8 +724,10 @@ def traced(
                 providers=providers,
             ) as op:
                 if search:
-                    mode = kwargs.get("mode", signature.parameters["mode"].default)
-                    op.set(search_mode=str(mode))
+                    mode = argument("mode", args, kwargs)
+                    mode = signature.parameters["mode"].default if mode is None else mode
+                    if mode in search:  # another is refused by the call
+                        op.set(search_mode=mode)
                 result = await method(self, *args, **kwargs)
                 if removed is not None:
                     op.removed(removed(result))
