@@ -380,3 +380,21 @@ def test_entries_of_other_item_types() -> None:
     parts = {"type": "function_call_output", "call_id": "c",
              "output": [{"type": "input_text", "text": "a"}, {"type": "input_image"}]}  # fmt: skip
     assert line(parts) == "[9] tool result: a\n    [image]"
+
+
+def test_show_json_gives_every_time_in_iso_8601(sqlite_url: str) -> None:
+    """A branch's `created_at` came out as Python prints a datetime (a space, no `T`)."""
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            session = store.session("s")
+            await session.add_items([message("one"), message("two")])
+            await session.create_branch_from_turn(2, "retry")
+            await session.add_items([message("again")])
+
+    asyncio.run(write())
+    shown = json.loads(cli("sessions", "show", "s", "--url", sqlite_url, "--json").stdout)
+    times = [shown["session"]["created_at"], *(b["created_at"] for b in shown["branches"])]
+    assert len(times) == 3
+    for text in times:
+        assert "T" in text and datetime.fromisoformat(text).utcoffset() == timedelta(0), text

@@ -597,3 +597,20 @@ def test_the_metadata_filter_reads_metadata_as_the_page_shows_it(sqlite_url: str
     assert "s7" in found and "n7" not in found
     assert "n7" in number and "s7" not in number
     assert bad.status_code == 400
+
+
+async def test_sizes_are_bytes_on_every_database(db_url: str) -> None:
+    """SQLite's length() of text counts characters: a session of non-ASCII items showed a
+    smaller size there than on PostgreSQL or MariaDB."""
+    from agents_sqlalchemy.ui import queries
+
+    items = [
+        {"role": "user", "content": "Zürich 日本語 🐶"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items(items)
+        [info] = await store.list_sessions()
+        found = await queries.sizes(store, [info])
+    compact = [json.dumps(item, ensure_ascii=False, separators=(",", ":")) for item in items]
+    assert found == {"s": sum(len(text.encode()) for text in compact)}

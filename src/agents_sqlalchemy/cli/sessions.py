@@ -53,6 +53,13 @@ def meta_filters(
     return found or None
 
 
+def _iso(value: object) -> str:
+    """What JSON has no type for, as text: a time in ISO 8601 UTC (as `info_json` gives)."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat()
+    return str(value)
+
+
 def info_json(info: SessionInfo) -> dict[str, Any]:
     """A `SessionInfo` as JSON: times in ISO 8601 UTC."""
     return {
@@ -244,7 +251,7 @@ def show(
     if as_json:
         found = {"session": info_json(info), "branch": branch or "main", "items": items}
         extra = {"branches": branches} | ({"usage": usage} if with_usage else {})
-        click.echo(json.dumps(found | extra, ensure_ascii=False, default=str))
+        click.echo(json.dumps(found | extra, ensure_ascii=False, default=_iso))
         return
     counts = {b["branch_id"]: b["message_count"] for b in branches} | {"main": info.item_count}
     total = counts.get(branch or "main", len(items))

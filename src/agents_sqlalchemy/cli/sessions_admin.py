@@ -170,7 +170,9 @@ def archive(
     Example:
       agents-sqlalchemy sessions archive --inactive-days 30 --url agent.db --yes
     """
-    if bool(session_ids) == (inactive_days is not None):
+    if session_ids and inactive_days is not None:
+        raise click.UsageError("name the sessions to archive or give --inactive-days N, not both")
+    if not session_ids and inactive_days is None:
         raise click.UsageError("name the sessions to archive, or give --inactive-days N")
     if inactive_days is not None and not yes:
         click.confirm(
@@ -179,7 +181,12 @@ def archive(
         )
     count, missing = run(_archive(url, tables, key, session_ids, inactive_days, archive=True))
     for session_id in missing:
-        click.secho(f"No session {clean(repr(session_id))} to archive", fg="yellow", err=True)
+        click.secho(
+            f"No session {clean(repr(session_id))} to archive (none by that id, or archived "
+            "already)",
+            fg="yellow",
+            err=True,
+        )
     click.echo(f"Archived {counted(count, 'session')}")
     if missing:
         raise SystemExit(1)

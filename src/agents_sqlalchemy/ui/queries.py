@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import ColumnElement, Date, and_, cast, column, func, select, table
+from sqlalchemy import ColumnElement, Date, LargeBinary, and_, cast, column, func, select, table
 from sqlalchemy.sql.expression import TableClause
 
 from ..models import MYSQL
@@ -188,7 +188,13 @@ async def sizes(store: SessionStore, infos: Sequence[SessionInfo]) -> dict[str, 
         return {}
     by_hash = {SessionKey.of(info.session_id).hash: info.session_id for info in infos}
     sessions, items = _sessions(store), _items(store)
-    length = func.octet_length if store.engine.dialect.name == "postgresql" else func.length
+    dialect = store.engine.dialect.name
+
+    def length(column: Any) -> Any:  # in bytes: SQLite's length() of text counts characters
+        if dialect == "postgresql":
+            return func.octet_length(column)
+        return func.length(cast(column, LargeBinary) if dialect == "sqlite" else column)
+
     stored = func.coalesce(length(items.c.payload), 0) + func.coalesce(
         length(items.c.ciphertext), 0
     )
