@@ -25,6 +25,7 @@ from agents_sqlalchemy import (
     OwnerKeyError,
     SessionStore,
     TamperedItemError,
+    WrongKeyError,
 )
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
@@ -803,3 +804,47 @@ async def test_a_session_made_while_its_deletion_locks_keys_is_no_deadlock(
         assert await reader.session("s").get_items() == [message("later")]
     [(made_anew,)] = await raw_rows(db_url, f"SELECT kek_id FROM {ITEMS}")
     assert await _owner_keys(db_url) == {made_anew: owner}
+
+
+@pytest.mark.parametrize("which", ["rotate_key", "rotate_owner_keys"])
+async def test_a_rotation_stopped_while_it_makes_the_new_owner_keys_resumes_whole(
+    db_url: str, which: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after making some owners' new keys, before retiring the old ones: resumed,
+    `rotate_key` took no owner key for an old one (only retired ones), re-wrapped nothing
+    and deleted the old keyring row: every item stood under owner keys kept by a key that
+    no longer existed, lost. `rotate_owner_keys` made new keys for the new ones too."""
+    old, new = os.urandom(32), os.urandom(32)
+    users = ("alice", "bob", "carol")
+    async with SessionStore(db_url, create_tables=True, key=old) as store:
+        for user in users:
+            await store.session(user, user_id=user).add_items([message(f"{user} said")])
+    before = await _owner_keys(db_url)
+    real, made = Owners._make, []
+
+    async def stopping(self: Owners, *args: Any, **kwargs: Any) -> Any:
+        if made:
+            raise Interrupted  # the process dies after one owner's new key
+        made.append(await real(self, *args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(Owners, "_make", stopping)
+    async with SessionStore(db_url, key=old) as store:
+        with pytest.raises(Interrupted):
+            await (store.rotate_key(new) if which == "rotate_key" else store.rotate_owner_keys())
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=old) as store:  # resumed as the docs say
+        await (store.rotate_key(new) if which == "rotate_key" else store.rotate_owner_keys())
+    final = new if which == "rotate_key" else old
+    async with SessionStore(db_url, key=final) as store:
+        for user in users:
+            assert await store.session(user).get_items() == [message(f"{user} said")]
+    after = await _owner_keys(db_url)
+    assert sorted(after.values()) == sorted(before.values())  # one key per owner, all new
+    assert not set(after) & set(before)
+    keks = {kek for user in users for kek in await _item_keks(db_url, user)}
+    assert keks == set(after)
+    if which == "rotate_key":
+        with pytest.raises(WrongKeyError):
+            async with SessionStore(db_url, key=old) as store:
+                await store.session("alice").get_items()

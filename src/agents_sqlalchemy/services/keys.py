@@ -70,7 +70,7 @@ class KeyRotation:
             await keyring.add_keyring(new.record.as_row(), retire=old.kek_id)
         # Every owner key gets a fresh successor: what a removal left in copies of the
         # database is then wrapped by keys that are destroyed at the end.
-        pairs = await self._owners.successors(old, new, resuming=bool(pending), opened=opened)
+        pairs = await self._owners.successors(old, new, opened=opened)
         moves: dict[str, tuple[Wrapper, Wrapper]] = {old.kek_id: (old, new)}
         done = await self._walk(moves | pairs, old.kek_id, pairs, batch_size, progress)
         opener.adopt(new_key, new)
@@ -97,7 +97,7 @@ class KeyRotation:
         if not resuming:
             opened = await self._owners.in_use()
             await self._check({kek.kek_id: kek, **opened}, batch_size)
-        pairs = await self._owners.successors(kek, kek, resuming=resuming, opened=opened)
+        pairs = await self._owners.successors(kek, kek, opened=opened)
         return await self._walk(dict(pairs), None, pairs, batch_size, progress)
 
     async def _check(self, wrappers: Mapping[str, Wrapper], batch_size: int) -> None:

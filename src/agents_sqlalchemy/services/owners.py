@@ -332,28 +332,30 @@ class Owners:
         old: KeyEncryptionKey,
         new: KeyEncryptionKey,
         *,
-        resuming: bool,
         opened: Mapping[str, OwnerKey] | None = None,
     ) -> dict[str, tuple[OwnerKey, OwnerKey]]:
         """A rotation's owner keys, by old id: each old key opened (or taken from `opened`,
         `in_use`'s), with its successor (a fresh key for the same owner, kept under `new`),
-        the old ones retired. Resuming an interrupted rotation, the old keys are the
-        retired ones, and their successors are found rather than made."""
+        the old ones retired.
+
+        A key that replaces one still there was made by this rotation, which was
+        interrupted (before its old keys were retired, or after): it is found again, never
+        rotated itself; every other key is an old one. So a rotation resumed from any
+        point re-wraps each owner's items once, under the key it made for them."""
         codec = await self._codec()
         if codec is None:
             return {}
         rows = await self._rows.every()
-        made = {row.replaces: row for row in rows if row.replaces is not None}
-        if resuming:
-            olds = [row for row in rows if row.retired_at is not None]
-        else:
-            olds = [row for row in rows if row.retired_at is None]
+        present = {row.key_id for row in rows}
+        made = {row.replaces: row for row in rows if row.replaces in present}
+        successors = {row.key_id for row in made.values()}
+        olds = [row for row in rows if row.key_id not in successors]
         old_keeper = self._given if self._given is not None else InDatabase(old)
         new_keeper = self._given if self._given is not None else InDatabase(new)
         pairs: dict[str, tuple[OwnerKey, OwnerKey]] = {}
         for row in olds:
             before = (opened or {}).get(row.key_id) or await self._open(codec, row, old_keeper)
-            found = made.get(row.key_id) if resuming else None
+            found = made.get(row.key_id)
             if found is not None:
                 after = await self._open(codec, found, new_keeper)
             else:
