@@ -237,6 +237,8 @@ async def test_sdk_style_constructors_share_one_store(sqlite_url: str) -> None:
     a = SQLAlchemySession("a", sqlite_url, create_tables=True)
     b = SQLAlchemySession.from_url("b", url=sqlite_url, create_tables=True)
     c = SQLAlchemySession("c", url_or_engine=sqlite_url, session_settings={"limit": 1})
+    # The SDK's `ensure_ascii` is taken (items are UTF-8 JSON either way).
+    SQLAlchemySession.from_url("e", url=sqlite_url, ensure_ascii=False)
     with pytest.raises(TypeError, match="bogus"):  # as the SDK says it, when the session is made
         a.store.session("d", session_settings={"bogus": 1})
     assert a.store is b.store is c.store

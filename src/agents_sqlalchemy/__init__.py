@@ -41,7 +41,7 @@ from .errors import (
     TamperedItemError,
     WrongKeyError,
 )
-from .migrations.api import SchemaStatus, downgrade, upgrade, upgrade_sql
+from .migrations.api import SchemaStatus, check, current, downgrade, stamp, upgrade, upgrade_sql
 from .records import (
     DailyUsage,
     ErasureReceipt,
@@ -119,8 +119,11 @@ __all__ = [
     "TokenUsage",
     "UsageReport",
     "WrongKeyError",
+    "check",
+    "current",
     "downgrade",
     "import_sdk",
+    "stamp",
     "upgrade",
     "upgrade_sql",
 ]

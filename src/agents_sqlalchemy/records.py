@@ -37,9 +37,10 @@ class SessionPage(list[SessionInfo]):
     Example::
 
         page = await store.list_sessions(user_id="alice", limit=20)
-        while page:
-            show(page)
+        show(page)
+        while page.next_cursor is not None:  # None: the last page (a cursor of None: the first)
             page = await store.list_sessions(user_id="alice", cursor=page.next_cursor)
+            show(page)
     """
 
     def __init__(self, infos: list[SessionInfo], next_cursor: str | None) -> None:

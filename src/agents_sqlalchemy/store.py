@@ -65,7 +65,7 @@ SESSION_OPTIONS = ("session_settings", "ttl", "repair_on_read")
 
 
 class SessionStore:
-    """Agents SDK sessions kept in SQLite or PostgreSQL through SQLAlchemy.
+    """Agents SDK sessions kept in SQLite, PostgreSQL or MySQL/MariaDB through SQLAlchemy.
 
     `url_or_engine` is a database URL (`"postgresql://..."`, `"sqlite+aiosqlite:///a.db"`),
     a bare file path (SQLite), or an `AsyncEngine` the app owns. The store works from any
@@ -641,7 +641,11 @@ class SQLAlchemySession(StoreSession):
         engine_kwargs: dict[str, Any] | None = None,
         import_sdk_history: bool = False,
         repair_on_read: bool = False,
+        ensure_ascii: bool = True,
     ) -> None:
+        # `ensure_ascii` is the SDK's choice of how its JSON text escapes non-ASCII; taken
+        # for its signature: items are kept as UTF-8 JSON and read back the same either way.
+        check_flag("ensure_ascii", ensure_ascii)
         session_key(session_id, user_id, metadata)  # a bad id fails before any store opens
         targets = [x for x in (url_or_engine, engine, store) if x is not None]
         if len(targets) != 1:

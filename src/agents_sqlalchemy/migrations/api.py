@@ -5,7 +5,7 @@ version table (`TableNames.version_table`), never the app's `alembic_version`.
 
 Example::
 
-    from agents_sqlalchemy import TableNames, upgrade
+    from agents_sqlalchemy import TableNames, check, upgrade
 
     await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
     status = await check("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
