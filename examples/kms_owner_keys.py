@@ -8,11 +8,13 @@ compatible one) to `agents_sqlalchemy.OwnerKeyStore`::
     import boto3
     store = SessionStore(url, key=store_key, owner_keys=KmsOwnerKeys(boto3.client("kms")))
 
-Each owner (a user, or a session without one) gets a KMS key of its own, found again by
-its alias. The owner's 32-byte key is encrypted under it, and the database keeps only that
-ciphertext: a copy of the database (a backup, a replica, WAL) holds nothing that opens an
-owner's items once the owner's KMS key is gone. `destroy` schedules the KMS key's deletion
-(AWS waits 7 to 30 days), and the erasure receipt says "scheduled" and when.
+Each owner key (a user's, or a session's without one) gets a KMS key of its own, found
+again by its alias: the key id, never the owner, since an owner holds two keys while a
+rotation replaces one and `destroy` must take the old one alone. The owner's 32-byte key is
+encrypted under it, and the database keeps only that ciphertext: a copy of the database (a
+backup, a replica, WAL) holds nothing that opens an owner's items once the owner's KMS keys
+are gone. `destroy` schedules the KMS key's deletion (AWS waits 7 to 30 days), and the
+erasure receipt says "scheduled" and when.
 
 The KMS is reached when an owner's key is made, once per owner when a store first opens its
 items, and at erasure; never per item. boto3 is blocking: the library runs these plain
@@ -59,25 +61,22 @@ class KmsClient(Protocol):
 
 
 class KmsOwnerKeys:
-    """`OwnerKeyStore` over a KMS: a KMS key per owner, named `alias/<prefix><owner>`."""
+    """`OwnerKeyStore` over a KMS: a KMS key per owner key, named `alias/<prefix><key id>`."""
 
     def __init__(self, client: KmsClient, prefix: str = "agents-owner-") -> None:
         self._client = client
         self._prefix = prefix
         self.calls = 0  # for the demo: how often the KMS was reached
 
-    def _alias(self, owner: str) -> str:
-        return f"alias/{self._prefix}{owner}"
+    def _alias(self, key_id: str) -> str:
+        return f"alias/{self._prefix}{key_id}"
 
     def keep(self, key_id: str, owner: str, material: bytes) -> bytes:
-        alias = self._alias(owner)
-        try:
-            return self._encrypt(alias, key_id, owner, material)
-        except NotFoundException:  # the owner's first key: make its KMS key
-            self.calls += 1
-            made = self._client.create_key(Description="agents-sqlalchemy owner key")
-            self._client.create_alias(AliasName=alias, TargetKeyId=made["KeyMetadata"]["KeyId"])
-            return self._encrypt(alias, key_id, owner, material)
+        alias = self._alias(key_id)
+        self.calls += 1
+        made = self._client.create_key(Description="agents-sqlalchemy owner key")
+        self._client.create_alias(AliasName=alias, TargetKeyId=made["KeyMetadata"]["KeyId"])
+        return self._encrypt(alias, key_id, owner, material)
 
     def _encrypt(self, alias: str, key_id: str, owner: str, material: bytes) -> bytes:
         self.calls += 1
@@ -93,7 +92,7 @@ class KmsOwnerKeys:
         try:
             response = self._client.decrypt(
                 CiphertextBlob=kept,
-                KeyId=self._alias(owner),
+                KeyId=self._alias(key_id),
                 EncryptionContext=_context(key_id, owner),
             )
         except (NotFoundException, KmsInvalidStateException):
@@ -104,7 +103,7 @@ class KmsOwnerKeys:
         self.calls += 1
         try:
             response = self._client.schedule_key_deletion(
-                KeyId=self._alias(owner), PendingWindowInDays=PENDING_DAYS
+                KeyId=self._alias(key_id), PendingWindowInDays=PENDING_DAYS
             )
         except (NotFoundException, KmsInvalidStateException):  # gone or going already
             return Destruction("scheduled", datetime.now(timezone.utc))
@@ -214,6 +213,9 @@ async def main() -> None:
             )
             bob = await store.session("bob-chat").get_items(limit=1)
             print(f"bob reads on: {bob[0]['content']}")
+            await store.rotate_owner_keys()  # bob's key replaced; his old KMS key scheduled
+            bob = await store.session("bob-chat").get_items(limit=1)
+            print(f"bob reads on after a rotation of the owner keys: {bob[0]['content']}")
 
         # Restore the backup: alice's items are there, and nothing opens them any more.
         await asyncio.to_thread(Path(url).write_bytes, backup)

@@ -97,19 +97,22 @@ class OwnerKeyStore(Protocol):
 
     `keep` returns bytes for the database to hold beside the key's id (a wrapped key, a
     KMS ciphertext, or None when the store keeps everything itself); `fetch` gets them
-    back. Ids and owners are hex strings, safe as file names.
+    back. Ids and owners are hex strings, safe as file names. Keep each key apart, by its
+    id: an owner holds two while a rotation replaces one, and `destroy` must take the old
+    one alone (a vault key per owner would erase the owner at every rotation).
 
     Example::
 
         class Vault:
             async def keep(self, key_id, owner, material):
-                return await vault.encrypt(f"owner-{owner}", material)   # kept in the database
+                await vault.create_key(f"owner-key-{key_id}")
+                return await vault.encrypt(f"owner-key-{key_id}", material)  # in the database
 
             async def fetch(self, key_id, owner, kept):
-                return await vault.decrypt(f"owner-{owner}", kept)
+                return await vault.decrypt(f"owner-key-{key_id}", kept)
 
             async def destroy(self, key_id, owner, kept):
-                await vault.delete_key(f"owner-{owner}")
+                await vault.delete_key(f"owner-key-{key_id}")
                 return Destruction("destroyed", datetime.now(timezone.utc))
     """
 
