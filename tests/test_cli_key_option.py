@@ -43,7 +43,22 @@ provider = LocalProvider()
 
 def make_provider():
     return LocalProvider()
+
+
+def failing_factory():
+    raise RuntimeError("the vault is sealed")
+
+
+class BadKekId(LocalProvider):
+    @property
+    def kek_id(self):
+        raise RuntimeError("no key id today")
+
+
+bad_kek_id = BadKekId()
 '''
+
+BROKEN_MODULE = 'raise RuntimeError("this module does not import")\n'
 
 KEY_COMMANDS = [
     ("sessions", "list"),
@@ -112,9 +127,13 @@ def test_a_key_provider_by_import_path(
         shown = invoke("sessions", "show", "s1", "--url", sqlite_url, "--key-provider", spec)
         assert shown.exit_code == 0, (spec, shown.output)
         assert "sealed words" in shown.output
-    for bad in (f"{name}", f"{name}:nothing", "no_such_module_here:x", f"{name}:SECRET"):
+    (tmp_path / f"{name}_broken.py").write_text(BROKEN_MODULE)
+    # Each was a traceback: a module failing at import, a factory failing, a kek_id raising.
+    failing = (f"{name}_broken:x", f"{name}:failing_factory", f"{name}:bad_kek_id")
+    for bad in (f"{name}", f"{name}:nothing", "no_such_module_here:x", f"{name}:SECRET", *failing):
         result = invoke("sessions", "show", "s1", "--url", sqlite_url, "--key-provider", bad)
         assert result.exit_code == 2 and "--key-provider" in result.output, (bad, result.output)
+        assert isinstance(result.exception, SystemExit), (bad, result.exception)
     both = invoke(
         "sessions", "show", "s1", "--url", sqlite_url,
         "--key-provider", f"{name}:provider", "--key-env", "X", env={"X": "y"},

@@ -126,6 +126,21 @@ def test_provider_needs_a_kek_id() -> None:
     with pytest.raises(InvalidKeyError, match="kek_id"):
         validate_key(LocalProvider(kek_id=""))
 
+    class Failing:
+        @property
+        def kek_id(self) -> str:
+            raise RuntimeError("no key id today")
+
+        def wrap(self, data_key: bytes) -> bytes:
+            return data_key
+
+        def unwrap(self, wrapped: bytes) -> bytes:
+            return wrapped
+
+    # The provider's own failure was a bare RuntimeError out of the store's constructor.
+    with pytest.raises(KeyProviderError, match="Failing failed to give its kek_id"):
+        validate_key(Failing())
+
 
 # -- passphrases and the KDF ------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
     KeyDirectory,
+    KeyProviderError,
     OwnerKeyError,
     SessionStore,
     TamperedItemError,
@@ -319,6 +320,17 @@ async def test_a_key_file_of_another_owner_is_refused(
     async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
         with pytest.raises(Exception, match="another owner"):
             await store.session("a").get_items()
+    # Emptied or cut short: said to be damaged (it read as "another owner", or the items'
+    # DecryptionError), and the items stay as they are.
+    whole = (directory / f"{bob_key}.key").read_bytes()
+    for damaged in (b"", whole[:-1], whole + b"\n"):
+        (directory / f"{bob_key}.key").write_bytes(damaged)
+        async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+            with pytest.raises(KeyProviderError, match="is damaged"):
+                await store.session("b").get_items()
+    (directory / f"{bob_key}.key").write_bytes(whole)
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.session("b").get_items() == [message("b")]
 
 
 def test_owner_keys_need_a_key_and_the_protocol(sqlite_url: str, tmp_path: Path) -> None:

@@ -27,7 +27,13 @@ import click
 
 from ..crypto import Key, KeyDirectory, KeyProvider, OwnerKeyStore, validate_key
 from ..database.engines import normalize_url, sqlite_file
-from ..errors import AgentsSQLAlchemyError, ConfigurationError, SchemaError, WrongKeyError
+from ..errors import (
+    AgentsSQLAlchemyError,
+    ConfigurationError,
+    KeyProviderError,
+    SchemaError,
+    WrongKeyError,
+)
 from ..search import Embedder, embedder_by_name
 from ..store import SessionStore
 from ..tables import ROLES, VIEWS, TableNames
@@ -218,8 +224,9 @@ def decode_key(value: str, form: str, option: str) -> Key:
     return raw
 
 
-def _load(spec: str, option: str) -> Any:
-    """The object at `MODULE:ATTR` (an instance, or a class or factory, called)."""
+def _load(spec: str, option: str, kind: type, described: str) -> Any:
+    """The `kind` at `MODULE:ATTR` (an instance, or a class or factory, called); anything
+    the app's code raises on the way is a one-line error naming it."""
     module_name, _, attr = spec.partition(":")
     hint = f"'{option}'"
     if not module_name or not attr:
@@ -230,28 +237,27 @@ def _load(spec: str, option: str) -> Any:
         found: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
-        raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint=hint) from None
-    if isinstance(found, type) or (
-        callable(found) and not isinstance(found, (KeyProvider, OwnerKeyStore))
-    ):
-        found = found()
+        if isinstance(found, type) or (callable(found) and not isinstance(found, kind)):
+            found = found()
+        fits = isinstance(found, kind)  # a protocol's check reads its attributes
+    except Exception as exc:
+        raise click.BadParameter(
+            f"cannot load {spec!r}: {type(exc).__name__}: {exc}", param_hint=hint
+        ) from None
+    if not fits:
+        raise click.BadParameter(
+            f"{spec!r} is a {type(found).__name__}, not {described}", param_hint=hint
+        )
     return found
 
 
 def load_provider(spec: str, option: str) -> Key:
     """The `KeyProvider` at `MODULE:ATTR` (an instance, or a class or factory to call)."""
-    hint = f"'{option}'"
-    found = _load(spec, option)
-    if not isinstance(found, KeyProvider):
-        raise click.BadParameter(
-            f"{spec!r} is a {type(found).__name__}, not a key provider (kek_id, wrap, unwrap)",
-            param_hint=hint,
-        )
+    found = _load(spec, option, KeyProvider, "a key provider (kek_id, wrap, unwrap)")
     try:
         return validate_key(found)
-    except ConfigurationError as exc:
-        raise click.BadParameter(str(exc), param_hint=hint) from None
+    except (ConfigurationError, KeyProviderError) as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{option}'") from None
 
 
 def load_owner_keys(spec: str) -> OwnerKeyStore:
@@ -261,13 +267,10 @@ def load_owner_keys(spec: str) -> OwnerKeyStore:
             return KeyDirectory(spec)
         except ConfigurationError as exc:  # "", or a path that is a file
             raise click.BadParameter(str(exc), param_hint="'--owner-keys'") from None
-    found = _load(spec, "--owner-keys")
-    if not isinstance(found, OwnerKeyStore):
-        raise click.BadParameter(
-            f"{spec!r} is a {type(found).__name__}, not an owner key store (keep, fetch, destroy)",
-            param_hint="'--owner-keys'",
-        )
-    return found
+    store: OwnerKeyStore = _load(
+        spec, "--owner-keys", OwnerKeyStore, "an owner key store (keep, fetch, destroy)"
+    )
+    return store
 
 
 def owner_keys() -> OwnerKeyStore | None:

@@ -30,13 +30,19 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
-from ..errors import DecryptionError, InvalidKeyError, KeyringError, WrongKeyError
+from ..errors import (
+    DecryptionError,
+    InvalidKeyError,
+    KeyProviderError,
+    KeyringError,
+    WrongKeyError,
+)
 from ..validation import storable
 from .kdf import (
     KEY_BYTES,
@@ -176,14 +182,21 @@ def validate_key(key: object) -> Key:
                 "os.urandom(32), or pass a passphrase as a str"
             )
         return raw
-    if isinstance(key, KeyProvider):
-        kek_id = getattr(key, "kek_id", None)
+    try:  # a provider's own properties may fail: its failure, ours to name
+        provider = isinstance(key, KeyProvider)
+        kek_id = getattr(key, "kek_id", None) if provider else None
+    except Exception as exc:
+        raise KeyProviderError(
+            f"key provider {type(key).__name__} failed to give its kek_id: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if provider:
         if not kek_id or not storable(kek_id):
             raise InvalidKeyError(
                 f"key provider {type(key).__name__}.kek_id must be a non-empty str "
                 "(no NUL, no lone surrogate: the keyring stores it)"
             )
-        return key
+        return cast(KeyProvider, key)
     raise InvalidKeyError(
         f"key must be a passphrase (str), 32 raw bytes, or a KeyProvider; got {type(key).__name__}"
     )

@@ -198,7 +198,13 @@ class KeyDirectory:
             content = self._file(key_id).read_bytes()
         except FileNotFoundError:
             return None
-        written_for, _, material = content.partition(b"\n")
+        written_for, newline, material = content.partition(b"\n")
+        if not newline or len(material) != KEY_BYTES:  # as `keep` writes it, or damaged
+            raise KeyProviderError(
+                f"owner key file {self._file(key_id)} is damaged ({len(content)} bytes, not "
+                f"its owner's line and {KEY_BYTES} bytes of key): restore it from where it "
+                "was kept; the items it wraps are intact"
+            )
         if written_for != owner.encode("ascii"):
             raise KeyProviderError(f"owner key file {key_id} belongs to another owner")
         return material
