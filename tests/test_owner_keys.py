@@ -860,3 +860,61 @@ async def test_a_rotation_stopped_while_it_makes_the_new_owner_keys_resumes_whol
         with pytest.raises(WrongKeyError):
             async with SessionStore(db_url, key=old) as store:
                 await store.session("alice").get_items()
+
+
+async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after its walk, while it destroyed the old owner keys: the next rotation of
+    the owner keys failed for good (a retired key it could not open: its file gone, or kept
+    under a store key the keyring no longer holds), and the old keys it left stayed."""
+    old, new = os.urandom(32), os.urandom(32)
+    users = ("alice", "bob", "carol")
+    directory = tmp_path / "keys"
+
+    async def fill(url: str, **options: Any) -> None:
+        async with SessionStore(url, create_tables=True, key=old, **options) as store:
+            for user in users:
+                await store.session(user, user_id=user).add_items([message(f"{user} said")])
+
+    def stop_on(cls: Any, name: str, after: int) -> None:
+        real, calls = getattr(cls, name), []
+
+        def stopping(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            if len(calls) > after:
+                raise Interrupted
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(cls, name, stopping)
+
+    # Kept in the database: rotate_key stopped once its old keyring row is deleted.
+    await fill(db_url)
+    stop_on(Owners, "destroy_keys", 0)
+    async with SessionStore(db_url, key=old) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_key(new)
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=new) as store:
+        assert await store.rotate_owner_keys() == len(users)
+        for user in users:
+            assert await store.session(user).get_items() == [message(f"{user} said")]
+    assert len(await _owner_keys(db_url)) == len(users)  # the old ones gone, not left
+
+    # In a key directory: rotate_owner_keys stopped after deleting one old key's file.
+    if not db_url.startswith("sqlite"):
+        return
+    other = f"sqlite+aiosqlite:///{tmp_path / 'dir.db'}"
+    await fill(other, owner_keys=KeyDirectory(directory))
+    stop_on(KeyDirectory, "destroy", 1)
+    async with SessionStore(other, key=old, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(Exception, match="Interrupted"):
+            await store.rotate_owner_keys()
+    monkeypatch.undo()
+    async with SessionStore(other, key=old, owner_keys=KeyDirectory(directory)) as store:
+        await store.rotate_owner_keys()
+        for user in users:
+            assert await store.session(user).get_items() == [message(f"{user} said")]
+    live = await _owner_keys(other)
+    assert len(live) == len(users)
+    assert {path.stem for path in directory.iterdir()} == set(live)

@@ -341,11 +341,18 @@ class Owners:
         A key that replaces one still there was made by this rotation, which was
         interrupted (before its old keys were retired, or after): it is found again, never
         rotated itself; every other key is an old one. So a rotation resumed from any
-        point re-wraps each owner's items once, under the key it made for them."""
+        point re-wraps each owner's items once, under the key it made for them. A retired
+        key that nothing can open any more (its key store destroyed it, or the keyring no
+        longer holds the key it was kept under: a rotation stopped after its walk) has only
+        its row left, which goes first."""
         codec = await self._codec()
         if codec is None:
             return {}
         rows = await self._rows.every()
+        lost = [row for row in rows if row.retired_at is not None and await self._lost(row, old)]
+        if lost:
+            await self._rows.delete(row.key_id for row in lost)
+            rows = [row for row in rows if row not in lost]
         present = {row.key_id for row in rows}
         made = {row.replaces: row for row in rows if row.replaces in present}
         successors = {row.key_id for row in made.values()}
@@ -364,6 +371,15 @@ class Owners:
         await self._rows.retire(pairs)
         self._current.clear()
         return pairs
+
+    async def _lost(self, row: Any, old: KeyEncryptionKey) -> bool:
+        """Whether retired owner key `row` can never be opened again: kept under a store key
+        the keyring no longer holds (a retired key is kept under the rotation's old key), or
+        destroyed by the owner key store that keeps it."""
+        if self._given is None:
+            return row.kek_id is not None and row.kek_id != old.kek_id
+        kept = None if row.kept is None else bytes(row.kept)
+        return await call_store(self._given, "fetch", row.key_id, row.owner, kept) is None
 
     async def in_use(self) -> dict[str, OwnerKey]:
         """Every owner key in use, opened, by id (nothing is changed): what a rotation
