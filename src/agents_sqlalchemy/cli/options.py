@@ -213,13 +213,16 @@ def decode_key(value: str, form: str, option: str) -> Key:
     """The `key=` a secret stands for: the passphrase itself, or 32 raw bytes in hex/base64."""
     if form == "passphrase":
         return value
+    # The key is what is wrong, not the option that names its form (said "Invalid value
+    # for '--key-format'").
     try:
         raw = bytes.fromhex(value) if form == "hex" else base64.b64decode(value, validate=True)
     except ValueError:  # binascii.Error is one
-        raise click.BadParameter(f"the key is not {form}", param_hint=f"'{option}'") from None
+        raise click.UsageError(f"the key given is not {form}, as {option} {form} says") from None
     if len(raw) != 32:
-        raise click.BadParameter(
-            f"a {form} key must decode to 32 bytes, got {len(raw)}", param_hint=f"'{option}'"
+        raise click.UsageError(
+            f"a {form} key must decode to 32 bytes, the key given decodes to {len(raw)} "
+            f"({option} {form})"
         )
     return raw
 
