@@ -93,3 +93,26 @@ def test_the_setting_takes_true_or_false_on_postgresql_only() -> None:
         SessionStore("mysql://u@localhost/db?pgbouncer=true")
     off = SessionStore("postgresql://u@localhost/db?pgbouncer=false")
     assert off.engine.url.query == {}
+
+
+async def test_reads_cancelled_behind_the_pooler_leave_no_transaction_open(
+    pgbouncer_url: str,
+) -> None:
+    """A read runs in a transaction there; cancelled while its BEGIN ran, the connection
+    stayed in it unknown to SQLAlchemy, and every later append on it was a savepoint that
+    reported success and was never committed: another store saw none of them."""
+    async with (
+        SessionStore(pgbouncer_url, create_tables=True) as store,
+        SessionStore(pgbouncer_url) as other,
+    ):
+        session = store.session("cancelled reads")
+        await session.add_items([message(str(n)) for n in range(50)])
+        for attempt in range(300):
+            try:
+                await asyncio.wait_for(session.get_items(), 0.0005 + (attempt % 7) * 0.0003)
+            except asyncio.TimeoutError:
+                pass
+        for n in range(10):
+            await store.session(f"after {n}").add_items([message("kept")])
+        seen = [await other.session(f"after {n}").get_items() for n in range(10)]
+    assert seen == [[message("kept")]] * 10

@@ -386,14 +386,19 @@ class Database:
         connection, the work and giving it back cost one hop to the driver's coroutines
         each, not a greenlet and a task apiece (a tail read of 20 items: a fifth faster).
 
-        On MySQL a unit cancelled midway drops its connection: asyncmy, stopped halfway
-        through a reply, refuses every later statement on it. (asyncpg cancels the query
-        and the pool's reset waits for it: the connection serves again.)"""
+        A unit cancelled midway drops its connection where it may have been in a
+        transaction: on MySQL (asyncmy, stopped halfway through a reply, refuses every
+        later statement on it, and its reads run in one), and in any unit that began one
+        (writes, and reads behind a transaction pooler). Cancelled while its `BEGIN` ran,
+        asyncpg's connection stays in that transaction without SQLAlchemy knowing: the
+        pool's reset rolled nothing back, and every later transaction on it was only a
+        savepoint, never committed. (A read in autocommit on asyncpg keeps its connection:
+        the query is cancelled and the pool's reset waits for it.)"""
         with engine.connect() as conn:
             try:
                 return self._run_on(conn, work, write, attempt, alone)
             except asyncio.CancelledError:
-                if self.dialect_name in MYSQL:
+                if write or self._source.pooled or self.dialect_name in MYSQL:
                     conn.invalidate()
                 raise
 
