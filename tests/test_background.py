@@ -104,6 +104,23 @@ class Blocking:
         self.ran += 1
 
 
+async def test_a_cancelled_flush_leaves_the_others_waiting_for_nothing() -> None:
+    """A flush cancelled by its caller (a search under `wait_for`) had its future cancelled:
+    setting it raised, and every flush listed after it waited for ever (a search hung)."""
+    blocking = Blocking()
+    background = Background(release=_nothing)
+    background.submit("index", blocking)
+    await asyncio.to_thread(blocking.started.wait, 10)
+    cancelled = asyncio.ensure_future(background.flush())
+    others = [asyncio.ensure_future(background.flush()) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    cancelled.cancel()
+    blocking.go.set()
+    await asyncio.wait_for(asyncio.gather(*others), 10)
+    assert cancelled.cancelled() and blocking.ran == 1
+    await background.close()
+
+
 @pytest.mark.parametrize("thread", [True, False], ids=["worker thread", "caller's loop"])
 async def test_a_flush_waits_for_what_was_submitted_before_it_only(
     monkeypatch: pytest.MonkeyPatch, thread: bool

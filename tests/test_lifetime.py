@@ -11,6 +11,7 @@ from agents.testing import ScriptedModel, assistant_message
 
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
+    DatabaseTimeoutError,
     SessionStore,
     SQLAlchemySession,
     StoreClosedError,
@@ -36,6 +37,7 @@ async def test_calls_after_close_raise_instead_of_reopening(db_url: str) -> None
         "session_info": store.session_info("s"),
         "delete_session": store.delete_session("s"),
         "purge_expired": store.purge_expired(),
+        "flush": store.flush(),  # returned None after close
     }
     for name, call in calls.items():
         with pytest.raises(StoreClosedError, match="closed"):
@@ -162,3 +164,16 @@ async def test_a_read_cancelled_while_a_checkpoint_runs_leaves_close_working(
 def _workers() -> int:
     """Background worker threads alive in this process."""
     return sum(t.name == "agents-sqlalchemy-background" for t in threading.enumerate())
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_pool_with_no_connection_free_is_a_database_timeout(db_url: str) -> None:
+    """SQLAlchemy's own `TimeoutError` came out as it was, outside the library's errors."""
+    pool = {"pool_size": 1, "max_overflow": 0, "pool_timeout": 0.2}
+    async with SessionStore(db_url, create_tables=True, engine_kwargs=pool) as store:
+        session = store.session("s")
+        await session.add_items([message("kept")])
+        async with store.engine.connect():  # the pool's one connection, held
+            with pytest.raises(DatabaseTimeoutError, match="no connection of the pool"):
+                await session.get_items()
+        assert await session.get_items() == [message("kept")]

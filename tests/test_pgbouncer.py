@@ -9,6 +9,7 @@ here are about PgBouncer itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -108,10 +109,8 @@ async def test_reads_cancelled_behind_the_pooler_leave_no_transaction_open(
         session = store.session("cancelled reads")
         await session.add_items([message(str(n)) for n in range(50)])
         for attempt in range(300):
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(session.get_items(), 0.0005 + (attempt % 7) * 0.0003)
-            except asyncio.TimeoutError:
-                pass
         for n in range(10):
             await store.session(f"after {n}").add_items([message("kept")])
         seen = [await other.session(f"after {n}").get_items() for n in range(10)]

@@ -366,6 +366,7 @@ class SessionStore:
         Both run just after the write, off the caller's path; a search waits for the
         indexing by itself, and `close()` for all of it.
         """
+        self._services.db.check_open()  # after close() it raises, as every call does
         await self._services.background.flush()
 
     @traced("rotate_key")

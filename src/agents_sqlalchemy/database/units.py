@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
@@ -347,6 +348,12 @@ class Database:
                 ) from exc
             except OSError as exc:
                 raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+            except PoolTimeout as exc:  # every connection of the pool is in use
+                raise DatabaseTimeoutError(
+                    f"no connection of the pool came free within its pool_timeout ({exc}): "
+                    "more work at once than the pool holds (engine_kwargs pool_size, "
+                    "max_overflow, pool_timeout); nothing was done"
+                ) from exc
 
     async def _waited(self, operation: Operation, work: Work[T], write: bool) -> T:
         """A small unit that met the SQLite file locked, in a worker thread; the time it

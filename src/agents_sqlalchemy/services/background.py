@@ -230,12 +230,15 @@ class Background:
 
     def _flushed(self, upto: int) -> None:
         """The jobs of the first `upto` submits have run: the flushes waiting for no more
-        return."""
+        return. A flush whose caller was cancelled has its future cancelled with it: it is
+        passed over (setting it raised, and every flush after it in the list waited for
+        ever)."""
         with self._lock:
             ready = [done for waits_for, done in self._flushes if waits_for <= upto]
             self._flushes = [pair for pair in self._flushes if pair[0] > upto]
         for done in ready:
-            done.set_result(None)
+            if not done.done():
+                done.set_result(None)
 
     async def _gather(self, hurry: asyncio.Event) -> None:
         """Let writes gather until they pause for `GATHER_SECONDS` (at most `GATHER_LIMIT`
