@@ -920,6 +920,31 @@ async def test_a_database_whose_keyring_row_is_gone_is_refused(db_url: str, key:
     assert await dump(db_url) == before
 
 
+async def test_a_store_that_saw_no_keyring_before_another_made_it_opens_that_one(
+    sqlite_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stores opening a new database at once: one read no keyring row, another then made it
+    and sealed items, and the first, seeing sealed data and (it thought) no keyring, refused
+    the database as one whose keyring was deleted."""
+    from agents_sqlalchemy.repository.keyring import KeyringRows
+
+    async with SessionStore(sqlite_url, create_tables=True, key=key) as first:
+        await first.session("s1", user_id="alice").add_items([message("a")])
+    real, looked = KeyringRows.keyring_rows, []
+
+    async def late(self: KeyringRows) -> Any:
+        if not looked:  # its first look came before the other store's commit
+            looked.append(1)
+            return []
+        return await real(self)
+
+    monkeypatch.setattr(KeyringRows, "keyring_rows", late)
+    async with SessionStore(sqlite_url, key=key) as second:
+        await second.session("s2", user_id="bob").add_items([message("b")])
+        assert await second.session("s1").get_items() == [message("a")]
+    assert looked == [1]
+
+
 async def test_a_rotation_that_meets_an_altered_item_changes_nothing(
     db_url: str, key: bytes
 ) -> None:

@@ -216,6 +216,9 @@ class Opener:
                 "or copy its sessions into a new database opened with the key"
             )
         if await self._keyring.has_sealed_data():
+            if any(row["retired_at"] is None for row in await self._keyring.keyring_rows()):
+                # Another store made the keyring after this one looked, then sealed.
+                return await open_kek(self.key, await self._active_record())
             raise KeyringError(
                 "this database holds sealed items, states or owner keys but no keyring row "
                 "(deleted, or left out of a copy of the tables): nothing was written; restore "
