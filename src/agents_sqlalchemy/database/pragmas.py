@@ -9,6 +9,8 @@ Example::
 
 from __future__ import annotations
 
+import sqlite3
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +47,7 @@ def sqlite_pragmas(
             cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.execute("PRAGMA secure_delete = ON")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _wal(cursor, busy_ms / 1000)
             if synchronous:
                 cursor.execute(f"PRAGMA synchronous = {synchronous}")
             if not checkpoint:
@@ -68,3 +70,21 @@ def open_existing(engine: Engine, may_create: Callable[[], bool]) -> None:
         if path != ":memory:" and not cparams.get("uri") and not may_create():
             cargs[0] = f"file:{quote(path)}?mode=rw"
             cparams["uri"] = True
+
+
+def _wal(cursor: Any, wait: float) -> None:
+    """Put the file in WAL mode, as its first connection does once for good. Connections
+    opening a new file at once all try it, and SQLite answers the switch "database is
+    locked" at once, without waiting for `busy_timeout` (it needs the file alone): such a
+    connection tries again, as that wait allows, until another's switch is done."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode")  # a DB-API cursor: its row comes apart
+            if str(cursor.fetchone()[0]).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
