@@ -54,7 +54,7 @@ def meta_filters(
 
 
 def _iso(value: object) -> str:
-    """What JSON has no type for, as text: a time in ISO 8601 UTC (as `info_json` gives)."""
+    """What JSON has no type for, as text: a time in ISO 8601 UTC."""
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc).isoformat()
     return str(value)
@@ -66,12 +66,10 @@ def info_json(info: SessionInfo) -> dict[str, Any]:
         "session_id": info.session_id,
         "user_id": info.user_id,
         "item_count": info.item_count,
-        "created_at": info.created_at.astimezone(timezone.utc).isoformat(),
-        "updated_at": info.updated_at.astimezone(timezone.utc).isoformat(),
+        "created_at": _iso(info.created_at),
+        "updated_at": _iso(info.updated_at),
         "metadata": info.metadata,
-        "archived_at": (
-            info.archived_at.astimezone(timezone.utc).isoformat() if info.archived_at else None
-        ),
+        "archived_at": _iso(info.archived_at) if info.archived_at else None,
     }
 
 

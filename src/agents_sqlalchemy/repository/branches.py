@@ -33,7 +33,7 @@ from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
 from ..turns import MAIN, is_user, turn_numbers
 from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
-from .lines import GONE, Gone, Lines, LockedSession, Opened, Peeked, inserted
+from .lines import GONE, Gone, Lines, LockedSession, Opened, Peeked, count_again, inserted
 from .prepared import Prepared
 from .schema import Schema, built_rows
 
@@ -481,10 +481,8 @@ class Branches:
                 if not removed:
                     raise Unchanged(0)  # an empty session cleared: no activity
                 return int(removed)
+            conn.execute(count_again(self._schema, session_pk))
             branches = self._schema.branches
-            conn.execute(
-                update(branches).where(branches.c.id == main_pk).values(turns=0, counted=0)
-            )
             companion = self._lines.companion(conn, key, session_pk)
             if companion is not None:
                 conn.execute(delete(items).where(items.c.session_pk == companion))

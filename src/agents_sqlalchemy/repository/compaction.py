@@ -15,11 +15,12 @@ from datetime import datetime, timedelta
 from itertools import groupby
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import NewItem, SessionKey, StoredItem, Tail
+from .lines import count_again
 from .schema import Claimed, Schema, built_rows
 
 #: Rows of a prefix examined per statement while pruning it.
@@ -148,11 +149,7 @@ class Compaction:
         usage, lines = self._schema.turn_usage, self._schema.branches
         main = select(lines.c.id).where(lines.c.session_pk == session_pk, lines.c.name == MAIN)
         conn.execute(delete(usage).where(usage.c.branch_pk == main.scalar_subquery()))
-        conn.execute(
-            update(lines)
-            .where(lines.c.session_pk == session_pk, lines.c.name == MAIN)
-            .values(turns=0, counted=0)
-        )
+        conn.execute(count_again(self._schema, session_pk))
 
     def _prune_prefix(
         self,

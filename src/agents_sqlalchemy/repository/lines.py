@@ -90,6 +90,17 @@ def inserted(conn: Connection, statement: Any) -> int:
     return int(primary_key[0])
 
 
+def count_again(schema: Schema, session_pk: Any) -> Update:
+    """The update that makes the main line's next usage record count its user turns again
+    from the start: after its counted items went (a compaction, a clear)."""
+    lines = schema.branches
+    return (
+        update(lines)
+        .where(lines.c.session_pk == session_pk, lines.c.name == MAIN)
+        .values(turns=0, counted=0)
+    )
+
+
 class LockedSession(NamedTuple):
     """A session's row locked for a removal: its pk, whether it ever branched, its main row,
     its user (a sealed store's reads check the owner by it)."""
