@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 from typing import Any, cast
 
@@ -288,14 +290,16 @@ async def test_a_key_directory_keeps_owner_keys_out_of_the_database(
     async with SessionStore(db_url, create_tables=True, key=key, owner_keys=keys) as store:
         await store.session("a", user_id="alice").add_items([message("alice's")])
         await store.session("b", user_id="bob").add_items([message("bob's")])
-        files = sorted(path.name for path in directory.iterdir())
-        assert len(files) == 2 and all(name.endswith(".key") for name in files)
+        files = sorted(path.name for path in directory.glob("*.key"))
+        assert len(files) == 2 and {p.name for p in directory.iterdir()} == {*files, "destroyed"}
         assert all(path.stat().st_mode & 0o777 == 0o600 for path in directory.iterdir())
         rows = await raw_rows(db_url, f"SELECT kept, kek_id FROM {OWNER_KEYS}")
         assert rows == [(None, None), (None, None)]  # nothing of the keys in the database
         receipt = await store.erase_user("alice")
         assert receipt.owner_keys_kept == "KeyDirectory" and receipt.owner_keys_destroyed == 1
-        assert len(list(directory.iterdir())) == 1
+        [left] = directory.glob("*.key")
+        [gone] = {name.removesuffix(".key") for name in files} - {left.stem}
+        assert (directory / "destroyed").read_text() == gone + "\n"  # its id logged
     # Reopened with the directory, bob reads; without it, nothing opens.
     async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
         assert await store.session("b").get_items() == [message("bob's")]
@@ -333,6 +337,47 @@ async def test_a_key_file_of_another_owner_is_refused(
         assert await store.session("b").get_items() == [message("b")]
 
 
+async def test_a_key_directory_that_never_held_a_key_does_not_call_it_erased(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    right, mistyped = tmp_path / "owner-keys", tmp_path / "owner_keys"
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, owner_keys=KeyDirectory(right)
+    ) as store:
+        for user in ("alice", "bob", "carol"):
+            await store.session(user, user_id=user).add_items([message(user)])
+    [bob_key] = await _item_keks(sqlite_url, "bob")
+    backup = tmp_path / "backup.db"
+    live = sqlite_url.removeprefix("sqlite+aiosqlite:///")
+    with closing(sqlite3.connect(live)) as source, closing(sqlite3.connect(backup)) as copy:
+        source.backup(copy)
+    # Opened with a directory that never held its keys: no read says "erased", and an
+    # erasure gives no receipt while the key lives on where it is kept.
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(mistyped)) as store:
+        with pytest.raises(KeyProviderError, match=r"never destroyed there.*not erased"):
+            await store.session("alice").get_items()
+        with pytest.raises(KeyProviderError, match=rf"not destroyed: delete {bob_key}\.key"):
+            await store.erase_user("bob")
+    assert (right / f"{bob_key}.key").exists()
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(right)) as store:
+        assert await store.session("alice").get_items() == [message("alice")]
+        assert (await store.erase_user("alice")).owner_key_status == "destroyed"
+    # A copy made before alice's erasure: her key is in the log, so she reads as erased.
+    copy_url = f"sqlite+aiosqlite:///{backup}"
+    async with SessionStore(copy_url, key=key, owner_keys=KeyDirectory(right)) as store:
+        with pytest.raises(OwnerKeyError, match="was destroyed"):
+            await store.session("alice").get_items()
+        assert await store.session("carol").get_items() == [message("carol")]
+    # A directory made before the log: a missing file reads as destroyed, as it did.
+    [carol_key] = await _item_keks(sqlite_url, "carol")
+    (right / "destroyed").unlink()
+    (right / f"{carol_key}.key").unlink()
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(right)) as store:
+        with pytest.raises(OwnerKeyError, match="was destroyed"):
+            await store.session("carol").get_items()
+    assert not (right / "destroyed").exists()  # a directory with files is not given a log
+
+
 def test_owner_keys_need_a_key_and_the_protocol(sqlite_url: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="needs a key"):
         SessionStore(sqlite_url, owner_keys=KeyDirectory(tmp_path))
@@ -368,7 +413,7 @@ async def test_an_erased_user_is_unreadable_in_a_sqlite_copy_taken_before(
         alice = [bytes(r[0]) for r in await raw_rows(sqlite_url, _KEYS_OF.format("alice"))]
         bob = [bytes(r[0]) for r in await raw_rows(sqlite_url, _KEYS_OF.format("bob"))]
         assert all(piece in copy for piece in alice)
-        files = {path.stem: path.read_bytes() for path in directory.iterdir()}
+        files = {path.stem: path.read_bytes() for path in directory.glob("*.key")}
         await store.erase_user("alice")
         await store.flush()
     existing = key_files(directory)
@@ -410,7 +455,7 @@ def test_the_command_line_takes_the_owner_key_directory(sqlite_url: str, tmp_pat
     assert erased.exit_code == 0, erased.output
     receipt = json.loads(erased.stdout)
     assert receipt["owner_keys_destroyed"] == 1 and receipt["owner_keys_kept"] == "KeyDirectory"
-    assert len(list(directory.iterdir())) == 1
+    assert len(list(directory.glob("*.key"))) == 1
     for given in ("", sqlite_url):  # an unset variable; a file (was a traceback each)
         bad = cli("sessions", "show", "b", "--url", sqlite_url, "--owner-keys", given, env=env)
         assert bad.exit_code == 2 and "Invalid value for '--owner-keys'" in bad.output, bad.output
@@ -433,7 +478,7 @@ async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(
             )
             await store.session(user).set_state("k", user)
     before = await _owner_keys(db_url)
-    files_before = {path.stem for path in directory.iterdir()}
+    files_before = {path.stem for path in directory.glob("*.key")}
     assert files_before == set(before)
 
     real, calls = keys_module.rewrap_many, []
@@ -459,7 +504,7 @@ async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(
     after = await _owner_keys(db_url)
     assert sorted(after.values()) == sorted(before.values())  # one fresh key per owner
     assert not set(after) & set(before)
-    assert {path.stem for path in directory.iterdir()} == set(after)  # old files deleted
+    assert {path.stem for path in directory.glob("*.key")} == set(after)  # old files deleted
     assert {kek for user in ("alice", "bob") for kek in await _item_keks(db_url, user)} == set(
         after
     )
@@ -608,7 +653,7 @@ def test_the_command_line_rotates_the_owner_keys(sqlite_url: str, tmp_path: Path
             await store.session("a", user_id="alice").add_items([message("a")])
 
     asyncio.run(seed())
-    before = {path.name for path in directory.iterdir()}
+    before = {path.name for path in directory.glob("*.key")}
     env = {"AGENTS_SQLALCHEMY_KEY": "pass"}
     done = cli(
         "rotate-owner-keys",
@@ -621,7 +666,7 @@ def test_the_command_line_rotates_the_owner_keys(sqlite_url: str, tmp_path: Path
     )
     assert done.exit_code == 0, done.output
     assert "Re-wrapped 1 data key under fresh owner keys" in done.output
-    after = {path.name for path in directory.iterdir()}
+    after = {path.name for path in directory.glob("*.key")}
     assert len(after) == 1 and not after & before
 
 
@@ -917,4 +962,4 @@ async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
             assert await store.session(user).get_items() == [message(f"{user} said")]
     live = await _owner_keys(other)
     assert len(live) == len(users)
-    assert {path.stem for path in directory.iterdir()} == set(live)
+    assert {path.stem for path in directory.glob("*.key")} == set(live)

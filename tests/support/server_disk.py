@@ -79,7 +79,7 @@ def key_files(directory: Path | None) -> list[Wrapper]:
     """The owner keys a key directory's files hold (`KeyDirectory`: the owner, a newline,
     the key's 32 bytes)."""
     found: list[Wrapper] = []
-    for path in directory.iterdir() if directory is not None else ():
+    for path in directory.glob("*.key") if directory is not None else ():
         owner, _, material = path.read_bytes().partition(b"\n")
         found.append(OwnerKey(path.stem, owner.decode(), material))
     return found

@@ -158,21 +158,36 @@ class KeyDirectory:
     """Owner keys as files in a directory of the application's host, one per key.
 
     A key is written to a new file (mode 0600, synced, renamed into place, the directory
-    synced); destroying it unlinks the file and syncs the directory. Back the directory up
-    apart from the database, or not at all: a backup of it keeps erased keys alive.
+    synced); destroying it notes its id in the directory's `destroyed` log, then unlinks
+    the file and syncs the directory. Back the directory up apart from the database, or not
+    at all: a backup of it keeps erased keys alive.
+
+    A key that has no file and is not in the log was never destroyed here: reading it raises
+    `KeyProviderError` (the directory is not the one the keys were written to, or a file
+    was removed by hand), and so does destroying it; it never reads as erased. The log is
+    made with the directory (or in an empty one); a directory made before it existed has
+    none, and there a missing file reads as a destroyed key.
 
     Example::
 
         store = SessionStore(url, key=store_key, owner_keys=KeyDirectory("owner-keys"))
     """
 
+    #: The log of destroyed key ids, one per line: nothing secret, a key id says nothing
+    #: of its owner.
+    LOG = "destroyed"
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             # "" (an unset variable, most often) would be the working directory.
             raise ConfigurationError(f"an owner key directory is a path, got {path!r:.80}")
         self.path = Path(path)
+        self._log = self.path / self.LOG
         try:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not any(self.path.iterdir()):
+                self._log.touch(mode=0o600)
+                self._sync()
         except OSError as exc:
             raise ConfigurationError(f"owner key directory {self.path}: {exc}") from exc
 
@@ -197,7 +212,10 @@ class KeyDirectory:
         try:
             content = self._file(key_id).read_bytes()
         except FileNotFoundError:
-            return None
+            if self._destroyed(key_id):
+                return None
+            unknown = self._unknown(key_id, "its items are not erased, and nothing was changed")
+            raise unknown from None
         written_for, newline, material = content.partition(b"\n")
         if not newline or len(material) != KEY_BYTES:  # as `keep` writes it, or damaged
             raise KeyProviderError(
@@ -210,9 +228,34 @@ class KeyDirectory:
         return material
 
     def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Destruction:
-        self._file(key_id).unlink(missing_ok=True)
+        file = self._file(key_id)
+        if self._log.exists() and not self._destroyed(key_id):
+            if not file.exists():
+                raise self._unknown(key_id, f"not destroyed: delete {file.name} where it is kept")
+            descriptor = os.open(self._log, os.O_WRONLY | os.O_APPEND)
+            try:  # one short write to a file opened to append: whole, whatever else writes
+                os.write(descriptor, key_id.encode("ascii") + b"\n")
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        file.unlink(missing_ok=True)
         self._sync()
         return Destruction("destroyed", datetime.now(timezone.utc))
+
+    def _destroyed(self, key_id: str) -> bool:
+        """Whether the log names `key_id` (with no log, any key without a file is)."""
+        try:
+            logged = self._log.read_bytes()
+        except FileNotFoundError:
+            return True
+        return key_id.encode("ascii") + b"\n" in logged
+
+    def _unknown(self, key_id: str, so: str) -> KeyProviderError:
+        return KeyProviderError(
+            f"owner key {key_id} has no file in {self.path} and was never destroyed there: "
+            "this is not the directory that keeps the database's owner keys, or the key's "
+            f"file was removed by hand; {so}"
+        )
 
     def _sync(self) -> None:
         descriptor = os.open(self.path, os.O_RDONLY)
