@@ -443,6 +443,41 @@ async def test_a_version_table_of_other_tables_is_reported(db_url: str) -> None:
     assert f"is at revision {HEAD} (expected {HEAD}) but tables s2, m2 are missing" in error
 
 
+async def test_another_sets_version_table_at_head_is_refused_by_every_command(
+    db_url: str,
+) -> None:
+    """Tables named to use set a's version table (missing, so "incomplete"): upgrade said
+    there was nothing to do, stamp moved a's revision, and downgrade ran a's scripts."""
+    ours, other = TableNames(prefix="a_"), TableNames(prefix="b_", version="a_version")
+    async with SessionStore(db_url, create_tables=True, tables=ours) as store:
+        await store.session("s").add_items([{"role": "user", "content": "a's"}])
+    for command in (
+        migrate.upgrade(db_url, tables=other),
+        migrate.stamp(db_url, "0001", tables=other),
+        migrate.downgrade(db_url, "base", tables=other),
+    ):
+        with pytest.raises(agents_sqlalchemy.SchemaError, match=r"b_sessions.* are missing"):
+            await command
+    assert (await migrate.check(db_url, tables=ours)).at_head
+    async with SessionStore(db_url, tables=ours) as store:
+        assert await store.session("s").get_items() == [{"role": "user", "content": "a's"}]
+
+
+async def test_sqlite_table_names_differing_only_in_case_are_the_same_tables(
+    tmp_path: Path,
+) -> None:
+    """SQLite compares table names without case: Alembic found `Chat_version` for the
+    prefix `chat_` while the status looked for `chat_sessions` case by case (at head, with
+    every table "missing"), and a downgrade then ran on tables it said were not there."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'cased.db'}"
+    async with SessionStore(url, create_tables=True, tables=TableNames(prefix="Chat_")) as store:
+        await store.session("s").add_items([{"role": "user", "content": "kept"}])
+    status = await migrate.check(url, tables=TableNames(prefix="chat_"))
+    assert status.state == "current", status.describe()
+    async with SessionStore(url, tables=TableNames(prefix="chat_")) as store:
+        assert await store.session("s").get_items() == [{"role": "user", "content": "kept"}]
+
+
 async def test_a_dropped_table_is_reported_and_nothing_recreates_it_unasked(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         await store.session("s").add_items([{"role": "user", "content": "kept"}])

@@ -200,7 +200,9 @@ async def _connection(
     write: bool,
     operation: str,
     tables: TableNames,
-) -> AsyncIterator[AsyncConnection]:
+) -> AsyncIterator[tuple[AsyncConnection, URL]]:
+    """A connection for a migration command (in one transaction if `write`), and the URL
+    as given (messages name it: behind PgBouncer the engine's URL is rewritten)."""
     source = EngineSource(url_or_engine, None)
     probe = Probe(Telemetry(), source.url)
     version_table = tables.version_table
@@ -217,11 +219,11 @@ async def _connection(
         ):
             async with source.get().connect() as conn:
                 if not write:
-                    yield conn
+                    yield conn, source.url
                     return
                 await conn.run_sync(leave_autocommit)  # an app's engine: one transaction
                 async with conn.begin():
-                    yield conn
+                    yield conn, source.url
     finally:
         await source.close()
 
@@ -239,8 +241,8 @@ async def upgrade(
         await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
     """
     revision, names = checked_revision(revision), table_names(tables)
-    async with _connection(url_or_engine, write=True, operation="upgrade", tables=names) as conn:
-        url = conn.engine.url
+    connection = _connection(url_or_engine, write=True, operation="upgrade", tables=names)
+    async with connection as (conn, url):
         await run_command(
             conn,
             names,
@@ -254,7 +256,8 @@ def _upgrade_refusal(status: SchemaStatus, url: URL) -> SchemaError | None:
     tables (or the view) at the names it would create are there without a revision, an
     application's, the SDK's or a failed migration's. It would fail on them, and MySQL and
     MariaDB would keep what it made before."""
-    return status.error(url) if status.state in ("untracked", "foreign", *_NOT_OURS) else None
+    refused = ("untracked", "foreign", "incomplete", *_NOT_OURS)
+    return status.error(url) if status.state in refused else None
 
 
 async def downgrade(
@@ -274,8 +277,9 @@ async def downgrade(
     revision, names = checked_revision(revision), table_names(tables)
     if (absent := _no_file(url_or_engine, names)) is not None:
         raise absent.refusal("downgrade", str(url_or_engine))
-    async with _connection(url_or_engine, write=True, operation="downgrade", tables=names) as conn:
-        await _refuse_without_tables(conn, names, "downgrade", "untracked")
+    connection = _connection(url_or_engine, write=True, operation="downgrade", tables=names)
+    async with connection as (conn, url):
+        await _refuse_without_tables(conn, url, names, "downgrade", "untracked")
         await run_command(conn, names, lambda cfg: command.downgrade(cfg, revision))
 
 
@@ -296,8 +300,9 @@ async def stamp(
     revision, names = checked_revision(revision), table_names(tables)
     if (absent := _no_file(url_or_engine, names)) is not None:
         raise absent.refusal("stamp", str(url_or_engine))
-    async with _connection(url_or_engine, write=True, operation="stamp", tables=names) as conn:
-        await _refuse_without_tables(conn, names, "stamp")
+    connection = _connection(url_or_engine, write=True, operation="stamp", tables=names)
+    async with connection as (conn, url):
+        await _refuse_without_tables(conn, url, names, "stamp")
         await run_command(conn, names, lambda cfg: command.stamp(cfg, revision))
 
 
@@ -320,15 +325,17 @@ _NOT_OURS = ("ahead", "unknown")
 
 
 async def _refuse_without_tables(
-    conn: AsyncConnection, tables: TableNames, action: str, *also: str
+    conn: AsyncConnection, url: URL, tables: TableNames, action: str, *also: str
 ) -> None:
     """`SchemaError` when these tables are not there (or not ours): `action` would only
-    leave a stray version table behind; or when their revision is not one of ours."""
+    leave a stray version table behind; or when their revision is not one of ours, or
+    their version table is at head while tables are missing (another set's version table:
+    a downgrade would drop that set's tables)."""
     status = await conn.run_sync(schema_status, tables)
     if status.state in ("missing", "foreign", *also):
-        raise status.refusal(action, conn.engine.url)
-    if status.state in _NOT_OURS:
-        raise status.error(conn.engine.url)
+        raise status.refusal(action, url)
+    if status.state in ("incomplete", *_NOT_OURS):
+        raise status.error(url)
 
 
 async def upgrade_sql(
@@ -367,7 +374,8 @@ async def check(
     names = table_names(tables)
     if (absent := _no_file(url_or_engine, names)) is not None:
         return absent  # not opened: that would make an empty file
-    async with _connection(url_or_engine, write=False, operation="check", tables=names) as conn:
+    connection = _connection(url_or_engine, write=False, operation="check", tables=names)
+    async with connection as (conn, _):
         return await conn.run_sync(schema_status, names)
 
 

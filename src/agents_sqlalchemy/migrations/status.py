@@ -310,13 +310,24 @@ def _ours(tables: TableNames) -> list[str]:
 def _view(connection: Connection, tables: TableNames) -> tuple[str, ...]:
     """The view's name, if a view or table has it (an upgrade would fail creating it)."""
     inspector, name = inspect(connection), tables.messages_view_name
-    present = {*inspector.get_view_names(tables.schema), *inspector.get_table_names(tables.schema)}
-    return (name,) if name in present else ()
+    views = inspector.get_view_names(tables.schema)
+    present = _folded(connection, [*views, *inspector.get_table_names(tables.schema)])
+    return (name,) if _fold(connection, name) in present else ()
 
 
 def _existing(connection: Connection, tables: TableNames, ours: list[str]) -> tuple[str, ...]:
-    present = set(inspect(connection).get_table_names(schema=tables.schema))
-    return tuple(name for name in ours if name in present)
+    present = _folded(connection, inspect(connection).get_table_names(schema=tables.schema))
+    return tuple(name for name in ours if _fold(connection, name) in present)
+
+
+def _fold(connection: Connection, name: str) -> str:
+    """A table name as the database compares it: SQLite ignores the case of ASCII letters
+    (`chat_sessions` is `Chat_sessions` there, which Alembic's version table lookup finds)."""
+    return name.lower() if connection.dialect.name == "sqlite" else name
+
+
+def _folded(connection: Connection, names: list[str]) -> set[str]:
+    return {_fold(connection, name) for name in names}
 
 
 def _columns(connection: Connection, name: str, schema: str | None) -> set[str]:
@@ -342,10 +353,13 @@ def _other_version_tables(connection: Connection, tables: TableNames) -> tuple[s
     """Version tables of this library under other prefixes (`<prefix>version` beside a
     `<prefix>sessions`, holding one of our revisions)."""
     names = set(inspect(connection).get_table_names(schema=tables.schema))
+    folded = _folded(connection, list(names))
     found = []
-    for name in sorted(names - {tables.version_table}):
+    for name in sorted(names):
         prefix = name.removesuffix("version")
-        if prefix == name or f"{prefix}sessions" not in names:
+        if _fold(connection, name) == _fold(connection, tables.version_table):
+            continue
+        if prefix == name or _fold(connection, f"{prefix}sessions") not in folded:
             continue
         if _columns(connection, name, tables.schema) != {"version_num"}:
             continue
