@@ -281,6 +281,6 @@ async def call_store(store: OwnerKeyStore, verb: str, *args: Any) -> Any:
         raise
     except Exception as exc:
         raise KeyProviderError(
-            f"owner key store {type(store).__name__} failed to {verb} a key: "
+            f"owner key store {type(store).__name__} failed to {verb} owner key {args[0]}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc

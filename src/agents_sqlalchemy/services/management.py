@@ -129,10 +129,15 @@ class Management:
         elif not where:  # every session: every owner's key
             owners = None
         async with self._opener.scrubbing():
+            # A user's keys go first, in the key store, then their rows: a key store that
+            # fails then leaves everything to try again (after the sessions, the rows that
+            # name the key would be gone, and the key alive). A key made meanwhile for a
+            # new session of the user goes with that session, below.
+            first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
             sessions, items, keys = await self._sessions.delete_sessions(
                 condition, DELETE_BATCH, owners
             )
-            destroyed = await self._owners.destroyed(keys)
+            destroyed = first.and_then(await self._owners.destroyed(keys))
         return Removed(sessions=sessions, items=items), destroyed
 
     async def purge_expired(self, batch_size: int) -> int:

@@ -66,6 +66,11 @@ class Destroyed:
     status: str | None
     at: datetime | None
 
+    def and_then(self, later: Destroyed) -> Destroyed:
+        """Both destructions as one: the keys of both, the status and time of the last."""
+        last = later if later.at is not None else self
+        return Destroyed(self.keys + later.keys, last.status, last.at)
+
 
 class Owners:
     """The owner keys of one store, by owner and by id; see the module's docstring."""
