@@ -54,6 +54,11 @@ async def test_a_write_behind_another_writer_gives_up_after_lock_timeout(db_url:
             assert "'contended'" in str(caught.value) and "lock_timeout=0.5" in str(caught.value)
             with pytest.raises(SessionBusyError):
                 await session.pop_item()
+            # Every write of one session names it (these said "a lock is busy").
+            for write in (session.clear_session(), session.create_branch_from_turn(1)):
+                with pytest.raises(SessionBusyError) as caught:
+                    await write
+                assert caught.value.session_id == "contended"
         # MySQL waits whole seconds (at least one); nobody waits for the default 30.
         assert 0.4 < waited < 10
         # Nothing of the failed writes was kept; the session works again.

@@ -496,7 +496,7 @@ class Branches:
             )
             return int(removed)
 
-        return await self._schema.db.write(work)
+        return await self._schema.db.write(work, session_id=key.session_id)
 
     # -- branches ---------------------------------------------------------------------------
 
@@ -538,7 +538,7 @@ class Branches:
             conn.execute(refs.insert().from_select(columns, copied))
             return chosen, used
 
-        return await self._schema.db.write(work)
+        return await self._schema.db.write(work, session_id=key.session_id)
 
     def _reserve(
         self, conn: Connection, session_pk: int, name: str | None, base: str, now: datetime
@@ -605,4 +605,4 @@ class Branches:
             conn.execute(update(branches).where(branches.c.id == branch_pk).values(deleted_at=now))
             return True
 
-        return await self._schema.db.write(work)
+        return await self._schema.db.write(work, session_id=key.session_id)

@@ -85,7 +85,8 @@ class Compaction:
             await self._schema.db.write(
                 lambda conn: self._replace_tail(
                     conn, key, list(expected), count, build, prune, origins
-                )
+                ),
+                session_id=key.session_id,
             )
         except TailChanged:
             return False
@@ -125,7 +126,10 @@ class Compaction:
 
         With no live item to follow, the new rows are made now and expire after `ttl`.
         """
-        await self._schema.db.write(lambda conn: self._replace_all(conn, key, count, build, ttl))
+        await self._schema.db.write(
+            lambda conn: self._replace_all(conn, key, count, build, ttl),
+            session_id=key.session_id,
+        )
 
     def _replace_all(
         self, conn: Connection, key: SessionKey, count: int, build: Build, ttl: timedelta | None

@@ -286,7 +286,9 @@ class Imports:
         items: Sequence[tuple[datetime, NewItem]],
     ) -> bool:
         """Write a new session with these items (and their times); False if it exists."""
-        return await self._schema.db.write(lambda conn: self._import(conn, key, created, items))
+        return await self._schema.db.write(
+            lambda conn: self._import(conn, key, created, items), session_id=key.session_id
+        )
 
     def _import(
         self,

@@ -353,8 +353,10 @@ class Lines:
             assert opened is not None
             return work(conn, *self._fresh_main(conn, key, opened))
 
-        result = await self._schema.db.read(attempt)
-        return await self._schema.db.write(refresh) if result is _STALE else result
+        result: T = await self._schema.db.read(attempt)
+        if result is _STALE:
+            return await self._schema.db.write(refresh, session_id=key.session_id)
+        return result
 
     # -- locking for a removal --------------------------------------------------------------
 

@@ -161,7 +161,7 @@ class Usage:
                 return False
             return self._record_main(conn, session_pk, last.next_seq, [], values, opened)
 
-        return await self._schema.db.write(work)
+        return await self._schema.db.write(work, session_id=key.session_id)
 
     @cached_property
     def _main_end_query(self) -> Any:
