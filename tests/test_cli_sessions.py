@@ -349,6 +349,10 @@ def test_metadata_values_read_and_print_alike() -> None:
     assert [meta_value(v) for v in ("3", "-2.5", "true", "false", "web", '"7"', "null", "[1]")] == [
         3, -2.5, True, False, "web", "7", "null", "[1]"
     ]  # fmt: skip
+    # Words JSON has no number for are text: a filter for status=NaN matches "NaN".
+    assert [meta_value(v) for v in ("NaN", "Infinity", "-Infinity")] == [
+        "NaN", "Infinity", "-Infinity"
+    ]  # fmt: skip
     metadata = {"a": "web", "b": 1, "c": "1", "d": "two words", "e": True, "f": {"x": [1]}}
     assert format_meta(metadata) == 'a=web b=1 c="1" d="two words" e=true f={"x": [1]}'
     assert format_meta({}) == ""

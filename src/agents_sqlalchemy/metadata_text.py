@@ -18,14 +18,18 @@ def meta_value(raw: str) -> Any:
     """The metadata value `raw` stands for in a filter: a number or boolean if it reads as
     JSON one, else the text (quote it, `"7"`, for the string).
 
-    >>> [meta_value(v) for v in ("3", "2.5", "true", "web", '"7"')]
-    [3, 2.5, True, 'web', '7']
+    >>> [meta_value(v) for v in ("3", "2.5", "true", "web", '"7"', "NaN")]
+    [3, 2.5, True, 'web', '7', 'NaN']
     """
-    try:
-        value = json.loads(raw)
+    try:  # NaN and Infinity are words, not JSON numbers
+        value = json.loads(raw, parse_constant=_not_a_number)
     except ValueError:
         return raw
     return value if isinstance(value, (bool, int, float, str)) else raw
+
+
+def _not_a_number(word: str) -> Any:
+    raise ValueError(word)
 
 
 def format_meta(metadata: dict[str, Any]) -> str:

@@ -128,7 +128,7 @@ class SessionStore:
         self.tables = table_names(tables)
         check_flag("create_tables", create_tables)
         check_flag("import_sdk_history", import_sdk_history)
-        self.ttl = ttl_delta(ttl)
+        self._ttl = ttl_delta(ttl)
         self._session_settings = settings_option(session_settings)  # None: made when asked
         self.embedder = embedder_option(search, embedder)
         self._services = Services.build(
@@ -136,7 +136,7 @@ class SessionStore:
             tables=self.tables,
             key=key,
             owner_keys=owner_keys,
-            ttl=self.ttl,
+            ttl=self._ttl,
             embedder=self.embedder,
             create_tables=create_tables,
             engine_kwargs=engine_kwargs,
@@ -161,6 +161,12 @@ class SessionStore:
     @session_settings.setter
     def session_settings(self, value: SessionSettings | dict[str, Any] | None) -> None:
         self._session_settings = settings_option(value)
+
+    @property
+    def ttl(self) -> timedelta | None:
+        """How long the items of this store's sessions live (None: for ever); read-only,
+        the sessions are built with it: `store.session(..., ttl=...)` sets one session's."""
+        return self._ttl
 
     @property
     def key(self) -> Key | None:

@@ -110,9 +110,11 @@ def _duration(value: object, what: str) -> timedelta:
     left to the caller, whose message says what zero or less would mean."""
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         raise ConfigurationError(f"{what} is seconds or a timedelta, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigurationError(f"{what} is a finite number of seconds, got {value!r}")
     try:
         delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
-    except (OverflowError, ValueError):  # NaN, or past timedelta's range
+    except (OverflowError, ValueError):  # past timedelta's range
         delta = None
     if delta is None or delta > LONGEST:
         raise ConfigurationError(f"{what} is at most {LONGEST.days:,} days, got {value!r}")
