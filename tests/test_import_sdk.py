@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -219,3 +220,24 @@ def test_the_command_line_hints_skip_unstorable_only_where_it_helps(
     result = cli("import-sdk", "--from", str(source), "--url", sqlite_url, "--create")
     assert result.exit_code == 1 and "1 session not imported" in result.output
     assert "--skip-unstorable" not in result.output, result.output
+
+
+def test_a_source_that_is_not_the_sdks_fails_in_one_line_and_makes_no_target(
+    tmp_path: Path,
+) -> None:
+    """A file that is no database, or one without the SDK's tables read with --order id,
+    printed a traceback of SQLAlchemy's, after --create had made the target."""
+    text_file, empty_db = tmp_path / "notes.txt", tmp_path / "empty.db"
+    text_file.write_text("not a database\n" * 100)
+    sqlite3.connect(empty_db).close()
+    target = tmp_path / "target.db"
+    for source, order, said in (
+        (text_file, "auto", "file is not a database"),
+        (empty_db, "id", "the source has no table 'agent_sessions'"),
+    ):
+        args = ("import-sdk", "--from", str(source), "--url", str(target), "--create")
+        result = cli(*args, "--order", order)
+        assert result.exit_code == 1, result.output
+        assert said in result.output and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert not target.exists()

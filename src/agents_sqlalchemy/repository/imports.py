@@ -15,7 +15,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from ..database.engines import normalize_url
+from ..database.units import database_errors
 from ..errors import ConfigurationError
 from ..turns import MAIN
 from ..types import Beyond, NewItem, SessionKey
@@ -92,18 +94,30 @@ class SdkSource:
         if self._owned:
             await self._engine.dispose()
 
-    async def order(self) -> Order:
-        """The SDK's reading order: by `id` (`SQLiteSession`) or `created_at` then id."""
-        async with self._engine.connect() as conn:
-            return await conn.run_sync(self._detect_order)
+    async def order(self, given: Order = "auto") -> Order:
+        """The SDK's reading order, once the source is checked to have the SDK's tables:
+        `given`, or for "auto" the one the tables show: by `id` (`SQLiteSession`) or by
+        `created_at` then id."""
+        async with self._connect() as conn:
+            return await conn.run_sync(self._detect_order, given)
 
-    def _detect_order(self, conn: Connection) -> Order:
+    def _detect_order(self, conn: Connection, given: Order) -> Order:
         inspector = inspect(conn)
         for table in (self._sessions, self._messages):
             if not inspector.has_table(table.name):
                 raise ConfigurationError(f"the source has no table {table.name!r}")
+        if given != "auto":
+            return given
         indexes = {index["name"] for index in inspector.get_indexes(self._messages.name)}
         return "id" if f"idx_{self._messages.name}_session_id" in indexes else "created_at"
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection to the source; its failures (not a database, gone) `DatabaseError`."""
+        outcome = "what was imported before stays"
+        with database_errors(self._engine.url, "reading the SDK's tables failed", outcome=outcome):
+            async with self._engine.connect() as conn:
+                yield conn
 
     async def groups(self) -> Sequence[Any]:
         """One row per session with messages: session_id, messages, first and last time."""
@@ -122,7 +136,7 @@ class SdkSource:
             .group_by(messages.c.session_id, sessions.c.created_at, sessions.c.updated_at)
             .order_by(messages.c.session_id)
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             return (await conn.execute(query)).all()
 
     async def rows(self, session_id: str, order: Order) -> Sequence[Any]:
@@ -141,7 +155,7 @@ class SdkSource:
             .where(messages.c.session_id == session_id, structure.c.branch_id == MAIN)
             .order_by(structure.c.sequence_number)
         )
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             if await self._structured(conn, session_id):
                 return (await conn.execute(main)).all()
             return (await conn.execute(query)).all()
@@ -161,7 +175,7 @@ class SdkSource:
             .order_by(structure.c.branch_id)
         )
         turns = select(func.count()).where(usage.c.session_id == session_id)
-        async with self._engine.connect() as conn:
+        async with self._connect() as conn:
             if not await self._structured(conn, session_id):
                 return Beyond()
             found = [

@@ -131,9 +131,8 @@ async def import_sdk(
     left_out: list[ImportOmission] = []
     try:
         with services.db.telemetry.operation("import"):
-            codec = await services.opener.ready()  # the schema and the key, checked first
-            if order == "auto":
-                order = await reader.order()
+            order = await reader.order(order)  # the source read first, then the target
+            codec = await services.opener.ready()  # its schema and its key
             groups = await reader.groups()
             total, done = sum(group.messages for group in groups), 0
             if progress:
