@@ -241,3 +241,29 @@ def test_a_source_that_is_not_the_sdks_fails_in_one_line_and_makes_no_target(
         assert said in result.output and "Traceback" not in result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
         assert not target.exists()
+
+
+async def test_imported_history_expires_as_the_stores_items_do(tmp_path: Path) -> None:
+    """Imported items never expired, whatever the store's ttl (an export's import applied
+    it): they expire that long from the import, on first use and through `import_sdk`."""
+    path = tmp_path / "agent.db"
+    for session_id in ("store's", "session's"):
+        sdk = SQLiteSession(session_id, path)
+        await sdk.add_items([message(f"{session_id} old")])
+        sdk.close()
+    async with SessionStore(path, create_tables=True, import_sdk_history=True, ttl=60) as store:
+        assert await store.session("store's").get_items() == [message("store's old")]
+        assert await store.session("session's", ttl=600).get_items() != []
+    target = tmp_path / "target.db"
+    await import_sdk(path, target, create_tables=True, ttl=3600)
+    expected = [(path, "store's", 60), (path, "session's", 600)]
+    expected += [(target, "store's", 3600), (target, "session's", 3600)]
+    for db, session_id, ttl in expected:
+        with sqlite3.connect(db) as conn:
+            [(left,)] = conn.execute(
+                "SELECT (julianday(i.expires_at) - julianday('now')) * 86400"
+                " FROM agents_sqlalchemy_items i JOIN agents_sqlalchemy_sessions s"
+                " ON s.id = i.session_pk WHERE s.session_id = ?",
+                (session_id,),
+            ).fetchall()
+        assert ttl - 30 < left <= ttl, (db.name, session_id, left)

@@ -212,7 +212,7 @@ class StoreSession:
     async def _adopt(self) -> None:
         """On first use: a session with history in the SDK's own tables and none here is
         imported or refused (`services.adoption`), never used as a new, empty one."""
-        await self._live().adoption.check(self._key)
+        await self._live().adoption.check(self._key, self._ttl)
         self._adopted = True
 
     # -- history health (history_check.py) -----------------------------------------------------

@@ -56,6 +56,14 @@ from .options import database_options, encrypted_hint, key_options, missing_sqli
     help="Import a session holding items this store cannot hold (NaN, a lone surrogate, "
     "nesting past 128 levels) without them, naming each; by default it is not imported.",
 )
+@click.option(
+    "--ttl",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="The imported items expire this long from now, as the store's ttl would have them "
+    "(default: never).",
+)
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @database_options(may_create=True)
 @key_options
@@ -69,6 +77,7 @@ def command(
     order: Order,
     create: bool,
     skip_unstorable: bool,
+    ttl: float | None,
     progress: bool,
 ) -> None:
     """Copy the SDK's SQLiteSession/SQLAlchemySession tables into the library's tables.
@@ -99,6 +108,7 @@ def command(
                 key=key,
                 create_tables=create,
                 skip_unstorable=skip_unstorable,
+                ttl=ttl,
             ),
             create_option=True,
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -298,10 +298,12 @@ class Imports:
         key: SessionKey,
         created: tuple[datetime, datetime],
         items: Sequence[tuple[datetime, NewItem]],
+        ttl: timedelta | None = None,
     ) -> bool:
-        """Write a new session with these items (and their times); False if it exists."""
+        """Write a new session with these items (and their times), which expire `ttl` from
+        now (None: never); False if it exists."""
         return await self._schema.db.write(
-            lambda conn: self._import(conn, key, created, items), session_id=key.session_id
+            lambda conn: self._import(conn, key, created, items, ttl), session_id=key.session_id
         )
 
     def _import(
@@ -310,8 +312,10 @@ class Imports:
         key: SessionKey,
         created: tuple[datetime, datetime],
         items: Sequence[tuple[datetime, NewItem]],
+        ttl: timedelta | None,
     ) -> bool:
         sessions = self._schema.sessions
+        expires_at = None if ttl is None else self._schema.now() + ttl
         first, last = created
         values = {
             "session_id": key.session_id,
@@ -328,7 +332,7 @@ class Imports:
                 "session_pk": session_pk,
                 "seq": seq,
                 "created_at": when,
-                "expires_at": None,
+                "expires_at": expires_at,
                 "payload": item.payload,
                 "ciphertext": item.ciphertext,
                 "kek_id": item.kek_id,

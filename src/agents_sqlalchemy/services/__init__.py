@@ -146,7 +146,7 @@ class Services:
             opener.ready, OwnerKeyRows(schema), sessions, owner_keys, sealed=key is not None
         )
         adoption = Adoption(
-            db, opener, owners, sessions, imports, tables, import_on_use=import_sdk_history
+            db, opener, owners, sessions, imports, tables, import_on_use=import_sdk_history, ttl=ttl
         )
         indexer = (
             None

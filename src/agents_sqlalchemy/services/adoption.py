@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from ..codec import Codec, encode_item
@@ -51,8 +51,10 @@ class Adoption:
         tables: TableNames,
         *,
         import_on_use: bool,
+        ttl: timedelta | None = None,
     ) -> None:
         self.import_on_use = import_on_use
+        self.ttl = ttl
         self._db = db
         self._opener = opener
         self._owners = owners
@@ -63,8 +65,9 @@ class Adoption:
         # None: not looked yet; False: the SDK's tables are not there (or are ours).
         self._present: bool | None = None
 
-    async def check(self, key: SessionKey) -> None:
-        """Import or refuse `key`'s SDK history if it has no session of ours; else nothing."""
+    async def check(self, key: SessionKey, ttl: timedelta | None = None) -> None:
+        """Import or refuse `key`'s SDK history if it has no session of ours; else nothing.
+        Imported items expire `ttl` from now (the session's, else the store's)."""
         if self._present is False:
             return
         codec = await self._opener.ready()
@@ -89,7 +92,7 @@ class Adoption:
             beyond = await reader.beyond(key.session_id)
         sealer = await self._owners.sealer(key)
         try:
-            await copy_session(self._imports, codec, key, rows, sealer=sealer)
+            await copy_session(self._imports, codec, key, rows, sealer=sealer, ttl=ttl or self.ttl)
         except ItemError as exc:
             where = self._db.url.render_as_string(hide_password=True)
             command = self._tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND)
@@ -138,6 +141,7 @@ async def copy_session(
     sealer: Wrapper | None = None,
     *,
     skip_unstorable: bool = False,
+    ttl: timedelta | None = None,
 ) -> Copied:
     """Write one SDK session's rows (id, message_data, created_at; in the SDK's order) as a
     session of ours, in one transaction. A row that is not JSON is skipped, as the SDK skips
@@ -176,7 +180,7 @@ async def copy_session(
             f"but this store cannot hold: {shown}"
         )
     items = list(zip(written_at, codec.rows(key, payloads, 1, sealer), strict=True))
-    if not await imports.import_session(key, (first, last), items):
+    if not await imports.import_session(key, (first, last), items, ttl):
         return Copied(None, unreadable)
     return Copied(len(items), unreadable, tuple(refused))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, get_args
 
@@ -37,7 +38,7 @@ from ..repository import SdkSource
 from ..repository.imports import Order
 from ..tables import TableNames, table_names
 from ..telemetry import Telemetry, current, telemetry_option
-from ..validation import check_flag, check_progress, session_key
+from ..validation import check_flag, check_progress, session_key, ttl_delta
 from . import Services
 from .adoption import Copied, beyond_main, copy_session
 
@@ -91,6 +92,7 @@ async def import_sdk(
     key: Key | None = None,
     create_tables: bool = False,
     skip_unstorable: bool = False,
+    ttl: float | timedelta | None = None,
     telemetry: Telemetry | bool | None = None,
 ) -> ImportReport:
     """Copy every SDK session of `source` into the library's tables in `target`.
@@ -103,7 +105,8 @@ async def import_sdk(
     refuses an import without it, and with it every item is sealed on the way in.
     A session that cannot be copied whole is not imported (`ImportReport.refused` says why)
     and the others are; `skip_unstorable=True` copies such a session without the items this
-    store cannot hold (`ImportReport.left_out` names each).
+    store cannot hold (`ImportReport.left_out` names each). `ttl` is the target store's
+    option: the imported items expire that long from now (default: never).
     `telemetry` is the target store's option (`Telemetry`): the import is one operation.
 
     Example::
@@ -114,12 +117,13 @@ async def import_sdk(
         raise ConfigurationError(f"order must be one of {get_args(Order)}, got {order!r:.80}")
     progress, names = check_progress(progress), table_names(tables)
     skip_unstorable = check_flag("skip_unstorable", skip_unstorable)
+    lifetime = ttl_delta(ttl)
     reader = SdkSource(source, sessions_table, messages_table)
     services = Services.build(
         target,
         tables=names,
         key=key,
-        ttl=None,
+        ttl=lifetime,
         embedder=None,
         create_tables=create_tables,
         telemetry=telemetry_option(telemetry),
@@ -191,6 +195,7 @@ async def _copy(
         (group.first, group.last),
         sealer,
         skip_unstorable=skip_unstorable,
+        ttl=services.conversation.ttl,
     )
     if copied.items is not None and (operation := current()) is not None:  # not skipped
         operation.wrote(copied.items, json_size(row.message_data or "" for row in rows))
