@@ -406,8 +406,16 @@ class Database:
                 return self._run_on(conn, work, write, attempt, alone)
             except asyncio.CancelledError:
                 if write or self._source.pooled or self.dialect_name in MYSQL:
-                    conn.invalidate()
+                    self._drop(conn)
                 raise
+
+    def _drop(self, conn: Connection) -> None:
+        """Invalidate `conn`; asyncpg's connection is ended at once first. SQLAlchemy closes
+        an invalidated one gracefully, for two seconds at most: a wait for the server that
+        may be why the unit was cancelled (hung: `statement_timeout` overshot by two)."""
+        if self.dialect_name == "postgresql":
+            conn.connection.dbapi_connection.driver_connection.terminate()  # type: ignore[union-attr]
+        conn.invalidate()
 
     def _run_on(
         self, conn: Connection, work: Work[T], write: bool, attempt: _Attempt, alone: bool
