@@ -23,12 +23,15 @@ async def test_too_many_items_in_one_call_are_refused(sqlite_url: str) -> None:
 async def test_too_much_json_in_one_call_is_refused(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(codec_module, "MAX_BATCH_CHARS", 10_000)
+    monkeypatch.setattr(codec_module, "MAX_BATCH_BYTES", 10_000)
     async with SessionStore(db_url, create_tables=True, key="k") as store:
         session = store.session("s")
         items = [{"role": "user", "content": "y" * 3_000} for _ in range(4)]
         with pytest.raises(ItemError, match="split it"):
             await session.add_items(items)
+        # The bound is in bytes: 3,000 euro signs are 9,000 of them (it counted characters).
+        with pytest.raises(ItemError, match="split it"):
+            await session.add_items([{"role": "user", "content": "€" * 3_000}] * 2)
         assert await store.session_info("s") is None  # nothing written
         await session.add_items(items[:3])  # under the bound: stored
         assert len(await session.get_items()) == 3

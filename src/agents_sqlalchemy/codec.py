@@ -110,9 +110,9 @@ def encode_item(item: Any, what: str = "item") -> str:
         raise ItemError(f"{what} is not JSON-serialisable: {exc}") from exc
 
 
-#: The JSON one `add_items` call writes at most, in characters: more is refused before
+#: The JSON one `add_items` call writes at most, in bytes of UTF-8: more is refused before
 #: anything is written (a call is one transaction, held whole in memory).
-MAX_BATCH_CHARS = 256 * 2**20
+MAX_BATCH_BYTES = 256 * 2**20
 
 
 def json_size(texts: Iterable[str]) -> int:
@@ -122,15 +122,15 @@ def json_size(texts: Iterable[str]) -> int:
 
 
 def encode_items(items: Iterable[Any]) -> list[str]:
-    """Serialise a batch; the first bad item, or going past `MAX_BATCH_CHARS`, raises
+    """Serialise a batch; the first bad item, or going past `MAX_BATCH_BYTES`, raises
     before anything is written."""
     payloads, size = [], 0
     for index, item in enumerate(items):
         payloads.append(text := encode_item(item, f"item {index}"))
-        size += len(text)
-        if size > MAX_BATCH_CHARS:
+        size += len(text) if text.isascii() else len(text.encode())
+        if size > MAX_BATCH_BYTES:
             raise ItemError(
-                f"the batch is over {MAX_BATCH_CHARS // 2**20} MiB of JSON by item {index}: "
+                f"the batch is over {MAX_BATCH_BYTES // 2**20} MiB of JSON by item {index}: "
                 "split it into several add_items calls (each is all-or-nothing); nothing "
                 "was written"
             )

@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..codec import MAX_BATCH_CHARS, encode_item
+from ..codec import MAX_BATCH_BYTES, encode_item, json_size
 from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
 from ..repository import GONE
@@ -345,7 +345,7 @@ class Portability:
             ends_turn = index + 1 == len(items) or items[index + 1][0] != turn
             values = usage.pop(turn, None) if ends_turn else None
             following = line.sizes[index + 1] if index + 1 < len(items) else 0
-            full = len(batch) >= BATCH or size + following > MAX_BATCH_CHARS
+            full = len(batch) >= BATCH or size + following > MAX_BATCH_BYTES
             if values is not None or full or index + 1 == len(items):
                 await self._branches.append(key, name, batch, None, values)
                 batch, size = [], 0
@@ -437,9 +437,9 @@ def _int(value: Any, what: str, number: int, high: int) -> int:
 
 
 def _json(value: Any, what: str, number: int) -> int:
-    """The length of `value` (an object) as the JSON stored, or the error naming its line."""
+    """The bytes of `value` (an object) as the JSON stored, or the error naming its line."""
     try:
-        return len(encode_item(value, what))
+        return json_size((encode_item(value, what),))
     except ItemError as exc:
         raise _bad(number, str(exc)) from exc
 
@@ -533,8 +533,8 @@ def _add_item(line: _Line, record: dict[str, Any], number: int) -> None:
             number, f"line {line.name!r:.80} holds more than the {line.expected} items it announced"
         )
     size = _json(item, "the item", number)
-    if size > MAX_BATCH_CHARS:
-        raise _bad(number, f"an item of over {MAX_BATCH_CHARS // 2**20} MiB of JSON")
+    if size > MAX_BATCH_BYTES:
+        raise _bad(number, f"an item of over {MAX_BATCH_BYTES // 2**20} MiB of JSON")
     line.items.append((turn, item))
     line.sizes.append(size)
 
