@@ -68,15 +68,22 @@ def test_doctor_finds_each_problem_and_names_its_fix(db_url: str) -> None:
     assert "PROBLEM  embedder    items were indexed with hashing-v2-64" in found.output
     assert "PROBLEM  sdk tables  agent_messages holds 1 session not imported" in found.output
     assert "PROBLEM  histories   1 session of 2 hold" in found.output
+    assert "ok       index       every live item is indexed with hashing-v2-64" in found.output
     assert "3 problems found" in found.output
     for check in ("histories", "sdk tables"):
         command = fix_of(found.output, check, db_url)
         fixed = cli(*command, *(["--yes"] if check == "histories" else []))
         assert fixed.exit_code == 0, fixed.output
     again = cli("doctor", "--url", db_url)
-    assert "PROBLEM  embedder" in again.output and "1 problem found" in again.output
     assert "ok       sdk tables  every session of agent_messages was imported" in again.output
     assert "ok       histories   3 sessions, all healthy" in again.output
+    # An import indexes nothing, nor a repair's item: found by no search until a reindex.
+    assert "PROBLEM  index       2 live items not indexed with hashing-v2-64" in again.output
+    assert "PROBLEM  embedder" in again.output and "2 problems found" in again.output
+    reindexed = cli(*fix_of(again.output, "index", db_url))
+    assert reindexed.exit_code == 0, reindexed.output
+    healed = cli("doctor", "--url", db_url)
+    assert healed.exit_code == 0 and "No problems found" in healed.output, healed.output
 
 
 def test_doctor_on_the_schema_and_the_key(sqlite_url: str) -> None:

@@ -29,7 +29,7 @@ from ..services import Services
 from ..services.opener import IMPORT_COMMAND, SDK_MESSAGES
 from ..store import SessionStore
 from ..tables import TableNames
-from ..types import SessionKey
+from ..types import Scope, SessionKey
 from .layout import counted
 from .options import (
     ENV_PREFIX,
@@ -127,6 +127,7 @@ async def _with_store(
     async with SessionStore(url, tables=tables, key=key, search=False, owner_keys=owners) as store:
         checks: dict[str, Callable[[], Awaitable[Finding]]] = {
             "embedder": lambda: _embedder(url, tables, store, embedder_name),
+            "index": lambda: _unindexed(url, tables, store, embedder_name),
             "sdk tables": lambda: _sdk_history(url, tables),
             "histories": lambda: _histories(url, tables, store),
         }
@@ -199,6 +200,36 @@ async def _embedder(
         "the older items by keyword only",
         f"{tables.command_line('', shown(url), program='agents-sqlalchemy reindex')} "
         f"--embedder {name} (or give the application the embedder {indexed})",
+    )
+
+
+async def _unindexed(
+    url: str, tables: TableNames, store: SessionStore, embedder_name: str | None
+) -> Finding:
+    """Live items without a row of the index's model: a search indexes 2,000 of its scope's
+    at most, so after a load with search off, or a writer that died before its indexing,
+    the rest are found by no search."""
+    model = await store.indexed_model()
+    if model is None:
+        embedder = load_embedder(embedder_name) if embedder_name else HashingEmbedder()
+        model = index_id(embedder.model_id)
+    services = Services.build(
+        url, tables=tables, key=None, ttl=None, embedder=None, create_tables=False
+    )
+    try:  # nothing sealed is read: no key needed
+        await services.opener.schema_ready()
+        missing = await services.search_index.count_unindexed(model, Scope())
+    finally:
+        await services.close()
+    if not missing:
+        return Finding("index", True, f"every live item is indexed with {model}")
+    return Finding(
+        "index",
+        False,
+        f"{counted(missing, 'live item')} not indexed with {model}: found by no search until "
+        "indexed (a load with search off, or a writer stopped before its indexing)",
+        tables.command_line("", shown(url), program="agents-sqlalchemy reindex")
+        + (f" --embedder {embedder_name}" if embedder_name else ""),
     )
 
 
