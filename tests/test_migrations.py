@@ -841,3 +841,23 @@ async def test_the_api_makes_no_file_where_a_sqlite_database_is_not(tmp_path: Pa
     assert not path.exists()
     await agents_sqlalchemy.upgrade(path)
     assert (await migrate.check(path)).at_head
+
+
+@pytest.mark.dialects("mariadb")
+async def test_mariadb_branch_names_differing_by_trailing_spaces_and_downgrades(
+    db_url: str,
+) -> None:
+    """Branches "b" and "b " of one session: a downgrade to base failed on the collation
+    it changed back first (a duplicate key, though the table goes right after), and one
+    to 0001 raised the server's error; now base runs and 0001 is refused, changing nothing."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items([message("one")])
+        await session.create_branch_from_turn(1, "b")
+        await session.switch_to_branch("main")
+        await session.create_branch_from_turn(1, "b ")
+    with pytest.raises(SchemaError, match="differ only by trailing spaces"):
+        await migrate.downgrade(db_url, "0001")
+    assert (await migrate.check(db_url)).at_head
+    await migrate.downgrade(db_url, "base")
+    assert (await migrate.check(db_url)).state == "missing"

@@ -1,7 +1,8 @@
 """Owner keys: a key per user (or per session without one) between the store's key and
 the items' data keys, so that erasing one owner destroys one key. And on MySQL and MariaDB,
 branch names in a collation that does not pad, so that "b" and "b " are two branches (a
-downgrade then fails, changing nothing, while two names of a session differ only so).
+downgrade short of base is then refused, changing nothing, while two names of a session
+differ only so; one to base drops the table without changing it first).
 
 A downgrade below this revision is refused, changing nothing, while the owner keys table
 holds keys: they wrap the data keys of every item sealed since, which dropping them would
@@ -69,10 +70,35 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    to_base = context.get_revision_argument() is None  # 0001's downgrade drops the rest
     _refuse_while_owner_keys_are_kept()
-    if op.get_bind().dialect.name in MYSQL:
+    if op.get_bind().dialect.name in MYSQL and not to_base:
+        _refuse_names_that_pad_alike()
         _branch_names(mysql.VARCHAR(255, collation="utf8mb4_bin"))
     op.drop_table(_tables()["owner_keys"], schema=_tables()["schema"])
+
+
+def _refuse_names_that_pad_alike() -> None:
+    """`SchemaError` before any change where two branch names of a session differ only by
+    trailing spaces: 0001's collation pads, and would find them one name twice."""
+    if context.is_offline_mode():
+        return
+    name, session_pk = sa.column("name", sa.String), sa.column("session_pk", sa.Integer)
+    branches = sa.table(_tables()["branches"], session_pk, name, schema=_tables()["schema"])
+    padded = sa.func.rtrim(branches.c.name)
+    twins = (
+        sa.select(branches.c.session_pk, padded)
+        .group_by(branches.c.session_pk, padded)
+        .having(sa.func.count() > 1)
+    )
+    found = op.get_bind().execute(twins).all()
+    if found:
+        raise SchemaError(
+            f"refusing to downgrade below revision {revision}: {len(found)} session(s) have "
+            "branch names that differ only by trailing spaces (such as 'b' and 'b '), which "
+            "revision 0001 reads as one name; nothing was changed. Delete or rename one of "
+            "each (delete_branch), or downgrade to base"
+        )
 
 
 def _branch_names(kind: Any) -> None:
