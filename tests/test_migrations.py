@@ -861,3 +861,13 @@ async def test_mariadb_branch_names_differing_by_trailing_spaces_and_downgrades(
     assert (await migrate.check(db_url)).at_head
     await migrate.downgrade(db_url, "base")
     assert (await migrate.check(db_url)).state == "missing"
+
+
+async def test_a_refusal_behind_pgbouncer_names_the_url_as_given(pgbouncer_url: str) -> None:
+    """The command a refusal advised named the engine's rewritten URL, without
+    `pgbouncer=true`, and failed as advised."""
+    await migrate.upgrade(pgbouncer_url)
+    await _set_version(pgbouncer_url.split("?")[0], TableNames(), None)
+    with pytest.raises(SchemaError, match=r"db stamp --url '[^']*pgbouncer=true'") as caught:
+        await migrate.upgrade(pgbouncer_url)
+    assert "prepared_statement_cache_size" not in str(caught.value)
