@@ -871,3 +871,25 @@ async def test_a_refusal_behind_pgbouncer_names_the_url_as_given(pgbouncer_url: 
     with pytest.raises(SchemaError, match=r"db stamp --url '[^']*pgbouncer=true'") as caught:
         await migrate.upgrade(pgbouncer_url)
     assert "prepared_statement_cache_size" not in str(caught.value)
+
+
+@pytest.mark.dialects("mariadb")
+async def test_mariadb_prefixes_differing_only_in_case_are_refused_before_any_change(
+    db_url: str,
+) -> None:
+    """Table names there tell case apart, InnoDB's foreign key names do not: a second set
+    whose prefix differed in case only failed at its first foreign key (errno 121), leaving
+    its version table behind, and failed so again at each try."""
+    await migrate.upgrade(db_url, tables=TableNames(prefix="cased_"))
+    twin = TableNames(prefix="Cased_")
+    with pytest.raises(SchemaError, match="differ from this library's names only in case"):
+        await migrate.upgrade(db_url, tables=twin)
+    with pytest.raises(SchemaError, match="only in case"):
+        async with SessionStore(db_url, create_tables=True, tables=twin) as store:
+            await store.session("s").get_items()
+    engine = create_async_engine(db_url)
+    async with engine.connect() as conn:
+        names = await conn.run_sync(lambda sync: inspect(sync).get_table_names())
+    await engine.dispose()
+    assert not [name for name in names if name.startswith("Cased_")]
+    assert (await migrate.check(db_url, tables=TableNames(prefix="cased_"))).at_head

@@ -195,6 +195,12 @@ class SchemaStatus:
 
     def _foreign(self, where: str) -> str:
         seen = ", ".join(self.tables_seen)
+        if not set(self.tables_seen) & set(_ours(self.tables)):
+            return (
+                f"tables {seen} in {where} differ from this library's names only in case, "
+                "which MySQL and MariaDB do not tell apart in the names of constraints: "
+                "give this library's tables other names (another prefix)"
+            )
         if not self.sdk_layout:
             return (
                 f"tables {seen} in {where} are not agents_sqlalchemy's: give this library's "
@@ -249,6 +255,8 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
             if _existing(connection, tables, ours):
                 return schema_status(connection, tables)
             return SchemaStatus("untracked", found, expected, tables, view)
+        if not existing and (twins := _case_twins(connection, tables, ours)):
+            return SchemaStatus("foreign", found, expected, tables, twins)
         if not existing:
             others = _other_version_tables(connection, tables)
             return SchemaStatus("missing", found, expected, tables, (), others)
@@ -320,10 +328,33 @@ def _existing(connection: Connection, tables: TableNames, ours: list[str]) -> tu
     return tuple(name for name in ours if _fold(connection, name) in present)
 
 
+def _case_twins(connection: Connection, tables: TableNames, ours: list[str]) -> tuple[str, ...]:
+    """MySQL and MariaDB: tables whose names differ from ours only in case. Table names
+    there may tell case apart, but InnoDB's foreign key names never do, and ours are built
+    from the table names: the migrations would fail on them, past their first statement."""
+    if connection.dialect.name not in ("mysql", "mariadb") or _folds_case(connection):
+        return ()
+    wanted = {name.lower() for name in ours}
+    present = inspect(connection).get_table_names(schema=tables.schema)
+    return tuple(sorted(name for name in present if name.lower() in wanted))
+
+
 def _fold(connection: Connection, name: str) -> str:
     """A table name as the database compares it: SQLite ignores the case of ASCII letters
-    (`chat_sessions` is `Chat_sessions` there, which Alembic's version table lookup finds)."""
-    return name.lower() if connection.dialect.name == "sqlite" else name
+    (`chat_sessions` is `Chat_sessions` there, which Alembic's version table lookup finds),
+    and so do MySQL and MariaDB where `lower_case_table_names` is set (macOS, Windows)."""
+    return name.lower() if _folds_case(connection) else name
+
+
+def _folds_case(connection: Connection) -> bool:
+    if connection.dialect.name == "sqlite":
+        return True
+    if connection.dialect.name not in ("mysql", "mariadb"):
+        return False
+    if "lower_case_table_names" not in connection.info:
+        setting = connection.exec_driver_sql("SELECT @@lower_case_table_names").scalar_one()
+        connection.info["lower_case_table_names"] = int(setting)
+    return bool(connection.info["lower_case_table_names"])
 
 
 def _folded(connection: Connection, names: list[str]) -> set[str]:
