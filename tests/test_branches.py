@@ -211,6 +211,12 @@ async def test_expired_items_leave_every_line(db_url: str, monkeypatch: pytest.M
         await session.add_items([message("branch")])
         travel(monkeypatch, timedelta(minutes=2))
         assert await session.get_items() == []
+        # An expired turn is no turn of the history: not listed, and no branch starts there
+        # (it made one of the items before it).
+        assert await session.get_conversation_turns() == []
+        await session.switch_to_branch("main")
+        with pytest.raises(BranchError, match="Turn 1 does not contain a user message"):
+            await session.create_branch_from_turn(1, "from-expired")
         assert await store.purge_expired() == 5
         assert (await counts(db_url))["branch_items"] == 0
 

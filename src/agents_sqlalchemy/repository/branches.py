@@ -523,9 +523,12 @@ class Branches:
             if session_pk is not None and source_pk is None:
                 source_pk = self._lines.main_pk(conn, session_pk, now)
                 self._lines.sync_main(conn, session_pk, source_pk, opened)
-            refs = self._schema.branch_items
-            opening = select(refs.c.seq).where(
-                refs.c.branch_pk == source_pk, refs.c.turn == turn, refs.c.is_user
+            refs, items = self._schema.branch_items, self._schema.items
+            opening = (  # a live user message: an expired one is no turn of the history
+                select(refs.c.seq)
+                .join(items, items.c.id == refs.c.item_pk)
+                .where(refs.c.branch_pk == source_pk, refs.c.turn == turn, refs.c.is_user)
+                .where(self._schema.live(now))
             )
             if session_pk is None or conn.execute(opening).first() is None:
                 raise BranchError(f"Turn {turn} does not contain a user message in branch '{used}'")
