@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import itertools
 import random
+from datetime import timedelta
 
 import pytest
 
 from agents_sqlalchemy import ConfigurationError, SessionStore
 
+from .support.clock import travel
 from .support.items import message
 
 
@@ -114,3 +116,19 @@ async def test_the_key_of_a_batch_and_where_it_applies(db_url: str) -> None:
             await session.add_items([message("e")], idempotency_key="k2")
         await session.switch_to_branch("main")
         assert await session.get_items() == [message("a"), message("d")]
+
+
+async def test_a_keyed_retry_after_the_batch_expired_stores_it_purged_or_not(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An expired batch counted as held until purged: the same retry was dropped before
+    `purge_expired` and stored after it."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s", ttl=60)
+        await session.add_items([message("batch")], idempotency_key="k1")
+        await session.add_items([message("batch")], idempotency_key="k1")  # a retry: held
+        assert await session.get_items() == [message("batch")]
+        travel(monkeypatch, timedelta(minutes=2))
+        assert await session.get_items() == []
+        await session.add_items([message("batch")], idempotency_key="k1")
+        assert await session.get_items() == [message("batch")]

@@ -96,7 +96,8 @@ class Items:
         batch_key: str,
     ) -> tuple[int, int] | None:
         """`append`, of a batch named by `batch_key` (an idempotency key's hash): None, and
-        nothing written, when the session holds that batch already."""
+        nothing written, when the session holds that batch already, live (an expired one
+        counts as gone, whether purged yet or not)."""
         placed = await self._schema.db.write(
             lambda conn: self._append_once(conn, key, count, build, ttl, batch_key),
             session_id=key.session_id,
@@ -115,11 +116,14 @@ class Items:
     ) -> tuple[int, int] | None:
         now, items = self._schema.now(), self._schema.items
         session_pk = self._schema.claim(conn, key, 0, now).id  # the lock, no place taken
-        held = select(items.c.id).where(
+        held = select(items.c.id, self._schema.live(now)).where(
             items.c.session_pk == session_pk, items.c.batch_key == batch_key
         )
-        if conn.execute(held.limit(1)).first() is not None:
+        found = conn.execute(held.limit(1)).first()
+        if found is not None and found[1]:
             return None
+        if found is not None:  # expired, not purged yet: its key is free again
+            conn.execute(update(items).where(items.c.id == found[0]).values(batch_key=None))
         claimed = self._schema.claim(conn, key, count, now)
         first = claimed.next_seq - count + 1
         expires_at = now + ttl if ttl else None
