@@ -63,7 +63,7 @@ async def ticking(operation: Callable[[], Awaitable[Any]]) -> tuple[list[float],
     return lags, took
 
 
-def item(i: int) -> dict[str, Any]:
+def item(i: int) -> Any:
     words = " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(8))
     return {"role": "user" if i % 2 else "assistant", "content": f"note {i}: {words}"}
 

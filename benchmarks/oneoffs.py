@@ -169,7 +169,7 @@ async def sealed_memory_held(database: Database, s: Settings) -> tuple[Results, 
     from agents_sqlalchemy import SessionStore, codec
 
     count, size = (600 if s.quick else 3000), 48 * 1024
-    items = [{"role": "user", "content": f"{n} " + "x" * size} for n in range(count)]
+    items: list[Any] = [{"role": "user", "content": f"{n} " + "x" * size} for n in range(count)]
     weight = sum(len(json.dumps(item)) for item in items) / MIB
     held: list[float] = []
     key = os.urandom(32)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timezone
+from unittest.mock import create_autospec
 
 import pytest
+from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession as SdkSession
 from agents.memory import Session, SessionSettings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -19,6 +21,7 @@ from agents_sqlalchemy import (
     ItemError,
     SchemaError,
     SessionStore,
+    SQLAlchemySession,
 )
 from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.repository.items import page_rows
@@ -326,3 +329,19 @@ async def test_a_state_name_no_database_stores_is_refused_alike_everywhere(db_ur
             with pytest.raises(ConfigurationError, match="valid Unicode"):
                 await call()
         assert await session.get_state("step") == 1
+
+
+async def test_the_sessions_methods_are_coroutine_functions_as_the_sdks_are(
+    sqlite_url: str,
+) -> None:
+    """On Python before 3.12, asyncio (and so a mock made with autospec) did not take the
+    traced methods for coroutine functions: such a mock of a session was not awaitable."""
+    for name in ("get_items", "add_items", "pop_item", "clear_session"):
+        assert asyncio.iscoroutinefunction(getattr(SdkSession, name)), name
+        assert asyncio.iscoroutinefunction(getattr(SQLAlchemySession, name)), name
+    mocked = create_autospec(SQLAlchemySession, instance=True)
+    mocked.get_items.return_value = [message("mocked")]
+    assert await mocked.get_items() == [message("mocked")]
+    async with SessionStore(sqlite_url, create_tables=True) as store:  # and still works
+        await store.session("s").add_items([message("real")])
+        assert await store.session("s").get_items() == [message("real")]

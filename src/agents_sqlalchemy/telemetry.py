@@ -83,6 +83,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import hashlib
@@ -94,7 +95,7 @@ import weakref
 from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from . import aio
 from .errors import ConfigurationError, MissingExtraError
@@ -676,7 +677,8 @@ def _error_type(exc_type: type[BaseException]) -> str:
 
 # -- decorating a façade's methods -------------------------------------------------------------
 
-Method = Callable[..., Coroutine[Any, Any, T]]
+P = ParamSpec("P")
+Method = Callable[P, Coroutine[Any, Any, T]]
 
 
 def traced(
@@ -687,7 +689,7 @@ def traced(
     session_argument: str | None = None,
     search: Collection[str] = (),
     removed: Callable[[Any], int] | None = None,
-) -> Callable[[Method[T]], Method[T]]:
+) -> Callable[[Method[P, T]], Method[P, T]]:
     """Make an async method of a store or session an operation `name`.
 
     The object has `_services` (whose `db.telemetry` is the probe); a session also `_key`.
@@ -697,7 +699,7 @@ def traced(
     value of the caller's is kept); `removed(result)`: how many items the operation removed.
     """
 
-    def decorate(method: Method[T]) -> Method[T]:
+    def decorate(method: Method[P, T]) -> Method[P, T]:
         signature = inspect.signature(method)
         names = list(signature.parameters)[1:]  # after self
 
@@ -709,9 +711,9 @@ def traced(
             position = names.index(name)
             return args[position] if len(args) > position else None
 
-        async def traced_call(
-            self: Any, providers: tuple[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> T:
+        async def traced_call(providers: tuple[Any, Any], args: Any, kwargs: Any) -> T:
+            self = args[0]
+            args = args[1:]
             probe: Probe = self._services.db.telemetry
             key = getattr(self, "_key", None)
             session = argument(session_argument, args, kwargs)
@@ -736,14 +738,18 @@ def traced(
         # Not a coroutine function itself: when nothing listens it hands back the method's
         # own coroutine, so an operation costs no extra coroutine (half a microsecond).
         @functools.wraps(method)
-        def operation(self: Any, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, T]:
-            providers = self._services.db.telemetry.listening()
+        def operation(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, T]:
+            providers = args[0]._services.db.telemetry.listening()  # type: ignore[attr-defined]
             if providers is None:
-                return method(self, *args, **kwargs)
-            return traced_call(self, providers, args, kwargs)
+                return method(*args, **kwargs)
+            return traced_call(providers, args, kwargs)
 
+        # A coroutine function as the inspect and asyncio modules tell (mocks made with
+        # autospec are then awaitable, as of the SDK's classes).
         if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+
             inspect.markcoroutinefunction(operation)
+        else:
+            operation._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
         return operation
 
     return decorate
