@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timezone
+from typing import Any
 from unittest.mock import create_autospec
 
 import pytest
@@ -345,3 +346,20 @@ async def test_the_sessions_methods_are_coroutine_functions_as_the_sdks_are(
     async with SessionStore(sqlite_url, create_tables=True) as store:  # and still works
         await store.session("s").add_items([message("real")])
         assert await store.session("s").get_items() == [message("real")]
+
+
+def test_a_subclass_overriding_the_sdks_item_hooks_is_refused() -> None:
+    """The SDK's class calls `_serialize_item` on the way in: a subclass redacting there was
+    taken, and its items stored as given."""
+
+    with pytest.raises(TypeError, match="overrides _serialize_item, which this library"):
+
+        class Redacting(SQLAlchemySession):
+            async def _serialize_item(self, item: Any) -> str:
+                return json.dumps({"role": "user", "content": "[redacted]"})
+
+    class Plain(SQLAlchemySession):  # any other subclass is fine
+        async def add_items(self, items: Any, **kwargs: Any) -> None:
+            await super().add_items(items, **kwargs)
+
+    assert issubclass(Plain, SQLAlchemySession)

@@ -79,6 +79,21 @@ class StoreSession:
         await session.create_branch_from_turn(turns[-1]["turn"], "retry")
     """
 
+    #: The SDK's `SQLAlchemySession` hooks a subclass may override; ours encodes items itself.
+    _SDK_HOOKS = ("_serialize_item", "_deserialize_item")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass overriding the SDK's item hooks is refused: they would never be called,
+        and items meant to be changed on their way in (redacted) would be stored as given."""
+        super().__init_subclass__(**kwargs)
+        if hooks := [name for name in cls._SDK_HOOKS if name in vars(cls)]:
+            raise TypeError(
+                f"{cls.__name__} overrides {' and '.join(hooks)}, which this library never "
+                "calls (it encodes items itself): items would be stored as given. Change "
+                "items in add_items and get_items instead, or wrap the session (as the SDK's "
+                "EncryptedSession does)"
+            )
+
     _logger: logging.Logger = logger
 
     def __init__(
