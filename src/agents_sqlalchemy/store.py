@@ -732,7 +732,15 @@ def drop_in_tables(sessions_table: str | None, messages_table: str | None) -> Ta
     if not (sessions_table or messages_table):
         return TableNames()
     base = sessions_table or messages_table
-    return TableNames(prefix=f"{base}_", sessions=sessions_table, items=messages_table)
+    try:
+        return TableNames(prefix=f"{base}_", sessions=sessions_table, items=messages_table)
+    except ConfigurationError as exc:
+        given = "sessions_table" if sessions_table else "messages_table"
+        raise ConfigurationError(
+            f"{given}={base!r:.80}: it also prefixes the library's other tables, whose "
+            f"names it makes too long or not plain ({exc}); use a name of at most 22 "
+            "characters"
+        ) from exc
 
 
 def embedder_option(search: bool, embedder: Embedder | str | None) -> Embedder | None:
