@@ -382,3 +382,22 @@ async def test_compaction_is_not_offered_while_branches_share_items(db_url: str)
         await session.delete_branch("b")
         assert await session._atomic_replace_items([message("all")]) is True
         assert await session.get_items() == [message("all")]
+
+
+async def test_a_branch_that_holds_nothing_does_not_stop_repair_or_compaction(
+    db_url: str,
+) -> None:
+    """A branch from turn 1 holds no item: it exists for no call (the SDK's branches are
+    their items), yet `repair` refused the session for it, and nothing could delete it."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items([message("hi"), {"type": "function_call_output",
+                                                 "call_id": "gone", "output": "late"}])  # fmt: skip
+        await session.create_branch_from_turn(1, "retry")
+        await session.switch_to_branch("main")
+        assert [b["branch_id"] for b in await session.list_branches()] == ["main"]
+        repaired = await session.repair()  # what was wrong, mended
+        assert [problem.kind for problem in repaired.problems] == ["orphan_output"]
+        assert await session.get_items() == [message("hi")] and (await session.check()).ok
+        with pytest.raises(BranchError, match="does not exist"):
+            await session.delete_branch("retry")

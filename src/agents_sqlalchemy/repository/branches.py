@@ -564,13 +564,15 @@ class Branches:
         return inserted(conn, made), chosen
 
     async def has_branches(self, key: SessionKey) -> bool:
-        """Whether the session has a live branch besides main (one that may share items)."""
-        branches = self._schema.branches
+        """Whether the session has a live branch besides main that holds items (it may
+        share some of main's); one that holds none exists for no call, as the SDK's."""
+        branches, refs = self._schema.branches, self._schema.branch_items
         query = select(
             exists().where(
                 branches.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
                 branches.c.name != MAIN,
                 branches.c.deleted_at.is_(None),
+                exists().where(refs.c.branch_pk == branches.c.id),
             )
         )
         return bool(await self._schema.db.read(lambda conn: conn.execute(query).scalar()))
