@@ -55,7 +55,13 @@ async def test_a_write_behind_another_writer_gives_up_after_lock_timeout(db_url:
             with pytest.raises(SessionBusyError):
                 await session.pop_item()
             # Every write of one session names it (these said "a lock is busy").
-            for write in (session.clear_session(), session.create_branch_from_turn(1)):
+            one_session = (
+                session.clear_session(),
+                session.create_branch_from_turn(1),
+                store.delete_session("contended"),
+                store.archive_session("contended"),
+            )
+            for write in one_session:
                 with pytest.raises(SessionBusyError) as caught:
                     await write
                 assert caught.value.session_id == "contended"

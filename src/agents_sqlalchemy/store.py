@@ -483,7 +483,7 @@ class SessionStore:
     @traced("delete_session", session_argument="session_id", removed=_removed_items, sessions=True)
     async def delete_session(self, session_id: str) -> Removed:
         """Delete a session: its items (and their keys), state and row."""
-        return await self._services.management.delete(session_hash=session_key(session_id).hash)
+        return await self._services.management.delete_one(session_key(session_id))
 
     @traced("delete_user", removed=_removed_items, sessions=True, user_argument="user_id")
     async def delete_user(self, user_id: str) -> Removed:
@@ -575,14 +575,13 @@ class SessionStore:
     @traced("archive_session", session_argument="session_id", sessions=True)
     async def archive_session(self, session_id: str) -> bool:
         """Archive one session; False if it has no row or was archived already."""
-        key = session_key(session_id)
-        return bool(await self._services.management.archive(session_hash=key.hash))
+        return await self._services.management.archive_one(session_key(session_id))
 
     @traced("restore_session", session_argument="session_id", sessions=True)
     async def restore_session(self, session_id: str) -> bool:
         """Bring an archived session back into `list_sessions()`; False if it was not archived."""
         key = session_key(session_id)
-        return bool(await self._services.management.archive(archive=False, session_hash=key.hash))
+        return await self._services.management.archive_one(key, archive=False)
 
     @traced("delete_all", removed=_removed_items, sessions=True)
     async def delete_all(self, *, confirm: bool = False) -> Removed:

@@ -285,11 +285,17 @@ class Sessions:
         return made is not None
 
     async def archive_sessions(
-        self, where: ColumnElement[bool], *, archive: bool, batch: int
+        self,
+        where: ColumnElement[bool],
+        *,
+        archive: bool,
+        batch: int,
+        session_id: str | None = None,
     ) -> int:
         """Archive (or restore) the sessions matching `where`, in batches; return how many.
 
         Only sessions not in that state yet are counted; their activity time is kept.
+        `session_id`: the one session `where` names, which a busy lock's error names.
         """
         sessions = self._schema.sessions
         archived_at = sessions.c.archived_at
@@ -308,13 +314,17 @@ class Sessions:
 
         total = 0
         while True:
-            count = await self._schema.db.write(one_batch)
+            count = await self._schema.db.write(one_batch, session_id=session_id)
             total += count
             if count < batch:
                 return total
 
     async def delete_sessions(
-        self, where: ColumnElement[bool], batch: int, owners: Collection[str] | None = ()
+        self,
+        where: ColumnElement[bool],
+        batch: int,
+        owners: Collection[str] | None = (),
+        session_id: str | None = None,
     ) -> tuple[int, int, list[Any]]:
         """Delete the sessions matching `where`, with their items, in batches.
 
@@ -324,7 +334,7 @@ class Sessions:
         deletes its owner's last session, so a writer still holding it is refused from then
         on (and starts the session anew under a new key). Each batch is one transaction that
         first locks its sessions, so a concurrent writer waits and then starts a fresh
-        session.
+        session. `session_id`: the one session `where` names, which a busy lock's error names.
         """
         total_sessions = total_items = 0
         dropped: list[Any] = []
@@ -341,7 +351,8 @@ class Sessions:
                     hashes=hashes,
                     also=also,
                     relock=starts < RELOCKS,
-                )
+                ),
+                session_id=session_id,
             )
             if isinstance(done, _Relock):  # rolled back: start it again, those keys first
                 also, starts = also | done.owners, starts + 1

@@ -104,6 +104,19 @@ class Management:
         condition = self._sessions.sessions_where(**where)
         return await self._sessions.archive_sessions(condition, archive=archive, batch=DELETE_BATCH)
 
+    async def archive_one(self, key: SessionKey, *, archive: bool = True) -> bool:
+        """Archive (or restore) one session; whether it changed."""
+        await self._opener.ready()
+        condition = self._sessions.sessions_where(session_hash=key.hash)
+        changed = await self._sessions.archive_sessions(
+            condition, archive=archive, batch=DELETE_BATCH, session_id=key.session_id
+        )
+        return bool(changed)
+
+    async def delete_one(self, key: SessionKey) -> Removed:
+        """Delete one session: its items (and their keys), state and row."""
+        return (await self.delete_with_keys(session_hash=key.hash, session_id=key.session_id))[0]
+
     async def delete_all(self, *, confirm: bool) -> Removed:
         """Delete every session; refused unless `confirm` is True."""
         if confirm is not True:
@@ -114,9 +127,12 @@ class Management:
         """Delete the sessions matching `where` (see `Sessions.sessions_where`)."""
         return (await self.delete_with_keys(**where))[0]
 
-    async def delete_with_keys(self, **where: Any) -> tuple[Removed, Destroyed]:
+    async def delete_with_keys(
+        self, session_id: str | None = None, **where: Any
+    ) -> tuple[Removed, Destroyed]:
         """`delete`, and what became of owner keys: those of the deleted sessions that had
-        no user, and with `user_id`, that user's (every session of theirs is gone)."""
+        no user, and with `user_id`, that user's (every session of theirs is gone).
+        `session_id`: the one session `where` names, which a busy lock's error names."""
         if "user_id" in where and check_user_id(where["user_id"]) is None:
             raise ConfigurationError("delete_user needs a user id, got None")
         if "inactive_for" in where:
@@ -135,7 +151,7 @@ class Management:
             # new session of the user goes with that session, below.
             first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
             sessions, items, keys = await self._sessions.delete_sessions(
-                condition, DELETE_BATCH, owners
+                condition, DELETE_BATCH, owners, session_id
             )
             destroyed = first.and_then(await self._owners.destroyed(keys))
         return Removed(sessions=sessions, items=items), destroyed
