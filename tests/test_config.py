@@ -196,6 +196,18 @@ def test_unsupported_database_is_a_clear_error() -> None:
         SessionStore("oracle+oracledb://u@localhost/db")
 
 
+@pytest.mark.parametrize(
+    ("url", "asked"),
+    [("mysql+pymysql://u@h/db", "asyncmy"), ("postgresql+psycopg2://u@h/db", "asyncpg")],
+)
+async def test_a_synchronous_driver_is_a_clear_error(url: str, asked: str) -> None:
+    """pymysql escaped as SQLAlchemy's InvalidRequestError; psycopg2 was said to be missing,
+    with an extra to install that brings another driver."""
+    with pytest.raises(ConfigurationError, match=f"not an asyncio driver.*{asked}"):
+        async with SessionStore(url) as store:
+            await store.session("s").get_items()
+
+
 @pytest.mark.parametrize("url", ["", "   "])
 def test_an_empty_url_is_a_clear_error(url: str) -> None:
     """An unset variable gave an in-memory SQLite database, and then a SchemaError about

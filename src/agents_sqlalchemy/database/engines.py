@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, PoolResetState
 
@@ -363,12 +363,18 @@ class EngineSource:
         try:
             # A failed statement's message leaves its parameters (items) out of logs.
             engine = create_async_engine(url, **{"hide_parameters": True, **options})
-        except ImportError as exc:
-            name = "aiomysql" if self.url.get_driver_name() == "aiomysql" else self.dialect_name
-            extra = f"[{_EXTRAS[name]}]" if name in _EXTRAS else ""
+        except (ImportError, InvalidRequestError) as exc:
+            default = _ASYNC_DRIVERS.get(self.dialect_name)
+            if default is None or self.url.drivername in (default, f"{self.dialect_name}+aiomysql"):
+                name = "aiomysql" if self.url.get_driver_name() == "aiomysql" else self.dialect_name
+                extra = f"[{_EXTRAS[name]}]" if name in _EXTRAS else ""
+                raise ConfigurationError(
+                    f"the driver for {self.url.drivername} is not installed ({exc}): "
+                    f"pip install 'openai-agents-sqlalchemy{extra}'"
+                ) from exc
             raise ConfigurationError(
-                f"the driver for {self.url.drivername} is not installed ({exc}): "
-                f"pip install 'openai-agents-sqlalchemy{extra}'"
+                f"{self.url.drivername} is not an asyncio driver this library can use ({exc}): "
+                f"give a {default}:// URL (or {self.dialect_name}://, which means it)"
             ) from exc
         except (ArgumentError, TypeError) as exc:
             raise ConfigurationError(f"cannot create an engine for {self.url!r}: {exc}") from exc
