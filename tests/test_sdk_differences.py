@@ -59,3 +59,37 @@ async def test_a_constraint_failure_is_an_integrity_error(db_url: str) -> None:
         assert caught.value.orig is not None
         assert await second.get_items() == []
         assert [info.session_id for info in await store.list_sessions()] == ["first"]
+
+
+_TRIGGERS = {
+    "postgresql": [
+        "CREATE FUNCTION no_secrets() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.payload LIKE '%secret%' THEN RAISE EXCEPTION 'no secrets here'; END IF; "
+        "RETURN NEW; END $$",
+        "CREATE TRIGGER no_secrets BEFORE INSERT ON agents_sqlalchemy_items "
+        "FOR EACH ROW EXECUTE FUNCTION no_secrets()",
+    ],
+    "mariadb": [
+        "CREATE TRIGGER no_secrets BEFORE INSERT ON agents_sqlalchemy_items FOR EACH ROW "
+        "BEGIN IF INSTR(NEW.payload, 'secret') > 0 THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no secrets here'; END IF; END",
+    ],
+    "sqlite": [
+        "CREATE TRIGGER no_secrets BEFORE INSERT ON agents_sqlalchemy_items "
+        "WHEN NEW.payload LIKE '%secret%' BEGIN SELECT RAISE(ABORT, 'no secrets here'); END",
+    ],
+}
+
+
+async def test_a_triggers_refusal_is_a_constraint_error(db_url: str) -> None:
+    """A trigger of the app refusing a write raised a plain DatabaseError on PostgreSQL and
+    MariaDB (RAISE EXCEPTION, SIGNAL), where the docs say ConstraintError."""
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        await store.session("s").add_items([USER])
+        dialect = store.engine.dialect.name
+        async with store.engine.begin() as conn:
+            for statement in _TRIGGERS["mariadb" if dialect == "mysql" else dialect]:
+                await conn.exec_driver_sql(statement)
+        with pytest.raises(ConstraintError, match="no secrets here"):
+            await store.session("s").add_items([{"role": "user", "content": "a secret"}])
+        assert await store.session("s").get_items() == [USER]

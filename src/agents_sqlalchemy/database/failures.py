@@ -28,6 +28,8 @@ _PG_DEADLOCK = {"40P01", "40001"}  # deadlock_detected, serialization_failure
 _MYSQL_BUSY = {1205, 3572}  # lock wait timeout; NOWAIT
 _MYSQL_DEADLOCK = {1213}
 _MYSQL_DISCONNECT = {2006, 2013, 2055, 1927, 4031}  # gone away, lost, killed, idle-closed
+_PG_RAISED = "P0001"  # raise_exception: a trigger's (or function's) RAISE EXCEPTION
+_MYSQL_RAISED = 1644  # ER_SIGNAL_EXCEPTION: a trigger's SIGNAL SQLSTATE '45000'
 # SQLite result codes.
 _SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
@@ -69,4 +71,17 @@ def never_sent(exc: DBAPIError) -> bool:
             if kind.__name__ == "InternalClientError" and "cannot switch to state" in str(cause):
                 return True
         cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def raised_by_trigger(dialect: str, exc: DBAPIError) -> bool:
+    """Whether a trigger (or function) of the database raised `exc` to refuse the statement:
+    PostgreSQL's RAISE EXCEPTION, MySQL's SIGNAL. SQLite's RAISE(ABORT) is a constraint
+    failure already (`IntegrityError`)."""
+    orig = exc.orig
+    if dialect == "postgresql":
+        return (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == _PG_RAISED
+    if dialect in ("mysql", "mariadb"):
+        args: tuple[object, ...] = getattr(orig, "args", ())
+        return args[:1] == (_MYSQL_RAISED,)
     return False

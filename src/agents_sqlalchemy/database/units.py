@@ -49,7 +49,7 @@ from ..errors import (
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
 from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, sqlite_file
-from .failures import failure_kind, never_sent
+from .failures import failure_kind, never_sent, raised_by_trigger
 from .sqlite_file import Locked, SQLiteFile
 
 T = TypeVar("T")
@@ -491,7 +491,8 @@ class Database:
         )
 
     def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError:
-        if isinstance(exc, IntegrityError):  # what the SDK's class raises: catchable as such
+        # What the SDK's class raises: catchable as such. A trigger's refusal is one too.
+        if isinstance(exc, IntegrityError) or raised_by_trigger(self.dialect_name, exc):
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
         if (problem := known_problem(self.url, exc)) is not None:
