@@ -63,3 +63,37 @@ def test_settings_the_sdk_reads_are_its_own_type(tmp_path: Path) -> None:
         limit=2
     )
     assert store.session_settings == SessionSettings(limit=5)
+
+
+CLI_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from agents_sqlalchemy.cli import app
+
+    url = sys.argv[1]
+    for args in (["sessions", "list"], ["sessions", "show", "a", "--usage"],
+                 ["search", "hi"], ["doctor"], ["sessions", "usage"], ["users", "export", "u"]):
+        try:
+            app([*args, "--url", url], standalone_mode=False)
+        except SystemExit:  # doctor's exit status
+            pass
+    loaded = sorted(m for m in sys.modules if m == "agents" or m.startswith("agents."))
+    print(loaded, file=sys.stderr)
+    """
+)
+
+
+@pytest.mark.slow
+def test_no_command_imports_the_sdk(tmp_path: Path) -> None:
+    """The guide said `sessions show` imports it: no command does."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    written = "import asyncio, sys\n" + SCRIPT.split("import asyncio, sys\n", 1)[1]
+    made = subprocess.run([sys.executable, "-c", written, url], capture_output=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    env = {"AGENTS_SQLALCHEMY_KEY": "pw", "PATH": "", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", CLI_SCRIPT, url],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

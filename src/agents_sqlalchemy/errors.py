@@ -5,7 +5,8 @@ The tree::
     AgentsSQLAlchemyError
     ├── ConfigurationError (ValueError) ...... an option is invalid: URL, table name, limit
     │   ├── InvalidSessionIdError ............ a session id that cannot be stored
-    │   └── InvalidKeyError .................. `key` is not a passphrase, 32 bytes or a provider
+    │   ├── InvalidKeyError .................. `key` is not a passphrase, 32 bytes or a provider
+    │   └── SdkHistoryError .................. the SDK's tables hold this session's history
     ├── ItemError (ValueError) ............... an item, metadata or state is not storable JSON
     ├── BranchError (ValueError) ............. no such branch or turn, a branch name already used
     ├── CorruptItemError ..................... a stored row does not read back as an item
@@ -19,18 +20,22 @@ The tree::
     │   ├── SessionBusyError ................. another writer held the session past lock_timeout
     │   └── DatabaseTimeoutError ............. no answer within statement_timeout
     ├── KeyringError ......................... the keyring cannot be used
-    │   └── WrongKeyError .................... the key does not open this database
+    │   ├── WrongKeyError .................... the key does not open this database
+    │   └── OwnerKeyError .................... an owner's key is destroyed or not this owner's
     ├── KeyProviderError ..................... a KMS or secret manager failed
     ├── StoreClosedError (RuntimeError) ...... a call on a store (or session) after close()
     └── SearchError .......................... search could not run
         ├── EmbedderError (ValueError) ....... an embedder returned vectors of the wrong shape
+        ├── QueryTooLongError (ValueError) ... a query past its documented length
         └── MissingExtraError (ImportError) .. an optional package is not installed
 
 Nothing that raises one of these has changed what is stored, save a `DatabaseError` whose
 message says the connection failed while committing (the write may then have been saved).
 
-Beside the tree, one warning: `SdkHistoryWarning` (a `UserWarning`), when the Agents SDK's
-own tables hold history that this library's tables do not (import it with `import_sdk`).
+Beside the tree, two warnings (each a `UserWarning`): `SdkHistoryWarning`, when the Agents
+SDK's own tables hold history that this library's tables do not (import it with
+`import_sdk`), and `SearchModelWarning`, when a store's embedder is not the model the
+database was indexed with.
 
 Example::
 

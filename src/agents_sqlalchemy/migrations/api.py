@@ -369,7 +369,7 @@ async def check(
     Example::
 
         status = await check("agent.db")
-        print(status.describe())        # "at revision 0001 (head)"
+        print(status.describe())        # "at revision 0002 (head)"
     """
     names = table_names(tables)
     if (absent := _no_file(url_or_engine, names)) is not None:
@@ -386,7 +386,7 @@ async def current(
 
     Example::
 
-        await current("agent.db")       # "0001"
+        await current("agent.db")       # "0002"
     """
     status = await check(url_or_engine, tables=tables)
     return ", ".join(status.found) or None
