@@ -592,6 +592,9 @@ async def test_modes_and_their_signals(db_url: str, key: bytes | None) -> None:
         assert hybrid[0].seq == 1 and hybrid[0].keyword > 0 and hybrid[0].vector is not None
         every = await session.search_hits("checkout weather", mode="vector", limit=3)
         assert {h.seq: h.recency for h in every} == {1: 0.0, 2: 0.5, 3: 1.0}
+        # Across sessions too, though the three share their write's time (all read 1.0).
+        across = await store.search("checkout weather", mode="vector", limit=3)
+        assert {h.seq: h.recency for h in across} == {1: 0.0, 2: 0.5, 3: 1.0}
         assert await session.search_hits("   ") == []
         with pytest.raises(ConfigurationError, match="mode"):
             await session.search_hits("x", mode="fuzzy")  # type: ignore[arg-type]

@@ -413,7 +413,7 @@ class Database:
         """Invalidate `conn`; asyncpg's connection is ended at once first. SQLAlchemy closes
         an invalidated one gracefully, for two seconds at most: a wait for the server that
         may be why the unit was cancelled (hung: `statement_timeout` overshot by two)."""
-        if self.dialect_name == "postgresql":
+        if self.dialect_name == "postgresql" and not conn.invalidated:  # (else: done already)
             conn.connection.dbapi_connection.driver_connection.terminate()  # type: ignore[union-attr]
         conn.invalidate()
 

@@ -108,21 +108,35 @@ def _dot(matrix: npt.NDArray[np.float32], q: npt.NDArray[np.float32]) -> Scores:
     return np.asarray(np.einsum("ij,j->i", matrix, q), dtype=np.float64)
 
 
-def recency_scores(positions: Sequence[float], *, half_life: float | None = None) -> Scores:
+def recency_scores(
+    positions: Sequence[float],
+    *,
+    half_life: float | None = None,
+    then: Sequence[float] | None = None,
+) -> Scores:
     """Recency in [0, 1], 1 for the newest candidate.
 
     With `half_life`, exponential decay by distance from the newest; without it, linear in
-    the candidates' rank by position (ties share a score).
+    the candidates' rank by position, ties of position ranked by `then` (distinct numbers:
+    across sessions, where the items of one write share their time, the row ids, in the
+    order written), or else sharing a score.
 
     >>> recency_scores([3, 1, 2]).tolist()
     [1.0, 0.0, 0.5]
+    >>> recency_scores([5, 5, 4], then=[8, 7, 1]).tolist()
+    [1.0, 0.5, 0.0]
     """
     pos = np.asarray(positions, dtype=np.float64)
     if pos.size == 0:
         return pos
     if half_life is not None:
         return np.asarray(0.5 ** ((pos.max() - pos) / half_life), dtype=np.float64)
+    if then is not None and pos.size > 1:
+        order = np.lexsort((np.asarray(then), pos))
+        ranks = np.empty(pos.size, dtype=np.float64)
+        ranks[order] = np.arange(pos.size)
+        return ranks / (pos.size - 1)
     distinct, rank = np.unique(pos, return_inverse=True)
-    if distinct.size == 1:
+    if len(distinct) == 1:
         return np.ones_like(pos)
-    return np.asarray(rank / (distinct.size - 1), dtype=np.float64)
+    return np.asarray(rank / (len(distinct) - 1), dtype=np.float64)

@@ -102,6 +102,9 @@ class Searcher:
         await self._background.flush()  # what this process wrote is indexed
         since = codec.removals  # a removal after the fetch: what it opens is not kept
         candidates = await self._candidates(scope, mode, codec)
+        # Across sessions a position is a time, shared by the items of one write: the
+        # order they were written in (their row ids) ranks those.
+        written_order = candidates.item_pks if scope.session is None else None
         if (operation := current()) is not None:
             operation.candidates(len(candidates))
         if not len(candidates):
@@ -131,7 +134,7 @@ class Searcher:
                 range(len(candidates)),
                 vector=vector,
                 keyword=keyword,
-                recency=recency_scores(candidates.positions),
+                recency=recency_scores(candidates.positions, then=written_order),
                 mode=mode,
                 limit=limit,
                 vector_weight=weight,
