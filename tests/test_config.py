@@ -536,3 +536,20 @@ asyncio.run(main())
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_an_advanced_session_names_its_tables_as_the_sdks_does(tmp_path: Path) -> None:
+    """The SDK's class has `sessions_table` and `messages_table`: code reading them failed."""
+    path = tmp_path / "agent.db"
+    default = AdvancedSQLiteSession(session_id="s", db_path=path, create_tables=True)
+    named = AdvancedSQLiteSession(
+        session_id="s", db_path=path, sessions_table="chat", messages_table="chat_items"
+    )
+    try:
+        assert (default.sessions_table, default.messages_table) == (
+            "agents_sqlalchemy_sessions", "agents_sqlalchemy_items"
+        )  # fmt: skip
+        assert (named.sessions_table, named.messages_table) == ("chat", "chat_items")
+    finally:
+        default.close()
+        named.close()

@@ -91,6 +91,9 @@ class AdvancedSQLiteSession(StoreSession):
         )
         self._store = store
         self.db_path = db_path
+        # As the SDK's attributes: the tables the session's history is in.
+        self.sessions_table = tables.sessions_table
+        self.messages_table = tables.items_table
         if logger is not None:
             self._logger = logger
 
