@@ -368,6 +368,11 @@ async def test_a_key_directory_that_never_held_a_key_does_not_call_it_erased(
         with pytest.raises(OwnerKeyError, match="was destroyed"):
             await store.session("alice").get_items()
         assert await store.session("carol").get_items() == [message("carol")]
+        # A search across every session passes over her items (it failed for everyone).
+        for mode in ("hybrid", "vector", "keyword"):
+            found = await store.search("alice carol", mode=mode)  # type: ignore[arg-type]
+            assert {hit.session_id for hit in found} <= {"carol", "bob"}, mode
+            assert "carol" in {hit.session_id for hit in found}, mode
     # A directory made before the log: a missing file reads as destroyed, as it did.
     [carol_key] = await _item_keks(sqlite_url, "carol")
     (right / "destroyed").unlink()

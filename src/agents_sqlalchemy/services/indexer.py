@@ -233,7 +233,7 @@ class Indexer:
                 if not read:
                     break
                 after = read[-1].stored.seq if scope.session is not None else read[-1].item_pk
-                await self._owners.load(row.stored.kek_id for row in read)
+                await self._owners.load((row.stored.kek_id for row in read), erased_too=True)
                 batch, items = opened_rows(codec, read, removals)
                 entries = await self.index(items, codec)
                 await index.replace_index(reindexed_rows(codec, batch, entries))

@@ -209,6 +209,17 @@ class Owners:
     async def _open(
         self, codec: SealedCodec, row: Any, keeper: OwnerKeyStore | None = None
     ) -> OwnerKey:
+        opened = await self._opened(codec, row, keeper)
+        if opened is None:
+            raise OwnerKeyError(
+                f"owner key {row.key_id} was destroyed: the items it wrapped are erased"
+            )
+        return opened
+
+    async def _opened(
+        self, codec: SealedCodec, row: Any, keeper: OwnerKeyStore | None = None
+    ) -> OwnerKey | None:
+        """The owner key of `row`, opened and kept; None if its store destroyed it."""
         kept = None if row.kept is None else bytes(row.kept)
         if keeper is None and self._given is None and row.kek_id is None:
             raise OwnerKeyError(
@@ -233,17 +244,19 @@ class Owners:
                 "stored bytes were altered; nothing was written"
             ) from None
         if material is None:
-            raise OwnerKeyError(
-                f"owner key {row.key_id} was destroyed: the items it wrapped are erased"
-            )
+            return None
         opened = OwnerKey(row.key_id, row.owner, bytes(material))
         codec.owner_keys[row.key_id] = opened
         return opened
 
-    async def load(self, kek_ids: Iterable[str | None]) -> frozenset[str]:
+    async def load(
+        self, kek_ids: Iterable[str | None], *, erased_too: bool = False
+    ) -> frozenset[str]:
         """Open the owner keys among `kek_ids` that this store has not opened yet; return
         those that are destroyed (their owner erased, or the session deleted, maybe while
-        the rows that name them were read)."""
+        the rows that name them were read). `erased_too`: those too whose row is there but
+        whose key the owner key store destroyed (a copy of the database made before an
+        erasure: a search then passes over their items), else `OwnerKeyError`."""
         codec = await self._codec()
         if codec is None:
             return frozenset()
@@ -253,9 +266,11 @@ class Owners:
         if not wanted:
             return frozenset()
         rows = await self._rows.by_ids(wanted)
+        opened = set()
         for row in rows:
-            await self._open(codec, row)
-        return frozenset(wanted - {row.key_id for row in rows})
+            if await (self._opened if erased_too else self._open)(codec, row) is not None:
+                opened.add(row.key_id)
+        return frozenset(wanted - opened)
 
     async def _load_or_refuse(self, key_ids: Iterable[str], seen: set[str]) -> None:
         """`load`, before an operation is tried again: a key destroyed while its rows were

@@ -146,8 +146,10 @@ class Searcher:
         # Many candidates are ranked in a worker thread, so that the event loop stays free.
         hits = await _off_loop(len(candidates), rank)
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits], scope)
-        # An item whose owner key is destroyed since (its session deleted) is gone too.
-        gone = await self._owners.load(stored.kek_id for _, stored in rows.values())
+        # An item whose owner key is destroyed (its session deleted since, or in a copy of
+        # the database from before an erasure) is gone too.
+        kek_ids = (stored.kek_id for _, stored in rows.values())
+        gone = await self._owners.load(kek_ids, erased_too=True)
         results: list[SearchHit] = []
         for hit in hits:
             # An item removed, expired or moved out of scope since the candidates were read
@@ -247,7 +249,9 @@ class Searcher:
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._index.vectors(pks, model_id)
-            gone = await self._owners.load({candidates.kek_ids[i] for i in missing})
+            gone = await self._owners.load(
+                {candidates.kek_ids[i] for i in missing}, erased_too=True
+            )
             read = await _off_loop(len(missing), _with_stored, candidates, missing, stored, gone)
             try:
                 opened = await _off_loop(len(read), codec.vectors, read, model_id, since)
