@@ -117,8 +117,13 @@ MAX_BATCH_BYTES = 256 * 2**20
 
 def json_size(texts: Iterable[str]) -> int:
     """The bytes of these JSON texts in UTF-8: what telemetry counts as an item's size, the
-    same written and read, sealed or not (an ASCII text is counted without encoding it)."""
-    return sum(len(text) if text.isascii() else len(text.encode()) for text in texts)
+    same written and read, sealed or not."""
+    return sum(map(utf8_size, texts))
+
+
+def utf8_size(text: str) -> int:
+    """The bytes of `text` in UTF-8 (an ASCII text is counted without encoding it)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def encode_items(items: Iterable[Any]) -> list[str]:
@@ -127,7 +132,7 @@ def encode_items(items: Iterable[Any]) -> list[str]:
     payloads, size = [], 0
     for index, item in enumerate(items):
         payloads.append(text := encode_item(item, f"item {index}"))
-        size += len(text) if text.isascii() else len(text.encode())
+        size += utf8_size(text)
         if size > MAX_BATCH_BYTES:
             raise ItemError(
                 f"the batch is over {MAX_BATCH_BYTES // 2**20} MiB of JSON by item {index}: "

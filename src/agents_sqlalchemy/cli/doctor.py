@@ -16,7 +16,8 @@ Example::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import click
@@ -84,25 +85,33 @@ async def diagnose(
     return findings
 
 
-async def _key(url: str, tables: TableNames, key: Key | None) -> Finding:
-    plain = Services.build(
-        url, tables=tables, key=None, ttl=None, embedder=None, create_tables=False
+@asynccontextmanager
+async def _services(
+    url: str, tables: TableNames, key: Key | None = None
+) -> AsyncIterator[Services]:
+    """The store's services on the database, with `key` (without one, nothing sealed can
+    be read: the checks that read no item need none); closed after."""
+    services = Services.build(
+        url, tables=tables, key=key, ttl=None, embedder=None, create_tables=False
     )
     try:
-        rows = await plain.opener.encrypted()
+        yield services
     finally:
-        await plain.close()
+        await services.close()
+
+
+async def _key(url: str, tables: TableNames, key: Key | None) -> Finding:
+    async with _services(url, tables) as plain:
+        rows = await plain.opener.encrypted()
     if not rows:
         note = "; the key given would make new items sealed" if key is not None else ""
         return Finding("key", True, f"plaintext database (no keyring){note}")
     if key is None:
         return Finding("key", False, "the database is encrypted and no key was given",
                        encrypted_hint(url))  # fmt: skip
-    keyed = Services.build(
-        url, tables=tables, key=key, ttl=None, embedder=None, create_tables=False
-    )
     try:
-        await keyed.opener.ready()
+        async with _services(url, tables, key) as keyed:
+            await keyed.opener.ready()
     except WrongKeyError as exc:
         return Finding(
             "key",
@@ -113,8 +122,6 @@ async def _key(url: str, tables: TableNames, key: Key | None) -> Finding:
         )
     except KeyringError as exc:
         return Finding("key", False, str(exc), "agents-sqlalchemy rotate-key (to finish it)")
-    finally:
-        await keyed.close()
     return Finding("key", True, "encrypted; the key given opens it")
 
 
@@ -213,14 +220,9 @@ async def _unindexed(
     if model is None:
         embedder = load_embedder(embedder_name) if embedder_name else HashingEmbedder()
         model = index_id(embedder.model_id)
-    services = Services.build(
-        url, tables=tables, key=None, ttl=None, embedder=None, create_tables=False
-    )
-    try:  # nothing sealed is read: no key needed
+    async with _services(url, tables) as services:
         await services.opener.schema_ready()
         missing = await services.search_index.count_unindexed(model, Scope())
-    finally:
-        await services.close()
     if not missing:
         return Finding("index", True, f"every live item is indexed with {model}")
     return Finding(
@@ -236,16 +238,11 @@ async def _unindexed(
 async def _sdk_history(url: str, tables: TableNames) -> Finding:
     if SDK_MESSAGES in (tables.sessions_table, tables.items_table):
         return Finding("sdk tables", True, f"{SDK_MESSAGES} is this library's own table here")
-    services = Services.build(
-        url, tables=tables, key=None, ttl=None, embedder=None, create_tables=False
-    )
-    try:  # nothing sealed is read: no key needed
+    async with _services(url, tables) as services:
         await services.opener.schema_ready()
         ids = await services.imports.sdk_session_ids(SDK_MESSAGES)
         hashes = {SessionKey.of(session_id).hash: session_id for session_id in ids}
         known = await services.imports.known_hashes(list(hashes))
-    finally:
-        await services.close()
     if not ids:
         return Finding("sdk tables", True, f"no {SDK_MESSAGES} history beside these tables")
     missing = [session_id for digest, session_id in hashes.items() if digest not in known]

@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..codec import MAX_BATCH_BYTES, encode_item, json_size
+from ..codec import MAX_BATCH_BYTES, encode_item, utf8_size
 from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
 from ..repository import GONE
@@ -439,7 +439,7 @@ def _int(value: Any, what: str, number: int, high: int) -> int:
 def _json(value: Any, what: str, number: int) -> int:
     """The bytes of `value` (an object) as the JSON stored, or the error naming its line."""
     try:
-        return json_size((encode_item(value, what),))
+        return utf8_size(encode_item(value, what))
     except ItemError as exc:
         raise _bad(number, str(exc)) from exc
 
