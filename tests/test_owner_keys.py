@@ -308,15 +308,20 @@ async def test_a_key_directory_keeps_owner_keys_out_of_the_database(
             await store.session("b").get_items()
 
 
+async def alice_and_bob(url: str, key: bytes, directory: Path) -> None:
+    """Sessions "a" of alice and "b" of bob, their owner keys in a key directory."""
+    async with SessionStore(
+        url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("a", user_id="alice").add_items([message("alice's")])
+        await store.session("b", user_id="bob").add_items([message("bob's")])
+
+
 async def test_a_key_file_of_another_owner_is_refused(
     sqlite_url: str, key: bytes, tmp_path: Path
 ) -> None:
     directory = tmp_path / "keys"
-    async with SessionStore(
-        sqlite_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
-    ) as store:
-        await store.session("a", user_id="alice").add_items([message("a")])
-        await store.session("b", user_id="bob").add_items([message("b")])
+    await alice_and_bob(sqlite_url, key, directory)
     [alice_key] = await _item_keks(sqlite_url, "a")
     [bob_key] = await _item_keks(sqlite_url, "b")
     # Bob's key file copied over alice's: it is bound to bob, and refused.
@@ -334,7 +339,7 @@ async def test_a_key_file_of_another_owner_is_refused(
                 await store.session("b").get_items()
     (directory / f"{bob_key}.key").write_bytes(whole)
     async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
-        assert await store.session("b").get_items() == [message("b")]
+        assert await store.session("b").get_items() == [message("bob's")]
 
 
 async def test_a_key_directory_that_never_held_a_key_does_not_call_it_erased(
@@ -401,11 +406,7 @@ async def test_an_erasure_whose_key_store_fails_changes_nothing_and_can_be_run_a
     """The sessions and the key's row went first, then the key store failed: the key lived
     on, nothing named it any more, and `erase_user` again found nothing to do."""
     directory = tmp_path / "owner-keys"
-    async with SessionStore(
-        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
-    ) as store:
-        await store.session("a", user_id="alice").add_items([message("alice's")])
-        await store.session("b", user_id="bob").add_items([message("bob's")])
+    await alice_and_bob(db_url, key, directory)
     [alice_key] = await _item_keks(db_url, "a")
     async with SessionStore(db_url, key=key, owner_keys=FailingOnce(directory)) as store:
         with pytest.raises(KeyProviderError, match=f"failed to destroy owner key {alice_key}"):
