@@ -77,16 +77,20 @@ class Branches:
 
     def _derived_main(self, conn: Connection, session_pk: int, opened: Opened) -> list[BranchItem]:
         """The main line's live items with their turns, derived in memory (numbered over
-        every item, expired ones too, as the stored structure numbers them)."""
+        every item, expired ones too, after the turns purged: as the stored structure
+        numbers them, see `Lines.offset`)."""
         items, now = self._schema.items, self._schema.now()
+        turns, counted = self._lines.counters(conn, session_pk)
         query = self._schema.item_columns().add_columns(items.c.created_at, items.c.expires_at)
         rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
         found = [(row, self._schema.stored_of(row)) for row in rows]
         flags = opened([stored for _, stored in found])
+        held = sum(f for (_, item), f in zip(found, flags, strict=True) if item.seq <= counted)
+        numbers = turn_numbers(flags, max(0, turns - held))
         width = self._schema.width
         return [
             BranchItem(turn, flag, row[width], stored)
-            for (row, stored), flag, turn in zip(found, flags, turn_numbers(flags, 0), strict=True)
+            for (row, stored), flag, turn in zip(found, flags, numbers, strict=True)
             if row[width + 1] is None or row[width + 1] > now
         ]
 
@@ -325,15 +329,17 @@ class Branches:
         if row is None:
             return None
         placed = (refs.c.branch_pk == branch_pk, refs.c.seq == row.seq)
-        turn = conn.execute(select(refs.c.turn).where(*placed)).scalar_one_or_none()
+        ref = conn.execute(select(refs.c.turn, refs.c.is_user).where(*placed)).one_or_none()
         conn.execute(delete(refs).where(*placed))
+        if name == MAIN and ref is not None:
+            self._lines.lose(conn, session_pk, branch_pk, row.seq, bool(ref.is_user))
         held = conn.execute(select(exists().where(refs.c.item_pk == row.id))).scalar()
         on_main = row.session_pk == session_pk
         if name == MAIN and held:
             self._to_companion(conn, key, session_pk, row.id)
         elif not held and (name == MAIN or not on_main):
             conn.execute(delete(items).where(items.c.id == row.id))
-        return row, branch_pk, turn if turn is not None else -1
+        return row, branch_pk, ref.turn if ref is not None else -1
 
     def _to_companion(self, conn: Connection, key: SessionKey, session_pk: int, pk: int) -> None:
         companion = self._lines.companion(conn, key, session_pk, self._schema.now())

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import NewItem, SessionKey, StoredItem, Tail
-from .lines import count_again
+from .lines import count_again, uncount
 from .schema import Claimed, Schema, built_rows
 
 #: Rows of a prefix examined per statement while pruning it.
@@ -73,18 +73,20 @@ class Compaction:
         build: Build,
         prune: Callable[[StoredItem], bool] | None = None,
         origins: Sequence[int] | None = None,
+        users: Sequence[int] = (),
     ) -> bool:
         """Replace the items numbered `expected` (the session's latest live ones) by `count`
         new rows, in one transaction; False, and nothing changed, if the tail moved.
 
         `prune(stored)`, if given, also deletes the contiguous run of live items before the
         replaced ones, oldest first, for which it is true. `origins[i]`: the replaced row
-        (an index into `expected`) whose times new row `i` keeps.
+        (an index into `expected`) whose times new row `i` keeps (a repair's, whose
+        replaced user messages, at places `users`, come back in the new rows).
         """
         try:
             await self._schema.db.write(
                 lambda conn: self._replace_tail(
-                    conn, key, list(expected), count, build, prune, origins
+                    conn, key, list(expected), count, build, prune, origins, users
                 ),
                 session_id=key.session_id,
             )
@@ -101,6 +103,7 @@ class Compaction:
         build: Build,
         prune: Callable[[StoredItem], bool] | None,
         origins: Sequence[int] | None,
+        users: Sequence[int],
     ) -> None:
         items, now = self._schema.items, self._schema.now()
         claimed = self._schema.claim(conn, key, count, now)  # the lock first, then every read
@@ -117,6 +120,8 @@ class Compaction:
         conn.execute(delete(items).where(items.c.id.in_([row.id for row in tail])))
         if origins is None:  # a compaction, not a repair (which keeps every turn in place)
             self._drop_usage(conn, claimed.id)
+        else:
+            uncount(conn, self._schema, claimed.id, users)
         self._insert(conn, claimed, count, build, tail, now, None, origins)
 
     async def replace_all(

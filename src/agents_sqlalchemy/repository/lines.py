@@ -2,16 +2,20 @@
 found and locked, and the user turns of the main line.
 
 The main line is the session's own items, read as they always are: a session that never
-branches has no row in these tables but main's, made when it first records usage. While a
-session has never branched, its main row counts the user messages through a place
-(`turns` through `counted`), and each usage record moves that count on over the items
-appended since, in the same transaction as the append (`turn_now`). Items only ever join at
-the end, so the count grows by the new items alone; a removal of the counted place
-(compaction, a purge) makes the next record count again from the start.
+branches has no row in these tables but main's, made when it first records usage. Main's
+row counts the user turns through a place (`turns` through `counted`), and each usage
+record moves that count on over the items appended since, in the same transaction as the
+append (`turn_now`). Items only ever join at the end, so the count grows by the new items
+alone. The turns counted but no longer stored (`turns` less the user messages still stored
+through `counted`: a purge took them) are the main line's `offset`: its stored items are
+numbered after them, so a purge renumbers nothing and a later turn never takes the number
+of a purged one, whose usage stays. A pop or a repair takes its user messages out of the
+count (`popped`, `uncount`); a compaction or a clear starts it again (`count_again`).
 
 When it first branches, the main line's turn structure (which items open a user turn) is
-derived from the items themselves (`sync_main`) and kept up to date lazily from then on,
-under the session's lock; from then on the structure is the truth. Another branch is a list
+derived from the items themselves, after the offset (`sync_main`), and kept up to date
+lazily from then on, under the session's lock, with the count following it; from then on
+the structure is the truth. Another branch is a list
 of references (`branch_items`, see `Branches`). Items written on a branch live in the
 session's companion row (`sessions.parent_pk`), so the main line never sees them; they
 take their sequence numbers from the session itself, so a place is unique across all its
@@ -26,7 +30,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
@@ -99,6 +103,19 @@ def count_again(schema: Schema, session_pk: Any) -> Update:
         .where(lines.c.session_pk == session_pk, lines.c.name == MAIN)
         .values(turns=0, counted=0)
     )
+
+
+def uncount(conn: Connection, schema: Schema, session_pk: Any, users: Sequence[int]) -> None:
+    """The user messages at places `users` leave the main line to come back after its last
+    place (a repair's): its count forgets those it counted, so every turn keeps its number."""
+    main = schema.branches
+    row = conn.execute(
+        select(main.c.id, main.c.counted).where(
+            main.c.session_pk == session_pk, main.c.name == MAIN
+        )
+    ).one_or_none()
+    if row is not None and (gone := sum(seq <= row.counted for seq in users)):
+        conn.execute(update(main).where(main.c.id == row.id).values(turns=main.c.turns - gone))
 
 
 class LockedSession(NamedTuple):
@@ -244,23 +261,46 @@ class Lines:
         """
         items, refs = self._schema.items, self._schema.branch_items
         last = self.last_ref(conn, main_pk)
-        after, turn = (last.seq, last.turn) if last else (0, 0)
+        after, turn = (last.seq, last.turn) if last else (0, self.offset(conn, session_pk, opened))
         if self._derive_statement is not None:
             where = {"main_pk": main_pk, "session_pk": session_pk, "after": after, "turn": turn}
-            conn.execute(self._derive_statement, where)
-            return
-        newer = self._schema.item_columns().where(
-            items.c.session_pk == session_pk, items.c.seq > after
-        )
-        found = conn.execute(newer.order_by(items.c.seq)).all()
-        stored = [self._schema.stored_of(row) for row in found]
-        flags = opened(stored)
-        values = [
-            {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
-            for row, item, f, n in zip(found, stored, flags, turn_numbers(flags, turn), strict=True)
-        ]
-        if values:
-            conn.execute(refs.insert(), values)
+            added = conn.execute(self._derive_statement, where).rowcount
+        else:
+            newer = self._schema.item_columns().where(
+                items.c.session_pk == session_pk, items.c.seq > after
+            )
+            found = conn.execute(newer.order_by(items.c.seq)).all()
+            stored = [self._schema.stored_of(row) for row in found]
+            flags = opened(stored)
+            numbers = turn_numbers(flags, turn)
+            values = [
+                {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
+                for row, item, f, n in zip(found, stored, flags, numbers, strict=True)
+            ]
+            if values:
+                conn.execute(refs.insert(), values)
+            added = len(values)
+        if added:  # the count follows the structure (`offset`, should every item go)
+            end = self.last_ref(conn, main_pk)
+            conn.execute(
+                self._count_update, {"main_pk": main_pk, "new_turns": end.turn, "upto": end.seq}
+            )
+
+    def counters(self, conn: Connection, session_pk: int) -> tuple[int, int]:
+        """Main's count: (`turns`, through place `counted`); (0, 0) before its row."""
+        main = self._schema.branches
+        found = conn.execute(
+            select(main.c.turns, main.c.counted).where(
+                main.c.session_pk == session_pk, main.c.name == MAIN
+            )
+        ).one_or_none()
+        return (0, 0) if found is None else (int(found.turns), int(found.counted))
+
+    def offset(self, conn: Connection, session_pk: int, opened: Opened) -> int:
+        """The user turns main counted that it no longer stores (a purge took them): its
+        stored items are numbered after them."""
+        turns, counted = self.counters(conn, session_pk)
+        return max(0, turns - self._users_between(conn, session_pk, 0, counted + 1, opened))
 
     @cached_property
     def _derive_statement(self) -> Any:
@@ -438,22 +478,10 @@ class Lines:
             return None
         else:
             main_pk, turns, counted = row.id, row.turns, row.counted
-            if not row.intact:
-                turns, counted = 0, 0
         first = last - len(flags) + 1
         turns += self._users_between(conn, session_pk, counted, first, opened) + sum(flags)
         conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": last})
         return main_pk, turns
-
-    def _intact(self, main: Any) -> Any:
-        """SQL: whether the item at the main row's counted place is still stored."""
-        items = self._schema.items.alias("counted_item")  # not the items a count reads around it
-        held = (
-            exists()
-            .where(items.c.session_pk == main.c.session_pk, items.c.seq == main.c.counted)
-            .correlate(main)
-        )
-        return or_(main.c.counted == 0, held)
 
     @cached_property
     def _count_query(self) -> Any:
@@ -462,7 +490,6 @@ class Lines:
             main.c.id,
             main.c.turns,
             main.c.counted,
-            self._intact(main).label("intact"),
             self._branched(main.c.session_pk).label("branched"),
         ).where(main.c.session_pk == bindparam("session_pk"), main.c.name == MAIN)
 
@@ -484,13 +511,11 @@ class Lines:
         role = self._json_role(items.c.payload)
         if role is None or self._schema.sealed or self._schema.mysql:
             return None
-        intact = self._intact(main)
-        start = case((intact, main.c.counted), else_=0)
         added = (
             select(func.count())
             .where(
                 items.c.session_pk == main.c.session_pk,
-                items.c.seq > start,
+                items.c.seq > main.c.counted,
                 items.c.seq <= bindparam("upto"),
                 role == "user",
             )
@@ -504,7 +529,7 @@ class Lines:
                 ~self._branched(main.c.session_pk),
             )
             .values(
-                turns=case((intact, main.c.turns), else_=0) + added,
+                turns=main.c.turns + added,
                 counted=bindparam("upto", type_=main.c.counted.type),
             )
             .returning(main.c.id, main.c.turns)
@@ -530,13 +555,17 @@ class Lines:
 
     def popped(self, conn: Connection, session_pk: int, main_pk: int, seq: int, user: bool) -> None:
         """The item at `seq` left a main line without structure whose usage is recorded: the
-        count loses it (one turn fewer for a user message) and, if it was the last counted,
-        stops at the item before it; the usage of a turn no longer there goes."""
-        self._pop_count.run(conn, {"sp": session_pk, "main_pk": main_pk, "at": seq, "u": user})
+        count loses it (`lose`); the usage of a turn no longer there goes."""
+        self.lose(conn, session_pk, main_pk, seq, user)
         main, usage = self._schema.branches, self._schema.turn_usage
         turns = select(main.c.turns).where(main.c.id == main_pk).scalar_subquery()
         gone = self._turns_gone(turns, literal(user, Boolean), literal(session_pk), literal(seq))
         conn.execute(delete(usage).where(usage.c.branch_pk == main_pk, gone))
+
+    def lose(self, conn: Connection, session_pk: int, main_pk: int, seq: int, user: bool) -> None:
+        """The item at `seq` left the main line: its count loses it (one turn fewer for a
+        user message) and, if it was the last counted, stops at the item before it."""
+        self._pop_count.run(conn, {"sp": session_pk, "main_pk": main_pk, "at": seq, "u": user})
 
     def _turns_gone(self, turns: Any, user: Any, session_pk: Any, at: Any) -> Any:
         """The usage rows of a main line left without a turn by the removal of its item at

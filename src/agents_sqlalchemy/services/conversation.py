@@ -26,6 +26,7 @@ from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
 from ..telemetry import current
+from ..turns import is_user
 from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object, state_name
 from .opener import Opener
@@ -248,6 +249,7 @@ class Conversation:
         output: list[Any],
         prune: Callable[[Any], bool] | None = None,
         origins: Sequence[int] | None = None,
+        users: Sequence[int] = (),
     ) -> bool:
         """Replace `tail`'s items from `start` on by `output`, in one transaction; False (and
         nothing changed) if the session's tail is no longer those items.
@@ -256,7 +258,8 @@ class Conversation:
         that does not decode ends that run. Removed items' keys are destroyed. `origins`:
         for each output item, which replaced one (counted from `start`) it keeps the
         creation and expiry of (a repair's); without, the output takes the newest
-        replaced item's creation and the last expiry (a compaction's summary).
+        replaced item's creation and the last expiry (a compaction's summary). `users`: the
+        places of the replaced user messages, which a repair's output holds again.
         """
         expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
         if not expected:
@@ -274,7 +277,7 @@ class Conversation:
 
             build = functools.partial(codec.rows, key, payloads, sealer=sealer)
             return await self._compaction.replace_tail(
-                key, expected, len(output), build, prunable if prune else None, origins
+                key, expected, len(output), build, prunable if prune else None, origins, users
             )
 
         async with self._opener.scrubbing():
@@ -309,8 +312,9 @@ class Conversation:
         for _ in range(REPAIR_ATTEMPTS):
             items, tail = await self.tail(key, WHOLE)
             fix = repaired(items)
+            users = [row.seq for row, item in zip(tail.stored, items, strict=True) if is_user(item)]
             if not fix.changed or await self.replace_tail(
-                key, tail, 0, fix.items, origins=fix.origins
+                key, tail, 0, fix.items, origins=fix.origins, users=users
             ):
                 return fix.report
         raise SessionBusyError(
