@@ -191,6 +191,28 @@ async def test_only_a_text_projection_is_indexed_items_stay_verbatim(
         assert term_id("opaque") not in stored
 
 
+async def test_tool_data_nested_past_any_parser_is_text_and_blocks_no_search(
+    sqlite_url: str,
+) -> None:
+    """A tool's arguments of 1,500 nested brackets (a few KB of JSON in one string) made every
+    search of the store raise RecursionError, and a 5,000-digit number ValueError."""
+    deep = "[" * 1500 + "]" * 1500
+    calls = [
+        {"type": "function_call", "call_id": "c1", "name": "parse", "arguments": deep},
+        {"type": "function_call_output", "call_id": "c1", "output": "[" * 900 + "]" * 900},
+        {"type": "function_call", "call_id": "c2", "name": "count", "arguments": "9" * 5000},
+        {"type": "function_call_output", "call_id": "c2", "output": "done"},
+    ]
+    async with SessionStore(sqlite_url, create_tables=True, search=True) as store:
+        session = store.session("deep")
+        await session.add_items([message("weird brackets"), *calls])
+        [hit] = await store.search("weird", mode="keyword")
+        assert hit.item == message("weird brackets")
+        [hit] = await session.search_hits("parse", mode="keyword")
+        assert hit.item == calls[0]
+        assert await store.reindex() == 0  # every item was indexed as it was written
+
+
 # -- the index follows the items -------------------------------------------------------------
 
 

@@ -119,11 +119,10 @@ def _walk(value: Any, key: str | None, pieces: list[str], room: list[int]) -> No
         if key in _JSON_KEYS and value[:1] in ("{", "["):
             try:
                 parsed = _parse_json(value)
-            except ValueError:
-                pass
-            else:
                 _flatten_json(parsed, None, pieces, room)
                 return
+            except (ValueError, RecursionError):
+                pass
         if not _is_blob(value):
             _add(value, pieces, room)
         return
@@ -138,11 +137,17 @@ def _walk(value: Any, key: str | None, pieces: list[str], room: list[int]) -> No
 
 
 def _parse_json(text: str) -> Any:
-    """pydantic-core's parser, and the standard library's where it refuses (lone surrogates)."""
+    """pydantic-core's parser, and the standard library's where it refuses lone surrogates;
+    ValueError for JSON nested deeper than pydantic-core reads (200 levels): that is text."""
     try:
         return from_json(text)
-    except ValueError:
-        return json.loads(text)
+    except ValueError as exc:
+        if str(exc).startswith("recursion limit"):
+            raise
+        try:
+            return json.loads(text)
+        except RecursionError as deep:
+            raise ValueError("JSON nested too deeply") from deep
 
 
 def _flatten_json(value: Any, key: str | None, pieces: list[str], room: list[int]) -> None:
