@@ -70,6 +70,12 @@ def exactly(column: ColumnElement[Any], value: Any, mysql: bool) -> ColumnElemen
     return and_(column == given, func.length(column) == func.length(given))
 
 
+def apart(column: ColumnElement[Any], mysql: bool) -> list[ColumnElement[Any]]:
+    """What tells texts of `column` apart in GROUP BY and ORDER BY: the column, and on MySQL
+    and MariaDB its length too (their collations pad: they group `'a'` with `'a '`)."""
+    return [column, func.length(column)] if mysql else [column]
+
+
 def utcnow() -> datetime:
     """The repository's clock (tests move it)."""
     return datetime.now(timezone.utc)

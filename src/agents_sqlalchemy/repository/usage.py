@@ -28,7 +28,7 @@ from .branches import Branches
 from .items import Items
 from .lines import GONE, Gone, Lines, Opened
 from .prepared import prepared
-from .schema import SMALL, Schema
+from .schema import SMALL, Schema, apart
 
 USAGE_COLUMNS = ("requests", "input_tokens", "output_tokens", "total_tokens")
 # What recording a turn's usage again replaces.
@@ -222,8 +222,8 @@ class Usage:
         query = (
             select(sessions.c.user_id, day, func.count(), *sums)
             .select_from(usage.join(sessions, sessions.c.id == usage.c.session_pk))
-            .group_by(sessions.c.user_id, day)
-            .order_by(day, sessions.c.user_id)
+            .group_by(*apart(sessions.c.user_id, self._schema.mysql), day)
+            .order_by(day, *apart(sessions.c.user_id, self._schema.mysql))
         )
         if user_id is not None:
             query = query.where(self._schema.equals(sessions.c.user_id, user_id))

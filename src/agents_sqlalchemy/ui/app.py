@@ -37,7 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..errors import AgentsSQLAlchemyError
+from ..errors import AgentsSQLAlchemyError, DatabaseError
 from ..metadata_text import format_meta
 from ..records import SessionInfo
 from ..store import SessionStore
@@ -224,14 +224,12 @@ async def session_page(request: Request) -> Response:
     if line is None and branch != "main":
         raise NotFound(f"no branch {branch!r} in this session")
     total = info.item_count if branch == "main" else int(line["message_count"]) if line else 0
-    if line is not None:
-        turns = int(line["user_turns"])
-    else:  # a session without its line's record (e.g. written by a bulk import)
 
-        async def count_turns() -> int:
-            return len(await session.get_conversation_turns(branch))
+    async def last_turn() -> int:  # not the count of turns: purged ones keep their numbers
+        found = await session.get_conversation_turns(branch)
+        return int(found[-1]["turn"]) if found else 0
 
-        turns = await ui.cached(("turns", branch, *version), count_turns)
+    turns = await ui.cached(("turns", branch, *version), last_turn)
     size_ = whole(request, "size", TRANSCRIPT_PAGE, 10, 1000)
     pages = max(1, -(-total // size_))
     number = whole(request, "page", 1, 1, max(pages, 1))
@@ -508,7 +506,8 @@ async def _forbidden(request: Request, exc: Exception) -> Response:
 async def _library_error(request: Request, exc: Exception) -> Response:
     ui: Browser = request.app.state.ui
     logger.warning("%s on %s", type(exc).__name__, request.url.path)  # never the message
-    return ui.page(request, "error.html", 400, message=f"{type(exc).__name__}: {exc}")
+    status = 503 if isinstance(exc, DatabaseError) else 400  # the database, not the request
+    return ui.page(request, "error.html", status, message=f"{type(exc).__name__}: {exc}")
 
 
 def create_app(

@@ -64,7 +64,7 @@ def _point(x: float, y: float, w: float, h: float, label: str, value: float, uni
     text = f"{label}: {value:,.0f}{unit}"
     return (
         f'<rect class="point" x="{x:.1f}" y="{y:.1f}" width="{max(w, 1):.1f}" '
-        f'height="{max(h, 0):.1f}" data-label="{escape(label)}" data-value="{value:g}">'
+        f'height="{max(h, 0):.1f}" data-label="{escape(label)}" data-value="{value:.0f}">'
         f"<title>{escape(text)}</title></rect>"
     )
 

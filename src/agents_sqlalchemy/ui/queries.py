@@ -13,17 +13,32 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import ColumnElement, Date, LargeBinary, and_, cast, column, func, select, table
+from sqlalchemy import (
+    ColumnElement,
+    Date,
+    LargeBinary,
+    and_,
+    cast,
+    column,
+    func,
+    literal,
+    or_,
+    select,
+    table,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.expression import TableClause
 
+from ..database.units import database_errors
 from ..models import MYSQL
 from ..records import SessionInfo
-from ..repository.schema import exactly
+from ..repository.schema import apart, exactly
 from ..store import SessionStore
 from ..types import SessionKey
 from ..validation import check_user_id
@@ -36,6 +51,14 @@ class Owner:
     user_id: str
     sessions: int
     last_active: datetime
+
+
+@asynccontextmanager
+async def _connected(store: SessionStore) -> AsyncIterator[AsyncConnection]:
+    """A connection of the store's engine; the driver's failures as `DatabaseError`."""
+    with database_errors(store.engine.url, "the session browser's query"):
+        async with store.engine.connect() as conn:
+            yield conn
 
 
 def _sessions(store: SessionStore) -> TableClause:
@@ -109,25 +132,28 @@ async def owners(
     check_user_id(after)
     check_user_id(prefix or None)
     sessions = _sessions(store)
+    mysql = store.engine.dialect.name in MYSQL
+    user, owner = sessions.c.user_id, apart(sessions.c.user_id, mysql)
     conditions: list[ColumnElement[bool]] = [
         sessions.c.parent_pk.is_(None),
-        sessions.c.user_id.is_not(None),
+        user.is_not(None),
     ]
     if not archived:
         conditions.append(sessions.c.archived_at.is_(None))
-    if after is not None:
-        conditions.append(sessions.c.user_id > after)
+    if after is not None:  # on MySQL, 'a ' is after 'a' by its length alone
+        later = and_(user == after, func.length(user) > func.length(literal(after)))
+        conditions.append(or_(user > after, later) if mysql else user > after)
     if prefix:
         conditions.append(sessions.c.user_id >= prefix)
         conditions.append(sessions.c.user_id < prefix + "\U0010ffff")
     query = (
-        select(sessions.c.user_id, func.count(), func.max(sessions.c.updated_at))
+        select(user, func.count(), func.max(sessions.c.updated_at))
         .where(and_(*conditions))
-        .group_by(sessions.c.user_id)
-        .order_by(sessions.c.user_id)
+        .group_by(*owner)
+        .order_by(*owner)
         .limit(limit + 1)
     )
-    async with store.engine.connect() as conn:
+    async with _connected(store) as conn:
         rows = (await conn.execute(query)).all()
     found = [Owner(str(row[0]), int(row[1]), _aware(row[2])) for row in rows[:limit]]
     return found, (found[-1].user_id if len(rows) > limit else None)
@@ -164,7 +190,7 @@ async def made_per_day(
         .group_by(day)
         .order_by(day)
     )
-    async with store.engine.connect() as conn:
+    async with _connected(store) as conn:
         rows = (await conn.execute(query)).all()
     return [(_as_date(row[0]), int(row[1])) for row in rows]
 
@@ -178,8 +204,8 @@ def _as_date(value: Any) -> date:
 
 
 async def sizes(store: SessionStore, infos: Sequence[SessionInfo]) -> dict[str, int]:
-    """The bytes the items of these sessions take as stored (payload or ciphertext), main
-    line only; a session without items is left out.
+    """The bytes the live items of these sessions take as stored (payload or ciphertext),
+    main line only; a session without live items is left out.
 
     The sessions are found by their ids' SHA-256, as the library finds them (an id as
     stored is not always the id: PostgreSQL's holds each NUL escaped).
@@ -189,6 +215,7 @@ async def sizes(store: SessionStore, infos: Sequence[SessionInfo]) -> dict[str, 
     by_hash = {SessionKey.of(info.session_id).hash: info.session_id for info in infos}
     sessions, items = _sessions(store), _items(store)
     dialect = store.engine.dialect.name
+    now = _utc(datetime.now(timezone.utc), dialect)
 
     def length(column: Any) -> Any:  # in bytes: SQLite's length() of text counts characters
         if dialect == "postgresql":
@@ -202,9 +229,10 @@ async def sizes(store: SessionStore, infos: Sequence[SessionInfo]) -> dict[str, 
         select(sessions.c.session_hash, func.sum(stored))
         .select_from(items.join(sessions, sessions.c.id == items.c.session_pk))
         .where(sessions.c.session_hash.in_(list(by_hash)), sessions.c.parent_pk.is_(None))
+        .where(or_(items.c.expires_at.is_(None), items.c.expires_at > now))
         .group_by(sessions.c.session_hash)
     )
-    async with store.engine.connect() as conn:
+    async with _connected(store) as conn:
         rows = (await conn.execute(query)).all()
     return {by_hash[str(row[0])]: int(row[1] or 0) for row in rows}
 

@@ -86,15 +86,13 @@ def pretty(value: Any) -> str:
     >>> pretty('{"a": 1}')
     '{\\n  "a": 1\\n}'
     """
-    if isinstance(value, str):
-        text: str = value
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return text
-        if isinstance(value, str):
-            return text
-    return json.dumps(value, ensure_ascii=False, indent=2, default=repr)
+    if not isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False, indent=2, default=repr)
+    try:
+        parsed = json.loads(value)
+        return value if isinstance(parsed, str) else pretty(parsed)
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
+        return value
 
 
 def content_text(content: Any) -> str:
@@ -205,8 +203,8 @@ def problems_at(report: HistoryReport) -> dict[int, str]:
 
 
 def turn_numbers(items: Sequence[Any], turns: int) -> list[int]:
-    """The user turn of each item of the latest `len(items)` items of a line with `turns`
-    user turns (0: before the first user message).
+    """The user turn of each item of the latest `len(items)` items of a line whose last user
+    turn is number `turns` (0: before the first user message).
 
     >>> turn_numbers([{"role": "assistant"}, {"role": "user"}, {"type": "x"}], turns=5)
     [4, 5, 5]
