@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any
 
 import pytest
 from agents import RunContextWrapper
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
@@ -20,7 +22,7 @@ from agents_sqlalchemy import (
 from .support.items import message
 from .support.portability import fill
 from .support.runs import usage
-from .support.tables import ITEMS, execute, raw_rows
+from .support.tables import ITEMS, SESSIONS, execute, raw_rows
 
 TIMES = ("exported_at", "created_at", "updated_at", "archived_at")
 
@@ -555,3 +557,39 @@ async def test_a_whole_export_in_one_text_is_split_at_line_feeds_only(db_url: st
         assert (await target.import_user(text.replace("\n", "\r\n"))).items == 2
         await target.delete_all(confirm=True)
         assert (await target.import_user(text.replace("\n", "\r\n").encode())).items == 2
+
+
+@pytest.mark.dialects("sqlite", "postgresql")
+async def test_an_import_cancelled_while_it_makes_a_session_leaves_nothing(
+    db_url: str, tmp_path: Any
+) -> None:
+    """A cancel that came while the session's row was being made (its write waiting for a
+    lock) left the row made and empty, as a write ends whole: importing again skipped it as
+    imported (`skip_existing`) or refused it, and its items were never imported."""
+    async with (
+        SessionStore(tmp_path / "source.db", create_tables=True) as source,
+        SessionStore(db_url, create_tables=True) as target,
+    ):
+        await source.session("s1", user_id="alice").add_items(turn(1))
+        exported = [line async for line in source.export_user("alice")]
+        assert await target.list_sessions() == []  # the tables made
+        engine = create_async_engine(db_url)
+        try:
+            async with engine.connect() as locker:
+                if locker.dialect.name == "sqlite":
+                    await locker.exec_driver_sql("BEGIN IMMEDIATE")
+                else:
+                    await locker.exec_driver_sql(f"LOCK TABLE {SESSIONS} IN EXCLUSIVE MODE")
+                importing = asyncio.ensure_future(target.import_user(exported))
+                await asyncio.sleep(0.5)  # its first write waits for the lock
+                importing.cancel()
+                await asyncio.sleep(0.2)
+                await locker.rollback()
+            with pytest.raises(asyncio.CancelledError):
+                await importing
+        finally:
+            await engine.dispose()
+        assert await target.list_sessions(archived=None) == []
+        report = await target.import_user(exported, skip_existing=True)
+        assert (report.sessions, report.skipped_sessions) == (1, 0)
+        assert await target.session("s1").get_items() == turn(1)

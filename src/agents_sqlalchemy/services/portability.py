@@ -41,6 +41,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -275,7 +276,16 @@ class Portability:
         written is deleted again if a write fails (so that importing it again works)."""
         key = session.key
         plans = [_plan(session, index) for index in range(len(session.lines))]
-        if not await self._management.create_as(key):
+        # Shielded: a cancel that came while the row was being made would leave it made and
+        # empty (a write ends whole), and an import again would skip it as imported.
+        making = asyncio.ensure_future(self._management.create_as(key))
+        try:
+            made = await asyncio.shield(making)
+        except asyncio.CancelledError as cancel:
+            if await making:
+                await self._undo(key, cancel)
+            raise
+        if not made:
             if skip_existing:
                 return ImportedUser(skipped_sessions=1)
             raise ConfigurationError(
