@@ -112,10 +112,12 @@ class Sessions:
         if updated_before is not None:
             query = query.where(sessions.c.updated_at < updated_before)
         if after is not None:
-            query = query.where(
-                tuple_(sessions.c.updated_at, sessions.c.id)
-                < tuple_(literal(after[0], UTCDateTime()), literal(after[1]))
-            )
+            at, pk = literal(after[0], UTCDateTime()), literal(after[1])
+            if self._schema.mysql:  # a row comparison reads the index from its top there
+                earlier = or_(sessions.c.updated_at < at, sessions.c.id < pk)
+                query = query.where(sessions.c.updated_at <= at, earlier)
+            else:
+                query = query.where(tuple_(sessions.c.updated_at, sessions.c.id) < tuple_(at, pk))
         query = query.order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(limit)
         return await self._schema.db.read(lambda conn: list(conn.execute(query)))
 
