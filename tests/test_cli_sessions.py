@@ -112,6 +112,10 @@ def test_list_pages_with_the_cursor_and_all(db_url: str, clock: Callable[[dateti
     every = cli("sessions", "list", "--url", db_url, "--limit", "2", "--all")
     assert ids(every.output) == ["support-42", "web-2", "web-1", LONG_ID[:39] + "…", "old"]
     assert "--cursor" not in every.output
+    # Printed a page at a time (nothing held till the end), one header, the columns aligned.
+    lines = every.output.splitlines()
+    assert [line.startswith("SESSION") for line in lines].count(True) == 1
+    assert all(line[40:42] == "  " and line[42] != " " for line in lines)  # USER at 42
     bad = cli("sessions", "list", "--url", db_url, "--cursor", "not-a-cursor")
     assert bad.exit_code == 1
     assert bad.output == "Error: not a cursor of list_sessions: 'not-a-cursor'\n"

@@ -55,9 +55,16 @@ def fit(text: str, columns: int) -> str:
     return f"{text}…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    """Aligned lines (columns of `right` aligned right), two spaces between columns."""
-    widths = [max([width(h)] + [width(r[i]) for r in rows]) for i, h in enumerate(headers)]
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right: set[int],
+    widths: Sequence[int] | None = None,
+) -> list[str]:
+    """Aligned lines (columns of `right` aligned right), two spaces between columns; the
+    columns as wide as their widest cell, or `widths` (a table printed a part at a time)."""
+    if widths is None:
+        widths = [max([width(h)] + [width(r[i]) for r in rows]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
         padded = [

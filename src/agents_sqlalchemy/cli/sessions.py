@@ -38,6 +38,7 @@ from .usage import branches_line, report_json, report_lines, turn_usage_lines
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".
 SESSION_WIDTH, USER_WIDTH, METADATA_WIDTH = 40, 24, 48
+ITEMS_WIDTH = 9  # up to 999,999,999 items
 
 
 def meta_filters(
@@ -132,7 +133,8 @@ def list_sessions(
     --archived.
 
     A page at a time: the next page's --cursor is printed after the table; --all reads
-    every page.
+    every page, printing each as it comes, and meets each session once: those active
+    since it started are left out (as --updated-before would).
 
     \b
     Example:
@@ -145,9 +147,16 @@ def list_sessions(
         if as_json:
             for info in infos:
                 click.echo(json.dumps(info_json(info), ensure_ascii=False))
+        elif every_page and infos:  # printed as it comes, in columns as wide as they can be
+            lines = _table(infos, fixed=True)
+            for line in lines if not shown else lines[1:]:
+                click.echo(line)
+            shown.extend(infos[:1])
         else:
             shown.extend(infos)
 
+    if every_page and updated_before is None:  # a session written meanwhile moves ahead
+        updated_before = datetime.now(timezone.utc)
     filters = {
         "user_id": user_id,
         "metadata": metadata,
@@ -156,11 +165,11 @@ def list_sessions(
         "archived": archived,
     }
     next_cursor = run(_list(url, tables, key, filters, limit, cursor, every_page, page))
-    if not as_json:
-        if not shown:
-            click.echo("No sessions.")
-        else:
-            _table(shown)
+    if not as_json and not shown:
+        click.echo("No sessions.")
+    elif not as_json and not every_page:
+        for line in _table(shown):
+            click.echo(line)
     if next_cursor:
         hint = f"More sessions: repeat with --cursor {next_cursor} (or --all)"
         click.secho(hint, fg="yellow", err=as_json)
@@ -196,7 +205,9 @@ async def _list(
         await services.close()
 
 
-def _table(infos: list[SessionInfo]) -> None:
+def _table(infos: list[SessionInfo], *, fixed: bool = False) -> list[str]:
+    """The sessions as table lines (a header first); `fixed`: each column as wide as it may
+    be, so that tables printed one after another line up."""
     rows = [
         [
             fit(info.session_id, SESSION_WIDTH),
@@ -209,8 +220,8 @@ def _table(infos: list[SessionInfo]) -> None:
         for info in infos
     ]
     headers = ["SESSION", "USER", "ITEMS", "UPDATED (UTC)", "CREATED (UTC)", "METADATA"]
-    for line in table(headers, rows, right={2}):
-        click.echo(line)
+    widths = [SESSION_WIDTH, USER_WIDTH, ITEMS_WIDTH, 16, 16, METADATA_WIDTH] if fixed else None
+    return table(headers, rows, right={2}, widths=widths)
 
 
 @command.command()
