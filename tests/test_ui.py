@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from html import unescape
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -35,6 +36,12 @@ SERVER_LOGGERS = ("agents_sqlalchemy", "uvicorn", "starlette")
 
 def client(store: SessionStore, **options: Any) -> TestClient:
     return TestClient(create_app(store, **options), base_url="http://127.0.0.1")
+
+
+def act(http: TestClient, form: dict[str, str], **options: Any) -> Any:
+    """POST /act as the confirmation page's form does: its target in the address."""
+    fields = dict(form)
+    return http.post("/act", params={"target": fields.pop("target", "")}, data=fields, **options)
 
 
 @pytest.fixture
@@ -92,9 +99,8 @@ def test_read_only_by_default(evil_store: SessionStore) -> None:
         confirm = http.get(f"/confirm?action=delete-user&target={EVIL_USER}")
         assert confirm.status_code == 403
         csrf = create_app(evil_store).state.ui.guard.csrf
-        posted = http.post(
-            "/act",
-            data={"csrf": csrf, "action": "delete-user", "target": EVIL_USER, "confirm": "yes"},
+        posted = act(
+            http, {"csrf": csrf, "action": "delete-user", "target": EVIL_USER, "confirm": "yes"}
         )
         assert posted.status_code == 403
     assert asyncio.run(evil_store.session_info(EVIL_ID)) is not None
@@ -107,21 +113,24 @@ def test_writes_need_a_confirmation_and_the_csrf_token(evil_store: SessionStore)
     with TestClient(app, base_url="http://127.0.0.1") as http:
         confirm = http.get("/confirm", params={"action": "archive", "target": EVIL_ID})
         assert f'name="csrf" value="{csrf}"' in confirm.text
-        assert http.post("/act", data=form).status_code == 403  # no token
-        assert http.post("/act", data=form | {"csrf": "x" * 43}).status_code == 403
-        unconfirmed = http.post("/act", data=form | {"csrf": csrf, "confirm": "no"})
+        # A NUL travels in the address (%00); a browser sends one in a form as U+FFFD.
+        [address] = re.findall(r'<form method="post" action="([^"]+)"', confirm.text)
+        assert parse_qs(urlsplit(unescape(address)).query)["target"] == [EVIL_ID]
+        assert act(http, form).status_code == 403  # no token
+        assert act(http, form | {"csrf": "x" * 43}).status_code == 403
+        unconfirmed = act(http, form | {"csrf": csrf, "confirm": "no"})
         assert unconfirmed.status_code == 400
         info = asyncio.run(evil_store.session_info(EVIL_ID))
         assert info is not None and info.archived_at is None
-        done = http.post("/act", data=form | {"csrf": csrf}, follow_redirects=False)
+        done = act(http, form | {"csrf": csrf}, follow_redirects=False)
         assert done.status_code == 303 and "done=archived" in done.headers["location"]
         info = asyncio.run(evil_store.session_info(EVIL_ID))
         assert info is not None and info.archived_at is not None
         restore = form | {"csrf": csrf, "action": "restore"}
-        assert http.post("/act", data=restore).status_code == 200
+        assert act(http, restore).status_code == 200
         assert asyncio.run(evil_store.list_sessions())[0].session_id == EVIL_ID
         delete = form | {"csrf": csrf, "action": "delete-user", "target": EVIL_USER}
-        page = http.post("/act", data=delete)
+        page = act(http, delete)
         assert re.search(r"Done: deleted 1 session\(s\), \d+ item\(s\)", text_of(page.text))
     assert asyncio.run(evil_store.session_info(EVIL_ID)) is None
     other = create_app(evil_store, allow_writes=True).state.ui.guard.csrf
@@ -142,8 +151,8 @@ def test_export_and_erase_need_writes_a_confirmation_and_the_csrf_token(
         assert f'name="csrf" value="{csrf}"' in confirm.text
         assert "JSON Lines" in confirm.text and "&lt;i&gt;mallory" in confirm.text
         form = {"action": "export-user", "target": EVIL_USER, "confirm": "yes"}
-        assert http.post("/act", data=form).status_code == 403  # no token
-        export = http.post("/act", data=form | {"csrf": csrf})
+        assert act(http, form).status_code == 403  # no token
+        export = act(http, form | {"csrf": csrf})
         assert export.status_code == 200
         disposition = export.headers["content-disposition"]
         assert disposition == 'attachment; filename="i_mallory_i.jsonl"'  # no markup, no quote
@@ -153,9 +162,9 @@ def test_export_and_erase_need_writes_a_confirmation_and_the_csrf_token(
         assert asyncio.run(evil_store.session_info(EVIL_ID)) is not None  # only read
 
         erase = {"action": "erase-user", "target": EVIL_USER, "confirm": "yes"}
-        assert http.post("/act", data=erase | {"csrf": "x" * 43}).status_code == 403
+        assert act(http, erase | {"csrf": "x" * 43}).status_code == 403
         assert asyncio.run(evil_store.session_info(EVIL_ID)) is not None
-        receipt = http.post("/act", data=erase | {"csrf": csrf})
+        receipt = act(http, erase | {"csrf": csrf})
     assert receipt.status_code == 200
     assert asyncio.run(evil_store.session_info(EVIL_ID)) is None
     shown = text_of(receipt.text)
@@ -184,7 +193,7 @@ def test_an_export_that_fails_is_an_error_page_and_logs_no_content(
         app = create_app(store, allow_writes=True)
         form = {"action": "export-user", "target": EVIL_USER, "confirm": "yes"}
         with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
-            export = http.post("/act", data=form | {"csrf": app.state.ui.guard.csrf})
+            export = act(http, form | {"csrf": app.state.ui.guard.csrf})
     finally:
         asyncio.run(store.close())
     assert export.status_code >= 400
@@ -358,9 +367,7 @@ def test_nothing_from_the_items_reaches_the_logs(
         http.get(f"/session?id={quote(EVIL_ID)}")
         http.get(f"/search?q={SECRET}")
         http.get(f"/session?id={quote(SECRET)}")  # a 404 whose message names the id
-        http.post(
-            "/act", data={"csrf": csrf, "action": "archive", "target": EVIL_ID} | {"confirm": "yes"}
-        )
+        act(http, {"csrf": csrf, "action": "archive", "target": EVIL_ID, "confirm": "yes"})
     server = [r for r in caplog.records if not r.name.startswith("httpx")]  # not the client's
     logged = "\n".join(record.getMessage() for record in server)
     assert "GET /search 200" in logged and "GET /session 200" in logged

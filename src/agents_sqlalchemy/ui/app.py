@@ -410,7 +410,7 @@ async def act(request: Request) -> Response:
     form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
     if not ui.guard.check_csrf(form.get("csrf")):
         return ui.page(request, "error.html", 403, message="the form's CSRF token is not valid")
-    action, target = form.get("action", ""), form.get("target", "")
+    action, target = form.get("action", ""), request.query_params.get("target", "")
     _action(ui, action, target)
     if form.get("confirm") != "yes":
         raise BadRequest("the action was not confirmed")
