@@ -992,6 +992,23 @@ async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
         for user in users:
             assert await store.session(user).get_items() == [message(f"{user} said")]
     assert len(await _owner_keys(db_url)) == len(users)  # the old ones gone, not left
+    # Or run again as the docs say, with the same two keys: it said "wrong key".
+    stop_on(Owners, "destroy_keys", 0)
+    async with SessionStore(db_url, key=new) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_key(old)
+    monkeypatch.undo()
+    assert len(await _owner_keys(db_url)) == 2 * len(users)
+    async with SessionStore(db_url, key=new) as store:
+        assert await store.rotate_key(old) == len(users)
+        for user in users:
+            assert await store.session(user).get_items() == [message(f"{user} said")]
+    async with SessionStore(db_url, key=new) as store:
+        assert await store.rotate_key(old) == 0  # once more: nothing is left to do
+    assert len(await _owner_keys(db_url)) == len(users)
+    with pytest.raises(WrongKeyError):
+        async with SessionStore(db_url, key=new) as store:
+            await store.session("alice").get_items()
 
     # In a key directory: rotate_owner_keys stopped after deleting one old key's file.
     if not db_url.startswith("sqlite"):
@@ -1010,3 +1027,27 @@ async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
     live = await _owner_keys(other)
     assert len(live) == len(users)
     assert {path.stem for path in directory.glob("*.key")} == set(live)
+
+
+async def test_a_rotation_meeting_an_erasure_part_way_says_so_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """An owner key destroyed by an erasure whose rows are not deleted yet (it runs now, or
+    stopped part-way): the rotation said "the items it wrapped are erased", as if it had
+    lost them. It names the erasure, changes nothing, and runs once the erasure has ended."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    directory = KeyDirectory(tmp_path / "keys")
+    async with SessionStore(url, create_tables=True, key="k", owner_keys=directory) as store:
+        for user in ("alice", "bob"):
+            await store.session(user, user_id=user).add_items([message(f"{user} said")])
+    before = await _owner_keys(url)
+    alice = owner_of("alice", "")
+    [alice_key] = [key_id for key_id, owner in before.items() if owner == alice]
+    directory.destroy(alice_key, alice, None)  # the erasure's first step, and no more
+    async with SessionStore(url, key="k", owner_keys=directory) as store:
+        with pytest.raises(OwnerKeyError, match="destroyed by an erasure that runs now"):
+            await store.rotate_owner_keys()
+        assert await _owner_keys(url) == before
+        await store.erase_user("alice")  # run again: it ends
+        assert await store.rotate_owner_keys() == 1
+        assert await store.session("bob").get_items() == [message("bob said")]

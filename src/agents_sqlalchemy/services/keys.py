@@ -25,7 +25,7 @@ from ..crypto import (
     state_kek_id,
     validate_key,
 )
-from ..errors import ConfigurationError, KeyringError
+from ..errors import ConfigurationError, KeyringError, WrongKeyError
 from ..repository import KeyringRows
 from ..validation import check_range
 from .opener import Opener
@@ -53,7 +53,15 @@ class KeyRotation:
         batch_size = check_range("batch_size", batch_size, 1)
         new_key = validate_key(new_key)
         opener = self._opener
-        await opener.ready(rotating=True)
+        try:
+            await opener.ready(rotating=True)
+        except WrongKeyError:
+            if not await self._rotated_to(new_key):
+                raise
+            # Run again after its last step stopped: the old owner keys it left go now.
+            if not await self._owners.rotating():
+                return 0
+            return await self.rotate_owner_keys(batch_size=batch_size, progress=progress)
         old = opener.kek
         if old is None:
             raise ConfigurationError("rotate_key needs a store opened with its current key")
@@ -75,6 +83,19 @@ class KeyRotation:
         done = await self._walk(moves | pairs, old.kek_id, pairs, batch_size, progress)
         opener.adopt(new_key, new)
         return done
+
+    async def _rotated_to(self, new_key: Key) -> bool:
+        """Whether `new_key` is the store's only key (a rotation to it ended its walk and
+        deleted the old keyring row); the store then holds it."""
+        rows = await self._keyring.keyring_rows()
+        if len(rows) != 1 or rows[0]["retired_at"] is not None:
+            return False
+        try:
+            kek = await open_kek(new_key, KeyringRecord.from_row(rows[0]))
+        except WrongKeyError:
+            return False
+        self._opener.adopt(new_key, kek)
+        return True
 
     async def rotate_owner_keys(
         self, *, batch_size: int = ROTATE_BATCH, progress: Callable[[int, int], None] | None = None

@@ -407,8 +407,18 @@ class Owners:
         codec = await self._codec()
         if codec is None:
             return {}
-        rows = await self._rows.every()
-        return {row.key_id: await self._open(codec, row) for row in rows if row.retired_at is None}
+        found = {}
+        for row in await self._rows.every():
+            if row.retired_at is None:
+                opened = await self._opened(codec, row)
+                if opened is None:  # an erasure destroyed it, its rows not deleted yet
+                    raise OwnerKeyError(
+                        f"owner key {row.key_id} was destroyed by an erasure that runs now, or "
+                        "stopped part-way (run it again): nothing was changed; rotate once it "
+                        "has ended"
+                    )
+                found[row.key_id] = opened
+        return found
 
     async def rotating(self) -> bool:
         """Whether a rotation of the owner keys was interrupted (retired keys are left)."""
