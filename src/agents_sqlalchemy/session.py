@@ -185,7 +185,7 @@ class StoreSession:
         cancellation, a timeout or a lost connection, name the batch: a session that holds
         a batch of this `idempotency_key` already is left as it is, so the batch is stored
         once however often it is sent (the key is kept with the batch's first item, on the
-        main line).
+        main line; on another branch, or with `wrapper=`, a key is `ConfigurationError`).
 
         Example::
 
@@ -198,8 +198,8 @@ class StoreSession:
             await conversation.append(self._key, items, self._ttl, idempotency_key)
         elif idempotency_key is not None:
             raise ConfigurationError(
-                "idempotency_key names a batch of the main line, appended without a run's "
-                "usage: switch to 'main', or append without it; nothing was written"
+                "idempotency_key is taken on the main line without wrapper= (a run's usage): "
+                "switch to 'main', or append without it; nothing was written"
             )
         else:
             await self._append_line(items, wrapper)
