@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from agents_sqlalchemy import (
     TableNames,
 )
 
+from .support.clock import travel
 from .support.items import message
 from .support.portability import fill
 from .support.runs import usage
@@ -593,3 +595,40 @@ async def test_an_import_cancelled_while_it_makes_a_session_leaves_nothing(
         report = await target.import_user(exported, skip_existing=True)
         assert (report.sessions, report.skipped_sessions) == (1, 0)
         assert await target.session("s1").get_items() == turn(1)
+
+
+@pytest.mark.parametrize("key", [None, "passphrase"])
+async def test_a_history_whose_first_turns_were_purged_imports_with_its_numbers(
+    db_url: str, key: str | None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import numbered the turns from 1 again, and left the purged turns' usage out:
+    the copy's turns, usage and branches now read as the original's."""
+    ran = {"wrapper": RunContextWrapper(None, usage=usage(1, 7))}
+    async with SessionStore(tmp_path / "source.db", create_tables=True, key=key) as source:
+        chat = source.session("s1", user_id="alice", ttl=60)
+        await chat.add_items(turn(1), **ran)
+        await chat.add_items([message("question 2")])
+        travel(monkeypatch, timedelta(seconds=50))
+        await chat.add_items([{"role": "assistant", "content": "answer 2"}], **ran)
+        await chat.add_items(turn(3), **ran)
+        travel(monkeypatch, timedelta(seconds=20))  # 70 s after the first items
+        assert await source.purge_expired() == 3
+        await chat.create_branch_from_turn(3, "again")
+        await chat.add_items([message("question 3, again")], **ran)
+        exported = [line async for line in source.export_user("alice")]
+        async with SessionStore(db_url, create_tables=True, key=key) as target:
+            report = await target.import_user(exported)
+            assert (report.sessions, report.usage_left_out) == (1, 0)
+            copy = target.session("s1")
+            for name in ("main", "again"):
+                turns = [(t["turn"], t["content"]) for t in await chat.get_conversation_turns(name)]
+                copied = await copy.get_conversation_turns(name)
+                assert [(t["turn"], t["content"]) for t in copied] == turns
+                assert await copy.get_conversation_by_turns(name) == (
+                    await chat.get_conversation_by_turns(name)
+                )
+                assert await copy.get_turn_usage(branch_id=name) == (
+                    await chat.get_turn_usage(branch_id=name)
+                )
+            assert list(await copy.get_conversation_by_turns("main")) == [2, 3]
+            assert await copy.get_session_usage() == await chat.get_session_usage()

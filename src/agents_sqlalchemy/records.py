@@ -217,8 +217,9 @@ class ErasureReceipt:
 @dataclass(frozen=True)
 class ImportedUser:
     """What `store.import_user()` wrote: sessions and items, sessions skipped because their
-    id was already in the store (with `skip_existing=True`), and usage rows of turns that
-    no longer hold an item in the export (kept nowhere: there is no turn to put them on)."""
+    id was already in the store (with `skip_existing=True`), and usage rows of a branch's
+    turns that no longer hold an item in the export (kept nowhere: there is no turn to put
+    them on; the main line keeps those of its purged turns)."""
 
     sessions: int = 0
     items: int = 0

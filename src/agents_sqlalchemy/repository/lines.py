@@ -286,6 +286,13 @@ class Lines:
                 self._count_update, {"main_pk": main_pk, "new_turns": end.turn, "upto": end.seq}
             )
 
+    def number_after(self, conn: Connection, session_pk: int, turns: int) -> int:
+        """Number the main line's items after `turns` turns it does not hold (a history whose
+        first turns were purged before it was exported); main's pk."""
+        main_pk = self.main_pk(conn, session_pk, self._schema.now())
+        conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": 0})
+        return main_pk
+
     def counters(self, conn: Connection, session_pk: int) -> tuple[int, int]:
         """Main's count: (`turns`, through place `counted`); (0, 0) before its row."""
         main = self._schema.branches

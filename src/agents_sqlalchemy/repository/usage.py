@@ -141,6 +141,21 @@ class Usage:
         small = len(flags) <= SMALL
         return await self._schema.db.write(work, session_id=key.session_id, small=small)
 
+    async def begin_after(
+        self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]]
+    ) -> None:
+        """An imported session still without items: its main line numbered after `turns`
+        purged turns (`Lines.number_after`), with the usage of those turns (by turn)."""
+
+        def work(conn: Connection) -> None:
+            session_pk = self._lines.lock(conn, key)
+            assert session_pk is not None  # made by the import
+            main_pk = self._lines.number_after(conn, session_pk, turns)
+            for turn, values in sorted(usage.items()):
+                self._put_usage(conn, session_pk, main_pk, turn, values)
+
+        await self._schema.db.write(work, session_id=key.session_id)
+
     async def record_usage(
         self, key: SessionKey, name: str, values: dict[str, Any], opened: Opened
     ) -> bool | Gone:

@@ -202,6 +202,14 @@ class Branches:
 
         return await self._owners.reading(key, turns)
 
+    async def begin_after(
+        self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]]
+    ) -> None:
+        """A new session's main line numbered after `turns` turns purged before its export,
+        with their usage (an import)."""
+        await self._opener.ready()
+        await self._usage.begin_after(key, turns, usage)
+
     async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
         """Record a run's usage on a branch's current turn (False: the branch has none)."""
 

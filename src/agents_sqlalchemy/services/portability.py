@@ -311,6 +311,10 @@ class Portability:
         for line, plan in zip(session.lines, plans, strict=True):
             usage = dict(line.usage)
             if plan is None:
+                if purged := _purged_turns(line):  # numbered after them, with their usage
+                    first = line.items[0][0]
+                    before = {turn: usage.pop(turn) for turn in list(usage) if turn < first}
+                    await self._branches.begin_after(key, purged, before)
                 await self._fill(key, MAIN, line, usage, 0)
             else:
                 await self._rebuild(key, line, usage, plan)
@@ -576,11 +580,20 @@ def _check_end(session: _Session, record: dict[str, Any], number: int) -> None:
         )
 
 
+def _purged_turns(line: _Line) -> int:
+    """The turns a line's first item comes after: those purged before the export (its
+    first item's turn, less one if a user message opens it there)."""
+    if not line.items:
+        return 0
+    turn, item = line.items[0]
+    return max(0, turn - is_user(item))
+
+
 def _plan(session: _Session, index: int) -> _Branching | None:
     """How line `index` of `session` is rebuilt from the lines before it (None: main, which
     is filled): a branch off the line that shares the longest run of its first items (by
-    reference, as the original did). The turns are counted in the items, as the store
-    counts them in the lines it writes."""
+    reference, as the original did). The turns are counted in the items after the line's
+    purged ones, as the store counts them in the lines it writes."""
     line = session.lines[index]
     if line.name == MAIN:
         return None
@@ -589,7 +602,7 @@ def _plan(session: _Session, index: int) -> _Branching | None:
     for source in session.lines[:index]:
         items = [item for _, item in source.items]
         same = _common(wanted, items)
-        turn = 0
+        turn = _purged_turns(source)
         for start, item in enumerate(items):
             if not is_user(item):
                 continue
@@ -604,7 +617,8 @@ def _plan(session: _Session, index: int) -> _Branching | None:
                 best = choice
     if best is None:  # no user message in any line before it: main takes one for a while
         main = [item for _, item in session.lines[0].items]
-        return _Branching(MAIN, 1, len(main), _common(wanted, main), anchor=True)
+        after = _purged_turns(session.lines[0]) + 1
+        return _Branching(MAIN, after, len(main), _common(wanted, main), anchor=True)
     _, kept, source_name, turn, start = best
     return _Branching(source_name, turn, start, kept)
 
