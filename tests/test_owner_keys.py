@@ -1051,3 +1051,40 @@ async def test_a_rotation_meeting_an_erasure_part_way_says_so_and_changes_nothin
         await store.erase_user("alice")  # run again: it ends
         assert await store.rotate_owner_keys() == 1
         assert await store.session("bob").get_items() == [message("bob said")]
+
+
+@pytest.mark.parametrize("which", ["rotate_key", "rotate_owner_keys"])
+async def test_the_rotating_store_reads_and_writes_while_it_rotates(
+    db_url: str, which: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own writes met the owner keys the rotation had made, kept under the new key, and
+    failed with `WrongKeyError` advising to open the store again with the new key."""
+    old, new = os.urandom(32), os.urandom(32)
+    walking, go_on = asyncio.Event(), asyncio.Event()
+    real = KeyringRows.rewrap_keys
+
+    async def paused(self: KeyringRows, *args: Any, **kwargs: Any) -> Any:
+        walking.set()
+        await go_on.wait()
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(KeyringRows, "rewrap_keys", paused)
+    async with SessionStore(db_url, create_tables=True, key=old) as store:
+        alice = store.session("a", user_id="alice")
+        await alice.add_items([message("before")])
+        rotation = asyncio.ensure_future(
+            store.rotate_key(new) if which == "rotate_key" else store.rotate_owner_keys()
+        )
+        await walking.wait()
+        await alice.add_items([message("during")])
+        await alice.set_state("step", 2)
+        await store.session("b", user_id="bob").add_items([message("bob, during")])
+        assert await alice.get_items() == [message("before"), message("during")]
+        go_on.set()
+        await rotation
+        await alice.add_items([message("after")])
+    async with SessionStore(db_url, key=new if which == "rotate_key" else old) as store:
+        alice = store.session("a")
+        assert await alice.get_items() == [message(m) for m in ("before", "during", "after")]
+        assert await alice.get_state("step") == 2
+        assert await store.session("b").get_items() == [message("bob, during")]

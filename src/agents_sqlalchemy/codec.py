@@ -356,6 +356,9 @@ class SealedCodec:
 
     def __init__(self, kek: KeyEncryptionKey) -> None:
         self.kek = kek
+        # While this store rotates its key: the new one, which keeps the owner keys the
+        # rotation made (this store's writes meanwhile seal under those).
+        self.next_kek: KeyEncryptionKey | None = None
         # Owner keys opened so far, by id (`services.owners` fills it, a reader looks).
         self.owner_keys: dict[str, OwnerKey] = {}
         # Keyed hashes of the terms seen lately: an HMAC and two Unicode normalisations

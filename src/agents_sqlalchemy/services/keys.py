@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..codec import SealedCodec
 from ..crypto import (
     Key,
     KeyringRecord,
@@ -76,6 +77,12 @@ class KeyRotation:
             await self._check({old.kek_id: old, **opened}, batch_size)
             new = await create_kek(new_key, previous=old)
             await keyring.add_keyring(new.record.as_row(), retire=old.kek_id)
+        # This store's writes meanwhile: checked against the new key (the old one is
+        # retired), they open the owner keys the rotation makes, and make new ones, under it.
+        codec = await opener.ready()
+        assert isinstance(codec, SealedCodec)
+        codec.next_kek = new
+        keyring.seal_with(new.kek_id)
         # Every owner key gets a fresh successor: what a removal left in copies of the
         # database is then wrapped by keys that are destroyed at the end.
         pairs = await self._owners.successors(old, new, opened=opened)

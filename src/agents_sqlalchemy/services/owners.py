@@ -184,8 +184,9 @@ class Owners:
         replaces: str | None = None,
     ) -> OwnerKey:
         """A new key for `owner`, kept by the store (in the database: under `sealing`,
-        the store's key by default; a rotation's successor of `replaces`)."""
-        sealing = sealing or codec.kek
+        the store's key by default, or the new one while this store rotates it; a
+        rotation's successor of `replaces`)."""
+        sealing = sealing or codec.next_kek or codec.kek
         keeper = self._given if self._given is not None else InDatabase(sealing)
         key_id, material = new_key_id(), os.urandom(KEY_BYTES)
         kept = await call_store(keeper, "keep", key_id, owner, material)
@@ -226,6 +227,9 @@ class Owners:
                 f"owner key {row.key_id} is kept outside the database: open the store with "
                 "the owner key store that keeps it (owner_keys=KeyDirectory(...), or your KMS)"
             )
+        rotating = codec.next_kek
+        if keeper is None and self._given is None and rotating and row.kek_id == rotating.kek_id:
+            keeper = InDatabase(rotating)  # made by this store's rotation, which runs now
         if keeper is None and self._given is None and row.kek_id != codec.kek_id:
             raise WrongKeyError(
                 f"owner key {row.key_id} is kept under key-encryption key {row.kek_id!r}, not "
