@@ -623,24 +623,29 @@ def test_a_transcript_numbers_turns_as_the_api_does_after_a_purge(
 
     used = RunContextWrapper(None, usage=Usage(requests=1, input_tokens=7, total_tokens=7))
 
-    async def write(texts: list[str]) -> list[int]:
+    async def write(texts: list[str], role: str = "user") -> list[int]:
         async with SessionStore(sqlite_url, create_tables=True) as store:
             session = store.session("s", ttl=60)
             for text in texts:
-                await session.add_items([{"role": "user", "content": text}], wrapper=used)
+                await session.add_items([{"role": role, "content": text}], wrapper=used)
             await store.purge_expired()
-            return [turn["turn"] for turn in await session.get_conversation_turns()]
+            return list(await session.get_conversation_by_turns())
 
     asyncio.run(write(["one", "two"]))
-    travel(monkeypatch, timedelta(seconds=70))
-    assert asyncio.run(write(["three", "four"])) == [3, 4]
+    travel(monkeypatch, timedelta(seconds=50))
+    asyncio.run(write(["answer 2"], role="assistant"))
+    travel(monkeypatch, timedelta(seconds=20))
+    assert asyncio.run(write([])) == [2]  # turn 2's answer, its question purged
     store = SessionStore(sqlite_url)
     try:
         with client(store) as http:
-            page = http.get("/session?id=s").text
+            answer = http.get("/session?id=s").text
+            asyncio.run(write(["three", "four"]))
+            later = http.get("/session?id=s").text
     finally:
         asyncio.run(store.close())
-    assert re.findall(r'data-turn="(\d+)"', page) == ["3", "4"]
+    assert re.findall(r'data-turn="(\d+)"', answer) == ["2"]
+    assert re.findall(r'data-turn="(\d+)"', later) == ["2", "3", "4"]
 
 
 def test_tool_data_nested_past_python_s_stack_is_shown_as_text(sqlite_url: str) -> None:

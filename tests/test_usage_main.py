@@ -170,3 +170,26 @@ async def test_a_repair_renumbers_no_turn(db_url: str, sealed: bool) -> None:
         await session.add_items([message("question 3")], wrapper=ran(30))
         assert await turns_of(session) == [1, 2, 3]
         assert await usage_by_turn(session) == [(1, 10), (2, 20), (3, 30)]
+
+
+async def test_a_branch_holding_no_item_numbers_after_the_turn_it_was_made_from(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch made after its turns were purged, or popped empty, numbered its next turn 1
+    (recording its usage as turn 1); it goes on from the turn it was made from."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("b", ttl=60)
+        await session.add_items([message("question 1"), reply("answer 1")], wrapper=ran(10))
+        await session.add_items([message("question 2"), reply("answer 2")], wrapper=ran(20))
+        travel(monkeypatch, timedelta(seconds=50))
+        await session.add_items([message("question 3"), reply("answer 3")], wrapper=ran(30))
+        travel(monkeypatch, timedelta(seconds=20))
+        assert await store.purge_expired() == 4
+        await session.create_branch_from_turn(3, "retry")
+        assert await session.get_items() == []
+        await session.add_items([message("question 3, again")], wrapper=ran(31))
+        assert await usage_by_turn(session) == [(3, 31)]
+        assert await session.pop_item() is not None  # empty again
+        await session.add_items([message("question 3, once more")], wrapper=ran(32))
+        assert await turns_of(session) == [3]
+        assert await usage_by_turn(session) == [(3, 32)]

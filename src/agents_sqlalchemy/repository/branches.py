@@ -291,7 +291,7 @@ class Branches:
         new = built_rows(conn, build, first, len(flags))
         pks = self._insert_owned(conn, companion, first, new, ttl, claimed.checked)
         last = self._lines.last_ref(conn, branch_pk)
-        turn = last.turn if last else 0
+        turn = last.turn if last else self._lines.first_turn(conn, branch_pk)
         conn.execute(
             refs.insert(),
             [
@@ -538,7 +538,7 @@ class Branches:
             )
             if session_pk is None or conn.execute(opening).first() is None:
                 raise BranchError(f"Turn {turn} does not contain a user message in branch '{used}'")
-            branch_pk, chosen = self._reserve(conn, session_pk, name, base, now)
+            branch_pk, chosen = self._reserve(conn, session_pk, name, base, now, turn - 1)
             self._lines.companion(conn, key, session_pk, now)
             copied = select(
                 literal(branch_pk), refs.c.seq, refs.c.item_pk, refs.c.turn, refs.c.is_user
@@ -550,9 +550,16 @@ class Branches:
         return await self._schema.db.write(work, session_id=key.session_id)
 
     def _reserve(
-        self, conn: Connection, session_pk: int, name: str | None, base: str, now: datetime
+        self,
+        conn: Connection,
+        session_pk: int,
+        name: str | None,
+        base: str,
+        now: datetime,
+        before: int,
     ) -> tuple[int, str]:
-        """Insert the branch row under a name this session never used."""
+        """Insert the branch row under a name this session never used; its items, once it
+        holds none, are numbered after turn `before` (`turns`)."""
         branches = self._schema.branches
         taken = {
             MAIN,
@@ -566,7 +573,9 @@ class Branches:
         while chosen in taken:
             suffix += 1
             chosen = f"{base}_{suffix}"
-        made = branches.insert().values(session_pk=session_pk, name=chosen, created_at=now)
+        made = branches.insert().values(
+            session_pk=session_pk, name=chosen, created_at=now, turns=before
+        )
         return inserted(conn, made), chosen
 
     async def has_branches(self, key: SessionKey) -> bool:

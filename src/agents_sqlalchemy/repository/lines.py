@@ -293,6 +293,13 @@ class Lines:
         conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": 0})
         return main_pk
 
+    def first_turn(self, conn: Connection, branch_pk: int) -> int:
+        """The turn a branch (not main) that holds no item numbers its next items after:
+        the one before the turn it was made from (its older turns may all be purged)."""
+        branches = self._schema.branches
+        found = conn.execute(select(branches.c.turns).where(branches.c.id == branch_pk))
+        return int(found.scalar_one())
+
     def counters(self, conn: Connection, session_pk: int) -> tuple[int, int]:
         """Main's count: (`turns`, through place `counted`); (0, 0) before its row."""
         main = self._schema.branches

@@ -226,8 +226,7 @@ async def session_page(request: Request) -> Response:
     total = info.item_count if branch == "main" else int(line["message_count"]) if line else 0
 
     async def last_turn() -> int:  # not the count of turns: purged ones keep their numbers
-        found = await session.get_conversation_turns(branch)
-        return int(found[-1]["turn"]) if found else 0
+        return max(await session.get_conversation_by_turns(branch), default=0)
 
     turns = await ui.cached(("turns", branch, *version), last_turn)
     size_ = whole(request, "size", TRANSCRIPT_PAGE, 10, 1000)
