@@ -140,6 +140,21 @@ def test_db_options_from_the_environment_and_bad_options(sqlite_url: str) -> Non
     assert unknown.exit_code == 1 and "nope" in unknown.output
 
 
+def test_no_color_turns_colours_off(sqlite_url: str) -> None:
+    """Asked for colours (a terminal), a table's header is bold, unless NO_COLOR is set."""
+    asyncio.run(_one_session(sqlite_url))
+    args = ["sessions", "list", "--url", sqlite_url]
+    coloured = CliRunner().invoke(app, args, color=True)
+    plain = CliRunner().invoke(app, args, color=True, env={"NO_COLOR": "1"})
+    assert "\x1b[" in coloured.output and "SESSION" in plain.output
+    assert "\x1b[" not in plain.output
+
+
+async def _one_session(url: str) -> None:
+    async with SessionStore(url, create_tables=True) as store:
+        await store.session("s").add_items([{"role": "user", "content": "hi"}])
+
+
 def test_upgrade_sql_prints_the_ddl_for_the_chosen_names() -> None:
     result = cli(
         "db", "upgrade", "--sql", "--url", "postgresql://app@db/app", "--prefix", "chat_",

@@ -121,7 +121,8 @@ def test_reindex_moves_the_database_to_the_bundled_model(db_url: str) -> None:
     result = cli("reindex", "--url", db_url, "--embedder", "model2vec", "--batch-size", "2")
     assert result.exit_code == 0, result.output
     model_id = Model2VecEmbedder.bundled().model_id
-    assert "Indexing items" in result.output  # the progress bar's label
+    assert "Indexing items" in result.stderr  # the progress bar's label: not with the output
+    assert "Indexing items" not in result.stdout
     assert f"Indexed 4 items for {model_id}" in result.output
     models = asyncio.run(
         raw_rows(db_url, "SELECT DISTINCT model_id FROM agents_sqlalchemy_search_index")

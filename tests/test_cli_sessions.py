@@ -99,7 +99,7 @@ def test_list_pages_with_the_cursor_and_all(db_url: str, clock: Callable[[dateti
     seed(db_url, clock)
     first = cli("sessions", "list", "--url", db_url, "--limit", "2")
     assert ids(first.output) == ["support-42", "web-2"]
-    assert "More sessions: repeat with --cursor" in first.output
+    assert "More sessions: repeat with --cursor" in first.stderr  # the table alone out
     second = cli(
         "sessions", "list", "--url", db_url, "--limit", "2", "--cursor", next_cursor(first.output)
     )

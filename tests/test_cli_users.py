@@ -68,10 +68,19 @@ def test_export_import_erase(db_url: str, tmp_path: Path) -> None:
     assert kept.exit_code == 1 and "Aborted" in kept.output
     assert sessions_of(target, "new key", "alice") == ["chat-1", "chat-2"]
     path = tmp_path / "receipt.json"
-    erased = cli(
-        "users", "erase", "alice", "--url", target, "--yes", "--receipt", str(path), key="new key"
+    erased = cli(  # answered from a pipe: the prompt goes to stderr, the receipt alone out
+        "users",
+        "erase",
+        "alice",
+        "--url",
+        target,
+        "--receipt",
+        str(path),
+        key="new key",
+        input="y\n",
     )
     assert erased.exit_code == 0, erased.output
+    assert "Erase every session" in erased.stderr
     receipt = ErasureReceipt.from_dict(json.loads(path.read_text(encoding="utf-8")))
     assert json.loads(erased.stdout) == receipt.as_dict()
     assert (receipt.sessions, receipt.encrypted, receipt.dialect) == (2, True, "sqlite")

@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 
 import click
@@ -32,12 +33,16 @@ COMMAND_MODULES = (
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="openai-agents-sqlalchemy")
-def app() -> None:
+@click.pass_context
+def app(context: click.Context) -> None:
     """OpenAI Agents SDK sessions in your SQL database: schema, import and maintenance.
 
     Every command takes --url (or AGENTS_SQLALCHEMY_URL) and the table options
     (--prefix, --schema, --items-table, ...) that the application's TableNames uses.
+    NO_COLOR (set and not empty) turns colours off.
     """
+    if os.environ.get("NO_COLOR"):
+        context.color = False
 
 
 for _name in COMMAND_MODULES:

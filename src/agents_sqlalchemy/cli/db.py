@@ -82,6 +82,7 @@ def downgrade(url: str, tables: TableNames, revision: str, yes: bool) -> None:
             f"Downgrade {shown(url)} to {revision}? Tables dropped lose their rows (below "
             "0002, refused while owner keys are kept: the sealed items would never open again)",
             abort=True,
+            err=True,
         )
     before = run(migrate.check(url, tables=tables))
     run(migrate.downgrade(url, revision, tables=tables))

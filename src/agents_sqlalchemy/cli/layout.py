@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -85,10 +86,12 @@ def described(session_ids: Sequence[str]) -> str:
 
 
 class ProgressBar:
-    """Feeds (done, total) reports to a click progress bar, made on the first report."""
+    """Feeds (done, total) reports to a click progress bar, made on the first report; on
+    standard error, apart from what a command prints."""
 
     def __init__(self, enabled: bool, label: str, *, file: TextIO | None = None) -> None:
-        self._enabled, self._label, self._done, self._file = enabled, label, 0, file
+        self._enabled, self._label, self._done = enabled, label, 0
+        self._file = file or sys.stderr
         self._bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:

@@ -172,7 +172,7 @@ def list_sessions(
             click.echo(line)
     if next_cursor:
         hint = f"More sessions: repeat with --cursor {next_cursor} (or --all)"
-        click.secho(hint, fg="yellow", err=as_json)
+        click.secho(hint, fg="yellow", err=True)
 
 
 async def _list(

@@ -67,7 +67,9 @@ def delete(
         raise click.UsageError("name the sessions to delete, or give --user ID (not both)")
     what = f"every session of user {user_id!r}" if user_id is not None else described(session_ids)
     if not yes:
-        click.confirm(f"Delete {clean(what)} from {shown(url)}, with all items?", abort=True)
+        click.confirm(
+            f"Delete {clean(what)} from {shown(url)}, with all items?", abort=True, err=True
+        )
     removed, missing = run(_delete(url, tables, key, session_ids, user_id))
     for session_id in missing:
         click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)
@@ -122,6 +124,7 @@ def purge(
         click.confirm(
             f"Delete every session of {shown(url)} inactive for {inactive_days:g} days?",
             abort=True,
+            err=True,
         )
     items, removed = run(_purge(url, tables, key, expired, inactive_days))
     if items is not None:
@@ -178,6 +181,7 @@ def archive(
         click.confirm(
             f"Archive every session of {shown(url)} inactive for {inactive_days:g} days?",
             abort=True,
+            err=True,
         )
     count, missing = run(_archive(url, tables, key, session_ids, inactive_days, archive=True))
     for session_id in missing:

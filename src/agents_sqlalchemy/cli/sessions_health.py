@@ -127,7 +127,9 @@ def repair(
       agents-sqlalchemy sessions repair support-42 --url agent.db --yes
     """
     if not yes:
-        click.confirm(f"Repair {clean(described(session_ids))} in {shown(url)}?", abort=True)
+        click.confirm(
+            f"Repair {clean(described(session_ids))} in {shown(url)}?", abort=True, err=True
+        )
     reports, missing = run(_repair(url, tables, key, session_ids))
     for session_id in missing:
         click.secho(f"No session {clean(repr(session_id))}", fg="yellow", err=True)

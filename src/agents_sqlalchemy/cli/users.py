@@ -65,7 +65,7 @@ def export(
     """
     if str(output) != "-":
         refuse_database_file(output, url, "'--output'")
-    bar = ProgressBar(progress, "Exporting sessions", file=sys.stderr)
+    bar = ProgressBar(progress, "Exporting sessions")
     try:
         with (
             nullcontext(sys.stdout) if str(output) == "-" else written(output, "'--output'") as out
@@ -123,7 +123,7 @@ def import_(
         raise click.ClickException(
             f"no SQLite database at {missing}: add --create to make it, with the tables"
         )
-    bar = ProgressBar(progress and str(source) != "-", "Importing", file=sys.stderr)
+    bar = ProgressBar(progress and str(source) != "-", "Importing")
     try:
         if str(source) == "-":
             report = run(
@@ -208,6 +208,7 @@ def erase(
                 f"Erase every session of user {clean(repr(user_id))} from {shown(url)}, with "
                 "all items? This cannot be undone",
                 abort=True,
+                err=True,
             )
         done = run(_erase(url, tables, key, user_id))
         text = json.dumps(done.as_dict(), indent=2)
