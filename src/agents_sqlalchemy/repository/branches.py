@@ -204,6 +204,16 @@ class Branches:
         ).scalar_one()
         return BranchSummary(MAIN, count, users, first)
 
+    async def other_summaries(self, key: SessionKey) -> list[BranchSummary]:
+        """The branches besides main that hold live items, oldest first (counted by the
+        database: nothing is read of the items)."""
+
+        def work(conn: Connection) -> list[BranchSummary]:
+            session_pk = conn.execute(self._schema.session_pk(key)).scalar_one_or_none()
+            return [] if session_pk is None else self._summaries(conn, session_pk)
+
+        return await self._schema.db.read(work)
+
     def _summaries(self, conn: Connection, session_pk: int) -> list[BranchSummary]:
         branches, refs, items = self._schema.branches, self._schema.branch_items, self._schema.items
         users = func.sum(case((refs.c.is_user, 1), else_=0))

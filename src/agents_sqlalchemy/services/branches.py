@@ -185,6 +185,11 @@ class Branches:
 
         return await self._owners.reading(key, summaries)
 
+    async def others(self, key: SessionKey) -> list[BranchSummary]:
+        """The branches besides main that hold live items, oldest first (none decoded)."""
+        await self._opener.ready()
+        return await self._branches.other_summaries(key)
+
     async def turns(self, key: SessionKey, branch: str, *, users_only: bool) -> list[Turn] | Gone:
         """A branch's live items, decoded, with their user turns."""
 

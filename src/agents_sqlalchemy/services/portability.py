@@ -201,8 +201,8 @@ class Portability:
             ),
             0,
         )
-        others = [s for s in await self._branches.summaries(key) if s.name != MAIN]
-        names = [(MAIN, None), *((s.name, s.created_at) for s in sorted(others, key=_created))]
+        others = await self._branches.others(key)  # oldest first
+        names = [(MAIN, None), *((s.name, s.created_at) for s in others)]
         lines = items = 0
         for name, created_at in names:
             turns = await self._branches.turns(key, name, users_only=False)
@@ -407,11 +407,6 @@ async def erase(
         owner_key_status=destroyed.status,
         owner_key_gone_at=destroyed.at,
     )
-
-
-def _created(summary: Any) -> datetime:
-    created: datetime = summary.created_at
-    return created
 
 
 def _common(a: list[Any], b: list[Any]) -> int:
