@@ -52,6 +52,17 @@ def evil_store(sqlite_url: str) -> Iterator[SessionStore]:
     asyncio.run(store.close())
 
 
+def every_page(http: TestClient, path: str, pattern: str) -> list[Any]:
+    """What `pattern` finds on a listing's pages, following each page's link to the next."""
+    found: list[Any] = []
+    while path:
+        page = http.get(path).text
+        found += re.findall(pattern, page, re.S)
+        after = re.search(r'id="next" rel="next" href="([^"]+)"', page)
+        path = unescape(after.group(1)) if after else ""
+    return found
+
+
 def text_of(html: str) -> str:
     """What a browser shows of a page, roughly: tags dropped, entities decoded."""
     return unescape(re.sub(r"<[^>]+>", " ", html))
@@ -386,19 +397,11 @@ def test_pages_follow_their_cursors(sqlite_url: str) -> None:
     store = SessionStore(sqlite_url, search=False)
     try:
         with client(store) as http:
-            seen, path = [], "/sessions?limit=3"
-            while path:
-                page = http.get(path)
-                seen += re.findall(r'class="id session-link" href="/session\?id=(s\d)"', page.text)
-                found = re.search(r'id="next" rel="next" href="([^"]+)"', page.text)
-                path = unescape(found.group(1)) if found else ""
+            seen = every_page(
+                http, "/sessions?limit=3", r'class="id session-link" href="/session\?id=(s\d)"'
+            )
             assert sorted(seen) == [f"s{n}" for n in range(7)]
-            users, path = [], "/users?limit=2"
-            while path:
-                page = http.get(path)
-                users += re.findall(r'class="id user-link"[^>]*>([^<]+)<', page.text)
-                found = re.search(r'id="next" rel="next" href="([^"]+)"', page.text)
-                path = unescape(found.group(1)) if found else ""
+            users = every_page(http, "/users?limit=2", r'class="id user-link"[^>]*>([^<]+)<')
             assert users == ["user-0", "user-1", "user-2"]
             ones = http.get("/users?prefix=user-1")
             assert re.findall(r'class="id user-link"[^>]*>([^<]+)<', ones.text) == ["user-1"]
@@ -467,13 +470,8 @@ def test_user_ids_that_differ_by_trailing_spaces_are_two_users_everywhere(db_url
     store = SessionStore(db_url, search=False)
     try:
         with client(store) as http:
-            seen, path = [], "/users?limit=1"
-            while path:
-                page = http.get(path)
-                row = r'class="id user-link"[^>]*>([^<]+)</a>.*?<td class="num">(\d+)</td>'
-                seen += re.findall(row, page.text, re.S)
-                found = re.search(r'id="next" rel="next" href="([^"]+)"', page.text)
-                path = unescape(found.group(1)) if found else ""
+            row = r'class="id user-link"[^>]*>([^<]+)</a>.*?<td class="num">(\d+)</td>'
+            seen = every_page(http, "/users?limit=1", row)
     finally:
         asyncio.run(store.close())
     assert [(unescape(user), int(count)) for user, count in seen] == list(names.items())
