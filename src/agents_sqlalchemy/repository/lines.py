@@ -15,8 +15,9 @@ count (`popped`, `uncount`); a compaction or a clear starts it again (`count_aga
 When it first branches, the main line's turn structure (which items open a user turn) is
 derived from the items themselves, after the offset (`sync_main`), and kept up to date
 lazily from then on, under the session's lock, with the count following it; from then on
-the structure is the truth. Another branch is a list
-of references (`branch_items`, see `Branches`). Items written on a branch live in the
+the structure is the truth. Another branch is a list of references (`branch_items`, see
+`Branches`); its row's `turns` is the turn it was made after, which its items are
+numbered after once it holds none (`first_turn`). Items written on a branch live in the
 session's companion row (`sessions.parent_pk`), so the main line never sees them; they
 take their sequence numbers from the session itself, so a place is unique across all its
 lines and an item sealed for the session opens wherever it is referenced.
