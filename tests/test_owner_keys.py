@@ -1088,3 +1088,26 @@ async def test_the_rotating_store_reads_and_writes_while_it_rotates(
         assert await alice.get_items() == [message(m) for m in ("before", "during", "after")]
         assert await alice.get_state("step") == 2
         assert await store.session("b").get_items() == [message("bob, during")]
+
+
+async def test_an_erasure_refuses_a_key_given_to_another_owner_behind_its_back(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The owner keys table altered so that alice's key reads as someone else's: her
+    erasure deleted her rows, destroyed no key and returned a receipt, so a backup still
+    opened her items. It refuses, and changes nothing."""
+    directory = KeyDirectory(tmp_path / "keys")
+    async with SessionStore(db_url, create_tables=True, key="k", owner_keys=directory) as store:
+        await store.session("a", user_id="alice").add_items([message("alice said")])
+        await store.session("a2", user_id="alice").add_items([message("again")])
+        await store.session("b", user_id="bob").add_items([message("bob said")])
+    keys = await _owner_keys(db_url)
+    [alice_key] = [key for key, owner in keys.items() if owner == owner_of("alice", "")]
+    change = f"UPDATE {OWNER_KEYS} SET owner = :other WHERE key_id = :key"
+    await execute(db_url, change, {"other": owner_of("mallory", ""), "key": alice_key})
+    async with SessionStore(db_url, key="k", owner_keys=directory) as store:
+        with pytest.raises(OwnerKeyError, match=f"owner key {alice_key}.*altered"):
+            await store.erase_user("alice")
+        assert {info.session_id for info in await store.list_sessions()} == {"a", "a2", "b"}
+        assert (tmp_path / "keys" / f"{alice_key}.key").exists()
+        assert (await store.erase_user("bob")).owner_keys_destroyed == 1  # others go on

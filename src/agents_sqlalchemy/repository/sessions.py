@@ -268,6 +268,19 @@ class Sessions:
             conditions.append(sessions.c.updated_at < self._schema.now() - inactive_for)
         return and_(*conditions)
 
+    async def keys_of_others(self, where: ColumnElement[bool], owner: str) -> list[str]:
+        """The owner keys that wrap items of the sessions `where` (their branches' too) but
+        that the owner keys table gives to another owner than `owner`: rows altered outside
+        the library (an erasure of `owner` would leave such a key alive)."""
+        sessions, items, keys = self._schema.sessions, self._schema.items, self._schema.owner_keys
+        chosen = select(sessions.c.id).where(where).correlate(None)
+        holders = select(sessions.c.id).where(
+            or_(sessions.c.id.in_(chosen), sessions.c.parent_pk.in_(chosen))
+        )
+        named = select(items.c.kek_id).where(items.c.session_pk.in_(holders)).distinct()
+        query = select(keys.c.key_id).where(keys.c.key_id.in_(named), keys.c.owner != owner)
+        return await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
+
     async def create_session(self, key: SessionKey) -> bool:
         """Insert a new session row (owner and metadata from `key`); False if the id exists."""
         now = self._schema.now()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, OwnerKeyError
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import SearchIndex, Sessions
 from ..types import SessionKey, owner_of
@@ -142,6 +142,7 @@ class Management:
         owners: set[str] | None = set()
         if where.get("user_id") is not None:
             owners = {owner_of(where["user_id"], "")}
+            await self._refuse_keys_of_others(condition, where["user_id"])
         elif not where:  # every session: every owner's key
             owners = None
         async with self._opener.scrubbing():
@@ -155,6 +156,19 @@ class Management:
             )
             destroyed = first.and_then(await self._owners.destroyed(keys))
         return Removed(sessions=sessions, items=items), destroyed
+
+    async def _refuse_keys_of_others(self, condition: Any, user_id: str) -> None:
+        """Raise `OwnerKeyError`, nothing deleted, if the user's items are wrapped by a key
+        the owner keys table gives to someone else: its erasure would leave it alive."""
+        if self._opener.kek is None:
+            return
+        found = await self._sessions.keys_of_others(condition, owner_of(user_id, ""))
+        if found:
+            raise OwnerKeyError(
+                f"items of user {user_id[:80]!r} are wrapped by owner key {found[0]}, which the "
+                "owner keys table gives to another owner: it was altered outside the library; "
+                "nothing was deleted or destroyed (restore the table from a backup)"
+            )
 
     async def purge_expired(self, batch_size: int) -> int:
         """Delete expired items (reads already hide them), in batches; return how many."""
