@@ -1111,3 +1111,55 @@ async def test_an_erasure_refuses_a_key_given_to_another_owner_behind_its_back(
         assert {info.session_id for info in await store.list_sessions()} == {"a", "a2", "b"}
         assert (tmp_path / "keys" / f"{alice_key}.key").exists()
         assert (await store.erase_user("bob")).owner_keys_destroyed == 1  # others go on
+
+
+async def test_a_rotation_stopped_after_its_store_wrote_for_a_new_owner_resumes(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rotating store made a new owner's key under the new store key after its rotation
+    stopped; resumed, the rotation took that key for an old one, could not open it, and
+    nothing opened the database any more."""
+    old, new = os.urandom(32), os.urandom(32)
+    async with SessionStore(db_url, create_tables=True, key=old) as store:
+        await store.session("a", user_id="alice").add_items([message("alice said")])
+
+    async def stopping(*args: Any, **kwargs: Any) -> Any:
+        raise Interrupted
+
+    monkeypatch.setattr(KeyringRows, "rewrap_keys", stopping)
+    async with SessionStore(db_url, key=old) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_key(new)
+        await store.session("c", user_id="carol").add_items([message("carol, meanwhile")])
+        await store.session("n").add_items([message("nobody's, meanwhile")])
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=old) as store:  # resumed as the docs say
+        await store.rotate_key(new)
+    async with SessionStore(db_url, key=new) as store:
+        for session_id, text in (("a", "alice said"), ("c", "carol, meanwhile")):
+            assert await store.session(session_id).get_items() == [message(text)]
+        assert await store.session("n").get_items() == [message("nobody's, meanwhile")]
+
+
+async def test_a_rotation_checks_a_new_owner_s_item_written_as_it_starts(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new owner's first item, written between the rotation listing the owner keys and
+    its check of the items, named a key it did not know: the rotation said the item "was
+    altered" and told to restore or delete it."""
+    old, new = os.urandom(32), os.urandom(32)
+    real = KeyringRows.last_item_id
+    async with SessionStore(db_url, create_tables=True, key=old) as store:
+        await store.session("a", user_id="alice").add_items([message("alice said")])
+
+        async def meanwhile(self: KeyringRows) -> Any:
+            if not await store.session_info("d"):
+                await store.session("d", user_id="dora").add_items([message("dora, meanwhile")])
+            return await real(self)
+
+        monkeypatch.setattr(KeyringRows, "last_item_id", meanwhile)
+        await store.rotate_key(new)
+        monkeypatch.undo()
+    async with SessionStore(db_url, key=new) as store:
+        assert await store.session("d").get_items() == [message("dora, meanwhile")]
+        assert await store.session("a").get_items() == [message("alice said")]

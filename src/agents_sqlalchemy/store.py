@@ -392,7 +392,10 @@ class SessionStore:
         Returns how many item keys were re-wrapped.
 
         From its start, a store still holding the old key (another process's) has every
-        sealed write refused with `WrongKeyError`. The search-term secret is kept (a
+        sealed write refused with `WrongKeyError` (with owner keys kept in the database;
+        with an owner key store, such as a `KeyDirectory`, its writes go on, under the
+        owners' keys the rotation then re-wraps). This store goes on reading and writing
+        while it rotates. The search-term secret is kept (a
         re-wrap, not a reindex): the old key opens nothing of the rotated database, but
         can still confirm a guessed word in its keyword index. If the old key may have
         leaked, copy the data into a fresh database instead (`export_user`/`import_user`).

@@ -133,16 +133,23 @@ class KeyRotation:
         changing nothing, before a rotation starts: an item that one of `wrappers` does not
         open (its key id or its wrapped key altered) would stop the rotation halfway, or be
         left under a key it then destroys. Raises naming the item; ~3 us an item. What is
-        written meanwhile is sealed under these same keys: the walk ends where the items
-        and sessions ended when it started (one chasing busy writers would not end)."""
-        keyring = self._keyring
+        written meanwhile is sealed under these same keys, or under a key made meanwhile for
+        a new owner (looked up when met): the walk ends where the items and sessions ended
+        when it started (one chasing busy writers would not end)."""
+        keyring, known = self._keyring, dict(wrappers)
+
+        async def wrapper_of(kek_id: str | None) -> Wrapper | None:
+            if kek_id is not None and kek_id not in known:
+                known.update(await self._owners.in_use())  # a new owner's, made meanwhile?
+            return None if kek_id is None else known.get(kek_id)
+
         last_item, last_session = await keyring.last_item_id(), await keyring.last_session_id()
         after: int | None = 0
         while after is not None:
             found, after = await keyring.wrapped_keys(after, batch_size, last_item)
             for session_id, seq, kek_id, wrapped in found:
                 where = f"item #{seq} of session {session_id[:80]!r}"
-                wrapper = None if kek_id is None else wrappers.get(kek_id)
+                wrapper = await wrapper_of(kek_id)
                 if wrapper is None or wrapped is None:
                     raise KeyringError(
                         f"{where} names no key this store holds ({kek_id!r}"
@@ -154,7 +161,7 @@ class KeyRotation:
         while after is not None:
             states, after = await keyring.sealed_states(after, batch_size, last_session)
             for session_id, state in states:
-                wrapper = wrappers.get(state_kek_id(state))
+                wrapper = await wrapper_of(state_kek_id(state))
                 if wrapper is None:
                     raise KeyringError(
                         f"the state of session {session_id[:80]!r} names no key this store "

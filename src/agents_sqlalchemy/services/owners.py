@@ -364,7 +364,8 @@ class Owners:
 
         A key that replaces one still there was made by this rotation, which was
         interrupted (before its old keys were retired, or after): it is found again, never
-        rotated itself; every other key is an old one. So a rotation resumed from any
+        rotated itself; so is a key kept under `new` already (made for a new owner while
+        the rotation ran); every other key is an old one. So a rotation resumed from any
         point re-wraps each owner's items once, under the key it made for them. A retired
         key that nothing can open any more (its key store destroyed it, or the keyring no
         longer holds the key it was kept under: a rotation stopped after its walk) has only
@@ -380,7 +381,14 @@ class Owners:
         present = {row.key_id for row in rows}
         made = {row.replaces: row for row in rows if row.replaces in present}
         successors = {row.key_id for row in made.values()}
-        olds = [row for row in rows if row.key_id not in successors]
+        # A key kept under the new store key already, not made to replace another: made
+        # for a new owner by this rotation's store while it ran (`_make`); no old key.
+        fresh = {
+            row.key_id
+            for row in rows
+            if self._given is None and old.kek_id != new.kek_id and row.kek_id == new.kek_id
+        }
+        olds = [row for row in rows if row.key_id not in successors | fresh]
         old_keeper = self._given if self._given is not None else InDatabase(old)
         new_keeper = self._given if self._given is not None else InDatabase(new)
         pairs: dict[str, tuple[OwnerKey, OwnerKey]] = {}
