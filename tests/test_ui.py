@@ -710,6 +710,9 @@ async def test_sizes_are_bytes_on_every_database(db_url: str) -> None:
     ]
     async with SessionStore(db_url, create_tables=True) as store:
         await store.session("s").add_items(items)
+        short = store.session("s", ttl=1)  # an expired item, not purged yet: no size
+        await short.add_items([{"role": "user", "content": "gone soon " * 50}])
+        await asyncio.sleep(1.1)
         [info] = await store.list_sessions()
         found = await queries.sizes(store, [info])
     compact = [json.dumps(item, ensure_ascii=False, separators=(",", ":")) for item in items]

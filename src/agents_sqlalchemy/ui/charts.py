@@ -72,7 +72,12 @@ def _point(x: float, y: float, w: float, h: float, label: str, value: float, uni
 def columns(
     points: Sequence[Point], *, title: str, unit: str = "", width: int = 720, height: int = 240
 ) -> Markup:
-    """Vertical bars, one per point, left to right (e.g. one per day)."""
+    """Vertical bars, one per point, left to right (e.g. one per day); each point's value
+    in its `data-value`, exactly.
+
+    >>> 'data-value="78143750"' in columns([("2026-12-01", 78_143_750)], title="tokens")
+    True
+    """
     body: list[str] = []
     plot_w, plot_h = width - _LEFT - _RIGHT, height - _TOP - _BOTTOM
     top = nice_ceiling(max((value for _, value in points), default=0))
