@@ -1163,3 +1163,34 @@ async def test_a_rotation_checks_a_new_owner_s_item_written_as_it_starts(
     async with SessionStore(db_url, key=new) as store:
         assert await store.session("d").get_items() == [message("dora, meanwhile")]
         assert await store.session("a").get_items() == [message("alice said")]
+
+
+async def test_a_rotation_that_could_not_end_is_refused_before_it_starts(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rotate_key` after a `rotate_owner_keys` stopped before destroying the old keys took
+    that rotation's new keys for its own, could not open them, and nothing opened the
+    database any more; `rotate_key` to the store's own key did the same once stopped."""
+    old, new = os.urandom(32), os.urandom(32)
+    async with SessionStore(db_url, create_tables=True, key=old) as store:
+        await store.session("a", user_id="alice").add_items([message("alice said")])
+
+    async def stopping(*args: Any, **kwargs: Any) -> Any:
+        raise Interrupted
+
+    monkeypatch.setattr(Owners, "destroy_keys", stopping)
+    async with SessionStore(db_url, key=old) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_owner_keys()
+    monkeypatch.undo()
+    keyring = await raw_rows(db_url, f"SELECT kek_id, retired_at FROM {KEYRING}")
+    async with SessionStore(db_url, key=old) as store:
+        with pytest.raises(ConfigurationError, match="rotation of the owner keys is unfinished"):
+            await store.rotate_key(new)
+        assert await raw_rows(db_url, f"SELECT kek_id, retired_at FROM {KEYRING}") == keyring
+        await store.rotate_owner_keys()  # finished, as the message says
+        with pytest.raises(ConfigurationError, match="the store's key already"):
+            await store.rotate_key(old)
+        await store.rotate_key(new)
+    async with SessionStore(db_url, key=new) as store:
+        assert await store.session("a").get_items() == [message("alice said")]

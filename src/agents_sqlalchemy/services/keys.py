@@ -73,6 +73,9 @@ class KeyRotation:
         if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
             new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
         else:
+            await self._refuse_to_start(
+                new_key, [row for row in rows if row["kek_id"] == old.kek_id]
+            )
             opened = await self._owners.in_use()
             await self._check({old.kek_id: old, **opened}, batch_size)
             new = await create_kek(new_key, previous=old)
@@ -90,6 +93,24 @@ class KeyRotation:
         done = await self._walk(moves | pairs, old.kek_id, pairs, batch_size, progress)
         opener.adopt(new_key, new)
         return done
+
+    async def _refuse_to_start(self, new_key: Key, current: list[Any]) -> None:
+        """Raise `ConfigurationError`, nothing changed, where a rotation to `new_key` could
+        not end: one of the owner keys is unfinished (its successors are kept under the
+        store's key, which this one retires), or `new_key` is the store's key already."""
+        if await self._owners.rotating():
+            raise ConfigurationError(
+                "a rotation of the owner keys is unfinished: finish it first "
+                "(rotate_owner_keys again), then rotate the store's key; nothing was changed"
+            )
+        try:
+            await open_kek(new_key, KeyringRecord.from_row(current[-1]))
+        except WrongKeyError:
+            return
+        raise ConfigurationError(
+            "the new key is the store's key already: nothing was changed (rotate_owner_keys "
+            "gives every owner a fresh key under it)"
+        )
 
     async def _rotated_to(self, new_key: Key) -> bool:
         """Whether `new_key` is the store's only key (a rotation to it ended its walk and
@@ -139,8 +160,8 @@ class KeyRotation:
         keyring, known = self._keyring, dict(wrappers)
 
         async def wrapper_of(kek_id: str | None) -> Wrapper | None:
-            if kek_id is not None and kek_id not in known:
-                known.update(await self._owners.in_use())  # a new owner's, made meanwhile?
+            if kek_id is not None and kek_id not in known:  # a new owner's, made meanwhile?
+                known.update(await self._owners.in_use(live_only=True))
             return None if kek_id is None else known.get(kek_id)
 
         last_item, last_session = await keyring.last_item_id(), await keyring.last_session_id()

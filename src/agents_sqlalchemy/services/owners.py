@@ -413,9 +413,10 @@ class Owners:
         kept = None if row.kept is None else bytes(row.kept)
         return await call_store(self._given, "fetch", row.key_id, row.owner, kept) is None
 
-    async def in_use(self) -> dict[str, OwnerKey]:
+    async def in_use(self, *, live_only: bool = False) -> dict[str, OwnerKey]:
         """Every owner key in use, opened, by id (nothing is changed): what a rotation
-        checks the items' keys against before it starts."""
+        checks the items' keys against before it starts. A key an erasure destroyed (its
+        rows not deleted yet) is refused, or with `live_only` left out."""
         codec = await self._codec()
         if codec is None:
             return {}
@@ -423,6 +424,8 @@ class Owners:
         for row in await self._rows.every():
             if row.retired_at is None:
                 opened = await self._opened(codec, row)
+                if opened is None and live_only:
+                    continue
                 if opened is None:  # an erasure destroyed it, its rows not deleted yet
                     raise OwnerKeyError(
                         f"owner key {row.key_id} was destroyed by an erasure that runs now, or "
