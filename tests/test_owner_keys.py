@@ -509,6 +509,25 @@ class Interrupted(Exception):
     pass
 
 
+async def alice_said(url: str, key: bytes) -> None:
+    """A store made under `key` holding alice's session "a", one item: "alice said"."""
+    async with SessionStore(url, create_tables=True, key=key) as store:
+        await store.session("a", user_id="alice").add_items([message("alice said")])
+
+
+def stop_on(monkeypatch: pytest.MonkeyPatch, cls: Any, name: str, after: int = 0) -> None:
+    """Make `cls.name` raise `Interrupted` (a process that dies there) after `after` calls."""
+    real, calls = getattr(cls, name), []
+
+    def stopping(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > after:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cls, name, stopping)
+
+
 async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(
     db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -969,20 +988,9 @@ async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
             for user in users:
                 await store.session(user, user_id=user).add_items([message(f"{user} said")])
 
-    def stop_on(cls: Any, name: str, after: int) -> None:
-        real, calls = getattr(cls, name), []
-
-        def stopping(*args: Any, **kwargs: Any) -> Any:
-            calls.append(1)
-            if len(calls) > after:
-                raise Interrupted
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(cls, name, stopping)
-
     # Kept in the database: rotate_key stopped once its old keyring row is deleted.
     await fill(db_url)
-    stop_on(Owners, "destroy_keys", 0)
+    stop_on(monkeypatch, Owners, "destroy_keys")
     async with SessionStore(db_url, key=old) as store:
         with pytest.raises(Interrupted):
             await store.rotate_key(new)
@@ -993,7 +1001,7 @@ async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
             assert await store.session(user).get_items() == [message(f"{user} said")]
     assert len(await _owner_keys(db_url)) == len(users)  # the old ones gone, not left
     # Or run again as the docs say, with the same two keys: it said "wrong key".
-    stop_on(Owners, "destroy_keys", 0)
+    stop_on(monkeypatch, Owners, "destroy_keys")
     async with SessionStore(db_url, key=new) as store:
         with pytest.raises(Interrupted):
             await store.rotate_key(old)
@@ -1015,7 +1023,7 @@ async def test_a_rotation_stopped_while_it_destroys_the_old_keys_finishes(
         return
     other = f"sqlite+aiosqlite:///{tmp_path / 'dir.db'}"
     await fill(other, owner_keys=KeyDirectory(directory))
-    stop_on(KeyDirectory, "destroy", 1)
+    stop_on(monkeypatch, KeyDirectory, "destroy", 1)
     async with SessionStore(other, key=old, owner_keys=KeyDirectory(directory)) as store:
         with pytest.raises(Exception, match="Interrupted"):
             await store.rotate_owner_keys()
@@ -1120,13 +1128,8 @@ async def test_a_rotation_stopped_after_its_store_wrote_for_a_new_owner_resumes(
     stopped; resumed, the rotation took that key for an old one, could not open it, and
     nothing opened the database any more."""
     old, new = os.urandom(32), os.urandom(32)
-    async with SessionStore(db_url, create_tables=True, key=old) as store:
-        await store.session("a", user_id="alice").add_items([message("alice said")])
-
-    async def stopping(*args: Any, **kwargs: Any) -> Any:
-        raise Interrupted
-
-    monkeypatch.setattr(KeyringRows, "rewrap_keys", stopping)
+    await alice_said(db_url, old)
+    stop_on(monkeypatch, KeyringRows, "rewrap_keys")
     async with SessionStore(db_url, key=old) as store:
         with pytest.raises(Interrupted):
             await store.rotate_key(new)
@@ -1172,13 +1175,8 @@ async def test_a_rotation_that_could_not_end_is_refused_before_it_starts(
     that rotation's new keys for its own, could not open them, and nothing opened the
     database any more; `rotate_key` to the store's own key did the same once stopped."""
     old, new = os.urandom(32), os.urandom(32)
-    async with SessionStore(db_url, create_tables=True, key=old) as store:
-        await store.session("a", user_id="alice").add_items([message("alice said")])
-
-    async def stopping(*args: Any, **kwargs: Any) -> Any:
-        raise Interrupted
-
-    monkeypatch.setattr(Owners, "destroy_keys", stopping)
+    await alice_said(db_url, old)
+    stop_on(monkeypatch, Owners, "destroy_keys")
     async with SessionStore(db_url, key=old) as store:
         with pytest.raises(Interrupted):
             await store.rotate_owner_keys()
