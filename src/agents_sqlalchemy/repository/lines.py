@@ -263,9 +263,12 @@ class Lines:
         items, refs = self._schema.items, self._schema.branch_items
         last = self.last_ref(conn, main_pk)
         after, turn = (last.seq, last.turn) if last else (0, self.offset(conn, session_pk, opened))
+        end: tuple[int, int] | None = None  # the last reference added: (turn, seq)
         if self._derive_statement is not None:
             where = {"main_pk": main_pk, "session_pk": session_pk, "after": after, "turn": turn}
-            added = conn.execute(self._derive_statement, where).rowcount
+            if conn.execute(self._derive_statement, where).rowcount:
+                last = self.last_ref(conn, main_pk)
+                end = (last.turn, last.seq)
         else:
             newer = self._schema.item_columns().where(
                 items.c.session_pk == session_pk, items.c.seq > after
@@ -280,12 +283,10 @@ class Lines:
             ]
             if values:
                 conn.execute(refs.insert(), values)
-            added = len(values)
-        if added:  # the count follows the structure (`offset`, should every item go)
-            end = self.last_ref(conn, main_pk)
-            conn.execute(
-                self._count_update, {"main_pk": main_pk, "new_turns": end.turn, "upto": end.seq}
-            )
+                end = (values[-1]["turn"], values[-1]["seq"])
+        if end is not None:  # the count follows the structure (`offset`, should every item go)
+            turns, seq = end
+            conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": seq})
 
     def number_after(self, conn: Connection, session_pk: int, turns: int) -> int:
         """Number the main line's items after `turns` turns it does not hold (a history whose
