@@ -143,6 +143,25 @@ def test_db_check_and_current_speak_to_the_command_line(sqlite_url: str) -> None
     assert "chat_version (--prefix chat_)" in current.output
 
 
+def test_table_options_are_named_when_wrong(sqlite_url: str) -> None:
+    seed(sqlite_url, {"s": [USER]})
+    prefix = cli("sessions", "list", "--url", sqlite_url, "--prefix", "bad prefix!")
+    assert prefix.exit_code == 2 and "Invalid value for --prefix" in prefix.output
+    table = cli("sessions", "list", "--url", sqlite_url, "--items-table", "x y")
+    assert table.exit_code == 2 and "Invalid value for --items-table" in table.output
+    schema = cli("sessions", "list", "--url", sqlite_url, "--schema", "chat")
+    assert schema.exit_code == 2 and "Invalid value for --schema" in schema.output
+    assert "has no schemas" in schema.output
+    assert cli("sessions", "list", "--url", sqlite_url, "--schema", "main").exit_code == 0
+
+
+def test_advice_asks_for_the_password_it_hides() -> None:
+    named = TableNames(prefix="chat_")
+    line = named.command_line("upgrade", "postgresql+asyncpg://app:***@db:5432/app")
+    assert "--url 'postgresql+asyncpg://app:PASSWORD@db:5432/app'" in line
+    assert "***" not in line
+
+
 async def test_an_in_memory_database_is_not_sent_to_the_command_line() -> None:
     session = AdvancedSQLiteSession(session_id="memory")
     with pytest.raises(SchemaError) as caught:

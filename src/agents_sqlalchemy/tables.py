@@ -27,6 +27,21 @@ ROLES = (
 VIEWS = ("messages_view",)
 
 
+def _to_fill_in(url: str) -> str:
+    """`url` as a command to paste takes it: a password hidden as ``***`` spelled PASSWORD,
+    for the reader to fill in (``***`` would be sent as the password).
+
+    >>> _to_fill_in("postgresql://app:***@db/app")
+    'postgresql://app:PASSWORD@db/app'
+    """
+    scheme, found, rest = url.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    user, colon, password = credentials.partition(":")
+    if not (found and at and colon and password == "***"):
+        return url
+    return f"{scheme}://{user}:PASSWORD@{place}"
+
+
 def check_identifier(what: str, value: str) -> str:
     """Return `value` if it is a plain SQL identifier, else raise `ConfigurationError`."""
     if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
@@ -112,7 +127,7 @@ class TableNames:
             else f"--{key.replace('_', '-')} {value}"
             for key, value in self.overrides().items()
         ]
-        words = [program, action, revision, f"--url '{url}'", *options]
+        words = [program, action, revision, f"--url '{_to_fill_in(url)}'", *options]
         return " ".join(word for word in words if word)
 
     @property

@@ -99,11 +99,17 @@ def database_options(command: Callable[..., T] | None = None, *, may_create: boo
     def wrapper(**kwargs: Any) -> T:
         names = {"prefix": kwargs.pop("prefix"), "schema": kwargs.pop("schema")}
         names |= {role: kwargs.pop(param) for param, role in _ROLE_PARAMS.items()}
+        tables = _table_names({key: value for key, value in names.items() if value is not None})
         try:
-            tables = TableNames(**{key: value for key, value in names.items() if value is not None})
             missing = missing_sqlite_file(kwargs["url"])
         except ConfigurationError as exc:
-            raise click.BadParameter(str(exc)) from exc
+            raise click.BadParameter(str(exc), param_hint="--url") from exc
+        sqlite = normalize_url(kwargs["url"]).get_backend_name() == "sqlite"
+        if sqlite and tables.schema not in (None, "main"):
+            raise click.BadParameter(
+                "a SQLite database has no schemas: its tables are in the file --url names",
+                param_hint="--schema",
+            )
         if missing is not None and not may_create:
             raise click.ClickException(
                 f"no SQLite database at {missing} (nothing was created): check --url, or "
@@ -123,6 +129,28 @@ def database_options(command: Callable[..., T] | None = None, *, may_create: boo
         help="Database URL, or a file path for SQLite (e.g. postgresql://app@db/app, agent.db).",
     )
     return url(decorated)
+
+
+def _table_names(given: dict[str, str]) -> TableNames:
+    """The `TableNames` of the table options given; a bad value is named by its option."""
+    try:
+        return TableNames(**given)
+    except ConfigurationError as exc:
+        wrong = [name for name, value in given.items() if not _valid({name: value})]
+        options = [_OPTIONS.get(name, f"--{name}") for name in wrong or given]
+        raise click.BadParameter(str(exc), param_hint=" / ".join(options)) from exc
+
+
+def _valid(names: dict[str, str]) -> bool:
+    try:
+        TableNames(**names)
+    except ConfigurationError:
+        return False
+    return True
+
+
+#: Each table name's option, by its `TableNames` field.
+_OPTIONS = {role: f"--{param.replace('_', '-')}" for param, role in _ROLE_PARAMS.items()}
 
 
 def missing_sqlite_file(url: str) -> Path | None:
