@@ -146,11 +146,11 @@ def test_db_check_and_current_speak_to_the_command_line(sqlite_url: str) -> None
 def test_table_options_are_named_when_wrong(sqlite_url: str) -> None:
     seed(sqlite_url, {"s": [USER]})
     prefix = cli("sessions", "list", "--url", sqlite_url, "--prefix", "bad prefix!")
-    assert prefix.exit_code == 2 and "Invalid value for --prefix" in prefix.output
+    assert prefix.exit_code == 2 and "Invalid value for '--prefix'" in prefix.output
     table = cli("sessions", "list", "--url", sqlite_url, "--items-table", "x y")
-    assert table.exit_code == 2 and "Invalid value for --items-table" in table.output
+    assert table.exit_code == 2 and "Invalid value for '--items-table'" in table.output
     schema = cli("sessions", "list", "--url", sqlite_url, "--schema", "chat")
-    assert schema.exit_code == 2 and "Invalid value for --schema" in schema.output
+    assert schema.exit_code == 2 and "Invalid value for '--schema'" in schema.output
     assert "has no schemas" in schema.output
     assert cli("sessions", "list", "--url", sqlite_url, "--schema", "main").exit_code == 0
 

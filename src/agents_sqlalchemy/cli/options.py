@@ -103,12 +103,12 @@ def database_options(command: Callable[..., T] | None = None, *, may_create: boo
         try:
             missing = missing_sqlite_file(kwargs["url"])
         except ConfigurationError as exc:
-            raise click.BadParameter(str(exc), param_hint="--url") from exc
+            raise click.BadParameter(str(exc), param_hint="'--url'") from exc
         sqlite = normalize_url(kwargs["url"]).get_backend_name() == "sqlite"
         if sqlite and tables.schema not in (None, "main"):
             raise click.BadParameter(
                 "a SQLite database has no schemas: its tables are in the file --url names",
-                param_hint="--schema",
+                param_hint="'--schema'",
             )
         if missing is not None and not may_create:
             raise click.ClickException(
@@ -137,7 +137,7 @@ def _table_names(given: dict[str, str]) -> TableNames:
         return TableNames(**given)
     except ConfigurationError as exc:
         wrong = [name for name, value in given.items() if not _valid({name: value})]
-        options = [_OPTIONS.get(name, f"--{name}") for name in wrong or given]
+        options = [f"'{_OPTIONS.get(name, f'--{name}')}'" for name in wrong or given]
         raise click.BadParameter(str(exc), param_hint=" / ".join(options)) from exc
 
 
