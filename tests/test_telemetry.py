@@ -277,6 +277,33 @@ async def test_busy_writes_record_the_lock_wait_and_the_error(db_url: str) -> No
     )
 
 
+async def test_only_what_was_stored_is_counted(db_url: str) -> None:
+    """A Runner's write (with its usage) and a branch's were not counted; a write that gave
+    up, and a retried batch its idempotency key found stored, were counted as written."""
+    out = Exported()
+    agent = Agent(name="assistant", model=ScriptedModel([[assistant_message("Mochi")]]))
+    async with SessionStore(
+        db_url, create_tables=True, lock_timeout=0.5, telemetry=out.telemetry()
+    ) as store:
+        session = store.session("counted", user_id="carol")
+        await Runner.run(agent, "What is my dog called?", session=session)
+        batch = [{"role": "user", "content": "once"}]
+        for _ in range(3):
+            await session.add_items(batch, idempotency_key="k1")
+        await session.create_branch_from_turn(1, "draft")
+        await session.add_items([{"role": "user", "content": "on the draft"}])
+        await session.switch_to_branch("main")
+        async for _ in holding_the_lock(db_url, "counted"):
+            with pytest.raises(SessionBusyError):
+                await session.add_items([{"role": "user", "content": "blocked"}] * 5)
+        stored = len(await session.get_items(branch_id="main"))
+        stored += len(await session.get_items(branch_id="draft"))  # made before turn 1
+    assert stored == 4
+    assert out.total("agents_sqlalchemy.items.written") == stored
+    failed = [span for span in out.named("append") if span.status.status_code is StatusCode.ERROR]
+    assert [(span.attributes or {}).get("agents_sqlalchemy.items") for span in failed] == [None]
+
+
 async def test_pool_usage_is_observed(pg_url: str) -> None:
     out = Exported()
     async with SessionStore(pg_url, create_tables=True, telemetry=out.telemetry()) as store:

@@ -121,6 +121,12 @@ def json_size(texts: Iterable[str]) -> int:
     return sum(map(utf8_size, texts))
 
 
+def counted(payloads: Sequence[str]) -> None:
+    """Telemetry: the current operation wrote these items (once they are stored)."""
+    if (operation := current()) is not None:
+        operation.wrote(len(payloads), json_size(payloads))
+
+
 def utf8_size(text: str) -> int:
     """The bytes of `text` in UTF-8 (an ASCII text is counted without encoding it)."""
     return len(text) if text.isascii() else len(text.encode())

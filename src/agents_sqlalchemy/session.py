@@ -282,7 +282,8 @@ class StoreSession:
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
             probe = self._services.db.telemetry
-            with probe.operation("replace_tail", session_id=self.session_id):
+            key = self._key
+            with probe.operation("replace_tail", session_id=key.session_id, user_id=key.user_id):
                 return await conversation.replace_tail(self._key, tail, start, output, prune_prefix)
 
         return snapshot(items, tail.complete, replace_suffix)

@@ -18,7 +18,7 @@ exception's class) on failure, and:
 
 ====================================  ==================================================
 `agents_sqlalchemy.items`              items written, read or removed by the operation
-`agents_sqlalchemy.bytes`              their JSON text (or sealed form), as stored
+`agents_sqlalchemy.bytes`              their JSON text in UTF-8, sealed or not
 `agents_sqlalchemy.search.mode`        `hybrid`, `vector` or `keyword`
 `agents_sqlalchemy.search.candidates`  items ranked by a search
 `agents_sqlalchemy.search.hits`        items a search returned
@@ -538,6 +538,9 @@ class Operation:
         _CURRENT.reset(token)
         if exc_type is not None:
             self.attributes["error.type"] = _error_type(exc_type)
+            # All or nothing: what a failed operation counted was not written, read or removed.
+            self.items_written = self.bytes_written = self.items_read = self.bytes_read = 0
+            self.items_removed = 0
         if self._span is not None:
             self._span.set_attributes(self._counts())
             if exc_type is not None:

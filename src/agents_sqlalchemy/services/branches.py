@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import repository
-from ..codec import Codec, encode_items, noting_keys
+from ..codec import Codec, counted, encode_items, noting_keys
 from ..crypto import OwnerKey
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
@@ -112,8 +112,10 @@ class Branches:
             )
 
         done = await self._owners.writing(key, write, reads=True)
-        if done and branch == MAIN and self._written is not None:
-            self._written(Appended(key))
+        if done:
+            counted(payloads)
+            if branch == MAIN and self._written is not None:
+                self._written(Appended(key))
         return done
 
     async def pop(self, key: SessionKey, branch: str) -> Any | Gone | None:

@@ -20,12 +20,11 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..codec import encode_item, encode_items, json_size
+from ..codec import counted, encode_item, encode_items
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions
-from ..telemetry import current
 from ..turns import is_user
 from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object, state_name
@@ -110,8 +109,6 @@ class Conversation:
             payloads = encode_items(given)
         if not payloads:
             return
-        if (operation := current()) is not None:
-            operation.wrote(len(payloads), json_size(payloads))
         codec = await self._opener.ready()
         ttl = ttl or self.ttl
 
@@ -124,6 +121,7 @@ class Conversation:
         placed = await self._owners.writing(key, write)
         if placed is None:
             return  # a batch of this idempotency key is stored already
+        counted(payloads)
         session_pk, first_seq = placed
         if self._written is not None:  # a sealed store keeps no plaintext past the call
             handed = codec.kek_id is None
@@ -264,7 +262,7 @@ class Conversation:
         expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
         if not expected:
             return False
-        payloads = self._payloads(output)
+        payloads = encode_items(output)
         codec = await self._opener.ready()
 
         async def write(key: SessionKey, sealer: OwnerKey | None) -> bool:
@@ -282,13 +280,15 @@ class Conversation:
 
         async with self._opener.scrubbing():
             replaced = await self._owners.writing(key, write, reads=prune is not None)
-        if replaced and self._written is not None:
-            self._written(Appended(key))
+        if replaced:
+            counted(payloads)
+            if self._written is not None:
+                self._written(Appended(key))
         return replaced
 
     async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
         """Replace every item of the session by `items`, in one transaction."""
-        payloads = self._payloads(items)
+        payloads = encode_items(items)
         codec = await self._opener.ready()
 
         async def write(key: SessionKey, sealer: OwnerKey | None) -> None:
@@ -297,6 +297,7 @@ class Conversation:
 
         async with self._opener.scrubbing():
             await self._owners.writing(key, write)
+        counted(payloads)
         if self._written is not None:
             self._written(Appended(key))
 
@@ -322,14 +323,6 @@ class Conversation:
             "nothing was changed, try again",
             key.session_id,
         )
-
-    @staticmethod
-    def _payloads(items: list[Any]) -> list[str]:
-        """The JSON of `items` to write (`ItemError` before any write)."""
-        payloads = encode_items(items)
-        if (operation := current()) is not None:
-            operation.wrote(len(payloads), json_size(payloads))
-        return payloads
 
 
 def batch_key_of(idempotency_key: str) -> str:
