@@ -975,6 +975,20 @@ async def _index_columns(url: str, tables: TableNames) -> bytes:
     return bytes(out)
 
 
+async def test_an_encrypted_index_keeps_no_word_order(sqlite_url: str) -> None:
+    """The terms of an item were packed in the order its words came: with each word's
+    keyed hash learnt from items of one word, the blob gave the sentence back."""
+    sentence = "quokka pelican transfer offshore account money tomorrow evening"
+    async with SessionStore(sqlite_url, create_tables=True, key=KEY) as store:
+        await store.session("s").add_items([message(sentence)])
+        await store.flush()
+    [(terms,)] = await raw_rows(
+        sqlite_url, f"SELECT terms FROM {TableNames().name('search_index')}"
+    )
+    ids = np.frombuffer(bytes(terms), dtype=TERM_DTYPE)["id"].tolist()
+    assert len(ids) >= len(sentence.split()) and ids == sorted(ids)
+
+
 def _database_files(url: str) -> bytes:
     """The bytes of a SQLite database file and its WAL."""
     path = Path(str(make_url(url).database))

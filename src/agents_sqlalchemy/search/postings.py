@@ -43,14 +43,16 @@ def term_id(term: str) -> int:
 
 
 def pack_terms(counts: Mapping[int, int]) -> bytes | None:
-    """`{term id: count}` as one blob (None: no terms).
+    """`{term id: count}` as one blob (None: no terms), by term id: the order the words came
+    in is not kept (an encrypted store's ids are keyed hashes; in text order they would give
+    its sentences' word order away).
 
     >>> len(pack_terms({1: 2, 3: 4}))
     24
     """
     if not counts:
         return None
-    return b"".join([_TERM.pack(term, count) for term, count in counts.items()])
+    return b"".join([_TERM.pack(term, count) for term, count in sorted(counts.items())])
 
 
 def unpack_terms(blob: bytes | None) -> dict[int, int]:

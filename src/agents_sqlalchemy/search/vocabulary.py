@@ -98,13 +98,12 @@ class TermTable:
         }
 
     def packed(self, term_id: Callable[[str], int]) -> list[bytes | None]:
-        """Each text's terms as `pack_terms` packs them, with ids from `term_id` (None: no
-        terms); terms whose ids coincide are counted together."""
+        """Each text's terms as `pack_terms` packs them, by id, with ids from `term_id`
+        (None: no terms); terms whose ids coincide are counted together."""
         ids = np.fromiter(map(term_id, self.terms), np.uint64, len(self.terms))[self.term]
-        rows, counts = self.rows, self.counts
+        order = np.lexsort((ids, self.rows))  # not in the order the words came
+        rows, ids, counts = self.rows[order], ids[order], self.counts[order]
         if len(np.unique(ids)) < len(np.unique(self.term)):  # keyed ids that collide
-            order = np.lexsort((ids, rows))
-            rows, ids, counts = rows[order], ids[order], counts[order]
             first = np.ones(len(ids), dtype=bool)
             first[1:] = (rows[1:] != rows[:-1]) | (ids[1:] != ids[:-1])
             counts = np.add.reduceat(counts, np.flatnonzero(first))
