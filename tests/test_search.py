@@ -46,6 +46,7 @@ from agents_sqlalchemy.search import (
     term_id,
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
+from agents_sqlalchemy.search.text import MAX_INDEXED_CHARS
 from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.services import indexer as indexer_module
 from agents_sqlalchemy.services.indexer import reindexed_rows
@@ -973,6 +974,22 @@ async def _index_columns(url: str, tables: TableNames) -> bytes:
                 out += value if isinstance(value, (bytes, memoryview)) else str(value).encode()
                 out += b"\x00"
     return bytes(out)
+
+
+async def test_words_far_into_a_long_tool_output_are_found(db_url: str) -> None:
+    """Terms were taken from an item's first 16,000 characters only: an error at the end of
+    a long log was found by no search."""
+    log = "\n".join(f"INFO request {n} served in {n % 97} ms" for n in range(25_000))
+    output = f"{log}\nFATAL ERR_9931 disk quota exceeded on vol-7731"
+    assert 800_000 < len(output) < MAX_INDEXED_CHARS
+    item = {"type": "function_call_output", "call_id": "c1", "output": output}
+    async with SessionStore(db_url, create_tables=True, key=KEY) as store:
+        session = store.session("logs", user_id="ops")
+        await session.add_items([message("why did the job fail?"), item])
+        for query in ("ERR_9931", "vol-7731", "disk quota exceeded"):
+            hits = await session.search_hits(query, mode="keyword")
+            assert [hit.seq for hit in hits] == [2], query
+            assert [hit.seq for hit in await store.search(query, mode="keyword")] == [2]
 
 
 async def test_an_encrypted_index_keeps_no_word_order(sqlite_url: str) -> None:

@@ -72,6 +72,7 @@ from .query import MAX_QUERY_CHARS, check_query, literal_terms
 from .ranking import bm25_postings, cosine_scores, recency_scores
 from .sentence_transformers_embedder import SentenceTransformerEmbedder
 from .text import (
+    MAX_INDEXED_CHARS,
     MAX_TERM_CHARS,
     MAX_TEXT_CHARS,
     STOPWORDS,
@@ -87,6 +88,7 @@ from .text import (
 __all__ = [
     "BUILTIN_EMBEDDERS",
     "DEFAULT_VECTOR_WEIGHT",
+    "MAX_INDEXED_CHARS",
     "MAX_MODEL_ID_CHARS",
     "MAX_QUERY_CHARS",
     "MAX_TERM_CHARS",

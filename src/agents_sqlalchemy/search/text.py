@@ -40,8 +40,12 @@ from pydantic_core import from_json
 TOKENIZER_VERSION = 2
 #: The longest term `term_counts` returns (longer ones are cut).
 MAX_TERM_CHARS = 64
-#: `item_text` stops after this many characters by default.
+#: `item_text` stops after this many characters by default: what an embedder is given.
 MAX_TEXT_CHARS = 16_000
+#: Keyword terms come from up to this many characters of an item (a long tool output's
+#: error is often near its end); more than any model's context takes, and about 0.4 s of
+#: tokenising on the worker thread.
+MAX_INDEXED_CHARS = 1_000_000
 #: A piece of text between separators up to this long has its terms kept once found (65,536
 #: pieces at most, process-wide): a longer one (a hash, a blob, a run of CJK text) seldom
 #: comes again, and 5,000 pieces of 16,000 characters held 78 MiB.

@@ -26,6 +26,8 @@ from ..codec import Codec, MissingOwnerKeys
 from ..errors import OwnerKeyError, SearchModelWarning
 from ..repository import SearchIndex
 from ..search import (
+    MAX_INDEXED_CHARS,
+    MAX_TEXT_CHARS,
     Embedder,
     HashingEmbedder,
     builtin_indexing_as,
@@ -170,20 +172,22 @@ class Indexer:
     async def index(self, items: list[Any], codec: Codec) -> list[IndexEntry]:
         """Packed terms and a vector per item (an item with no text: no terms, no vector).
 
-        The batch's terms come from the codec's `Vocabulary` at once, with its term ids;
-        the hashing embedder hashes those very terms. A sealed codec forgets its vocabulary
-        with its keys, after a removal.
+        The batch's terms come from the codec's `Vocabulary` at once, with its term ids,
+        from up to `MAX_INDEXED_CHARS` of each item's text; the hashing embedder hashes
+        those very terms, another embedder is given the first `MAX_TEXT_CHARS`. A sealed
+        codec forgets its vocabulary with its keys, after a removal.
         """
         embedder, indexed_as = self.embedder, self.indexed_as
         if (operation := current()) is not None:
             operation.indexed(len(items))
-        texts = [item_text(item) for item in items]
+        texts = [item_text(item, max_chars=MAX_INDEXED_CHARS) for item in items]
         table = codec.vocabulary.table(texts)
         if isinstance(embedder, HashingEmbedder):
             present = [i for i, text in enumerate(texts) if text]
             blobs = pack_vectors(embedder.embed_table(table)[present])
         else:
-            blobs = await embed_documents(embedder, [text for text in texts if text])
+            given = [text[:MAX_TEXT_CHARS] for text in texts if text]
+            blobs = await embed_documents(embedder, given)
         vectors = iter(blobs)
         return [
             IndexEntry(terms, next(vectors) if text else None, indexed_as)
