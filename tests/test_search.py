@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -47,6 +48,7 @@ from agents_sqlalchemy.search import (
 )
 from agents_sqlalchemy.search.postings import TERM_DTYPE
 from agents_sqlalchemy.search.text import MAX_INDEXED_CHARS
+from agents_sqlalchemy.search.vocabulary import Vocabulary
 from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.services import indexer as indexer_module
 from agents_sqlalchemy.services.indexer import reindexed_rows
@@ -990,6 +992,29 @@ async def test_words_far_into_a_long_tool_output_are_found(db_url: str) -> None:
             hits = await session.search_hits(query, mode="keyword")
             assert [hit.seq for hit in hits] == [2], query
             assert [hit.seq for hit in await store.search(query, mode="keyword")] == [2]
+
+
+async def test_a_search_tokenises_a_long_item_off_the_event_loop(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search indexes what it finds missing on the caller's loop: a long tool output's
+    terms (about 0.4 s for a million characters) must be made in a worker thread."""
+    threads: list[str] = []
+    table = Vocabulary.table
+
+    def noted(self: Vocabulary, texts: list[str]) -> Any:
+        threads.append(threading.current_thread().name)
+        return table(self, texts)
+
+    monkeypatch.setattr(Vocabulary, "table", noted)
+    output = "\n".join(f"INFO request {n} served in {n % 97} ms" for n in range(5_000))
+    item = {"type": "function_call_output", "call_id": "c1", "output": output + "\nFATAL"}
+    async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+        await store.session("logs").add_items([message("short"), item])
+    async with SessionStore(sqlite_url) as store:
+        hits = await store.session("logs").search_hits("fatal", mode="keyword")
+    assert [hit.seq for hit in hits] == [2]
+    assert threads and threading.current_thread().name not in threads
 
 
 async def test_an_encrypted_index_keeps_no_word_order(sqlite_url: str) -> None:
