@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import threading
 import warnings
@@ -992,6 +993,48 @@ async def test_words_far_into_a_long_tool_output_are_found(db_url: str) -> None:
             hits = await session.search_hits(query, mode="keyword")
             assert [hit.seq for hit in hits] == [2], query
             assert [hit.seq for hit in await store.search(query, mode="keyword")] == [2]
+
+
+class Choking:
+    """An embedder that fails on one text (NaN for what holds U+2063), or on all when down."""
+
+    dim, metric, model_id = 3, "cosine", "choking-v1"
+    down = False
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if self.down:
+            raise ConnectionError("the model's server went away")
+        return [[math.nan if "\u2063" in t else 1.0, float(len(t)), 1.0] for t in texts]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 1.0, 1.0] for _ in texts]
+
+
+async def test_an_item_the_embedder_fails_on_stops_no_search(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One item an embedder could not take (a NaN, too many tokens) made every search of
+    the store raise, keyword ones too, and left the items written with it unindexed."""
+    embedder = Choking()
+    async with SessionStore(db_url, create_tables=True, embedder=embedder) as store:
+        await store.session("m", user_id="mallory").add_items(
+            [message("invoice \u2063 poison"), message("invoice from mallory")]
+        )
+        await store.session("b", user_id="bob").add_items([message("invoice from bob")])
+        await store.flush()
+        for mode in ("keyword", "hybrid"):
+            found = {(h.session_id, h.seq) for h in await store.search("invoice", mode=mode)}
+            assert found == {("m", 1), ("m", 2), ("b", 1)}, mode
+        assert "failed on 1 of 2 items (EmbedderError)" in caplog.text
+        embedder.down = True  # a model down: nothing indexed, tried again; searches go on
+        await store.session("b", user_id="bob").add_items([message("invoice again")])
+        await store.flush()
+        hits = await store.search("invoice", mode="keyword")
+        assert ("b", 2) not in {(h.session_id, h.seq) for h in hits} and len(hits) == 3
+        assert "the embedder 'choking-v1' failed (ConnectionError)" in caplog.text
+        embedder.down = False
+        hits = await store.search("invoice again", mode="keyword", limit=1)
+        assert [(h.session_id, h.seq) for h in hits] == [("b", 2)]
 
 
 async def test_a_search_tokenises_a_long_item_off_the_event_loop(

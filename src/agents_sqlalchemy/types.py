@@ -73,7 +73,8 @@ class SessionKey:
 @dataclass(frozen=True)
 class IndexEntry:
     """What search keeps of one item: its packed terms (`pack_terms`, with the codec's term
-    ids) and its plain vector under one model (None: the item has no terms, no text)."""
+    ids) and its plain vector under one model (None: the item has no terms, no text; or no
+    vector, one its embedder failed on)."""
 
     terms: bytes | None
     vector: bytes | None

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..aio import FairLock
 from ..codec import Codec, MissingOwnerKeys
-from ..errors import OwnerKeyError, SearchModelWarning
+from ..errors import EmbedderError, OwnerKeyError, SearchModelWarning
 from ..repository import SearchIndex
 from ..search import (
     MAX_INDEXED_CHARS,
@@ -189,17 +189,47 @@ class Indexer:
             table = await asyncio.to_thread(codec.vocabulary.table, texts)
         else:
             table = codec.vocabulary.table(texts)
+        blobs: Sequence[bytes | None]
         if isinstance(embedder, HashingEmbedder):
             present = [i for i, text in enumerate(texts) if text]
             blobs = pack_vectors(embedder.embed_table(table)[present])
         else:
-            given = [text[:MAX_TEXT_CHARS] for text in texts if text]
-            blobs = await embed_documents(embedder, given)
+            blobs = await self._embedded([text[:MAX_TEXT_CHARS] for text in texts if text])
         vectors = iter(blobs)
         return [
             IndexEntry(terms, next(vectors) if text else None, indexed_as)
             for text, terms in zip(texts, table.packed(codec.term_id), strict=True)
         ]
+
+    async def _embedded(self, texts: list[str]) -> list[bytes | None]:
+        """The embedder's vectors of `texts`. Where it fails on the batch, each text is tried
+        alone, and one it fails on alone gets no vector: its item is found by keyword, and
+        one text a model cannot take (a NaN, too many tokens) stops neither the indexing of
+        the others nor every search after. Failing on each text, it is the embedder that
+        fails (a model down): that is raised, nothing is indexed, and it is tried again."""
+        try:
+            return list(await embed_documents(self.embedder, texts))
+        except EmbedderError as failure:
+            if len(texts) < 2:
+                raise
+            alone: list[bytes | None] = []
+            for text in texts:
+                try:
+                    alone += await embed_documents(self.embedder, [text])
+                except EmbedderError:
+                    alone.append(None)
+            failed = alone.count(None)
+            if failed == len(texts):
+                raise failure
+            logger.warning(
+                "the embedder %r failed on %d of %d items (%s): they are indexed without a "
+                "vector, and found by keyword",
+                self.embedder.model_id,
+                failed,
+                len(texts),
+                type(failure.__cause__ or failure).__name__,  # a model's message may quote
+            )
+            return alone
 
     async def reindex(self, *, batch_size: int, progress: Callable[[int, int], None] | None) -> int:
         """Index every live item for the embedder; see `SessionStore.reindex`."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..codec import Codec, MissingOwnerKeys
-from ..errors import ConfigurationError, SearchError
+from ..errors import ConfigurationError, EmbedderError, SearchError
 from ..records import SearchHit
 from ..repository import SearchIndex
 from ..search import (
@@ -50,6 +51,8 @@ T = TypeVar("T")
 OFF_LOOP = 2000
 # At most this many are indexed by one search: more means the embedder changed (reindex).
 SEARCH_CATCH_UP = 2000
+
+logger = logging.getLogger("agents_sqlalchemy")
 
 
 class Searcher:
@@ -206,16 +209,30 @@ class Searcher:
             candidates, indexed = grown or await read()
         else:  # a small scope, or one not seen yet: both at once, as cheap as it gets
             stamp, (candidates, indexed) = await asyncio.gather(self._index.stamp(scope), read())
-        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
-        if indexed < stamp.live and await self._indexer.catch_up(
-            scope, batch_size=batch, limit=SEARCH_CATCH_UP, upto=stamp.newest
-        ):
+        if indexed < stamp.live and await self._catch_up(scope, stamp.newest):
             candidates, indexed = await read()
         if stamp_first and indexed >= stamp.live:
             cache.put(key, stamp, candidates, since)
         else:
             cache.note(key, len(candidates))
         return candidates
+
+    async def _catch_up(self, scope: Scope, upto: int | None) -> int:
+        """Index what the scope holds unindexed, up to `upto` (`Indexer.catch_up`); how many
+        items that went over. An embedder that fails (a model down) fails no search: it
+        ranks what is indexed, and the rest is tried again by the next."""
+        batch = min(CATCH_UP_BATCH, SEARCH_CATCH_UP)
+        try:
+            return await self._indexer.catch_up(
+                scope, batch_size=batch, limit=SEARCH_CATCH_UP, upto=upto
+            )
+        except EmbedderError as failure:
+            logger.warning(
+                "a search left items unindexed: the embedder %r failed (%s)",
+                self.embedder.model_id,
+                type(failure.__cause__ or failure).__name__,
+            )
+            return 0
 
     async def _grown(
         self,
