@@ -384,6 +384,55 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert await store.reindex() == 0
 
 
+class Paused:
+    """An embedder that stops before its `stop_at`-th batch until `go` is set."""
+
+    dim, metric, model_id = 8, "cosine", "paused-v1"
+
+    def __init__(self, stop_at: int) -> None:
+        self.batches, self.stop_at = 0, stop_at
+        self.stopped, self.go = threading.Event(), threading.Event()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:  # in a worker thread
+        self.batches += 1
+        if self.batches == self.stop_at:
+            self.stopped.set()
+            self.go.wait(30)
+        return [[float(len(t) % (i + 2)) + 1.0 for i in range(self.dim)] for t in texts]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] * self.dim for _ in texts]
+
+
+async def test_a_search_during_a_reindex_finds_every_item_at_once(
+    db_url: str, key: bytes | None
+) -> None:
+    """A reindex deleted the old model's rows first: a search meanwhile waited for the
+    whole reindex, then found none of the items it had not reached (0 hits for the last)."""
+    notes = [message(f"note about q{chr(97 + n % 26)}{chr(97 + n // 26)}z") for n in range(60)]
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s", user_id="alice").add_items([*notes, message("my dog Mochi")])
+    embedder = Paused(stop_at=3)
+    async with SessionStore(db_url, key=key, embedder=embedder) as store:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SearchModelWarning)
+            reindex = asyncio.create_task(store.reindex(batch_size=16))
+            assert await asyncio.to_thread(embedder.stopped.wait, 10)
+            session = store.session("s")
+            for query, seq in (("Mochi", 61), ("qdaz", 4)):  # not moved yet, and moved
+                hits = await asyncio.wait_for(session.search_hits(query, mode="keyword"), 5)
+                assert [hit.seq for hit in hits] == [seq], query
+            embedder.go.set()
+            await session.add_items([message("a new note about Mochi")])
+            hits = await session.search_hits("Mochi", mode="keyword")
+            assert sorted(hit.seq for hit in hits) == [61, 62]
+            assert await reindex >= 61
+    models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
+    assert models == {index_id(embedder.model_id)}
+    indexed = await index_rows(db_url)
+    assert indexed[INDEX] == indexed[ITEMS]
+
+
 @pytest.mark.slow
 async def test_a_store_given_no_embedder_uses_the_databases_built_in_model(
     db_url: str, key: bytes | None, model2vec: Embedder

@@ -340,12 +340,13 @@ class SessionStore:
     async def reindex(
         self, *, batch_size: int = 200, progress: Callable[[int, int], None] | None = None
     ) -> int:
-        """Index every live item for the store's embedder; drop other models' rows.
+        """Index every live item for the store's embedder, in place of other models' rows.
 
         Run it after changing the embedder (its `model_id`), or after an upgrade that
         changed the keyword terms (`search.index_id` names both); until then the items
         indexed under the old model are found by keyword only, and vectors of two models
-        are never compared. Items added meanwhile are indexed as they come. A transaction
+        are never compared. Items added meanwhile are indexed as they come, and a search
+        meanwhile finds every item (by keyword, until the reindex reaches it). A transaction
         indexes at most `batch_size` items, fewer while they are heavy (about 32 MiB of them
         at a time).
         `progress(done, total)` is called before the first batch and after each one.

@@ -2,7 +2,7 @@
 
 Both use the model the database was indexed with, unless --embedder names another:
 vectors of two models are never compared. `reindex` moves every item to the chosen
-embedder and deletes the other models' vectors.
+embedder, a batch at a time, and deletes the other models' rows.
 
 Example::
 

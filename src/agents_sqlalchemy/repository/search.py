@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -379,18 +379,33 @@ class SearchIndex:
 
         return await self._schema.db.read(work)
 
-    async def replace_index(self, entries: list[tuple[int, int, NewItem]]) -> None:
+    async def replace_index(
+        self, entries: list[tuple[int, int, NewItem]], *, moved: Sequence[int] = ()
+    ) -> None:
         """Index `(session_pk, seq, NewItem)` entries anew: their items' index rows of the
         entries' model are replaced (other models' rows stay, until `drop_other_models`).
+        The items `moved` (their ids) lose their other models' rows in the same transaction:
+        a reindex moves each from its old row to its new one at once, so that a search
+        meanwhile finds it by one or the other, and once.
 
         An item is known by its place: SQLite gives a deleted item's id to a new one, but
         never a session's id (the table says AUTOINCREMENT) nor a number within a session.
         An item removed (or replaced) meanwhile is skipped.
         """
         if entries:
-            await self._schema.db.write(lambda conn: self._replace(conn, entries))
+            await self._schema.db.write(lambda conn: self._replace(conn, entries, moved))
 
-    def _replace(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
+    def _replace(
+        self, conn: Connection, entries: list[tuple[int, int, NewItem]], moved: Sequence[int]
+    ) -> None:
+        self._replace_rows(conn, entries)
+        models = {item.model_id for _, _, item in entries if item.model_id is not None}
+        if moved and len(models) == 1:
+            index = self._schema.index
+            others = index.c.model_id != models.pop()
+            conn.execute(delete(index).where(index.c.item_pk.in_(list(moved)), others))
+
+    def _replace_rows(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         rows = [
             (session_pk, seq, item.model_id, item.terms, item.vector)
             for session_pk, seq, item in entries

@@ -81,6 +81,7 @@ class Indexer:
         self._opener = opener
         self._owners = owners
         self._catching_up = FairLock()
+        self._reindexing = 0  # how many `reindex` calls run
         # What the worker is to index next, by session hash (see `written`).
         self._handed: dict[str, list[Appended]] = {}
         self._since: dict[str, int] = {}
@@ -235,9 +236,20 @@ class Indexer:
         """Index every live item for the embedder; see `SessionStore.reindex`."""
         check_range("batch_size", batch_size, 1)
         await self._opener.ready()
-        await self._index.drop_other_models(self.indexed_as)
         self._agrees = True  # the database's model is this store's from now on
-        return await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
+        self._reindexing += 1
+        try:
+            done = await self.catch_up(Scope(), batch_size=batch_size, progress=progress)
+        finally:
+            self._reindexing -= 1
+        await self._index.drop_other_models(self.indexed_as)  # of items no longer live
+        return done
+
+    @property
+    def reindexing(self) -> bool:
+        """Whether this store's `reindex` runs: every live item has a row, of the old model
+        or of the new, and the reindex indexes the rest (a search need not)."""
+        return self._reindexing > 0
 
     async def catch_up(
         self,
@@ -261,14 +273,17 @@ class Indexer:
         if not await self.model_agrees():
             return 0
         index, model_id = self._index, self.indexed_as
-        async with self._catching_up:  # one indexer per store at a time
-            done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk
-            total = await index.count_unindexed(model_id, scope) if progress else 0
-            if progress is not None:
-                progress(done, total)
-            new = scope.session is not None and since_seq > 0  # what this store just wrote
-            size = min(batch_size, FIRST_BATCH)
-            while True:
+        done, after = 0, max(since_seq - 1, 0)  # in a session a number, else a pk
+        total = await index.count_unindexed(model_id, scope) if progress else 0
+        if progress is not None:
+            progress(done, total)
+        new = scope.session is not None and since_seq > 0  # what this store just wrote
+        moving = self.reindexing  # a reindex moves each item from its old row
+        size = min(batch_size, FIRST_BATCH)
+        while True:
+            # One indexer per store at a time, a batch at a time: the writes' indexing and
+            # a search's go on between a reindex's batches.
+            async with self._catching_up:
                 removals = codec.removals  # before the read (`Codec.items`)
                 read = await index.unindexed(model_id, size, after, scope, new=new, upto=upto)
                 if not read:
@@ -277,24 +292,25 @@ class Indexer:
                 await self._owners.load((row.stored.kek_id for row in read), erased_too=True)
                 batch, items = opened_rows(codec, read, removals)
                 entries = await self.index(items, codec)
-                await index.replace_index(reindexed_rows(codec, batch, entries))
-                done += len(batch)
-                if progress is not None:
-                    progress(done, max(total, done))
-                if limit is not None and done >= limit:
-                    logger.warning(
-                        "search indexed %d items for %s and stopped there: the rest of its "
-                        "scope is not indexed, and no search finds it until it is (after a "
-                        "load through a store with search=False, or a change of embedder, "
-                        "run reindex() or agents-sqlalchemy reindex; else writes outpace the "
-                        "indexer, which catches up once they pause)",
-                        done,
-                        model_id,
-                    )
-                    break
-                if len(read) < size:  # the last: no need to look again
-                    break
-                size = _next_size(read, size, batch_size)
+                moved = [row.item_pk for row in batch] if moving else []
+                await index.replace_index(reindexed_rows(codec, batch, entries), moved=moved)
+            done += len(batch)
+            if progress is not None:
+                progress(done, max(total, done))
+            if limit is not None and done >= limit:
+                logger.warning(
+                    "search indexed %d items for %s and stopped there: the rest of its "
+                    "scope is not indexed, and no search finds it until it is (after a "
+                    "load through a store with search=False, or a change of embedder, "
+                    "run reindex() or agents-sqlalchemy reindex; else writes outpace the "
+                    "indexer, which catches up once they pause)",
+                    done,
+                    model_id,
+                )
+                break
+            if len(read) < size:  # the last: no need to look again
+                break
+            size = _next_size(read, size, batch_size)
         return done
 
 

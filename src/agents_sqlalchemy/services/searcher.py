@@ -209,7 +209,8 @@ class Searcher:
             candidates, indexed = grown or await read()
         else:  # a small scope, or one not seen yet: both at once, as cheap as it gets
             stamp, (candidates, indexed) = await asyncio.gather(self._index.stamp(scope), read())
-        if indexed < stamp.live and await self._catch_up(scope, stamp.newest):
+        missing = indexed < stamp.live and not self._indexer.reindexing
+        if missing and await self._catch_up(scope, stamp.newest):
             candidates, indexed = await read()
         if stamp_first and indexed >= stamp.live:
             cache.put(key, stamp, candidates, since)
