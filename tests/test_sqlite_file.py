@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from agents_sqlalchemy import DatabaseError, SchemaError, SessionBusyError, SessionStore
 from agents_sqlalchemy.database.sqlite_file import CHECKPOINT_EVERY
 
+from .support.cli import cli
 from .support.items import message
 
 
@@ -123,6 +124,22 @@ async def test_a_store_that_does_not_create_tables_never_creates_its_file(
             async with store.engine.connect() as conn:
                 await conn.exec_driver_sql("SELECT 1")
     assert not path.exists()  # (its WAL, opened before the move, may be left beside it)
+
+
+@pytest.mark.parametrize("name", ["chat?v2.db", "k?mode=ro.db", "e%41f.db"])
+def test_a_file_path_is_the_file_it_names(tmp_path: Path, name: str) -> None:
+    """A path was read as a URL: 'chat?v2.db' wrote to the file 'chat', 'e%41f.db' to
+    'eAf.db', so two apps whose paths differed after a '?' shared one database."""
+
+    async def write(given: Path | str) -> None:
+        async with SessionStore(given, create_tables=True) as store:
+            await store.session("s").add_items([message(str(given))])
+
+    for given in (tmp_path / name, str(tmp_path / name)):
+        asyncio.run(write(given))
+    assert sorted(path.name for path in tmp_path.iterdir() if path.suffix == ".db") == [name]
+    result = cli("sessions", "list", "--url", str(tmp_path / name), "--json")
+    assert result.exit_code == 0 and '"session_id": "s"' in result.output, result.output
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])

@@ -51,6 +51,8 @@ def normalize_url(url: str | Path | URL) -> URL:
 
     >>> normalize_url("agent.db").render_as_string()
     'sqlite+aiosqlite:///agent.db'
+    >>> normalize_url("chat?v2.db").database
+    'chat?v2.db'
     >>> normalize_url("postgresql://u@db/app").drivername
     'postgresql+asyncpg'
     >>> normalize_url("mariadb://u@db/app").render_as_string()
@@ -62,7 +64,10 @@ def normalize_url(url: str | Path | URL) -> URL:
             "(':memory:' for a database in memory)"
         )
     if isinstance(url, Path) or (isinstance(url, str) and "://" not in url):
-        return make_url(f"sqlite+aiosqlite:///{url}")
+        if str(url).startswith("file:"):  # an SQLite URI filename, with its query
+            return make_url(f"sqlite+aiosqlite:///{url}")
+        # A path is a path: its '?' starts no query, its '%41' is no escape.
+        return URL.create("sqlite+aiosqlite", database=str(url))
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
