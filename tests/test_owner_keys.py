@@ -867,6 +867,35 @@ async def test_a_session_written_while_its_user_is_erased_keeps_its_key(
         assert await reader.session("new").get_items() == [message("new")]
 
 
+async def test_a_read_during_an_erasure_waits_for_it_and_finds_nothing(
+    db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure destroys the user's keys, then deletes their rows: a read between the two
+    met rows naming a destroyed key twice and said they "were altered" (tampering)."""
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        await store.session("s", user_id="alice").add_items([message("a"), message("b")])
+    keys_gone, go_on = asyncio.Event(), asyncio.Event()
+    delete_sessions = Sessions.delete_sessions
+
+    async def paused(self: Sessions, *args: Any, **kwargs: Any) -> Any:
+        keys_gone.set()
+        await go_on.wait()
+        return await delete_sessions(self, *args, **kwargs)
+
+    monkeypatch.setattr(Sessions, "delete_sessions", paused)
+    async with (
+        SessionStore(db_url, key=key, search=False) as eraser,
+        SessionStore(db_url, key=key, search=False) as reader,
+    ):
+        erasure = asyncio.create_task(eraser.erase_user("alice"))
+        await asyncio.wait_for(keys_gone.wait(), 10)
+        read = asyncio.create_task(reader.session("s", user_id="alice").get_items())
+        await asyncio.sleep(0.15)
+        go_on.set()
+        assert (await erasure).sessions == 1
+        assert await read == []
+
+
 @pytest.mark.dialects("postgresql")
 async def test_a_session_made_while_its_deletion_locks_keys_is_no_deadlock(
     db_url: str, key: bytes, monkeypatch: pytest.MonkeyPatch

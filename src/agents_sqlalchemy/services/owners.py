@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -55,6 +56,9 @@ OWNERS_REMEMBERED = 10_000
 # Tries of an operation that meets owner keys not opened yet, or an owner (or its key)
 # that changed meanwhile: a session deleted and written again by others between its tries.
 ATTEMPTS = 8
+# Seconds an operation waits, try after try, for the rows of a destroyed owner key to go
+# (an erasure destroys the keys first): 0.8 s in all, within `ATTEMPTS`.
+ERASURE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 
 
 @dataclass(frozen=True)
@@ -276,18 +280,25 @@ class Owners:
                 opened.add(row.key_id)
         return frozenset(wanted - opened)
 
-    async def _load_or_refuse(self, key_ids: Iterable[str], seen: set[str]) -> None:
+    async def _load_or_refuse(self, key_ids: Iterable[str], seen: dict[str, int]) -> None:
         """`load`, before an operation is tried again: a key destroyed while its rows were
-        being read is no reason to fail (they are gone too, read again); rows that still
-        name a destroyed key after that are refused."""
+        being read is no reason to fail (they are gone too, read again). Rows that still
+        name a destroyed key are waited for a while (`ERASURE_PAUSES`): an erasure destroys
+        its owner's keys before it deletes their rows. After that they are refused. `seen`
+        counts the tries that met each destroyed key."""
         gone = await self.load(key_ids)
-        if gone and gone <= seen:
+        again = [seen[key_id] for key_id in gone if key_id in seen]
+        if again and max(again) > len(ERASURE_PAUSES):
             raise OwnerKeyError(
                 f"owner key {sorted(gone)[0]} is not in this store, yet item rows still name "
-                "it: its row was deleted outside the library, or theirs were altered; their "
-                "items cannot be opened"
+                "it: its owner is being erased (its keys go before its rows: read again once "
+                "erase_user or delete_user finishes), or its row was deleted outside the "
+                "library, or theirs were altered; their items cannot be opened"
             )
-        seen |= gone
+        if again:
+            await asyncio.sleep(ERASURE_PAUSES[max(again) - 1])
+        for key_id in gone:
+            seen[key_id] = seen.get(key_id, 0) + 1
 
     async def owned(self, key: SessionKey) -> SessionKey:
         """`key`, with the owner its session's row names now (a sealed store's reads check
@@ -303,7 +314,7 @@ class Owners:
         """`read(key)` with the owner of `owned(key)` (`look=False`: the read looks it up
         itself, in its own transaction), again once more owner keys it met are opened (the
         first time this store reads under them)."""
-        seen = set[str]()
+        seen: dict[str, int] = {}
         if look:
             key = await self.owned(key)
         for _ in range(ATTEMPTS - 1):
@@ -336,7 +347,7 @@ class Owners:
         opens what is stored: the sealer's, which the write's claim checks the session's
         row names under its lock (an owner looked up before, in a transaction of its own,
         could be older than the sealer, and the items were refused as another owner's)."""
-        seen = set[str]()
+        seen: dict[str, int] = {}
         for attempt in range(ATTEMPTS):
             sealer = await self.sealer(key)
             if sealer is not None:
@@ -489,7 +500,7 @@ class Owners:
             before = codec.wrapper(state_kek_id(blob), owner_of(old, key.hash), "the state")
             return rewrap_state_blob(blob, before, sealer)
 
-        seen = set[str]()
+        seen: dict[str, int] = {}
         for attempt in range(ATTEMPTS):
             sealer = None if codec is None else await self.current(codec, owner)
             sealing = None if sealer is None else sealer.kek_id
