@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import shutil
 import subprocess
@@ -28,13 +29,26 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "existing_app"
 Names = set[tuple[str | None, str]]
 
 
+# The names of the example's section, and with one table renamed there (its env.py read
+# the prefix and schema only: the app's autogenerate wanted to drop the renamed table).
+SECTIONS = {"prefix": {}, "renamed": {"items_table": "chat_log"}}
+
+
+@pytest.fixture(params=list(SECTIONS))
+def section(request: pytest.FixtureRequest) -> dict[str, str]:
+    return SECTIONS[request.param]
+
+
 @pytest.fixture
-def app_dir(db_url: str, tmp_path: Path) -> Path:
-    """A copy of the example; on SQLite without the `schema` line (SQLite has no schemas)."""
+def app_dir(db_url: str, tmp_path: Path, section: dict[str, str]) -> Path:
+    """A copy of the example, with the section's extra names; on SQLite without the
+    `schema` line (SQLite has no schemas)."""
     target = tmp_path / "existing_app"
     shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    ini = target / "alembic.ini"
+    extra = "".join(f"{key} = {value}\n" for key, value in section.items())
+    ini.write_text(ini.read_text().replace("\nprefix = chat_\n", f"\nprefix = chat_\n{extra}"))
     if db_url.startswith("sqlite"):
-        ini = target / "alembic.ini"
         assert "\nschema = agents\n" in ini.read_text()
         ini.write_text(ini.read_text().replace("\nschema = agents\n", "\n"))
     return target
@@ -117,9 +131,13 @@ async def chat_turn(url: str, names: TableNames) -> list[Any]:
         return await session.get_items()
 
 
-def test_the_app_adds_then_removes_only_the_chat_tables(db_url: str, app_dir: Path) -> None:
+def test_the_app_adds_then_removes_only_the_chat_tables(
+    db_url: str, app_dir: Path, section: dict[str, str]
+) -> None:
     schema = None if db_url.startswith("sqlite") else "agents"
-    ours = {(schema, TableNames(prefix="chat_").name(role)) for role in ROLES}
+    names = TableNames.from_options({"prefix": "chat_", **section})
+    names = dataclasses.replace(names, schema=schema)
+    ours = {(schema, names.name(role)) for role in ROLES}
     alembic(app_dir, db_url, "upgrade", "head")
     asyncio.run(on_connection(db_url, add_app_data))
     app_only, data = tables(db_url), app_rows(db_url)
@@ -127,7 +145,7 @@ def test_the_app_adds_then_removes_only_the_chat_tables(db_url: str, app_dir: Pa
 
     alembic(app_dir, db_url, "upgrade", "head", chat=True)
     assert tables(db_url) == app_only | ours
-    turn = asyncio.run(chat_turn(db_url, TableNames(prefix="chat_", schema=schema)))
+    turn = asyncio.run(chat_turn(db_url, names))
     assert turn == [{"role": "user", "content": "my parcel is late"}]
 
     # The app's autogenerate finds nothing to do; without the filters it would drop ours.

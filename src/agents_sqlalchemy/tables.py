@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from .errors import ConfigurationError
@@ -25,6 +26,12 @@ ROLES = (
 # The views, named the same way: `messages_view` shows the items in the layout of the Agents
 # SDK's `agent_messages` table (id, session_id, message_data, created_at).
 VIEWS = ("messages_view",)
+#: The keys naming tables in an alembic.ini section and in `-x key=value`, by field.
+OPTION_KEYS = (
+    {"prefix": "prefix", "schema": "schema"}
+    | {f"{role}_table": role for role in ROLES}
+    | {view: view for view in VIEWS}
+)
 
 
 def _to_fill_in(url: str) -> str:
@@ -89,6 +96,24 @@ class TableNames:
         names += [check_identifier(f"{view} name", self.name(view)) for view in VIEWS]
         if len(set(names)) != len(names):
             raise ConfigurationError(f"table names must be distinct, got {names}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], *, strict: bool = False) -> TableNames:
+        """The names an alembic.ini section or `-x` options give: `prefix`, `schema`,
+        `items_table` (a `*_table` per table), `messages_view`, `version_table`. An app's
+        env.py reads the names its `[agents_sqlalchemy]` section migrates so. Other keys
+        (`script_location`, `sqlalchemy.url`) are left, or with `strict` refused (but `url`).
+
+        >>> section = {"script_location": "agents_sqlalchemy:migrations", "prefix": "chat_",
+        ...            "items_table": "chat_log"}
+        >>> TableNames.from_options(section)
+        TableNames(prefix='chat_', items='chat_log')
+        """
+        unknown = set(options) - set(OPTION_KEYS) - {"url"}
+        if strict and unknown:
+            keys = ", ".join(sorted(OPTION_KEYS))
+            raise ConfigurationError(f"unknown option(s) {sorted(unknown)}; known: url, {keys}")
+        return cls(**{OPTION_KEYS[k]: v for k, v in options.items() if k in OPTION_KEYS})
 
     def name(self, role: str) -> str:
         """The name for a role in `ROLES` (or a view of `VIEWS`): its override, else

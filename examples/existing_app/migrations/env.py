@@ -37,8 +37,7 @@ parsed = make_url(str(url))
 url = parsed.set(drivername=ASYNC_DRIVERS.get(parsed.drivername, parsed.drivername))
 
 # The chat tables' names, from the [agents_sqlalchemy] section that migrates them.
-chat = config.get_section("agents_sqlalchemy", {})
-ours = LibraryTables(TableNames(prefix=chat["prefix"], schema=chat.get("schema")))
+ours = LibraryTables(TableNames.from_options(config.get_section("agents_sqlalchemy", {})))
 options: dict[str, Any] = {
     "target_metadata": Base.metadata,
     "include_schemas": True,  # compare every schema, the chat tables' too...

@@ -9,7 +9,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -33,27 +33,6 @@ CONNECTION_KEY = "connection"
 TABLES_KEY = "agents_sqlalchemy.tables"
 # The `context.configure()` option through which each revision reads the table names.
 REVISION_OPTION = "agents_sqlalchemy_tables"
-# Keys of `-x key=value` and of an app's alembic.ini section, besides `url`.
-NAME_KEYS = (
-    {"prefix": "prefix", "schema": "schema"}
-    | {f"{role}_table": role for role in ROLES}
-    | {view: view for view in VIEWS}
-)
-
-
-def tables_from_options(options: Mapping[str, str], *, strict: bool) -> TableNames:
-    """`TableNames` from `-x`/ini keys (`prefix`, `schema`, `items_table`, ...).
-
-    With `strict`, an unknown key (other than `url`) is a `ConfigurationError`.
-
-    >>> tables_from_options({"prefix": "chat_", "items_table": "log"}, strict=True).items_table
-    'log'
-    """
-    unknown = set(options) - set(NAME_KEYS) - {"url"}
-    if strict and unknown:
-        keys = ", ".join(sorted(NAME_KEYS))
-        raise ConfigurationError(f"unknown option(s) {sorted(unknown)}; known: url, {keys}")
-    return TableNames(**{NAME_KEYS[k]: v for k, v in options.items() if k in NAME_KEYS})
 
 
 def revision_options(tables: TableNames) -> dict[str, str | None]:

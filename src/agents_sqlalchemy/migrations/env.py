@@ -22,18 +22,16 @@ from agents_sqlalchemy.database.engines import EngineSource, normalize_url
 from agents_sqlalchemy.errors import ConfigurationError
 from agents_sqlalchemy.migrations.config import (
     CONNECTION_KEY,
-    NAME_KEYS,
     REVISION_OPTION,
     TABLES_KEY,
     drop_version_table_at_base,
     prepare_connection,
     release_connection,
     revision_options,
-    tables_from_options,
 )
 from agents_sqlalchemy.migrations.logs import quiet_mysql_notes
 from agents_sqlalchemy.models import build_models
-from agents_sqlalchemy.tables import TableNames
+from agents_sqlalchemy.tables import OPTION_KEYS, TableNames
 
 config = context.config
 x_args = context.get_x_argument(as_dictionary=True)
@@ -45,8 +43,8 @@ def table_names() -> TableNames:
     given = config.attributes.get(TABLES_KEY)
     if isinstance(given, TableNames):
         return given
-    from_ini = {key: value for key in NAME_KEYS if (value := config.get_main_option(key))}
-    return tables_from_options({**from_ini, **x_args}, strict=True)
+    from_ini = {key: value for key in OPTION_KEYS if (value := config.get_main_option(key))}
+    return TableNames.from_options({**from_ini, **x_args}, strict=True)
 
 
 def database_url() -> URL:
