@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -655,6 +656,41 @@ async def test_a_mariadb_upgrade_failing_halfway_does_not_say_nothing_changed(
     assert (await migrate.check(mariadb_url)).state == "untracked"
 
 
+@pytest.mark.parametrize("stopped", ["after the table", "after the index"])
+async def test_a_mariadb_upgrade_stopped_halfway_goes_on_when_run_again(
+    mariadb_url: str, stopped: str
+) -> None:
+    """MariaDB commits each DDL statement: an upgrade to 0002 killed after it made the owner
+    keys table, its version still 0001, failed ever after ("Table ... already exists")."""
+    tables = TableNames(prefix="half_")
+    await agents_sqlalchemy.upgrade(mariadb_url, "0001", tables=tables)
+    database = make_url(mariadb_url).database
+    owner_keys = f"`{database}`.{tables.name('owner_keys')}"
+    await mariadb_admin(
+        mariadb_url,
+        f"CREATE TABLE {owner_keys} (key_id VARCHAR(64) NOT NULL PRIMARY KEY, "
+        "owner VARCHAR(64) NOT NULL, kept BLOB, kek_id VARCHAR(64), replaces VARCHAR(64), "
+        "created_at DATETIME(6) NOT NULL, retired_at DATETIME(6)) "
+        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+    )
+    if stopped == "after the index":
+        index = f"ix_{tables.name('owner_keys')}_owner"
+        await mariadb_admin(mariadb_url, f"CREATE INDEX {index} ON {owner_keys} (owner)")
+    assert (await migrate.check(mariadb_url, tables=tables)).state == "behind"
+    await agents_sqlalchemy.upgrade(mariadb_url, tables=tables)
+    assert (await migrate.check(mariadb_url, tables=tables)).state == "current"
+    assert await drift(mariadb_url, tables) == []  # the index, and names that do not pad
+    async with SessionStore(mariadb_url, tables=tables, key=os.urandom(32)) as store:
+        session = store.session("s", user_id="alice")
+        await session.add_items([message("turn 1")])
+        for name in ("b", "b "):
+            await session.switch_to_branch("main")
+            await session.create_branch_from_turn(1, name)
+            await session.add_items([message(f"on {name!r}")])
+        assert {b["branch_id"] for b in await session.list_branches()} >= {"b", "b "}
+    await agents_sqlalchemy.downgrade(mariadb_url, "base", tables=tables)
+
+
 # -- revisions the shipped scripts do not have ------------------------------------------------
 
 
@@ -853,9 +889,10 @@ async def test_mariadb_branch_names_differing_by_trailing_spaces_and_downgrades(
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("s")
         await session.add_items([message("one")])
-        await session.create_branch_from_turn(1, "b")
-        await session.switch_to_branch("main")
-        await session.create_branch_from_turn(1, "b ")
+        for name in ("b", "b "):
+            await session.switch_to_branch("main")
+            await session.create_branch_from_turn(1, name)
+            await session.add_items([message(f"on {name!r}")])
     with pytest.raises(SchemaError, match="differ only by trailing spaces"):
         await migrate.downgrade(db_url, "0001")
     assert (await migrate.check(db_url)).at_head

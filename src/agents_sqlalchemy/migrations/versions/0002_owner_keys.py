@@ -47,6 +47,12 @@ def _tables() -> dict[str, Any]:
 
 def upgrade() -> None:
     table, schema = _tables()["owner_keys"], _tables()["schema"]
+    dialect = op.get_bind().dialect
+    if dialect.name in MYSQL and _made_before(table, schema):
+        # MySQL and MariaDB commit each DDL statement: an upgrade stopped after making the
+        # table (killed, or its ALTER waiting on a lock) left it; this one goes on from it.
+        _branch_names(mysql.VARCHAR(255, collation=_no_pad(dialect)))
+        return
     op.create_table(
         table,
         sa.Column("key_id", sa.String(64), nullable=False),
@@ -61,12 +67,25 @@ def upgrade() -> None:
         **OPTIONS,
     )
     op.create_index(f"ix_{table}_owner", table, ["owner"], schema=schema)
-    dialect = op.get_bind().dialect
     if dialect.name in MYSQL:
-        collation = (
-            "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
-        )
-        _branch_names(mysql.VARCHAR(255, collation=collation))
+        _branch_names(mysql.VARCHAR(255, collation=_no_pad(dialect)))
+
+
+def _no_pad(dialect: Any) -> str:
+    """The binary collation that does not pad, MariaDB's or MySQL's."""
+    return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
+
+
+def _made_before(table: str, schema: str | None) -> bool:
+    """Whether the owner keys table, with its index, is there already (offline: no)."""
+    if context.is_offline_mode():
+        return False
+    found = sa.inspect(op.get_bind())
+    if not found.has_table(table, schema=schema):
+        return False
+    if not any(index["name"] == f"ix_{table}_owner" for index in found.get_indexes(table, schema)):
+        op.create_index(f"ix_{table}_owner", table, ["owner"], schema=schema)
+    return True
 
 
 def downgrade() -> None:
