@@ -454,6 +454,8 @@ async def test_a_store_given_no_embedder_uses_the_databases_built_in_model(
             }
             await store.flush()
             assert await store.indexed_model() == index_id(model2vec.model_id)
+            assert store.embedder is not None  # it said the default (hashing) before
+            assert store.embedder.model_id == model2vec.model_id
     models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
     assert models == {index_id(model2vec.model_id)}
 

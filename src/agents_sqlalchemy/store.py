@@ -130,14 +130,14 @@ class SessionStore:
         check_flag("import_sdk_history", import_sdk_history)
         self._ttl = ttl_delta(ttl)
         self._session_settings = settings_option(session_settings)  # None: made when asked
-        self.embedder = embedder_option(search, embedder)
+        self._embedder = embedder_option(search, embedder)
         self._services = Services.build(
             url_or_engine,
             tables=self.tables,
             key=key,
             owner_keys=owner_keys,
             ttl=self._ttl,
-            embedder=self.embedder,
+            embedder=self._embedder,
             create_tables=create_tables,
             engine_kwargs=engine_kwargs,
             sqlite_synchronous=sqlite_synchronous,
@@ -172,6 +172,14 @@ class SessionStore:
     def key(self) -> Key | None:
         """The key the store was opened with (after `rotate_key`, the new one)."""
         return self._services.opener.key
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """What the store indexes and searches with (None: search is off): the embedder
+        given, else the default; given none on a database indexed with another built-in
+        model, that model, once the store has looked (at its first search or write)."""
+        indexer = self._services.indexer
+        return self._embedder if indexer is None else indexer.embedder
 
     @property
     def create_tables(self) -> bool:
@@ -280,10 +288,10 @@ class SessionStore:
                     "these tables are already open in this process with another key (or none): "
                     "one database has one key"
                 )
-            elif model_id(store.embedder) != model_id(chosen):
+            elif model_id(store._embedder) != model_id(chosen):
                 raise ConfigurationError(
                     f"these tables are already open in this process with the embedder "
-                    f"{model_id(store.embedder)!r}, not {model_id(chosen)!r}: open both the "
+                    f"{model_id(store._embedder)!r}, not {model_id(chosen)!r}: open both the "
                     "same way"
                 )
             store._services.opener.create_tables |= create_tables
