@@ -57,9 +57,7 @@ def upgrade(url: str, tables: TableNames, revision: str, sql: bool) -> None:
         return
 
     async def upgrading() -> tuple[migrate.SchemaStatus, migrate.SchemaStatus]:
-        checked = migrate.checked_revision(revision)  # before `check` makes a SQLite file
-        before = await migrate.check(url, tables=tables)
-        await migrate.upgrade(url, checked, tables=tables)
+        before = await migrate.upgrade(url, revision, tables=tables)  # as found, locked
         return before, await migrate.check(url, tables=tables)
 
     before, after = run(upgrading())

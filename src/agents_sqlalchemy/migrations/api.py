@@ -32,7 +32,13 @@ from ..database.units import Database, database_errors, leave_autocommit, sqlite
 from ..errors import ConfigurationError, DatabaseError, SchemaError
 from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
-from .config import alembic_config, head_revision, mysql_migration_lock, script_directory
+from .config import (
+    alembic_config,
+    head_revision,
+    mysql_migration_lock,
+    prepare_connection,
+    script_directory,
+)
 from .logs import quiet_alembic
 from .status import SchemaStatus, at_head, schema_status
 
@@ -77,11 +83,12 @@ async def run_command(
     action: Callable[[Config], None],
     *,
     refuse: Callable[[SchemaStatus], SchemaError | None] | None = None,
-) -> None:
+) -> SchemaStatus | None:
     """Run an `alembic.command` function on `conn`, inside its transaction.
 
     With `refuse`, the schema's status is read first (on MySQL and MariaDB under the
-    migrators' lock) and the error it returns, if any, raised before anything runs.
+    migrators' lock) and the error it returns, if any, raised before anything runs; that
+    status is returned.
 
     Example::
 
@@ -89,15 +96,19 @@ async def run_command(
             await run_command(conn, TableNames(), lambda cfg: command.upgrade(cfg, "head"))
     """
 
-    def run(sync: Connection) -> None:
+    def run(sync: Connection) -> SchemaStatus | None:
+        if refuse and sync.dialect.name not in MYSQL:  # (there: the lock below)
+            prepare_connection(sync, tables)  # the migrators' lock, before the status
         with mysql_migration_lock(sync, tables) if refuse else nullcontext():
-            if refuse and (error := refuse(schema_status(sync, tables))):
+            found = schema_status(sync, tables) if refuse else None
+            if refuse and found and (error := refuse(found)):
                 raise error
             action(alembic_config(tables, connection=sync))
+            return found
 
     async with migration_lock():
         try:
-            await conn.run_sync(run)
+            return await conn.run_sync(run)
         except CommandError as exc:
             raise command_failure(exc) from exc
 
@@ -233,22 +244,27 @@ async def upgrade(
     revision: str = "head",
     *,
     tables: TableNames | None = None,
-) -> None:
-    """Migrate the library's tables up to `revision`, in one transaction where the database can.
+) -> SchemaStatus:
+    """Migrate the library's tables up to `revision`, in one transaction where the database
+    can; return the schema's status it found, under its lock (what it upgraded from: of
+    migrations racing from many processes, one upgrades, the others find it done).
 
     Example::
 
-        await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
+        before = await upgrade("postgresql://app@db/app", tables=TableNames(prefix="chat_"))
+        before.found_text                 # "0001", or "none"
     """
     revision, names = checked_revision(revision), table_names(tables)
     connection = _connection(url_or_engine, write=True, operation="upgrade", tables=names)
     async with connection as (conn, url):
-        await run_command(
+        found = await run_command(
             conn,
             names,
             lambda cfg: command.upgrade(cfg, revision),
             refuse=lambda status: _upgrade_refusal(status, url),
         )
+    assert found is not None  # read, to refuse or not
+    return found
 
 
 def _upgrade_refusal(status: SchemaStatus, url: URL) -> SchemaError | None:
