@@ -422,6 +422,48 @@ async def test_an_erasure_whose_key_store_fails_changes_nothing_and_can_be_run_a
     assert len(await _owner_keys(db_url)) == 1
 
 
+async def test_a_session_of_its_own_whose_key_store_fails_is_deleted_when_run_again(
+    db_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """A session without a user owns its key: its rows (and the key's) went first, then
+    the key store failed, and `delete_session` again found nothing: the key lived on."""
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("anon").add_items([message("nobody's")])
+    [own_key] = await _item_keks(db_url, "anon")
+    async with SessionStore(db_url, key=key, owner_keys=FailingOnce(directory)) as store:
+        with pytest.raises(KeyProviderError, match=f"failed to destroy owner key {own_key}"):
+            await store.delete_session("anon")
+        assert await store.session("anon").get_items() == [message("nobody's")]
+        assert await store.delete_session("anon")
+        assert await store.session_info("anon") is None
+    assert not (directory / f"{own_key}.key").exists()
+    assert own_key not in await _owner_keys(db_url)
+
+
+async def test_a_store_without_the_key_store_destroys_no_key_it_cannot_reach(
+    db_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """Opened without `owner_keys=`, a store erased a user whose key a key directory keeps:
+    its receipt said the key was destroyed, and the file stayed, opening every backup."""
+    directory = tmp_path / "owner-keys"
+    await alice_and_bob(db_url, key, directory)
+    async with SessionStore(db_url, key=key) as store:
+        await store.session("anon-2").add_items([message("its own")])  # kept in the database
+        with pytest.raises(OwnerKeyError, match="kept outside the database"):
+            await store.erase_user("alice")
+        with pytest.raises(OwnerKeyError, match="kept outside the database"):
+            await store.delete_all(confirm=True)
+        assert await store.session_info("a") is not None
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.session("a").get_items() == [message("alice's")]
+        receipt = await store.erase_user("alice")
+        assert receipt.owner_keys_destroyed == 1
+    assert len(list(directory.glob("*.key"))) == 1  # bob's
+
+
 def test_owner_keys_need_a_key_and_the_protocol(sqlite_url: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="needs a key"):
         SessionStore(sqlite_url, owner_keys=KeyDirectory(tmp_path))

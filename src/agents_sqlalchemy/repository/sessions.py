@@ -281,6 +281,13 @@ class Sessions:
         query = select(keys.c.key_id).where(keys.c.key_id.in_(named), keys.c.owner != owner)
         return await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
 
+    async def own_owners(self, where: ColumnElement[bool]) -> list[str]:
+        """The owners of the sessions `where` that have no user: each is its own owner."""
+        sessions = self._schema.sessions
+        query = select(sessions.c.session_hash).where(where, sessions.c.user_id.is_(None))
+        hashes = await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
+        return [owner_of(None, session_hash) for session_hash in hashes]
+
     async def create_session(self, key: SessionKey) -> bool:
         """Insert a new session row (owner and metadata from `key`); False if the id exists."""
         now = self._schema.now()

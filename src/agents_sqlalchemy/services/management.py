@@ -148,13 +148,16 @@ class Management:
         async with self._opener.scrubbing():
             # A user's keys go first, in the key store, then their rows: a key store that
             # fails then leaves everything to try again (after the sessions, the rows that
-            # name the key would be gone, and the key alive). A key made meanwhile for a
-            # new session of the user goes with that session, below.
+            # name the key would be gone, and the key alive). So do the keys of sessions
+            # without a user (their own owners), their rows then going with the sessions.
+            # A key made meanwhile for a new session goes with that session, below.
             first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
+            own = None if owners is None else await self._sessions.own_owners(condition)
+            early, done = await self._owners.destroy_first(own)
             sessions, items, keys = await self._sessions.delete_sessions(
                 condition, DELETE_BATCH, owners, session_id
             )
-            destroyed = first.and_then(await self._owners.destroyed(keys))
+            destroyed = first.and_then(early).and_then(await self._owners.destroyed(keys, done))
         return Removed(sessions=sessions, items=items), destroyed
 
     async def _refuse_keys_of_others(self, condition: Any, user_id: str) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -226,11 +226,8 @@ class Owners:
     ) -> OwnerKey | None:
         """The owner key of `row`, opened and kept; None if its store destroyed it."""
         kept = None if row.kept is None else bytes(row.kept)
-        if keeper is None and self._given is None and row.kek_id is None:
-            raise OwnerKeyError(
-                f"owner key {row.key_id} is kept outside the database: open the store with "
-                "the owner key store that keeps it (owner_keys=KeyDirectory(...), or your KMS)"
-            )
+        if keeper is None:
+            self._refuse_kept_outside([row])
         rotating = codec.next_kek
         if keeper is None and self._given is None and rotating and row.kek_id == rotating.kek_id:
             keeper = InDatabase(rotating)  # made by this store's rotation, which runs now
@@ -460,9 +457,23 @@ class Owners:
         rows = await self._rows.by_ids(key_ids)
         await self._destroy_rows(codec, rows)
 
+    def _refuse_kept_outside(self, rows: Iterable[Any]) -> None:
+        """`OwnerKeyError` if this store, given no owner key store, meets a key kept in one
+        (its row holds no wrapped key): it could neither open nor destroy it."""
+        outside = [row.key_id for row in rows if row.kek_id is None]
+        if self._given is None and outside:
+            raise OwnerKeyError(
+                f"owner key {outside[0]} is kept outside the database: open the store with "
+                "the owner key store that keeps it (owner_keys=KeyDirectory(...), or your "
+                "KMS); nothing was opened, destroyed or deleted"
+            )
+
     async def _destroy_rows(
         self, codec: SealedCodec, rows: list[Any], *, delete: bool = True
     ) -> Destruction | None:
+        """Destroy the keys of `rows` in the key store (all or none: a key kept where this
+        store cannot reach is refused first), then, with `delete`, their rows."""
+        self._refuse_kept_outside(rows)
         keeper, last = self._keeper(codec), None
         for row in rows:
             kept = None if row.kept is None else bytes(row.kept)
@@ -521,10 +532,12 @@ class Owners:
         if codec is not None and old is None and user_id is not None:
             await self.destroy([owner_of(None, key.hash)])
 
-    async def destroyed(self, rows: list[Any]) -> Destroyed:
+    async def destroyed(self, rows: list[Any], done: Collection[str] = ()) -> Destroyed:
         """Destroy, in the key store, the keys whose rows a deletion just took (their owner's
-        last session went with them), and forget them here."""
+        last session went with them), and forget them here; those of `done` (their ids)
+        were destroyed before it (`destroy_first`)."""
         codec = await self._codec()
+        rows = [row for row in rows if row.key_id not in done]
         if codec is None or not rows:
             return Destroyed(0, None, None)
         last = await self._destroy_rows(codec, rows, delete=False)
@@ -532,6 +545,21 @@ class Owners:
         if last is None:
             return Destroyed(len(rows), None, None)
         return Destroyed(len(rows), last.status, last.at)
+
+    async def destroy_first(
+        self, owners: Collection[str] | None
+    ) -> tuple[Destroyed, frozenset[str]]:
+        """Destroy in the key store the keys of these owners (None: of every owner) before
+        a deletion takes their rows with their sessions: a key store that fails then leaves
+        everything to run again (after the deletion, nothing would name the keys). What
+        was destroyed, and the keys' ids, for `destroyed`."""
+        codec = await self._codec()
+        if codec is None or (owners is not None and not owners):
+            return Destroyed(0, None, None), frozenset()
+        rows = await (self._rows.every() if owners is None else self._rows.of_owners(owners))
+        last = await self._destroy_rows(codec, rows, delete=False)
+        at = (None, None) if last is None else (last.status, last.at)
+        return Destroyed(len(rows), *at), frozenset(row.key_id for row in rows)
 
     async def destroy(self, owners: Iterable[str]) -> Destroyed:
         """Destroy every key of these owners (their items, everywhere, can no longer be
