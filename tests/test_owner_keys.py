@@ -570,6 +570,41 @@ def stop_on(monkeypatch: pytest.MonkeyPatch, cls: Any, name: str, after: int = 0
     monkeypatch.setattr(cls, name, stopping)
 
 
+class Forgetful(KeyDirectory):
+    """A key directory that has none of the keys (another region's KMS, say)."""
+
+    def fetch(self, key_id: str, owner: str, kept: bytes | None) -> bytes | None:
+        return None
+
+
+async def test_a_rotation_resumed_where_its_keys_are_not_keeps_them(
+    db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resumed with a key store that gave nothing for the old keys (the wrong region), a
+    rotation took them for destroyed and deleted their rows: the items they still wrapped
+    never opened again, the right store back or not."""
+    directory = tmp_path / "keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("a", user_id="alice").add_items(
+            [message(f"alice {i}") for i in range(6)]
+        )
+    stop_on(monkeypatch, keys_module, "rewrap_many", after=1)
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_owner_keys(batch_size=2)
+    monkeypatch.undo()
+    before = await _owner_keys(db_url)
+    async with SessionStore(db_url, key=key, owner_keys=Forgetful(directory)) as store:
+        with pytest.raises(KeyProviderError, match="items still need it"):
+            await store.rotate_owner_keys(batch_size=2)
+    assert await _owner_keys(db_url) == before
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        await store.rotate_owner_keys(batch_size=2)
+        assert await store.session("a").get_items() == [message(f"alice {i}") for i in range(6)]
+
+
 async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(
     db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,20 @@ class OwnerKeyRows:
         )
         return await self._schema.db.read(lambda conn: list(conn.execute(query)))
 
+    async def named(self, key_ids: Iterable[str]) -> set[str]:
+        """Which of these keys items still name (their data keys wrapped by them)."""
+        items, wanted = self._schema.items, sorted(set(key_ids))
+
+        def work(conn: Connection) -> set[str]:
+            found = set[str]()
+            for start in range(0, len(wanted), IN_BATCH):
+                chunk = wanted[start : start + IN_BATCH]
+                named = select(items.c.kek_id).where(items.c.kek_id.in_(chunk)).distinct()
+                found |= set(conn.execute(named).scalars())
+            return found
+
+        return await self._schema.db.read(work)
+
     async def by_ids(self, key_ids: Iterable[str]) -> list[Any]:
         """The rows of these keys (those that still exist)."""
         return await self._schema.db.read(lambda conn: self._where_in(conn, "key_id", key_ids))

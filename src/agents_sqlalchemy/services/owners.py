@@ -383,6 +383,14 @@ class Owners:
             return {}
         rows = await self._rows.every()
         lost = [row for row in rows if row.retired_at is not None and await self._lost(row, old)]
+        if needed := await self._rows.named(row.key_id for row in lost):
+            raise KeyProviderError(
+                f"owner key {sorted(needed)[0]} is retired and cannot be opened, yet items "
+                "still need it: a rotation stopped part-way, and the owner key store "
+                f"({self._given!r}) gives nothing for it (another region, account or "
+                "directory than the one that keeps it, or a failure); nothing was changed: "
+                "run the rotation again with the store that keeps it"
+            )
         if lost:
             await self._rows.delete(row.key_id for row in lost)
             rows = [row for row in rows if row not in lost]
