@@ -160,7 +160,8 @@ EXIT_SCRIPT = textwrap.dedent(
 
     async def main(url):
         store = SessionStore(url, create_tables=True)  # never closed
-        items = [{"role": "user", "content": f"invoice {i} for the deploy"} for i in range(200)]
+        # 300 characters each: a batch long enough to be tokenised off an app's loop.
+        items = [{"role": "user", "content": f"invoice {i} for the deploy " * 12} for i in range(200)]
         await store.session("ending").add_items(items)
 
     asyncio.run(main(sys.argv[1]))

@@ -272,7 +272,17 @@ def _at_exit(exc: Exception) -> bool:
     )
 
 
+#: Set on a worker's own thread (`_serve`), whose loop is no app's.
+_WORKER = threading.local()
+
+
+def on_worker_thread() -> bool:
+    """Whether the caller runs on a worker's thread, not on an app's event loop."""
+    return getattr(_WORKER, "serving", False)
+
+
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    _WORKER.serving = True
     asyncio.set_event_loop(loop)
     try:
         loop.run_forever()

@@ -40,7 +40,7 @@ from ..search import (
 from ..telemetry import current
 from ..types import Appended, IndexEntry, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from ..validation import check_range
-from .background import Background
+from .background import Background, on_worker_thread
 from .opener import Opener
 from .owners import Owners
 
@@ -186,7 +186,8 @@ class Indexer:
         if (operation := current()) is not None:
             operation.indexed(len(items))
         texts = [item_text(item, max_chars=MAX_INDEXED_CHARS) for item in items]
-        if sum(map(len, texts)) > OFF_LOOP_CHARS:  # a search's catch-up runs on the app's loop
+        heavy = sum(map(len, texts)) > OFF_LOOP_CHARS
+        if heavy and not on_worker_thread():  # a search's, on the app's loop
             table = await asyncio.to_thread(codec.vocabulary.table, texts)
         else:
             table = codec.vocabulary.table(texts)
