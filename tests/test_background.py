@@ -161,7 +161,8 @@ EXIT_SCRIPT = textwrap.dedent(
     async def main(url):
         store = SessionStore(url, create_tables=True)  # never closed
         # 300 characters each: a batch long enough to be tokenised off an app's loop.
-        items = [{"role": "user", "content": f"invoice {i} for the deploy " * 12} for i in range(200)]
+        text = "invoice {} for the deploy " * 12
+        items = [{"role": "user", "content": text.format(i)} for i in range(200)]
         await store.session("ending").add_items(items)
 
     asyncio.run(main(sys.argv[1]))

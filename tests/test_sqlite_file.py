@@ -126,6 +126,31 @@ async def test_a_store_that_does_not_create_tables_never_creates_its_file(
     assert not path.exists()  # (its WAL, opened before the move, may be left beside it)
 
 
+async def test_small_units_give_the_loop_a_turn(tmp_path: Path) -> None:
+    """A small read or write ran on the loop's thread without ever suspending: a task
+    polling `get_items(limit=1)` starved every other task, and its timeout never fired."""
+    turns = 0
+
+    async def other_task() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async with SessionStore(tmp_path / "a.db", create_tables=True, search=False) as store:
+        session = store.session("s")
+        other = asyncio.create_task(other_task())
+        for n in range(100):
+            await session.add_items([message(f"{n}")])
+            await session.get_items(limit=1)
+        other.cancel()
+    assert turns >= 150
+    with pytest.raises(TimeoutError):
+        async with SessionStore(tmp_path / "a.db") as store, asyncio.timeout(0.2):
+            for _ in range(100_000):  # a few seconds: far past the timeout
+                await store.session("s").get_items(limit=1)
+
+
 @pytest.mark.parametrize("name", ["chat?v2.db", "k?mode=ro.db", "e%41f.db"])
 def test_a_file_path_is_the_file_it_names(tmp_path: Path, name: str) -> None:
     """A path was read as a URL: 'chat?v2.db' wrote to the file 'chat', 'e%41f.db' to
