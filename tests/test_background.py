@@ -161,7 +161,7 @@ EXIT_SCRIPT = textwrap.dedent(
     async def main(url):
         store = SessionStore(url, create_tables=True)  # never closed
         # 300 characters each: a batch long enough to be tokenised off an app's loop.
-        text = "invoice {} for the deploy " * 12
+        text = "invoice {0} for the deploy " * 12
         items = [{"role": "user", "content": text.format(i)} for i in range(200)]
         await store.session("ending").add_items(items)
 
