@@ -15,10 +15,13 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
     ConfigurationError,
+    DatabaseError,
     ErasureReceipt,
     SessionStore,
     TableNames,
 )
+from agents_sqlalchemy.services.branches import Branches
+from agents_sqlalchemy.services.management import Management
 
 from .support.clock import travel
 from .support.items import message
@@ -595,6 +598,47 @@ async def test_an_import_cancelled_while_it_makes_a_session_leaves_nothing(
         report = await target.import_user(exported, skip_existing=True)
         assert (report.sessions, report.skipped_sessions) == (1, 0)
         assert await target.session("s1").get_items() == turn(1)
+
+
+async def test_an_import_the_database_stopped_part_way_is_replaced_when_run_again(
+    db_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away in the middle of a session's import, so the import could not
+    delete what it had written: a ConfigurationError said so, and an import again with
+    skip_existing skipped the half session as imported."""
+    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
+        chat = source.session("s1", user_id="alice")
+        for n in range(1, 5):
+            await chat.add_items(turn(n))
+        await chat.create_branch_from_turn(3, "retry")
+        await chat.add_items([message("again")])
+        exported = [line async for line in source.export_user("alice")]
+        whole = {name: await chat.get_items(branch_id=name) for name in ("main", "retry")}
+    gone = DatabaseError("cannot reach the database (in this test)")
+    append = Branches.append
+
+    async def failing_append(self: Branches, key: Any, name: str, *args: Any) -> Any:
+        if name != "main":
+            raise gone
+        return await append(self, key, name, *args)
+
+    async def failing_delete(self: Management, **where: Any) -> Any:
+        raise gone
+
+    async with SessionStore(db_url, create_tables=True) as target:
+        monkeypatch.setattr(Branches, "append", failing_append)
+        monkeypatch.setattr(Management, "delete", failing_delete)
+        with pytest.raises(DatabaseError, match="in this test"):
+            await target.import_user(exported)
+        monkeypatch.undo()
+        assert await target.list_sessions() == []  # the half session is out of listings
+        assert len(await raw_rows(db_url, f"SELECT id FROM {ITEMS}")) >= 4
+        report = await target.import_user(exported, skip_existing=True)
+        assert (report.sessions, report.skipped_sessions) == (1, 0)
+        copy = target.session("s1")
+        assert {name: await copy.get_items(branch_id=name) for name in whole} == whole
+        [info] = await target.list_sessions()
+        assert info.archived_at is None
 
 
 @pytest.mark.parametrize("key", [None, "passphrase"])

@@ -552,8 +552,9 @@ class SessionStore:
         `export_user(...)` of another store; or the whole export as one text. A session
         whose id this store already has is refused (`ConfigurationError`), or skipped with
         `skip_existing=True`. Sessions are written one at a time as they are read, each
-        whole or not at all; a malformed or truncated stream raises `ConfigurationError`
-        after the sessions it held whole.
+        whole or not at all (what a failed import could not delete, the database gone,
+        stays marked and out of listings, and importing again replaces it); a malformed or
+        truncated stream raises `ConfigurationError` after the sessions it held whole.
 
         Example::
 

@@ -288,7 +288,7 @@ class Sessions:
         hashes = await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
         return [owner_of(None, session_hash) for session_hash in hashes]
 
-    async def create_session(self, key: SessionKey) -> bool:
+    async def create_session(self, key: SessionKey, archived_at: datetime | None = None) -> bool:
         """Insert a new session row (owner and metadata from `key`); False if the id exists."""
         now = self._schema.now()
         values = {
@@ -299,12 +299,23 @@ class Sessions:
             "next_seq": 0,
             "created_at": now,
             "updated_at": now,
+            "archived_at": archived_at,
         }
         made = await self._schema.db.write(
             lambda conn: insert_session_if_absent(conn, self._schema.sessions, values),
             session_id=key.session_id,
         )
         return made is not None
+
+    async def archive_if(self, key: SessionKey, was: datetime, *, archive: bool) -> None:
+        """Archive the session now (or restore it) if its `archived_at` is still `was`."""
+        sessions = self._schema.sessions
+        change = (
+            update(sessions)
+            .where(sessions.c.session_hash == key.hash, sessions.c.archived_at == was)
+            .values(archived_at=self._schema.now() if archive else None)
+        )
+        await self._schema.db.write(lambda conn: conn.execute(change), session_id=key.session_id)
 
     async def archive_sessions(
         self,

@@ -91,10 +91,14 @@ class Management:
         last = rows[limit - 1] if len(rows) > limit else None
         return SessionPage(page, encode_cursor(last.updated_at, last.id) if last else None)
 
-    async def create_as(self, key: SessionKey) -> bool:
+    async def create_as(self, key: SessionKey, *, archived_at: datetime | None = None) -> bool:
         """Make the row of session `key` (its owner and metadata); False if the id exists."""
         await self._opener.ready()
-        return await self._sessions.create_session(key)
+        return await self._sessions.create_session(key, archived_at)
+
+    async def archive_if(self, key: SessionKey, was: datetime, *, archive: bool) -> None:
+        """Archive the session now (or restore it) if its `archived_at` is still `was`."""
+        await self._sessions.archive_if(key, was, archive=archive)
 
     async def archive(self, *, archive: bool = True, **where: Any) -> int:
         """Archive (or restore) the sessions matching `where`; return how many changed."""

@@ -42,6 +42,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,6 +78,10 @@ USAGE_FIELDS = (
 MAX_TURN = 2**31 - 1
 #: What main holds for a moment to make a branch off it when it holds no user message.
 ANCHOR = {"role": "user", "content": ""}
+#: What `archived_at` says of a session an import is writing (out of listings): one it
+#: keeps after the import failed is what an import stopped part-way left, which importing
+#: again replaces.
+IMPORTING = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: The tables an erasure deletes from (the keyring holds no user's data).
 ERASED_ROLES = tuple(role for role in ROLES if role not in ("keyring", "version"))
 
@@ -276,15 +281,10 @@ class Portability:
         written is deleted again if a write fails (so that importing it again works)."""
         key = session.key
         plans = [_plan(session, index) for index in range(len(session.lines))]
-        # Shielded: a cancel that came while the row was being made would leave it made and
-        # empty (a write ends whole), and an import again would skip it as imported.
-        making = asyncio.ensure_future(self._management.create_as(key))
-        try:
-            made = await asyncio.shield(making)
-        except asyncio.CancelledError as cancel:
-            if await making:
-                await self._undo(key, cancel)
-            raise
+        made = await self._make(key)
+        if not made and await self._left_by_an_import(key):
+            await self._management.delete(session_hash=key.hash)  # it stopped part-way
+            made = await self._make(key)
         if not made:
             if skip_existing:
                 return ImportedUser(skipped_sessions=1)
@@ -293,15 +293,36 @@ class Portability:
                 "imported (skip_existing=True, or --skip-existing, skips such sessions)"
             )
         try:
-            return await self._write_lines(session, plans)
+            written = await self._write_lines(session, plans)
+            await self._management.archive_if(key, IMPORTING, archive=session.archived)
+            return written
         except BaseException as exc:
-            await self._undo(key, exc)
+            await self._undo(key)
             if isinstance(exc, AgentsSQLAlchemyError) or not isinstance(exc, Exception):
                 raise
             raise ConfigurationError(
                 f"session {key.session_id[:80]!r} could not be imported "
                 f"({type(exc).__name__}: {exc}); nothing of it was kept"
             ) from exc
+
+    async def _make(self, key: SessionKey) -> bool:
+        """Make the session's row, marked as an import under way (`IMPORTING`); False if
+        the session exists. Shielded: a cancel that came while the row was being made would
+        leave it made and empty (a write ends whole)."""
+        making = asyncio.ensure_future(self._management.create_as(key, archived_at=IMPORTING))
+        try:
+            return await asyncio.shield(making)
+        except asyncio.CancelledError:
+            if await making:
+                await self._undo(key)
+            raise
+
+    async def _left_by_an_import(self, key: SessionKey) -> bool:
+        """Whether the session is what an import that stopped part-way left of it (the
+        database went away, the process was killed): marked `IMPORTING` still."""
+        info = await self._management.info(key)
+        found = None if info is None else info.archived_at
+        return found is not None and found.replace(tzinfo=None) == IMPORTING.replace(tzinfo=None)
 
     async def _write_lines(self, session: _Session, plans: list[_Branching | None]) -> ImportedUser:
         key = session.key
@@ -319,20 +340,13 @@ class Portability:
             else:
                 await self._rebuild(key, line, usage, plan)
             left_out, items = left_out + len(usage), items + len(line.items)
-        if session.archived:
-            await self._management.archive(session_hash=key.hash)
         return ImportedUser(sessions=1, items=items, usage_left_out=left_out)
 
-    async def _undo(self, key: SessionKey, failure: BaseException) -> None:
-        """Delete what was written of session `key` after `failure`."""
-        try:
+    async def _undo(self, key: SessionKey) -> None:
+        """Delete what was written of session `key` after a failure; what cannot be (the
+        database went away) stays marked `IMPORTING`, and importing it again replaces it."""
+        with contextlib.suppress(AgentsSQLAlchemyError):
             await self._management.delete(session_hash=key.hash)
-        except Exception as exc:
-            raise ConfigurationError(
-                f"session {key.session_id[:80]!r} failed part-way ({failure}), and what was "
-                f"written of it could not be deleted ({exc}): delete it before importing it "
-                "again"
-            ) from failure
 
     async def _fill(
         self,
