@@ -135,6 +135,37 @@ async def test_a_read_cancelled_while_its_connection_opens_leaves_nothing_logged
         assert [item["content"] for item in await session.get_items()] == ["before"]
 
 
+@pytest.mark.parametrize("closed", [1, 1_000])
+async def test_a_connection_closed_while_it_is_set_up_is_replaced_or_named(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, closed: int
+) -> None:
+    """The server closed a new connection while the driver set up its type codecs: asyncpg's
+    own InterfaceError ("connection is closed") came out of get_items and add_items, neither
+    retried nor in the library's hierarchy."""
+    import asyncpg  # type: ignore[import-untyped]
+    from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
+
+    real, calls = PGDialect_asyncpg.setup_asyncpg_json_codec, []
+
+    async def closing(self: PGDialect_asyncpg, conn: object) -> None:
+        calls.append(1)
+        if len(calls) <= closed:
+            raise asyncpg.exceptions.InterfaceError("connection is closed")
+        await real(self, conn)
+
+    monkeypatch.setattr(PGDialect_asyncpg, "setup_asyncpg_json_codec", closing)
+    async with SessionStore(pg_url, create_tables=True, search=False) as store:
+        session = store.session(f"s-{closed}")
+        if closed == 1:  # once: a new connection takes its place
+            await session.add_items([message("kept")])
+            assert await session.get_items() == [message("kept")]
+        else:
+            with pytest.raises(DatabaseError, match="nothing was changed"):
+                await session.add_items([message("lost")])
+            monkeypatch.undo()
+            assert await session.get_items() == []
+
+
 def test_wait_options_are_checked() -> None:
     for bad in (0, -1, "30", True):
         with pytest.raises(ConfigurationError, match="lock_timeout"):

@@ -65,6 +65,15 @@ class _Attempt:
     committing: bool = False
 
 
+#: The drivers whose own exceptions SQLAlchemy may let through unwrapped.
+DRIVERS = ("asyncpg", "asyncmy", "aiomysql", "pymysql", "aiosqlite", "sqlite3")
+
+
+def _from_driver(exc: BaseException) -> bool:
+    """Whether `exc` is a database driver's own exception."""
+    return type(exc).__module__.split(".")[0] in DRIVERS
+
+
 class _Unsent(Exception):
     """A statement the driver refused to send, its connection broken: run it again."""
 
@@ -357,6 +366,20 @@ class Database:
                     f"no connection of the pool came free within its pool_timeout ({exc}): "
                     "more work at once than the pool holds (engine_kwargs pool_size, "
                     "max_overflow, pool_timeout); nothing was done"
+                ) from exc
+            except Exception as exc:
+                # The driver's own, unwrapped by SQLAlchemy: a new connection's set-up (its
+                # type codecs) on a connection the server closed meanwhile.
+                if not _from_driver(exc):
+                    raise
+                if not reconnected and not attempt.committing:
+                    reconnected = True
+                    if (operation := current()) is not None:
+                        operation.retried("disconnect")
+                    continue
+                raise DatabaseError(
+                    f"the connection to the database failed ({type(exc).__name__}: {exc}); "
+                    f"{_outcome(attempt)}"
                 ) from exc
 
     async def _waited(self, operation: Operation, work: Work[T], write: bool) -> T:
