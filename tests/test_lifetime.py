@@ -70,6 +70,24 @@ def test_sync_with_and_run_sync(db_url: str) -> None:
         asyncio.run(store.list_sessions())
 
 
+@pytest.mark.dialects("postgresql", "mariadb")
+def test_runs_from_threads_that_end_keep_no_engine_each(db_url: str) -> None:
+    """`Runner.run_sync` in a thread per request leaves the thread's loop open: one store
+    kept for the process held an engine and a server connection per thread that ever used
+    it, until close() (101 after 100 requests)."""
+
+    def request(n: int) -> None:
+        Runner.run_sync(replying(f"{n}"), "hi", session=store.session(f"r{n}"))
+
+    with SessionStore(db_url, create_tables=True, search=False) as store:
+        for n in range(12):
+            thread = threading.Thread(target=request, args=(n,))
+            thread.start()
+            thread.join()
+        request(12)  # a new loop here: the ended threads' engines are dropped
+        assert len(store._services.db._source.engines()) <= 2
+
+
 def test_drop_in_session_with_run_sync(db_url: str) -> None:
     with SQLAlchemySession.from_url("s", url=db_url, create_tables=True) as session:
         Runner.run_sync(replying("one"), "hi", session=session)

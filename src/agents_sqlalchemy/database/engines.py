@@ -286,6 +286,11 @@ class EngineSource:
         self._engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEngine] = (
             weakref.WeakKeyDictionary()
         )
+        # The thread each engine's loop ran on (an engine's connections hold its loop: a
+        # loop never closed, its thread ended, is kept alive by its engine alone).
+        self._threads: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, threading.Thread] = (
+            weakref.WeakKeyDictionary()
+        )
         self._unbound: AsyncEngine | None = None
         self._lock_timeout = lock_timeout
         self._may_create = may_create
@@ -331,6 +336,7 @@ class EngineSource:
                 engine = self._unbound if self._unbound is not None else self._make()
                 self._unbound = None
                 self._engines[loop] = engine
+                self._threads[loop] = threading.current_thread()
             return engine
 
     def engines(self) -> list[AsyncEngine]:
@@ -395,8 +401,13 @@ class EngineSource:
         return engine
 
     def _forget_closed_loops(self) -> None:
+        """Drop the engines of loops that will not run again: closed, or never closed but
+        their thread ended (`Runner.run_sync` in a thread per request leaves its loop so):
+        one engine and its connections were kept per such thread, for ever."""
         for loop, engine in list(self._engines.items()):
-            if loop.is_closed():
+            thread = self._threads.get(loop)
+            ended = thread is not None and not thread.is_alive() and not loop.is_running()
+            if loop.is_closed() or ended:
                 # Its connections cannot be closed from here; drop them.
                 engine.sync_engine.dispose(close=False)
                 del self._engines[loop]
