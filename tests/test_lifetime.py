@@ -11,6 +11,7 @@ from agents.testing import ScriptedModel, assistant_message
 
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
+    ConfigurationError,
     DatabaseTimeoutError,
     SessionStore,
     SQLAlchemySession,
@@ -114,6 +115,20 @@ async def test_a_shared_store_closes_with_its_last_session(sqlite_url: str) -> N
         assert await second.get_items() == [message("b")]
     assert second.store.closed
     await second.close()  # closing twice is fine
+
+
+async def test_a_share_given_back_twice_is_refused(sqlite_url: str) -> None:
+    """`release()` once more than `shared()` went below no shares, silently."""
+    store = SessionStore.shared(sqlite_url, create_tables=True)
+    assert SessionStore.shared(sqlite_url) is store
+    await store.release()
+    assert not store.closed
+    await store.release()
+    assert store.closed
+    with pytest.raises(ConfigurationError, match="released twice"):
+        await store.release()
+    with pytest.raises(ConfigurationError, match="none left"):
+        await SessionStore(sqlite_url).release()
 
 
 async def test_a_session_from_a_store_leaves_the_store_open(sqlite_url: str) -> None:

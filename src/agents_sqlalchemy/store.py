@@ -302,8 +302,15 @@ class SessionStore:
             return store
 
     async def release(self) -> None:
-        """Give back a share taken by `shared()`; the last one closes the store."""
+        """Give back a share taken by `shared()`; the last one closes the store. A store
+        with no share left to give back (released once more than taken) raises
+        `ConfigurationError`."""
         with _shared_stores_lock:
+            if self._shares <= 0:
+                raise ConfigurationError(
+                    "release() gives back a share taken by SessionStore.shared(): this store "
+                    "has none left (released twice?)"
+                )
             self._shares -= 1
             last = self._shares <= 0
             if last and _shared_stores.get(self._shared_as or ()) is self:
