@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -441,6 +442,31 @@ async def test_a_session_of_its_own_whose_key_store_fails_is_deleted_when_run_ag
         assert await store.session_info("anon") is None
     assert not (directory / f"{own_key}.key").exists()
     assert own_key not in await _owner_keys(db_url)
+
+
+async def test_a_purge_keeps_the_key_of_a_session_written_as_it_runs(
+    db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge of inactive sessions destroyed their keys before deleting them: a session
+    written meanwhile (no longer inactive) was kept, and its key was gone."""
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("idle").add_items([message("old")])
+    delete_sessions = Sessions.delete_sessions
+
+    async def written_first(self: Sessions, *args: Any, **kwargs: Any) -> Any:
+        await execute(db_url, f"UPDATE {SESSIONS} SET updated_at = '2999-01-01 00:00:00'")
+        return await delete_sessions(self, *args, **kwargs)
+
+    monkeypatch.setattr(Sessions, "delete_sessions", written_first)
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        removed = await store.purge_inactive(timedelta(milliseconds=1))
+        assert removed.sessions == 0
+    monkeypatch.undo()
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.session("idle").get_items() == [message("old")]
 
 
 async def test_a_store_without_the_key_store_destroys_no_key_it_cannot_reach(

@@ -600,12 +600,13 @@ async def test_an_import_cancelled_while_it_makes_a_session_leaves_nothing(
         assert await target.session("s1").get_items() == turn(1)
 
 
-async def test_an_import_the_database_stopped_part_way_is_replaced_when_run_again(
+async def test_an_import_the_database_stopped_part_way_is_refused_until_deleted(
     db_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The database went away in the middle of a session's import, so the import could not
     delete what it had written: a ConfigurationError said so, and an import again with
-    skip_existing skipped the half session as imported."""
+    skip_existing skipped the half session as imported. It is refused now (an import of it
+    may still run), and imported once deleted."""
     async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
         chat = source.session("s1", user_id="alice")
         for n in range(1, 5):
@@ -633,6 +634,9 @@ async def test_an_import_the_database_stopped_part_way_is_replaced_when_run_agai
         monkeypatch.undo()
         assert await target.list_sessions() == []  # the half session is out of listings
         assert len(await raw_rows(db_url, f"SELECT id FROM {ITEMS}")) >= 4
+        with pytest.raises(ConfigurationError, match="marked as being imported"):
+            await target.import_user(exported, skip_existing=True)
+        assert await target.delete_session("s1")
         report = await target.import_user(exported, skip_existing=True)
         assert (report.sessions, report.skipped_sessions) == (1, 0)
         copy = target.session("s1")

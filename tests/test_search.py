@@ -1051,9 +1051,12 @@ class Choking:
 
     dim, metric, model_id = 3, "cosine", "choking-v1"
     down = False
+    flaky = False  # every other call fails, as under a rate limit
+    calls = 0
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        if self.down:
+        self.calls += 1
+        if self.down or (self.flaky and self.calls % 2):
             raise ConnectionError("the model's server went away")
         return [[math.nan if "\u2063" in t else 1.0, float(len(t)), 1.0] for t in texts]
 
@@ -1086,6 +1089,22 @@ async def test_an_item_the_embedder_fails_on_stops_no_search(
         embedder.down = False
         hits = await store.search("invoice again", mode="keyword", limit=1)
         assert [(h.session_id, h.seq) for h in hits] == [("b", 2)]
+
+
+async def test_a_model_that_fails_now_and_then_leaves_no_item_without_its_vector(
+    sqlite_url: str,
+) -> None:
+    """Calls that failed now and then (a rate limit) left the items of their batch indexed
+    without a vector for good: a vector search never found them once the model was back."""
+    embedder = Choking()
+    async with SessionStore(sqlite_url, create_tables=True, embedder=embedder) as store:
+        embedder.flaky = True
+        session = store.session("s")
+        await session.add_items([message(f"note {n} about the garden") for n in range(6)])
+        await store.flush()
+        embedder.flaky = False
+        hits = await session.search_hits("garden", mode="vector", limit=10)
+        assert len(hits) == 6
 
 
 async def test_a_search_tokenises_a_long_item_off_the_event_loop(

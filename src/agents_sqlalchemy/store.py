@@ -302,9 +302,12 @@ class SessionStore:
             return store
 
     async def release(self) -> None:
-        """Give back a share taken by `shared()`; the last one closes the store. A store
-        with no share left to give back (released once more than taken) raises
-        `ConfigurationError`."""
+        """Give back a share taken by `shared()`; the last one closes the store (one not
+        made by `shared()` is closed). A shared store with no share left to give back
+        (released once more than taken) raises `ConfigurationError`."""
+        if self._shared_as is None:
+            await self.close()
+            return
         with _shared_stores_lock:
             if self._shares <= 0:
                 raise ConfigurationError(
@@ -560,8 +563,9 @@ class SessionStore:
         whose id this store already has is refused (`ConfigurationError`), or skipped with
         `skip_existing=True`. Sessions are written one at a time as they are read, each
         whole or not at all (what a failed import could not delete, the database gone,
-        stays marked and out of listings, and importing again replaces it); a malformed or
-        truncated stream raises `ConfigurationError` after the sessions it held whole.
+        stays marked and out of listings: an import again refuses it until it is
+        deleted); a malformed or truncated stream raises `ConfigurationError` after the
+        sessions it held whole.
 
         Example::
 

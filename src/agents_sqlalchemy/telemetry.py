@@ -538,9 +538,6 @@ class Operation:
         _CURRENT.reset(token)
         if exc_type is not None:
             self.attributes["error.type"] = _error_type(exc_type)
-            # All or nothing: what a failed operation counted was not written, read or removed.
-            self.items_written = self.bytes_written = self.items_read = self.bytes_read = 0
-            self.items_removed = 0
         if self._span is not None:
             self._span.set_attributes(self._counts())
             if exc_type is not None:

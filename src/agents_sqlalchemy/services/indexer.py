@@ -204,21 +204,24 @@ class Indexer:
         ]
 
     async def _embedded(self, texts: list[str]) -> list[bytes | None]:
-        """The embedder's vectors of `texts`. Where it fails on the batch, each text is tried
-        alone, and one it fails on alone gets no vector: its item is found by keyword, and
-        one text a model cannot take (a NaN, too many tokens) stops neither the indexing of
-        the others nor every search after. Failing on each text, it is the embedder that
-        fails (a model down): that is raised, nothing is indexed, and it is tried again."""
+        """The embedder's vectors of `texts`. Where what it returned for the batch is no
+        vector (a NaN, the wrong shape), each text is tried alone, and one it returns no
+        vector for gets none: its item is found by keyword, and one text the model cannot
+        take stops neither the indexing of the others nor every search after. A call that
+        fails (a model down, a rate limit, a timeout) is raised, for the batch or any text
+        alone: nothing is indexed, and it is tried again later."""
         try:
             return list(await embed_documents(self.embedder, texts))
         except EmbedderError as failure:
-            if len(texts) < 2:
+            if len(texts) < 2 or _call_failed(failure):
                 raise
             alone: list[bytes | None] = []
             for text in texts:
                 try:
                     alone += await embed_documents(self.embedder, [text])
-                except EmbedderError:
+                except EmbedderError as each:
+                    if _call_failed(each):
+                        raise
                     alone.append(None)
             failed = alone.count(None)
             if failed == len(texts):
@@ -320,6 +323,12 @@ def _next_size(batch: Sequence[Unindexed], size: int, most: int) -> int:
     items are light, fewer when they weigh more than `CATCH_UP_BYTES`, at most `most`."""
     weight = sum(len(row.stored.body or b"") for row in batch)
     return max(1, min(most, 2 * size, size * CATCH_UP_BYTES // max(weight, 1)))
+
+
+def _call_failed(failure: EmbedderError) -> bool:
+    """Whether the embedder's call raised (`embed_texts` chains its exception), rather than
+    returned what no index takes."""
+    return failure.__cause__ is not None
 
 
 def reindexed_rows(

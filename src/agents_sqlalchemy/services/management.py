@@ -153,10 +153,14 @@ class Management:
             # A user's keys go first, in the key store, then their rows: a key store that
             # fails then leaves everything to try again (after the sessions, the rows that
             # name the key would be gone, and the key alive). So do the keys of sessions
-            # without a user (their own owners), their rows then going with the sessions.
-            # A key made meanwhile for a new session goes with that session, below.
+            # without a user (their own owners) that the deletion takes whatever happens
+            # meanwhile (one session, every session): their rows then go with the sessions.
+            # Those of a condition a write can end (inactive_for) go after their rows, as
+            # does a key made meanwhile for a new session.
             first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
-            own = None if owners is None else await self._sessions.own_owners(condition)
+            own: list[str] | None = []
+            if "inactive_for" not in where:
+                own = None if owners is None else await self._sessions.own_owners(condition)
             early, done = await self._owners.destroy_first(own)
             sessions, items, keys = await self._sessions.delete_sessions(
                 condition, DELETE_BATCH, owners, session_id

@@ -79,8 +79,8 @@ MAX_TURN = 2**31 - 1
 #: What main holds for a moment to make a branch off it when it holds no user message.
 ANCHOR = {"role": "user", "content": ""}
 #: What `archived_at` says of a session an import is writing (out of listings): one it
-#: keeps after the import failed is what an import stopped part-way left, which importing
-#: again replaces.
+#: keeps after the import failed is what an import stopped part-way left, which an import
+#: again refuses (rather than skip it as imported) until it is deleted.
 IMPORTING = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: The tables an erasure deletes from (the keyring holds no user's data).
 ERASED_ROLES = tuple(role for role in ROLES if role not in ("keyring", "version"))
@@ -282,9 +282,12 @@ class Portability:
         key = session.key
         plans = [_plan(session, index) for index in range(len(session.lines))]
         made = await self._make(key)
-        if not made and await self._left_by_an_import(key):
-            await self._management.delete(session_hash=key.hash)  # it stopped part-way
-            made = await self._make(key)
+        if not made and await self._marked(key):
+            raise ConfigurationError(
+                f"session {key.session_id[:80]!r} is marked as being imported: an import of "
+                "it runs now, or one stopped part-way (the database went away); if none "
+                "runs, delete the session and import the export again"
+            )
         if not made:
             if skip_existing:
                 return ImportedUser(skipped_sessions=1)
@@ -317,9 +320,9 @@ class Portability:
                 await self._undo(key)
             raise
 
-    async def _left_by_an_import(self, key: SessionKey) -> bool:
-        """Whether the session is what an import that stopped part-way left of it (the
-        database went away, the process was killed): marked `IMPORTING` still."""
+    async def _marked(self, key: SessionKey) -> bool:
+        """Whether the session is marked `IMPORTING`: an import writes it now, or stopped
+        part-way (the database went away, the process was killed)."""
         info = await self._management.info(key)
         found = None if info is None else info.archived_at
         return found is not None and found.replace(tzinfo=None) == IMPORTING.replace(tzinfo=None)
@@ -344,7 +347,7 @@ class Portability:
 
     async def _undo(self, key: SessionKey) -> None:
         """Delete what was written of session `key` after a failure; what cannot be (the
-        database went away) stays marked `IMPORTING`, and importing it again replaces it."""
+        database went away) stays marked `IMPORTING`, which an import again refuses."""
         with contextlib.suppress(AgentsSQLAlchemyError):
             await self._management.delete(session_hash=key.hash)
 
