@@ -53,6 +53,13 @@ class OwnerKeyRows:
 
         return await self._schema.db.read(work)
 
+    async def sealed_states(self) -> list[bytes]:
+        """Every session's sealed state (a scan: for a rotation, which is rare)."""
+        sessions = self._schema.sessions
+        query = select(sessions.c.sealed_state).where(sessions.c.sealed_state.is_not(None))
+        rows = await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
+        return [bytes(blob) for blob in rows]
+
     async def by_ids(self, key_ids: Iterable[str]) -> list[Any]:
         """The rows of these keys (those that still exist)."""
         return await self._schema.db.read(lambda conn: self._where_in(conn, "key_id", key_ids))

@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from ..crypto import (
 from ..crypto import rewrap_state as rewrap_state_blob
 from ..crypto.kdf import KEY_BYTES
 from ..errors import (
+    AgentsSQLAlchemyError,
     DecryptionError,
     KeyProviderError,
     OwnerKeyError,
@@ -383,7 +385,7 @@ class Owners:
             return {}
         rows = await self._rows.every()
         lost = [row for row in rows if row.retired_at is not None and await self._lost(row, old)]
-        if needed := await self._rows.named(row.key_id for row in lost):
+        if needed := await self._needed({row.key_id for row in lost}):
             raise KeyProviderError(
                 f"owner key {sorted(needed)[0]} is retired and cannot be opened, yet items "
                 "still need it: a rotation stopped part-way, and the owner key store "
@@ -419,6 +421,17 @@ class Owners:
         await self._rows.retire(pairs)
         self._current.clear()
         return pairs
+
+    async def _needed(self, key_ids: set[str]) -> set[str]:
+        """Which of these keys items or sessions' states are still wrapped by."""
+        if not key_ids:
+            return set()
+        needed = await self._rows.named(key_ids)
+        for blob in [] if needed else await self._rows.sealed_states():
+            with contextlib.suppress(AgentsSQLAlchemyError, ValueError):  # altered: not ours
+                if (kek_id := state_kek_id(blob)) in key_ids:
+                    needed.add(kek_id)
+        return needed
 
     async def _lost(self, row: Any, old: KeyEncryptionKey) -> bool:
         """Whether retired owner key `row` can never be opened again: kept under a store key
