@@ -596,6 +596,23 @@ def stop_on(monkeypatch: pytest.MonkeyPatch, cls: Any, name: str, after: int = 0
     monkeypatch.setattr(cls, name, stopping)
 
 
+def pause_on(
+    monkeypatch: pytest.MonkeyPatch, cls: Any, name: str
+) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the coroutine method `cls.name` stop where it is called (the first event is set
+    then) until the second event is set."""
+    reached, go_on = asyncio.Event(), asyncio.Event()
+    real = getattr(cls, name)
+
+    async def paused(*args: Any, **kwargs: Any) -> Any:
+        reached.set()
+        await go_on.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(cls, name, paused)
+    return reached, go_on
+
+
 class Forgetful(KeyDirectory):
     """A key directory that has none of the keys (another region's KMS, say)."""
 
@@ -977,15 +994,7 @@ async def test_a_read_during_an_erasure_waits_for_it_and_finds_nothing(
     met rows naming a destroyed key twice and said they "were altered" (tampering)."""
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         await store.session("s", user_id="alice").add_items([message("a"), message("b")])
-    keys_gone, go_on = asyncio.Event(), asyncio.Event()
-    delete_sessions = Sessions.delete_sessions
-
-    async def paused(self: Sessions, *args: Any, **kwargs: Any) -> Any:
-        keys_gone.set()
-        await go_on.wait()
-        return await delete_sessions(self, *args, **kwargs)
-
-    monkeypatch.setattr(Sessions, "delete_sessions", paused)
+    keys_gone, go_on = pause_on(monkeypatch, Sessions, "delete_sessions")
     async with (
         SessionStore(db_url, key=key, search=False) as eraser,
         SessionStore(db_url, key=key, search=False) as reader,
@@ -1200,15 +1209,7 @@ async def test_the_rotating_store_reads_and_writes_while_it_rotates(
     """Its own writes met the owner keys the rotation had made, kept under the new key, and
     failed with `WrongKeyError` advising to open the store again with the new key."""
     old, new = os.urandom(32), os.urandom(32)
-    walking, go_on = asyncio.Event(), asyncio.Event()
-    real = KeyringRows.rewrap_keys
-
-    async def paused(self: KeyringRows, *args: Any, **kwargs: Any) -> Any:
-        walking.set()
-        await go_on.wait()
-        return await real(self, *args, **kwargs)
-
-    monkeypatch.setattr(KeyringRows, "rewrap_keys", paused)
+    walking, go_on = pause_on(monkeypatch, KeyringRows, "rewrap_keys")
     async with SessionStore(db_url, create_tables=True, key=old) as store:
         alice = store.session("a", user_id="alice")
         await alice.add_items([message("before")])
