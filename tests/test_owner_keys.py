@@ -34,6 +34,7 @@ from agents_sqlalchemy import (
 from agents_sqlalchemy.crypto import OwnerKey
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
 from agents_sqlalchemy.repository.keyring import KeyringRows
+from agents_sqlalchemy.repository.owner_keys import OwnerKeyRows
 from agents_sqlalchemy.repository.schema import Schema
 from agents_sqlalchemy.repository.sessions import Sessions
 from agents_sqlalchemy.services import keys as keys_module
@@ -640,12 +641,43 @@ async def test_a_rotation_resumed_where_its_keys_are_not_keeps_them(
     monkeypatch.undo()
     before = await _owner_keys(db_url)
     async with SessionStore(db_url, key=key, owner_keys=Forgetful(directory)) as store:
-        with pytest.raises(KeyProviderError, match="items still need it"):
+        with pytest.raises(KeyProviderError, match="items or sessions' states still need it"):
             await store.rotate_owner_keys(batch_size=2)
     assert await _owner_keys(db_url) == before
     async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
         await store.rotate_owner_keys(batch_size=2)
         assert await store.session("a").get_items() == [message(f"alice {i}") for i in range(6)]
+
+
+async def test_a_rotation_resumed_where_its_keys_are_not_keeps_those_states_need(
+    db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, stopped after every item was re-wrapped: only the sessions' sealed states
+    still need the old keys, found a page of sessions at a time."""
+    directory = tmp_path / "keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("n").set_state("k", "n")  # a page without alice's states
+        for name in ("a", "b"):
+            await store.session(name, user_id="alice").add_items([message(name)])
+            await store.session(name).set_state("k", name)
+    stop_on(monkeypatch, KeyringRows, "rewrap_states")
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(Interrupted):
+            await store.rotate_owner_keys(batch_size=2)
+    monkeypatch.undo()
+    paged = OwnerKeyRows.sealed_states
+    monkeypatch.setattr(OwnerKeyRows, "sealed_states", lambda self, batch=1: paged(self, 1))
+    before = await _owner_keys(db_url)
+    async with SessionStore(db_url, key=key, owner_keys=Forgetful(directory)) as store:
+        with pytest.raises(KeyProviderError, match="states still need it"):
+            await store.rotate_owner_keys(batch_size=2)
+    assert await _owner_keys(db_url) == before
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        await store.rotate_owner_keys(batch_size=2)
+        for name in ("a", "b", "n"):
+            assert await store.session(name).get_state("k") == name
 
 
 async def test_rotating_the_owner_keys_resumes_and_destroys_the_old_ones(

@@ -9,12 +9,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
+from .keyring import KeyringRows
 from .schema import Schema
 
 # Ids per IN (...) list: well under every dialect's bound-parameter limit.
@@ -53,12 +54,16 @@ class OwnerKeyRows:
 
         return await self._schema.db.read(work)
 
-    async def sealed_states(self) -> list[bytes]:
-        """Every session's sealed state (a scan: for a rotation, which is rare)."""
-        sessions = self._schema.sessions
-        query = select(sessions.c.sealed_state).where(sessions.c.sealed_state.is_not(None))
-        rows = await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
-        return [bytes(blob) for blob in rows]
+    async def sealed_states(self, batch: int = IN_BATCH) -> AsyncIterator[bytes]:
+        """Every session's sealed state, read `batch` sessions at a time (a scan: for a
+        rotation, which is rare)."""
+        keyring = KeyringRows(self._schema)
+        upto = await keyring.last_session_id()
+        after: int | None = 0
+        while after is not None:
+            states, after = await keyring.sealed_states(after, batch, upto)
+            for _, state in states:
+                yield state
 
     async def by_ids(self, key_ids: Iterable[str]) -> list[Any]:
         """The rows of these keys (those that still exist)."""

@@ -388,7 +388,8 @@ class Owners:
         if needed := await self._needed({row.key_id for row in lost}):
             raise KeyProviderError(
                 f"owner key {sorted(needed)[0]} is retired and cannot be opened, yet items "
-                "still need it: a rotation stopped part-way, and the owner key store "
+                "or sessions' states still need it: a rotation stopped part-way, and the "
+                "owner key store "
                 f"({self._given!r}) gives nothing for it (another region, account or "
                 "directory than the one that keeps it, or a failure); nothing was changed: "
                 "run the rotation again with the store that keeps it"
@@ -427,7 +428,9 @@ class Owners:
         if not key_ids:
             return set()
         needed = await self._rows.named(key_ids)
-        for blob in [] if needed else await self._rows.sealed_states():
+        if needed:
+            return needed
+        async for blob in self._rows.sealed_states():
             with contextlib.suppress(AgentsSQLAlchemyError, ValueError):  # altered: not ours
                 if (kek_id := state_kek_id(blob)) in key_ids:
                     needed.add(kek_id)
