@@ -338,20 +338,13 @@ class Database:
                         operation.retried("deadlock")
                     await asyncio.sleep(random.uniform(0.005, 0.02) * deadlocks)
                     continue
-                if kind == "disconnect" and not attempt.committing and not reconnected:
-                    reconnected = True  # the pool has dropped its dead connections
-                    if (operation := current()) is not None:
-                        operation.retried("disconnect")
-                    continue
-                raise self._failed(exc, attempt) from exc
+                if kind != "disconnect" or attempt.committing or reconnected:
+                    raise self._failed(exc, attempt) from exc
             except _Unsent as unsent:
                 cause = unsent.__cause__
                 assert isinstance(cause, DBAPIError)
                 if reconnected:
                     raise self._failed(cause, attempt) from cause
-                reconnected = True
-                if (operation := current()) is not None:
-                    operation.retried("disconnect")
             except asyncio.TimeoutError as exc:
                 if timeout is None:  # the driver's own (connect) timeout
                     raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
@@ -372,15 +365,16 @@ class Database:
                 # type codecs) on a connection the server closed meanwhile.
                 if not _from_driver(exc):
                     raise
-                if not reconnected and not attempt.committing:
-                    reconnected = True
-                    if (operation := current()) is not None:
-                        operation.retried("disconnect")
-                    continue
-                raise DatabaseError(
-                    f"the connection to the database failed ({type(exc).__name__}: {exc}); "
-                    f"{_outcome(attempt)}"
-                ) from exc
+                if reconnected or attempt.committing:
+                    raise DatabaseError(
+                        f"the connection to the database failed ({type(exc).__name__}: "
+                        f"{exc}); {_outcome(attempt)}"
+                    ) from exc
+            # A connection lost before the work was committed: tried once more on a new one
+            # (the pool has dropped its dead connections).
+            reconnected = True
+            if (operation := current()) is not None:
+                operation.retried("disconnect")
 
     async def _waited(self, operation: Operation, work: Work[T], write: bool) -> T:
         """A small unit that met the SQLite file locked, in a worker thread; the time it
