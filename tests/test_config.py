@@ -424,6 +424,28 @@ def test_an_owner_key_directory_must_be_a_path(path: Any) -> None:
         KeyDirectory(path)
 
 
+def test_an_owner_key_directory_is_made_only_where_its_parent_is(tmp_path: Path) -> None:
+    """A mistyped path (or a volume not mounted) was made whole, parents and all, and new
+    owners' keys went there without a word."""
+    with pytest.raises(ConfigurationError, match="No such file or directory"):
+        KeyDirectory(tmp_path / "mnt" / "keys")
+    assert not (tmp_path / "mnt").exists()
+    made = KeyDirectory(tmp_path / "keys").path
+    assert made.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_an_owner_key_directory_others_may_write_to_is_refused(tmp_path: Path, mode: int) -> None:
+    """Another user could delete the keys (erasing every owner) or replace them."""
+    directory = tmp_path / "keys"
+    directory.mkdir()
+    directory.chmod(mode)
+    with pytest.raises(ConfigurationError, match="writable by other users"):
+        KeyDirectory(directory)
+    directory.chmod(0o750)  # readable by a group: key ids only, each file is 0600
+    KeyDirectory(directory)
+
+
 async def test_migrations_refuse_a_revision_or_tables_of_the_wrong_kind(tmp_path: Path) -> None:
     """upgrade(url, 5) raised TypeError, upgrade(url, "") AssertionError, tables=5
     AttributeError; each is a ConfigurationError now, before any connection opens."""
