@@ -297,6 +297,37 @@ def test_a_token_guards_every_request(evil_store: SessionStore) -> None:
     check_bind("localhost", None)
 
 
+@pytest.mark.parametrize("token", ["t" * 24, "€uro-token-1234567890", "秘密のトークン-0123456789"])
+def test_the_login_cookie_never_holds_the_token(evil_store: SessionStore, token: str) -> None:
+    """A browser sends a host's cookies to every port of it: the cookie held the token, so
+    a program listening on another port of the machine got it, and it opened every page
+    as a bearer token. A token outside Latin-1 made the login a 500."""
+    with client(evil_store, token=token) as http:
+        first = http.get("/sessions", params={"token": token}, follow_redirects=False)
+        assert first.status_code == 303
+        name, _, rest = first.headers["set-cookie"].partition("=")
+        value = rest.split(";")[0]
+        assert name == "agents_sqlalchemy_ui_token_80"  # one per port
+        assert token not in rest and value
+        assert http.get("/sessions").status_code == 200  # the cookie it set
+        http.cookies.clear()
+        as_bearer = http.get("/sessions", headers={"Authorization": f"Bearer {value}"})
+        assert as_bearer.status_code == 401
+        http.cookies.set("agents_sqlalchemy_ui_token_81", value)  # another port's
+        assert http.get("/sessions").status_code == 401
+
+
+def test_workers_serving_one_token_take_each_others_forms(evil_store: SessionStore) -> None:
+    """Each worker of an ASGI server made its own CSRF token: a confirmation page from one
+    and its POST to another was refused (403)."""
+    token = "t" * 24
+    one = create_app(evil_store, allow_writes=True, token=token).state.ui.guard
+    two = create_app(evil_store, allow_writes=True, token=token).state.ui.guard
+    other = create_app(evil_store, allow_writes=True, token="u" * 24).state.ui.guard
+    assert two.check_csrf(one.csrf) and not other.check_csrf(one.csrf)
+    assert one.cookie == two.cookie != other.cookie
+
+
 def test_a_foreign_host_name_is_refused(evil_store: SessionStore) -> None:
     """DNS rebinding: a page of another site whose name now points here is not served."""
     with client(evil_store) as http:

@@ -64,7 +64,8 @@ def log_config(base: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--allow-writes",
     is_flag=True,
-    help="Offer archive, restore and delete (each confirmed); read-only without it.",
+    help="Offer archive, restore, delete, export (a plaintext download, even of an "
+    "encrypted store) and erase, each confirmed; read-only without it.",
 )
 @embedder_option
 @key_options

@@ -59,16 +59,34 @@ def same(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
 
+def derived(token: str, purpose: str) -> str:
+    """A value made from `token` for one `purpose`, which does not give the token back."""
+    made = hmac.new(token.encode(), f"agents-sqlalchemy ui {purpose}".encode(), "sha256")
+    return made.hexdigest()
+
+
+def cookie_name(request: Request) -> str:
+    """The login cookie's name, one per port: a browser sends a host's cookies to each of
+    its ports, so two browsers on one machine would otherwise overwrite each other's."""
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    return f"{TOKEN_COOKIE}_{port}"
+
+
 class Guard:
     """Per-request checks and headers, as a Starlette `http` middleware callable.
 
     With `token`, a request needs it: as `Authorization: Bearer ...`, as the cookie a first
     visit with `?token=...` sets (the token then leaves the address bar), or it gets 401.
+    The cookie holds a value derived from the token, never the token: a browser sends it to
+    every port of the host, where another local program may read it. It and the CSRF token
+    are derived the same way in every worker serving one token; without a token, the CSRF
+    token is one per app run (one worker then).
     """
 
     def __init__(self, token: str | None) -> None:
         self.token = token
-        self.csrf = secrets.token_urlsafe(32)  # one per app run
+        self.cookie = None if token is None else derived(token, "cookie")
+        self.csrf = secrets.token_urlsafe(32) if token is None else derived(token, "csrf")
 
     async def __call__(self, request: Request, call_next: Handler) -> Response:
         started = time.perf_counter()
@@ -101,13 +119,15 @@ class Guard:
             return await call_next(request)
         bearer = request.headers.get("authorization", "")
         given = bearer[7:] if bearer.lower().startswith("bearer ") else None
-        if same(given, self.token) or same(request.cookies.get(TOKEN_COOKIE), self.token):
+        assert self.cookie is not None
+        cookie = cookie_name(request)
+        if same(given, self.token) or same(request.cookies.get(cookie), self.cookie):
             return await call_next(request)
         if same(request.query_params.get("token"), self.token):
             rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
             target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            response.set_cookie(cookie, self.cookie, httponly=True, samesite="strict")
             return response
         return PlainTextResponse(
             "401: this session browser needs its token (open the address it printed)",
