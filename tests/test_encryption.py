@@ -326,6 +326,49 @@ async def test_a_keyed_store_refuses_a_database_written_without_key(
         assert await store.session("plain").get_items() == [message("plain")]
 
 
+async def test_a_keyed_store_refuses_a_database_of_sessions_made_without_key(
+    db_url: str, key: bytes
+) -> None:
+    """Sessions with a state and metadata but no item yet: a read with a key (a key left in
+    the shell, for `sessions list`) said the state was None and made a keyring, and from
+    then on the app's own store, which has no key, was refused ("this database is
+    encrypted")."""
+    async with SessionStore(db_url, create_tables=True) as store:
+        made = await store.create_session(metadata={"plan": "pro"})
+        await made.set_state("cart", ["apple"])
+    before = await dump(db_url)
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(KeyringError, match="sessions stored without a key"):
+            await store.session(made.session_id).get_state("cart")
+        with pytest.raises(KeyringError, match="sessions stored without a key"):
+            await store.list_sessions()
+    assert await dump(db_url) == before
+    async with SessionStore(db_url) as store:
+        assert await store.session(made.session_id).get_state("cart") == ["apple"]
+
+
+async def test_keyed_stores_starting_together_on_an_empty_database_share_one_keyring(
+    db_url: str, key: bytes
+) -> None:
+    """The first store's session must not make the second refuse the database as one
+    written without a key: it finds the keyring the first made."""
+    stores = [SessionStore(db_url, create_tables=True, key=key) for _ in range(4)]
+    try:
+        await asyncio.gather(
+            *(
+                store.session(f"s{i}").add_items([message(f"m{i}")])
+                for i, store in enumerate(stores)
+            )
+        )
+        for i, store in enumerate(stores):
+            assert await store.session(f"s{(i + 1) % 4}").get_items() == [
+                message(f"m{(i + 1) % 4}")
+            ]
+    finally:
+        for store in stores:
+            await store.close()
+
+
 # -- binding -------------------------------------------------------------------------------------
 
 

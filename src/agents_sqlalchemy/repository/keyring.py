@@ -105,11 +105,20 @@ class KeyringRows:
         query = select(func.count()).select_from(items).where(items.c.kek_id.in_(list(kek_ids)))
         return await self._schema.db.read(lambda conn: int(conn.execute(query).scalar_one()))
 
-    async def has_plaintext_items(self) -> bool:
-        """Whether any item is stored as JSON text (the database was used without a key)."""
-        items = self._schema.items
-        query = select(items.c.id).where(items.c.payload.is_not(None)).limit(1)
-        return await self._schema.db.read(lambda conn: conn.execute(query).first() is not None)
+    async def keyless_data(self) -> str | None:
+        """What shows the database was used without a key: "items" (stored as JSON text),
+        "sessions" (a store with a key makes the keyring before its first session), or
+        None."""
+        items, sessions = self._schema.items, self._schema.sessions
+        found = (
+            ("items", select(items.c.id).where(items.c.payload.is_not(None)).limit(1)),
+            ("sessions", select(sessions.c.id).limit(1)),
+        )
+
+        def work(conn: Connection) -> str | None:
+            return next((what for what, query in found if conn.execute(query).first()), None)
+
+        return await self._schema.db.read(work)
 
     async def has_sealed_data(self) -> bool:
         """Whether anything sealed is stored (an item, a state, an owner key): a database

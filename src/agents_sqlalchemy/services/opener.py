@@ -210,19 +210,24 @@ class Opener:
         assert self.key is not None
         if rotating:
             raise KeyringError("this database is not encrypted (no keyring): nothing to rotate")
-        if await self._keyring.has_plaintext_items():
-            raise KeyringError(
-                "this database holds items stored without a key: open it without key=, "
-                "or copy its sessions into a new database opened with the key"
-            )
-        if await self._keyring.has_sealed_data():
-            if any(row["retired_at"] is None for row in await self._keyring.keyring_rows()):
-                # Another store made the keyring after this one looked, then sealed.
-                return await open_kek(self.key, await self._active_record())
+        keyless = await self._keyring.keyless_data()
+        sealed = keyless != "items" and await self._keyring.has_sealed_data()
+        if (keyless == "sessions" or sealed) and any(
+            row["retired_at"] is None for row in await self._keyring.keyring_rows()
+        ):
+            # Another store made the keyring after this one looked, then wrote.
+            return await open_kek(self.key, await self._active_record())
+        if sealed:
             raise KeyringError(
                 "this database holds sealed items, states or owner keys but no keyring row "
                 "(deleted, or left out of a copy of the tables): nothing was written; restore "
                 "the keyring table from a backup taken with the rest"
+            )
+        if keyless is not None:
+            raise KeyringError(
+                f"this database holds {keyless} stored without a key: open it without key= "
+                "(nothing was read or written), or copy its sessions into a new database "
+                "opened with the key"
             )
         kek = await create_kek(self.key)
         if not await self._keyring.add_keyring(kek.record.as_row()):
