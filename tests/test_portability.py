@@ -618,10 +618,10 @@ async def test_an_import_the_database_stopped_part_way_is_refused_until_deleted(
     gone = DatabaseError("cannot reach the database (in this test)")
     append = Branches.append
 
-    async def failing_append(self: Branches, key: Any, name: str, *args: Any) -> Any:
+    async def failing_append(self: Branches, key: Any, name: str, *args: Any, **kw: Any) -> Any:
         if name != "main":
             raise gone
-        return await append(self, key, name, *args)
+        return await append(self, key, name, *args, **kw)
 
     async def failing_delete(self: Management, **where: Any) -> Any:
         raise gone
@@ -680,3 +680,106 @@ async def test_a_history_whose_first_turns_were_purged_imports_with_its_numbers(
                 )
             assert list(await copy.get_conversation_by_turns("main")) == [2, 3]
             assert await copy.get_session_usage() == await chat.get_session_usage()
+
+
+@pytest.mark.parametrize("when", [1, 2])
+async def test_a_session_deleted_while_it_is_imported_is_not_made_again(
+    db_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, when: int
+) -> None:
+    """`erase_user` while an import of the user ran: each later append made the session
+    again, and the import reported it whole, a part of the history back after the erasure's
+    receipt (before the main line, `when` 1; once the branch is made, `when` 2)."""
+    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
+        chat = source.session("s1", user_id="alice")
+        for n in range(1, 5):
+            await chat.add_items(turn(n))
+        await chat.create_branch_from_turn(3, "retry")
+        await chat.add_items([message("again")])
+        await chat.set_state("k", "v")
+        exported = [line async for line in source.export_user("alice")]
+    append, calls = Branches.append, []
+    async with SessionStore(db_url, create_tables=True) as target, SessionStore(db_url) as other:
+
+        async def erasing(self: Branches, *args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            if len(calls) == when:
+                await other.erase_user("alice")
+            return await append(self, *args, **kwargs)
+
+        monkeypatch.setattr(Branches, "append", erasing)
+        with pytest.raises(ConfigurationError, match="deleted while it was imported"):
+            await target.import_user(exported)
+        monkeypatch.undo()
+        assert await raw_rows(db_url, f"SELECT id FROM {SESSIONS}") == []
+        assert await raw_rows(db_url, f"SELECT id FROM {ITEMS}") == []
+        report = await target.import_user(exported)  # whole, once the erasure is done
+        assert (report.sessions, report.items) == (1, json.loads(exported[-1])["items"])
+
+
+async def test_a_half_imported_session_is_neither_exported_nor_restored(
+    db_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session an import left half-written (the database went away) was exported as an
+    archived session like any other, and `restore_session` took its mark off: its half
+    then passed for the whole, in another store or to `skip_existing`."""
+    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
+        for name in ("s1", "s2"):
+            for n in range(1, 4):
+                await source.session(name, user_id="alice").add_items(turn(n))
+        second = source.session("s2")
+        await second.create_branch_from_turn(2, "retry")
+        await second.add_items([message("again")])
+        exported = [line async for line in source.export_user("alice")]
+    gone = DatabaseError("cannot reach the database (in this test)")
+    append = Branches.append
+
+    async def failing_append(self: Branches, key: Any, name: str, *args: Any, **kw: Any) -> Any:
+        if name != "main":  # s2's branch: its main line is in
+            raise gone
+        return await append(self, key, name, *args, **kw)
+
+    async def failing_delete(self: Management, **where: Any) -> Any:
+        raise gone
+
+    async with SessionStore(db_url, create_tables=True) as target:
+        monkeypatch.setattr(Branches, "append", failing_append)
+        monkeypatch.setattr(Management, "delete", failing_delete)
+        with pytest.raises(DatabaseError, match="in this test"):
+            await target.import_user(exported)
+        monkeypatch.undo()
+        records = await lines_of(target, "alice")
+        assert [r["session_id"] for r in records if r.get("type") == "session"] == ["s1"]
+        assert records[-1]["sessions"] == 1
+        assert await target.restore_session("s2") is False
+        with pytest.raises(ConfigurationError, match="marked as being imported"):
+            await target.import_user(exported, skip_existing=True)
+
+
+async def test_skip_existing_does_not_skip_another_users_session(
+    db_url: str, tmp_path: Any
+) -> None:
+    """alice's export holds "chat-1"; the target's "chat-1" is bob's: it was skipped as
+    alice's, and alice had nothing there."""
+    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
+        await source.session("chat-1", user_id="alice").add_items(turn(1))
+        exported = [line async for line in source.export_user("alice")]
+    async with SessionStore(db_url, create_tables=True) as target:
+        await target.session("chat-1", user_id="bob").add_items([message("bob's")])
+        for skip in (True, False):
+            with pytest.raises(ConfigurationError, match="belongs to another user"):
+                await target.import_user(exported, skip_existing=skip)
+        assert await target.session("chat-1").get_items() == [message("bob's")]
+
+
+async def test_an_import_keeps_the_sessions_order_of_activity(db_url: str, tmp_path: Any) -> None:
+    """The export listed the most recent session first and the import stamped each as it
+    wrote it: the order of activity came out reversed."""
+    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
+        for name in ("oldest", "middle", "newest"):
+            await source.session(name, user_id="alice").add_items(turn(1))
+        order = [info.session_id for info in await source.list_sessions(user_id="alice")]
+        exported = [line async for line in source.export_user("alice")]
+    assert order == ["newest", "middle", "oldest"]
+    async with SessionStore(db_url, create_tables=True) as target:
+        await target.import_user(exported)
+        assert [info.session_id for info in await target.list_sessions(user_id="alice")] == order

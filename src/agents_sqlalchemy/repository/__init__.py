@@ -27,13 +27,14 @@ from .items import Items
 from .keyring import KeyringRows
 from .lines import GONE, Gone, Lines, Opened
 from .owner_keys import OwnerKeyRows
-from .schema import Schema
+from .schema import IMPORTING, Schema, is_importing
 from .search import SearchIndex
 from .sessions import Sessions
 from .usage import Usage
 
 __all__ = [
     "GONE",
+    "IMPORTING",
     "Branches",
     "Compaction",
     "Gone",
@@ -48,4 +49,5 @@ __all__ = [
     "SearchIndex",
     "Sessions",
     "Usage",
+    "is_importing",
 ]

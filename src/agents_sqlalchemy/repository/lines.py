@@ -62,7 +62,7 @@ from sqlalchemy.sql.expression import Select
 from ..turns import MAIN, turn_numbers
 from ..types import SessionKey, StoredItem
 from .prepared import Prepared, prepared
-from .schema import MAX_SEQ, Schema
+from .schema import IMPORTING, MAX_SEQ, Schema
 
 T = TypeVar("T")
 #: Decodes stored items of a session and says which are user messages.
@@ -152,6 +152,17 @@ class Lines:
         self._schema = schema
 
     # -- locating ---------------------------------------------------------------------------
+
+    def marked(self, conn: Connection, key: SessionKey) -> bool:
+        """Whether the session's row is there and marked `IMPORTING`, locked until the
+        transaction ends (so that a deletion waits for the write that checked)."""
+        sessions = self._schema.sessions
+        query = (
+            select(sessions.c.id)
+            .where(sessions.c.session_hash == key.hash, sessions.c.archived_at == IMPORTING)
+            .with_for_update()
+        )
+        return conn.execute(query).first() is not None
 
     def lock(self, conn: Connection, key: SessionKey) -> int | None:
         """Take the session's write lock without counting it as activity; its pk or None."""

@@ -76,6 +76,17 @@ def apart(column: ColumnElement[Any], mysql: bool) -> list[ColumnElement[Any]]:
     return [column, func.length(column)] if mysql else [column]
 
 
+#: What `archived_at` says of a session an import is writing (out of listings): one it
+#: keeps after the import failed is what an import stopped part-way left, which an import
+#: again refuses (rather than skip it as imported) until it is deleted.
+IMPORTING = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def is_importing(archived_at: datetime | None) -> bool:
+    """Whether a session's `archived_at` (as a dialect gives it back) is `IMPORTING`."""
+    return archived_at is not None and archived_at.replace(tzinfo=None) == datetime(1970, 1, 1)
+
+
 def utcnow() -> datetime:
     """The repository's clock (tests move it)."""
     return datetime.now(timezone.utc)

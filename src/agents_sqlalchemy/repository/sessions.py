@@ -30,7 +30,7 @@ from ..database.units import Unchanged
 from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
-from .schema import Schema, exactly
+from .schema import IMPORTING, Schema, exactly
 
 # Times a deletion batch starts again to lock first the owner keys it met unlocked; past
 # them it deletes those keys after their sessions (a deadlock then is retried as any).
@@ -307,15 +307,19 @@ class Sessions:
         )
         return made is not None
 
-    async def archive_if(self, key: SessionKey, was: datetime, *, archive: bool) -> None:
-        """Archive the session now (or restore it) if its `archived_at` is still `was`."""
+    async def archive_if(self, key: SessionKey, was: datetime, *, archive: bool) -> bool:
+        """Archive the session now (or restore it) if its `archived_at` is still `was`;
+        whether it was."""
         sessions = self._schema.sessions
         change = (
             update(sessions)
             .where(sessions.c.session_hash == key.hash, sessions.c.archived_at == was)
             .values(archived_at=self._schema.now() if archive else None)
         )
-        await self._schema.db.write(lambda conn: conn.execute(change), session_id=key.session_id)
+        changed = await self._schema.db.write(
+            lambda conn: conn.execute(change).rowcount, session_id=key.session_id
+        )
+        return bool(changed)
 
     async def archive_sessions(
         self,
@@ -332,7 +336,9 @@ class Sessions:
         """
         sessions = self._schema.sessions
         archived_at = sessions.c.archived_at
-        pending = and_(where, archived_at.is_(None) if archive else archived_at.is_not(None))
+        # A session an import is writing is neither: its mark stays until the import ends.
+        restorable = and_(archived_at.is_not(None), archived_at != IMPORTING)
+        pending = and_(where, archived_at.is_(None) if archive else restorable)
 
         def one_batch(conn: Connection) -> int:
             # Locked as read, as `_delete_batch` does: a short batch is the last.

@@ -120,11 +120,17 @@ class Usage:
         ttl: timedelta | None,
         usage: dict[str, Any] | None,
         opened: Opened,
+        *,
+        importing: bool = False,
     ) -> bool:
         """Append to a line and, with `usage`, record it on the line's current turn, in one
-        transaction; False (nothing written) when branch `name` is gone."""
+        transaction; False (nothing written) when branch `name` is gone, or, `importing`,
+        when the session is no longer marked as being imported (deleted meanwhile: an
+        append would make it again)."""
 
         def work(conn: Connection) -> bool:
+            if importing and not self._lines.marked(conn, key):
+                return False
             if name != MAIN:
                 appended = self._branches.append_in(conn, key, name, build, flags, ttl)
                 if isinstance(appended, Gone):

@@ -91,9 +91,12 @@ class Branches:
         items: list[Any],
         ttl: timedelta | None,
         usage: dict[str, Any] | None,
+        *,
+        importing: bool = False,
     ) -> bool:
         """Append to a branch, all or nothing, with the run's usage if given; False (nothing
-        written) when the branch is dead. Only the main line is indexed for search."""
+        written) when the branch is dead, or, `importing`, when the session is no longer
+        marked as being imported. Only the main line is indexed for search."""
         given = item_list(items)  # as the main line's appends check it: not an iterator
         payloads = encode_items(given)
         if not payloads:
@@ -109,6 +112,7 @@ class Branches:
                 ttl or self.ttl,
                 usage,
                 opened,
+                importing=importing,
             )
 
         done = await self._owners.writing(key, write, reads=True)

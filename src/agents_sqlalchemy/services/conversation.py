@@ -24,7 +24,7 @@ from ..codec import counted, encode_item, encode_items
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
-from ..repository import Compaction, Items, Sessions
+from ..repository import Compaction, Items, Sessions, is_importing
 from ..turns import is_user
 from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object, state_name
@@ -208,19 +208,22 @@ class Conversation:
         async with self._opener.scrubbing(forget=delete):
             await self._owners.writing(key, write, reads=True)
 
-    async def replace_state(self, key: SessionKey, state: dict[str, Any]) -> None:
-        """Replace the session's whole state mapping at once (an import's), scrubbed as
-        `change_state` is."""
+    async def import_state(self, key: SessionKey, state: dict[str, Any]) -> None:
+        """Replace the whole state mapping of a session an import is writing, scrubbed as
+        `change_state` is; nothing if the session is no longer marked as being imported
+        (deleted meanwhile: the row the write made again is rolled back)."""
         encode_item(state, "state")  # ItemError before any write
         state = dict(state)
         codec = await self._opener.ready()
 
         async def write(key: SessionKey, sealer: OwnerKey | None) -> None:
             def change(row: Any) -> dict[str, Any]:
+                if not is_importing(row.archived_at):
+                    return {}
                 self._owners.check(sealer, key, row.user_id)
                 return codec.state_values(key, state, sealer)
 
-            await self._sessions.update_session(key, change, ("user_id",))
+            await self._sessions.update_session(key, change, ("user_id", "archived_at"))
 
         async with self._opener.scrubbing(forget=False):
             await self._owners.writing(key, write)

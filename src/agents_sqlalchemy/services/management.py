@@ -96,9 +96,10 @@ class Management:
         await self._opener.ready()
         return await self._sessions.create_session(key, archived_at)
 
-    async def archive_if(self, key: SessionKey, was: datetime, *, archive: bool) -> None:
-        """Archive the session now (or restore it) if its `archived_at` is still `was`."""
-        await self._sessions.archive_if(key, was, archive=archive)
+    async def archive_if(self, key: SessionKey, was: datetime, *, archive: bool) -> bool:
+        """Archive the session now (or restore it) if its `archived_at` is still `was`;
+        whether it was."""
+        return await self._sessions.archive_if(key, was, archive=archive)
 
     async def archive(self, *, archive: bool = True, **where: Any) -> int:
         """Archive (or restore) the sessions matching `where`; return how many changed."""

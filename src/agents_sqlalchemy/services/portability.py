@@ -53,7 +53,7 @@ from pydantic_core import from_json, to_json
 from ..codec import MAX_BATCH_BYTES, encode_item, utf8_size
 from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
-from ..repository import GONE
+from ..repository import GONE, IMPORTING, is_importing
 from ..tables import ROLES, TableNames
 from ..turns import MAIN, is_user
 from ..types import SessionKey
@@ -78,14 +78,14 @@ USAGE_FIELDS = (
 MAX_TURN = 2**31 - 1
 #: What main holds for a moment to make a branch off it when it holds no user message.
 ANCHOR = {"role": "user", "content": ""}
-#: What `archived_at` says of a session an import is writing (out of listings): one it
-#: keeps after the import failed is what an import stopped part-way left, which an import
-#: again refuses (rather than skip it as imported) until it is deleted.
-IMPORTING = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: The tables an erasure deletes from (the keyring holds no user's data).
 ERASED_ROLES = tuple(role for role in ROLES if role not in ("keyring", "version"))
 
 Lines = Iterable[str | bytes] | AsyncIterable[str | bytes]
+
+
+class _Deleted(Exception):
+    """The session an import writes was deleted meanwhile."""
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -165,9 +165,12 @@ class Portability:
         if progress is not None:
             progress(0, len(session_ids))
         sessions = items = 0
-        for done, session_id in enumerate(session_ids, 1):
+        # Least recently active first: an import, which stamps each session as it writes it,
+        # then leaves them in the same order of activity.
+        for done, session_id in enumerate(reversed(session_ids), 1):
             info = await self._management.info(session_key(session_id))
-            if info is not None and info.user_id == user_id:
+            # Not a session an import is writing (or left half-written): it is not whole.
+            if info is not None and info.user_id == user_id and not is_importing(info.archived_at):
                 async for line, count in self._session(info):
                     items += count
                     yield line
@@ -289,6 +292,15 @@ class Portability:
                 "runs, delete the session and import the export again"
             )
         if not made:
+            info = await self._management.info(key)
+            owner = None if info is None else info.user_id
+            if owner != key.user_id:
+                raise ConfigurationError(
+                    f"session {key.session_id[:80]!r} is already in this store and belongs "
+                    f"to {'no user' if owner is None else 'another user'}: nothing of it was "
+                    "imported, skip_existing or not (import into another store, or delete "
+                    "that session first)"
+                )
             if skip_existing:
                 return ImportedUser(skipped_sessions=1)
             raise ConfigurationError(
@@ -297,9 +309,16 @@ class Portability:
             )
         try:
             written = await self._write_lines(session, plans)
-            await self._management.archive_if(key, IMPORTING, archive=session.archived)
+            if not await self._management.archive_if(key, IMPORTING, archive=session.archived):
+                raise _Deleted
             return written
         except BaseException as exc:
+            if isinstance(exc, Exception) and not await self._marked(key):
+                raise ConfigurationError(
+                    f"session {key.session_id[:80]!r} was deleted while it was imported "
+                    "(delete_session, delete_user or erase_user ran meanwhile): nothing of it "
+                    "was kept"
+                ) from None if isinstance(exc, _Deleted) else exc
             await self._undo(key)
             if isinstance(exc, AgentsSQLAlchemyError) or not isinstance(exc, Exception):
                 raise
@@ -324,13 +343,12 @@ class Portability:
         """Whether the session is marked `IMPORTING`: an import writes it now, or stopped
         part-way (the database went away, the process was killed)."""
         info = await self._management.info(key)
-        found = None if info is None else info.archived_at
-        return found is not None and found.replace(tzinfo=None) == IMPORTING.replace(tzinfo=None)
+        return info is not None and is_importing(info.archived_at)
 
     async def _write_lines(self, session: _Session, plans: list[_Branching | None]) -> ImportedUser:
         key = session.key
         if session.state:
-            await self._conversation.replace_state(key, session.state)
+            await self._conversation.import_state(key, session.state)
         left_out = items = 0
         for line, plan in zip(session.lines, plans, strict=True):
             usage = dict(line.usage)
@@ -349,7 +367,8 @@ class Portability:
         """Delete what was written of session `key` after a failure; what cannot be (the
         database went away) stays marked `IMPORTING`, which an import again refuses."""
         with contextlib.suppress(AgentsSQLAlchemyError):
-            await self._management.delete(session_hash=key.hash)
+            if await self._marked(key):  # not one made again by another writer meanwhile
+                await self._management.delete(session_hash=key.hash)
 
     async def _fill(
         self,
@@ -378,15 +397,23 @@ class Portability:
             following = line.sizes[index + 1] if index + 1 < len(items) else 0
             full = len(batch) >= BATCH or size + following > MAX_BATCH_BYTES
             if values is not None or full or index + 1 == len(items):
-                await self._branches.append(key, name, batch, None, values)
+                await self._append(key, name, batch, values)
                 batch, size = [], 0
+
+    async def _append(
+        self, key: SessionKey, name: str, items: list[Any], usage: dict[str, Any] | None
+    ) -> None:
+        """Append to line `name` of the session being imported, or raise `_Deleted`: the
+        session was deleted meanwhile (an append would make it again)."""
+        if not await self._branches.append(key, name, items, None, usage, importing=True):
+            raise _Deleted
 
     async def _rebuild(
         self, key: SessionKey, line: _Line, usage: dict[int, dict[str, Any]], plan: _Branching
     ) -> None:
         """Make branch `line.name` as `plan` says, then append the rest of its items."""
         if plan.anchor:
-            await self._branches.append(key, MAIN, [ANCHOR], None, None)
+            await self._append(key, MAIN, [ANCHOR], None)
         name, _ = await self._branches.create(key, plan.source, plan.turn, line.name)
         if plan.anchor:
             await self._branches.pop(key, MAIN)
