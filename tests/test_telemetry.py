@@ -317,9 +317,13 @@ async def test_pool_usage_is_observed(pg_url: str) -> None:
 
 
 @pytest.mark.dialects("postgresql", "mariadb")
-async def test_reads_cancelled_at_any_point_give_their_connections_back(db_url: str) -> None:
+async def test_reads_cancelled_at_any_point_give_their_connections_back(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Reads cancelled at random points (a whole read, a tail, a search) leave no connection
-    in use, and every later call still works.
+    in use, and every later call still works. On MariaDB a read's rollback ran in the
+    pool's reset, where a cancellation was logged as an error ("Exception during reset")
+    and, on a busy machine, left a connection counted in use.
 
     Not behind PgBouncer: PgBouncer 1.18 exits ("bad client state") when the client of a
     cancel request leaves before the request is done (pgbouncer issue 801), which this
@@ -345,6 +349,7 @@ async def test_reads_cancelled_at_any_point_give_their_connections_back(db_url: 
         states = {point.attributes["db.client.connection.state"]: point.value for point in points}
         assert states["used"] == 0 and states["idle"] >= 1
     assert cancelled > 10  # the test did cancel, often
+    assert not [record for record in caplog.records if "during reset" in record.getMessage()]
 
 
 async def test_import_is_one_operation(tmp_path: Path) -> None:

@@ -197,18 +197,23 @@ def mysql_lock_wait(engine: Engine, lock_timeout: float) -> None:
 _SERVER_STATUS_IN_TRANS = 1
 
 
+def mysql_in_transaction(dbapi_connection: Any) -> bool:
+    """Whether the server said the MySQL connection's transaction is still open (True when
+    its driver does not say)."""
+    status = getattr(dbapi_connection.driver_connection, "server_status", None)
+    return status is None or bool(status & _SERVER_STATUS_IN_TRANS)
+
+
 def mysql_reset_if_open(engine: Engine) -> None:
-    """Roll back a MySQL connection going back to the pool only if the server said its
-    transaction is still open, in place of the pool's own reset (the engine is made with
-    `pool_reset_on_return=None`), which costs a round trip after every commit too. A
-    connection whose driver does not say is rolled back."""
+    """Roll back a MySQL connection going back to the pool only if its transaction is
+    still open, in place of the pool's own reset (the engine is made with
+    `pool_reset_on_return=None`), which costs a round trip after every commit too."""
 
     @event.listens_for(engine, "reset")
     def _on_reset(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
         if state.terminate_only or not state.asyncio_safe:
             return
-        status = getattr(dbapi_connection.driver_connection, "server_status", None)
-        if status is None or status & _SERVER_STATUS_IN_TRANS:
+        if mysql_in_transaction(dbapi_connection):
             dbapi_connection.rollback()
 
 

@@ -48,7 +48,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
-from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, sqlite_file
+from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, mysql_in_transaction, sqlite_file
 from .failures import failure_kind, never_sent, raised_by_trigger
 from .sqlite_file import Locked, SQLiteFile
 
@@ -424,11 +424,24 @@ class Database:
         the query is cancelled and the pool's reset waits for it.)"""
         with engine.connect() as conn:
             try:
-                return self._run_on(conn, work, write, attempt, alone)
+                result = self._run_on(conn, work, write, attempt, alone)
+                if self.dialect_name in MYSQL:
+                    self._end_read(conn)
+                return result
             except asyncio.CancelledError:
                 if write or self._source.pooled or self.dialect_name in MYSQL:
                     self._drop(conn)
                 raise
+
+    @staticmethod
+    def _end_read(conn: Connection) -> None:
+        """End a MySQL read's transaction here, where a cancellation drops the connection,
+        rather than in the pool's reset, where one left it counted in use. Its statements
+        may have gone to the driver's cursor, past SQLAlchemy's own transaction."""
+        if conn.in_transaction():
+            conn.rollback()
+        elif mysql_in_transaction(conn.connection):
+            conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
 
     def _drop(self, conn: Connection) -> None:
         """Invalidate `conn`; asyncpg's connection is ended at once first. SQLAlchemy closes
