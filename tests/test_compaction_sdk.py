@@ -154,6 +154,26 @@ async def test_a_concurrent_writer_makes_the_replacement_refused(
         ]
 
 
+async def test_a_branch_made_meanwhile_keeps_its_items(db_url: str, hooks: HookCalls) -> None:
+    """A branch made between the snapshot and the replacement (another process) shares the
+    items the replacement deleted: it held only its own item afterwards, no turn 1. The
+    replacement is refused now, with nothing changed."""
+    async with SessionStore(db_url, create_tables=True) as store, SessionStore(db_url) as other:
+        ours = store.session("s")
+        await turns(ours, 2)
+
+        async def brancher() -> None:  # runs between the snapshot and the replacement
+            theirs = other.session("s")
+            await theirs.create_branch_from_turn(2, "side")
+            await theirs.add_items([message("side q2")])
+
+        side = [*texts(await ours.get_items())[:2], "side q2"]
+        await turns(compacting(ours, CompactEndpoint(during=brancher)), 1, "last")
+        assert hooks.suffixes == [False] and hooks.cleared == 0
+        assert texts(await ours.get_items(branch_id="side")) == side
+        assert [turn["turn"] for turn in await ours.get_conversation_turns("side")] == [1, 2]
+
+
 async def test_the_sdk_encrypted_session_above_ours(
     db_url: str, hooks: HookCalls, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -293,8 +293,7 @@ class StoreSession:
         """For `OpenAIResponsesCompactionSession`: replace the whole history in one transaction."""
         if not self._owns_storage() or not await self._one_line():
             return False
-        await self._live().conversation.replace_all(self._key, items, self._ttl)
-        return True
+        return await self._live().conversation.replace_all(self._key, items, self._ttl)
 
     def _owns_storage(self) -> bool:
         """False for a subclass that overrides the protocol: a replacement would bypass it."""

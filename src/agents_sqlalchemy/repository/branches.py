@@ -33,7 +33,17 @@ from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
 from ..turns import MAIN, is_user, turn_numbers
 from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
-from .lines import GONE, Gone, Lines, LockedSession, Opened, Peeked, count_again, inserted
+from .lines import (
+    GONE,
+    Gone,
+    Lines,
+    LockedSession,
+    Opened,
+    Peeked,
+    branched,
+    count_again,
+    inserted,
+)
 from .prepared import Prepared
 from .schema import Schema, built_rows
 
@@ -589,17 +599,8 @@ class Branches:
         return inserted(conn, made), chosen
 
     async def has_branches(self, key: SessionKey) -> bool:
-        """Whether the session has a live branch besides main that holds items (it may
-        share some of main's); one that holds none exists for no call, as the SDK's."""
-        branches, refs = self._schema.branches, self._schema.branch_items
-        query = select(
-            exists().where(
-                branches.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
-                branches.c.name != MAIN,
-                branches.c.deleted_at.is_(None),
-                exists().where(refs.c.branch_pk == branches.c.id),
-            )
-        )
+        """Whether the session has a live branch besides main that holds items (`branched`)."""
+        query = branched(self._schema, self._schema.session_pk(key).scalar_subquery())
         return bool(await self._schema.db.read(lambda conn: conn.execute(query).scalar()))
 
     async def delete_branch(self, key: SessionKey, name: str) -> bool:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import NewItem, SessionKey, StoredItem, Tail
-from .lines import count_again, uncount
+from .lines import branched, count_again, uncount
 from .schema import Claimed, Schema, built_rows
 
 #: Rows of a prefix examined per statement while pruning it.
@@ -30,7 +30,8 @@ Build = Callable[[int], Sequence[NewItem]]
 
 
 class TailChanged(Exception):
-    """Raised inside a replacement to roll it back: the tail moved since it was read."""
+    """Raised inside a replacement to roll it back: the tail moved since it was read, or
+    the session branched."""
 
 
 class Compaction:
@@ -107,6 +108,8 @@ class Compaction:
     ) -> None:
         items, now = self._schema.items, self._schema.now()
         claimed = self._schema.claim(conn, key, count, now)  # the lock first, then every read
+        if conn.execute(branched(self._schema, claimed.id)).scalar():
+            raise TailChanged  # branched since it was read: its items may be a branch's too
         tail = conn.execute(
             select(items.c.id, items.c.seq, items.c.created_at, items.c.expires_at)
             .where(items.c.session_pk == claimed.id, self._schema.live(now))
@@ -126,21 +129,28 @@ class Compaction:
 
     async def replace_all(
         self, key: SessionKey, count: int, build: Build, ttl: timedelta | None
-    ) -> None:
-        """Replace every item of the session by `count` new rows, in one transaction.
+    ) -> bool:
+        """Replace every item of the session by `count` new rows, in one transaction; False,
+        and nothing changed, if the session has branches (their items may be main's too).
 
         With no live item to follow, the new rows are made now and expire after `ttl`.
         """
-        await self._schema.db.write(
-            lambda conn: self._replace_all(conn, key, count, build, ttl),
-            session_id=key.session_id,
-        )
+        try:
+            await self._schema.db.write(
+                lambda conn: self._replace_all(conn, key, count, build, ttl),
+                session_id=key.session_id,
+            )
+        except TailChanged:
+            return False
+        return True
 
     def _replace_all(
         self, conn: Connection, key: SessionKey, count: int, build: Build, ttl: timedelta | None
     ) -> None:
         items, now = self._schema.items, self._schema.now()
         claimed = self._schema.claim(conn, key, count, now)
+        if conn.execute(branched(self._schema, claimed.id)).scalar():
+            raise TailChanged
         live = conn.execute(
             select(items.c.created_at, items.c.expires_at).where(
                 items.c.session_pk == claimed.id, self._schema.live(now)

@@ -95,6 +95,20 @@ def inserted(conn: Connection, statement: Any) -> int:
     return int(primary_key[0])
 
 
+def branched(schema: Schema, session_pk: Any) -> Select[Any]:
+    """The query of whether the session has a live branch besides main that holds items
+    (it may share some of main's); one that holds none exists for no call, as the SDK's."""
+    branches, refs = schema.branches, schema.branch_items
+    return select(
+        exists().where(
+            branches.c.session_pk == session_pk,
+            branches.c.name != MAIN,
+            branches.c.deleted_at.is_(None),
+            exists().where(refs.c.branch_pk == branches.c.id),
+        )
+    )
+
+
 def count_again(schema: Schema, session_pk: Any) -> Update:
     """The update that makes the main line's next usage record count its user turns again
     from the start: after its counted items went (a compaction, a clear)."""

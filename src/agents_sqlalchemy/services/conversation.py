@@ -289,20 +289,23 @@ class Conversation:
                 self._written(Appended(key))
         return replaced
 
-    async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> None:
-        """Replace every item of the session by `items`, in one transaction."""
+    async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> bool:
+        """Replace every item of the session by `items`, in one transaction; False, and
+        nothing changed, if the session has branches."""
         payloads = encode_items(items)
         codec = await self._opener.ready()
 
-        async def write(key: SessionKey, sealer: OwnerKey | None) -> None:
+        async def write(key: SessionKey, sealer: OwnerKey | None) -> bool:
             build = functools.partial(codec.rows, key, payloads, sealer=sealer)
-            await self._compaction.replace_all(key, len(items), build, ttl or self.ttl)
+            return await self._compaction.replace_all(key, len(items), build, ttl or self.ttl)
 
         async with self._opener.scrubbing():
-            await self._owners.writing(key, write)
-        counted(payloads)
-        if self._written is not None:
-            self._written(Appended(key))
+            replaced = await self._owners.writing(key, write)
+        if replaced:
+            counted(payloads)
+            if self._written is not None:
+                self._written(Appended(key))
+        return replaced
 
     async def check(self, key: SessionKey) -> HistoryReport:
         """What in the session's history the model API would refuse (`history_check`)."""
