@@ -4,6 +4,7 @@ its event loop behind another writer, and the WAL is still checkpointed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import sqlite3
 from pathlib import Path
@@ -149,6 +150,23 @@ async def test_small_units_give_the_loop_a_turn(tmp_path: Path) -> None:
         async with SessionStore(tmp_path / "a.db") as store, asyncio.timeout(0.2):
             for _ in range(100_000):  # a few seconds: far past the timeout
                 await store.session("s").get_items(limit=1)
+
+
+async def test_an_append_cancelled_as_it_is_called_is_stored(db_url: str) -> None:
+    """The turn a small SQLite unit gave the loop came before its work: a cancel that
+    came then (a streamed run cancelled at a tool's output) lost the append, where the
+    SDK's own sessions and the servers store it."""
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        session = store.session("s")
+        await session.add_items([message("first")])  # the store is open, its tables checked
+        for n in range(3):
+            task = asyncio.create_task(session.add_items([message(f"kept {n}")]))
+            await asyncio.sleep(0)  # the call has started
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        kept = [message(f"kept {n}") for n in range(3)]
+        assert await session.get_items() == [message("first"), *kept]
 
 
 @pytest.mark.parametrize("name", ["chat?v2.db", "k?mode=ro.db", "e%41f.db"])

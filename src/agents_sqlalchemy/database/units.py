@@ -308,12 +308,17 @@ class Database:
                     if small:  # on this thread, unless the database is locked
                         if self._sync.checkpoint_due:
                             await self._sync.checkpoint()
-                        # A turn for the loop's other tasks first (and a cancellation or a
-                        # timeout of the caller's, before anything is done): a unit that
-                        # never suspended starved them, and a timeout never fired.
-                        await asyncio.sleep(0)
-                        with contextlib.suppress(Locked):
-                            return self._sync.run_here(work, write)
+                        try:
+                            result = self._sync.run_here(work, write)
+                        except Locked:
+                            pass
+                        else:
+                            # Then a turn for the loop's other tasks (and a cancellation or
+                            # a timeout of the caller's, which finds the work done, as in a
+                            # worker thread): a unit that never suspended starved them, and
+                            # a timeout never fired.
+                            await asyncio.sleep(0)
+                            return result
                         if (locked := current()) is not None:  # waits for the lock there
                             return await self._waited(locked, work, write)
                     loop = asyncio.get_running_loop()
