@@ -401,3 +401,42 @@ async def test_a_branch_that_holds_nothing_does_not_stop_repair_or_compaction(
         assert await session.get_items() == [message("hi")] and (await session.check()).ok
         with pytest.raises(BranchError, match="does not exist"):
             await session.delete_branch("retry")
+
+
+async def test_a_run_on_a_branch_deleted_meanwhile_writes_nothing_to_main(db_url: str) -> None:
+    """Another object deleted the branch a run stood on, during its tool call: the rest of
+    the run (the tool call, its output, the answer) went to main, an answer to a question
+    main never asked, in every later model call. The write is refused now, and a pop on a
+    dead branch no longer takes main's last item."""
+    from agents import Agent, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    async with SessionStore(db_url, create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items(turn(1) + turn(2))
+        await session.create_branch_from_turn(2, "b")
+        main_before = await session.get_items(branch_id="main")
+
+        @function_tool
+        async def lookup(city: str) -> str:
+            """Look the weather up."""
+            await store.session("s").delete_branch("b", force=True)
+            return f"sunny in {city}"
+
+        model = ScriptedModel(
+            [
+                ModelStep([function_call("lookup", {"city": "Oslo"}, call_id="c1")]),
+                ModelStep([assistant_message("done on b")]),
+            ]
+        )
+        agent = Agent(name="a", model=model, tools=[lookup])
+        with pytest.raises(BranchError, match=r"'b' .* was deleted or cleared elsewhere"):
+            await Runner.run(agent, "on b", session=session)
+        assert session.current_branch_id == "main"
+        assert await session.get_items() == main_before
+
+        await session.create_branch_from_turn(2, "c")
+        await store.session("s").delete_branch("c", force=True)
+        with pytest.raises(BranchError, match="nothing was removed"):
+            await session.pop_item()
+        assert await session.get_items() == main_before

@@ -425,12 +425,24 @@ class StoreSession:
             return
         branches = self._live().branches
         if not await branches.append(self._key, name, items, self._ttl, usage):
-            self._forget(name)
-            await branches.append(self._key, MAIN, items, self._ttl, usage)
+            raise self._died(name, "added")
 
     async def _pop_line(self) -> Any | None:
-        branches = self._live().branches
-        return await self._on(None, lambda name: branches.pop(self._key, name), None)
+        name = self._branch
+        found = await self._live().branches.pop(self._key, name)
+        if found is GONE:
+            raise self._died(name, "removed")
+        return found
+
+    def _died(self, name: str, done: str) -> BranchError:
+        """A write found the current branch `name` deleted or cleared elsewhere: refused
+        (in the middle of a run, its rest went to main), and the session is back on main."""
+        self._forget(name)
+        return BranchError(
+            f"branch {name!r} of session {self.session_id[:80]!r} was deleted or cleared "
+            f"elsewhere while this session object stood on it: nothing was {done}, and it "
+            "stands on 'main' now"
+        )
 
     async def _clear_lines(self) -> None:
         removed = await self._live().branches.clear(self._key)
