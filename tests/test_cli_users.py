@@ -144,3 +144,23 @@ def test_a_failed_export_or_erasure_leaves_the_files_there_as_they_were(tmp_path
     )
     assert done.exit_code == 0, done.output
     assert json.loads(earlier.read_text(encoding="utf-8")) == json.loads(done.stdout)
+
+
+def test_an_import_takes_a_ttl(tmp_path: Path) -> None:
+    """`users import` had no --ttl: every imported item was kept for ever, where the store
+    the app opens with `ttl=` would have them expire (`import-sdk` has it)."""
+    import sqlite3
+    from contextlib import closing
+
+    source = str(tmp_path / "source.db")
+    seed(source, None)
+    export = tmp_path / "alice.jsonl"
+    assert cli("users", "export", "alice", "--url", source, "-o", str(export)).exit_code == 0
+    for name, ttl in (("kept.db", None), ("expiring.db", "3600")):
+        target = str(tmp_path / name)
+        given = ["--ttl", ttl] if ttl else []
+        done = cli("users", "import", str(export), "--url", target, "--create", *given)
+        assert done.exit_code == 0, done.output
+        with closing(sqlite3.connect(target)) as db:
+            rows = db.execute("SELECT expires_at FROM agents_sqlalchemy_items").fetchall()
+        assert rows and all((value is None) == (ttl is None) for (value,) in rows)

@@ -783,3 +783,20 @@ async def test_an_import_keeps_the_sessions_order_of_activity(db_url: str, tmp_p
     async with SessionStore(db_url, create_tables=True) as target:
         await target.import_user(exported)
         assert [info.session_id for info in await target.list_sessions(user_id="alice")] == order
+
+
+async def test_an_export_saved_with_a_byte_order_mark_is_read(
+    sqlite_url: str, tmp_path: Any
+) -> None:
+    """A file an editor saved with a byte order mark failed on its first line: "not JSON"."""
+    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
+        await source.session("s1", user_id="alice").add_items(turn(1))
+        exported = "".join([line async for line in source.export_user("alice")])
+    path = tmp_path / "alice.jsonl"
+    path.write_text("\ufeff" + exported, encoding="utf-8")
+    async with SessionStore(sqlite_url, create_tables=True) as target:
+        with path.open("rb") as lines:
+            assert (await target.import_user(lines)).sessions == 1
+        await target.delete_user("alice")
+        assert (await target.import_user(path.read_text(encoding="utf-8"))).sessions == 1
+        assert await target.session("s1").get_items() == turn(1)

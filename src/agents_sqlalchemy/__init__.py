@@ -56,9 +56,11 @@ from .records import (
 from .search import (
     Embedder,
     HashingEmbedder,
+    MiniLMEmbedder,
     Model2VecEmbedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
+    embedder_by_name,
 )
 from .services.importer import ImportOmission, ImportReport, import_sdk
 from .store import SessionStore, SQLAlchemySession
@@ -92,6 +94,7 @@ __all__ = [
     "KeyProviderError",
     "KeyringError",
     "LibraryTables",
+    "MiniLMEmbedder",
     "MissingExtraError",
     "Model2VecEmbedder",
     "OpenAIEmbedder",
@@ -122,6 +125,7 @@ __all__ = [
     "check",
     "current",
     "downgrade",
+    "embedder_by_name",
     "import_sdk",
     "stamp",
     "upgrade",

@@ -17,7 +17,14 @@ from ..errors import WrongKeyError
 from ..services.importer import ImportOmission, ImportReport, Order, import_sdk
 from ..tables import TableNames
 from .layout import ProgressBar, counted
-from .options import database_options, encrypted_hint, key_options, missing_sqlite_file, run
+from .options import (
+    database_options,
+    encrypted_hint,
+    key_options,
+    missing_sqlite_file,
+    run,
+    ttl_option,
+)
 
 
 @click.command("import-sdk")
@@ -56,14 +63,7 @@ from .options import database_options, encrypted_hint, key_options, missing_sqli
     help="Import a session holding items this store cannot hold (NaN, a lone surrogate, "
     "nesting past 128 levels) without them, naming each; by default it is not imported.",
 )
-@click.option(
-    "--ttl",
-    type=float,
-    default=None,
-    metavar="SECONDS",
-    help="The imported items expire this long from now, as the store's ttl would have them "
-    "(default: never).",
-)
+@ttl_option
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @database_options(may_create=True)
 @key_options

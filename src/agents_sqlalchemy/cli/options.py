@@ -414,6 +414,18 @@ def max_chars_option(default: int) -> Decorator:
     )
 
 
+#: `--ttl SECONDS` of the import commands: the imported items expire as the store's ttl
+#: would have them (the target's own times; an app's `ttl=` is not known here).
+ttl_option = click.option(
+    "--ttl",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="The imported items expire this long from now, as the store's ttl would have them "
+    "(default: never).",
+)
+
+
 def shown(url: str) -> str:
     """A database URL as the commands print it: driver spelled out, password hidden."""
     return normalize_url(url).render_as_string(hide_password=True)

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..crypto import Key
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, MissingExtraError
 from ..tables import TableNames
 from .options import ENV_PREFIX, database_options, key_options, opened, run, shown
 from .search import chosen_embedder, embedder_option
@@ -94,10 +94,13 @@ def command(
     try:
         import uvicorn
 
-        from ..ui import check_bind, create_app
+        from ..ui import check_bind, create_app  # MissingExtraError names the extra
+    except MissingExtraError as exc:
+        raise click.ClickException(str(exc)) from exc
     except ImportError as exc:
         raise click.ClickException(
-            f"{exc}; the session browser needs: pip install 'openai-agents-sqlalchemy[ui]'"
+            f"the session browser needs the ui extra ({exc.name} is missing): "
+            "pip install 'openai-agents-sqlalchemy[ui]'"
         ) from exc
     try:
         check_bind(host, token)

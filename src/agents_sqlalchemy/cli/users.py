@@ -23,8 +23,16 @@ from ..crypto import Key
 from ..records import ErasureReceipt, ImportedUser
 from ..tables import TableNames
 from .files import refuse_database_file, written
-from .layout import ProgressBar
-from .options import database_options, key_options, missing_sqlite_file, opened, run, shown
+from .layout import ProgressBar, counted
+from .options import (
+    database_options,
+    key_options,
+    missing_sqlite_file,
+    opened,
+    run,
+    shown,
+    ttl_option,
+)
 from .transcript import clean
 
 
@@ -73,7 +81,9 @@ def export(
             sessions = run(_export(url, tables, key, user_id, out, bar))
     finally:
         bar.close()
-    click.secho(f"Exported {sessions} sessions of {clean(repr(user_id))}", fg="green", err=True)
+    click.secho(
+        f"Exported {counted(sessions, 'session')} of {clean(repr(user_id))}", fg="green", err=True
+    )
 
 
 async def _export(
@@ -97,6 +107,7 @@ async def _export(
 @click.option(
     "--create", is_flag=True, help="Create (or upgrade) the library's tables first if needed."
 )
+@ttl_option
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @key_options
 @database_options(may_create=True)
@@ -107,6 +118,7 @@ def import_(
     source: Path,
     skip_existing: bool,
     create: bool,
+    ttl: float | None,
     progress: bool,
 ) -> None:
     """Import an export of `users export` (SOURCE, a file or '-') into the database.
@@ -127,20 +139,21 @@ def import_(
     try:
         if str(source) == "-":
             report = run(
-                _import(url, tables, key, sys.stdin.buffer, 0, bar, skip_existing, create),
+                _import(url, tables, key, sys.stdin.buffer, 0, bar, skip_existing, create, ttl),
                 create_option=True,
             )
         else:
             size = source.stat().st_size
             with source.open("rb") as export:
                 report = run(
-                    _import(url, tables, key, export, size, bar, skip_existing, create),
+                    _import(url, tables, key, export, size, bar, skip_existing, create, ttl),
                     create_option=True,
                 )
     finally:
         bar.close()
     click.secho(
-        f"Imported {report.sessions} sessions ({report.items} items); "
+        f"Imported {counted(report.sessions, 'session')} "
+        f"({counted(report.items, 'item')}); "
         f"skipped {report.skipped_sessions} already present",
         fg="green",
     )
@@ -171,8 +184,9 @@ async def _import(
     bar: ProgressBar,
     skip_existing: bool,
     create: bool,
+    ttl: float | None,
 ) -> ImportedUser:
-    async with opened(url, tables, key, create_tables=create) as store:
+    async with opened(url, tables, key, create_tables=create, ttl=ttl) as store:
         return await store.import_user(_read(export, size, bar), skip_existing=skip_existing)
 
 
@@ -216,7 +230,8 @@ def erase(
         if out is not None:
             out.write(text + "\n")
     click.secho(
-        f"Erased {done.sessions} sessions ({done.items} items, {done.item_keys_deleted} item keys)",
+        f"Erased {counted(done.sessions, 'session')} ({counted(done.items, 'item')}, "
+        f"{counted(done.item_keys_deleted, 'item key')})",
         fg="green",
         err=True,
     )

@@ -684,6 +684,12 @@ async def _records(lines: Lines | str | bytes) -> AsyncIterator[tuple[int, dict[
             raise _bad(number, f"not a line of text but a {type(raw).__name__}")
         if not raw.strip():
             return None
+        if number == 1:  # a byte order mark, as some editors save a file: not JSON's
+            raw = (
+                raw.removeprefix(b"\xef\xbb\xbf")
+                if isinstance(raw, bytes)
+                else raw.removeprefix("\ufeff")
+            )
         try:
             record = from_json(raw)
         except ValueError as exc:

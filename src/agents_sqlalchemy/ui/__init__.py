@@ -22,7 +22,8 @@ try:
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError(
-        "the session browser needs the ui extra: pip install 'openai-agents-sqlalchemy[ui]'"
+        f"the session browser needs the ui extra ({exc.name} is missing): "
+        "pip install 'openai-agents-sqlalchemy[ui]'"
     ) from exc
 
 from .app import create_app
