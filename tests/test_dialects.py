@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore
 from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository import schema as repository_module
@@ -149,6 +149,27 @@ async def test_aiomysql_and_mariadb_urls(mariadb_url: str) -> None:
             assert (await session.search("Mochi", limit=1)) == [ALL[0]]
             assert await session.pop_item() == ALL[-1]
             assert (await store.delete_user("u")).sessions == 1
+
+
+@pytest.mark.parametrize(
+    ("pymysql", "aiomysql", "refused"),
+    [("1.2.0", "0.3.2", True), ("1.1.1", "0.3.2", False), ("1.2.0", "0.4.0", False)],
+)
+async def test_aiomysql_with_a_pymysql_it_cannot_use_is_named(
+    monkeypatch: pytest.MonkeyPatch, pymysql: str, aiomysql: str, refused: bool
+) -> None:
+    """aiomysql 0.3.2 with PyMySQL 1.2 (a plain `pip install aiomysql`) failed every write deep
+    in the driver: "TypeError: 'str' object is not callable"."""
+    from importlib import metadata
+
+    releases = {"pymysql": pymysql, "aiomysql": aiomysql}
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: releases.get(name.lower()) or real(name))
+    store = SessionStore("mysql+aiomysql://u@127.0.0.1:1/app")  # nothing listens there
+    expected = "aiomysql issue 1080" if refused else "cannot reach"
+    with pytest.raises((ConfigurationError, DatabaseError), match=expected):
+        await store.session("s").get_items()
+    await store.close()
 
 
 def test_urls_name_an_async_driver_and_utf8mb4() -> None:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import math
 import threading
 import uuid
 import weakref
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +146,36 @@ def sqlite_file(url: URL) -> Path | None:
 #: Server-side prepared statements an asyncmy connection keeps (the repository runs a few
 #: dozen distinct statements).
 STATEMENT_CACHE = 128
+
+
+def _release(distribution: str) -> tuple[int, ...]:
+    """The installed release of `distribution` as numbers (() if it is not installed)."""
+    try:
+        found = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return ()
+    numbers = []
+    for part in found.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+def refuse_broken_aiomysql(url: URL) -> None:
+    """aiomysql up to 0.3.2 cannot send bytes with PyMySQL 1.2 (aiomysql issue 1080): every
+    write failed deep in the driver with "'str' object is not callable"."""
+    if url.get_driver_name() != "aiomysql":
+        return
+    pymysql, aiomysql = _release("PyMySQL"), _release("aiomysql")
+    if pymysql >= (1, 2) and aiomysql and aiomysql <= (0, 3, 2):
+        raise ConfigurationError(
+            f"aiomysql {'.'.join(map(str, aiomysql))} cannot send bytes with PyMySQL "
+            f"{'.'.join(map(str, pymysql))} (aiomysql issue 1080): "
+            "pip install 'openai-agents-sqlalchemy[aiomysql]' (PyMySQL below 1.2), or use "
+            "asyncmy (a mysql:// or mariadb:// URL, the [mysql] extra)"
+        )
 
 
 def asyncmy_statement_cache(url: URL, options: dict[str, Any]) -> dict[str, Any]:
@@ -370,6 +402,7 @@ class EngineSource:
             url, options = pgbouncer_options(url, options)
         elif self.sets_lock_timeout:
             options = _pg_lock_timeout(options, self._lock_timeout)
+        refuse_broken_aiomysql(url)
         options = asyncmy_statement_cache(url, options)
         reset_if_open = self.dialect_name in MYSQL and "pool_reset_on_return" not in options
         if reset_if_open:
