@@ -109,7 +109,7 @@ class SQLiteFile:
         return self._writes_here >= CHECKPOINT_EVERY
 
     async def checkpoint(self) -> None:
-        """Called before a small unit when due: keep the WAL short, making the caller wait
+        """Called after a small unit when due: keep the WAL short, making the caller wait
         only for the last few pages.
 
         A checkpoint's time is its syncs, about in proportion to the pages it copies. So a

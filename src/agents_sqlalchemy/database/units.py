@@ -306,17 +306,18 @@ class Database:
             try:
                 if self._sync is not None:
                     if small:  # on this thread, unless the database is locked
-                        if self._sync.checkpoint_due:
-                            await self._sync.checkpoint()
                         try:
                             result = self._sync.run_here(work, write)
                         except Locked:
                             pass
                         else:
-                            # Then a turn for the loop's other tasks (and a cancellation or
-                            # a timeout of the caller's, which finds the work done, as in a
-                            # worker thread): a unit that never suspended starved them, and
-                            # a timeout never fired.
+                            # Then the WAL's checkpoint if one is due, and a turn for the
+                            # loop's other tasks: a cancellation or a timeout of the caller's
+                            # finds the work done, as in a worker thread (one that came
+                            # first lost an append); a unit that never suspended starved the
+                            # other tasks, and a timeout never fired.
+                            if self._sync.checkpoint_due:
+                                await self._sync.checkpoint()
                             await asyncio.sleep(0)
                             return result
                         if (locked := current()) is not None:  # waits for the lock there
