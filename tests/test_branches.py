@@ -408,7 +408,8 @@ async def test_a_run_on_a_branch_deleted_meanwhile_writes_nothing_to_main(db_url
     the run (the tool call, its output, the answer) went to main, an answer to a question
     main never asked, in every later model call. The write is refused now, and a pop on a
     dead branch no longer takes main's last item."""
-    from agents import Agent, Runner, function_tool
+    from agents import Agent, RunContextWrapper, Runner, function_tool
+    from agents.usage import Usage
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
     async with SessionStore(db_url, create_tables=True) as store:
@@ -440,3 +441,12 @@ async def test_a_run_on_a_branch_deleted_meanwhile_writes_nothing_to_main(db_url
         with pytest.raises(BranchError, match="nothing was removed"):
             await session.pop_item()
         assert await session.get_items() == main_before
+
+        class Result:  # what store_run_usage reads of a run's result
+            context_wrapper = RunContextWrapper(context=None, usage=Usage(requests=1))
+
+        await session.create_branch_from_turn(2, "d")
+        await store.session("s").delete_branch("d", force=True)
+        with pytest.raises(BranchError, match="nothing was recorded"):
+            await session.store_run_usage(Result())
+        assert await session.get_session_usage(branch_id="main") is None

@@ -467,8 +467,9 @@ class StoreSession:
         """
         values = usage_values(getattr(getattr(result, "context_wrapper", None), "usage", None))
         if values is not None:
-            branches = self._live().branches
-            await self._on(None, lambda name: branches.record(self._key, name, values), False)
+            name = self._branch
+            if await self._live().branches.record(self._key, name, values) is GONE:
+                raise self._died(name, "recorded")
 
     @traced("get_session_usage")
     async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
