@@ -409,8 +409,8 @@ async def test_a_run_on_a_branch_deleted_meanwhile_writes_nothing_to_main(db_url
     main never asked, in every later model call. The write is refused now, and a pop on a
     dead branch no longer takes main's last item."""
     from agents import Agent, RunContextWrapper, Runner, function_tool
-    from agents.usage import Usage
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from agents.usage import Usage
 
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("s")
