@@ -168,13 +168,11 @@ class Lines:
     # -- locating ---------------------------------------------------------------------------
 
     def marked(self, conn: Connection, key: SessionKey) -> bool:
-        """Whether the session's row is there and marked `IMPORTING`, locked until the
-        transaction ends (so that a deletion waits for the write that checked)."""
+        """Whether the session's row is there and marked `IMPORTING` (a write checks it on
+        the row it has locked)."""
         sessions = self._schema.sessions
-        query = (
-            select(sessions.c.id)
-            .where(sessions.c.session_hash == key.hash, sessions.c.archived_at == IMPORTING)
-            .with_for_update()
+        query = select(sessions.c.id).where(
+            sessions.c.session_hash == key.hash, sessions.c.archived_at == IMPORTING
         )
         return conn.execute(query).first() is not None
 

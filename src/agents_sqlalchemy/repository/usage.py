@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, Date, Table, bindparam, cast, func, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from ..database.units import Unchanged
 from ..turns import MAIN
 from ..types import NewItem, SessionKey
 from .branches import Branches
@@ -125,23 +126,24 @@ class Usage:
     ) -> bool:
         """Append to a line and, with `usage`, record it on the line's current turn, in one
         transaction; False (nothing written) when branch `name` is gone, or, `importing`,
-        when the session is no longer marked as being imported (deleted meanwhile: an
-        append would make it again)."""
+        when the session is no longer marked as being imported (deleted meanwhile: the
+        append made it again, and is rolled back)."""
 
         def work(conn: Connection) -> bool:
-            if importing and not self._lines.marked(conn, key):
-                return False
             if name != MAIN:
                 appended = self._branches.append_in(conn, key, name, build, flags, ttl)
                 if isinstance(appended, Gone):
-                    return False
+                    raise Unchanged(False)  # nor the session's row, if the lock made it
                 if usage is not None:
                     self._record(conn, *appended, usage)
-                return True
-            count = len(flags)
-            session_pk, next_seq = self._items.append_in(conn, key, count, build, ttl)
-            if usage is not None:
-                self._record_main(conn, session_pk, next_seq, flags, usage, opened)
+            else:
+                count = len(flags)
+                session_pk, next_seq = self._items.append_in(conn, key, count, build, ttl)
+                if usage is not None:
+                    self._record_main(conn, session_pk, next_seq, flags, usage, opened)
+            # Checked on the row the append has locked (as every write takes its locks).
+            if importing and not self._lines.marked(conn, key):
+                raise Unchanged(False)
             return True
 
         small = len(flags) <= SMALL
@@ -149,18 +151,21 @@ class Usage:
 
     async def begin_after(
         self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]]
-    ) -> None:
+    ) -> bool:
         """An imported session still without items: its main line numbered after `turns`
-        purged turns (`Lines.number_after`), with the usage of those turns (by turn)."""
+        purged turns (`Lines.number_after`), with the usage of those turns (by turn); False
+        if the session is no longer marked as being imported (deleted meanwhile)."""
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection) -> bool:
             session_pk = self._lines.lock(conn, key)
-            assert session_pk is not None  # made by the import
+            if session_pk is None or not self._lines.marked(conn, key):
+                return False
             main_pk = self._lines.number_after(conn, session_pk, turns)
             for turn, values in sorted(usage.items()):
                 self._put_usage(conn, session_pk, main_pk, turn, values)
+            return True
 
-        await self._schema.db.write(work, session_id=key.session_id)
+        return await self._schema.db.write(work, session_id=key.session_id)
 
     async def record_usage(
         self, key: SessionKey, name: str, values: dict[str, Any], opened: Opened

@@ -215,11 +215,11 @@ class Branches:
 
     async def begin_after(
         self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]]
-    ) -> None:
+    ) -> bool:
         """A new session's main line numbered after `turns` turns purged before its export,
-        with their usage (an import)."""
+        with their usage (an import); False if it is no longer marked as being imported."""
         await self._opener.ready()
-        await self._usage.begin_after(key, turns, usage)
+        return await self._usage.begin_after(key, turns, usage)
 
     async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
         """Record a run's usage on a branch's current turn (False: the branch has none)."""

@@ -356,7 +356,8 @@ class Portability:
                 if purged := _purged_turns(line):  # numbered after them, with their usage
                     first = line.items[0][0]
                     before = {turn: usage.pop(turn) for turn in list(usage) if turn < first}
-                    await self._branches.begin_after(key, purged, before)
+                    if not await self._branches.begin_after(key, purged, before):
+                        raise _Deleted
                 await self._fill(key, MAIN, line, usage, 0)
             else:
                 await self._rebuild(key, line, usage, plan)
