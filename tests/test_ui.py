@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import socket
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from html import unescape
@@ -315,6 +316,12 @@ def test_the_login_cookie_never_holds_the_token(evil_store: SessionStore, token:
         assert as_bearer.status_code == 401
         http.cookies.set("agents_sqlalchemy_ui_token_81", value)  # another port's
         assert http.get("/sessions").status_code == 401
+        assert "max-age=28800" in first.headers["set-cookie"].lower()  # a login lasts 8 h
+        until, _, signed = value.partition(".")
+        expired = http.app.state.ui.guard.cookie(int(time.time()) - 1)  # type: ignore[attr-defined]
+        for forged in (f"{int(until) + 1}.{signed}", expired):  # made to last, or past
+            http.cookies.set("agents_sqlalchemy_ui_token_80", forged)
+            assert http.get("/sessions").status_code == 401
 
 
 def test_workers_serving_one_token_take_each_others_forms(evil_store: SessionStore) -> None:
@@ -325,7 +332,7 @@ def test_workers_serving_one_token_take_each_others_forms(evil_store: SessionSto
     two = create_app(evil_store, allow_writes=True, token=token).state.ui.guard
     other = create_app(evil_store, allow_writes=True, token="u" * 24).state.ui.guard
     assert two.check_csrf(one.csrf) and not other.check_csrf(one.csrf)
-    assert one.cookie == two.cookie != other.cookie
+    assert one.cookie(2**40) == two.cookie(2**40) != other.cookie(2**40)
 
 
 def test_a_foreign_host_name_is_refused(evil_store: SessionStore) -> None:

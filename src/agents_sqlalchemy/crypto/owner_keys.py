@@ -158,7 +158,7 @@ class KeyDirectory:
     """Owner keys as files in a directory of the application's host, one per key.
 
     The directory is made (mode 0700) if it does not exist, its parent must; one that
-    other users may write to is refused. A key is written to a new file (mode 0600, synced,
+    other users may write to is refused (on POSIX systems, whose modes say so). A key is written to a new file (mode 0600, synced,
     renamed into place, the directory synced); destroying it notes its id in the
     directory's `destroyed` log, then unlinks the file and syncs the directory. Back the
     directory up apart from the database, or not at all: a backup of it keeps erased keys
@@ -189,7 +189,7 @@ class KeyDirectory:
             # Its parent must exist: a mistyped path or a volume not mounted fails here,
             # where a whole new tree would have taken new owners' keys without a word.
             self.path.mkdir(mode=0o700, exist_ok=True)
-            if self.path.stat().st_mode & 0o022:
+            if os.name == "posix" and self.path.stat().st_mode & 0o022:
                 raise ConfigurationError(
                     f"owner key directory {self.path} is writable by other users, who could "
                     f"delete or replace its keys: make it the app's own (chmod go-w {self.path})"

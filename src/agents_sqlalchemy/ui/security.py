@@ -24,6 +24,8 @@ from ..errors import ConfigurationError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_COOKIE = "agents_sqlalchemy_ui_token"
+#: How long a login (the cookie `?token=` sets) lasts.
+LOGIN_SECONDS = 8 * 3600
 # No script at all: even a value that escaped escaping could not run.
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "
@@ -77,16 +79,28 @@ class Guard:
 
     With `token`, a request needs it: as `Authorization: Bearer ...`, as the cookie a first
     visit with `?token=...` sets (the token then leaves the address bar), or it gets 401.
-    The cookie holds a value derived from the token, never the token: a browser sends it to
-    every port of the host, where another local program may read it. It and the CSRF token
-    are derived the same way in every worker serving one token; without a token, the CSRF
+    The cookie holds a value derived from the token and its expiry, never the token, and
+    lasts `LOGIN_SECONDS`: a browser sends it to every port of the host, where another
+    local program may read it, and use it until it expires. It and the CSRF token are
+    derived the same way in every worker serving one token; without a token, the CSRF
     token is one per app run (one worker then).
     """
 
     def __init__(self, token: str | None) -> None:
         self.token = token
-        self.cookie = None if token is None else derived(token, "cookie")
         self.csrf = secrets.token_urlsafe(32) if token is None else derived(token, "csrf")
+
+    def cookie(self, until: int) -> str:
+        """The login cookie's value, good until `until` (Unix time)."""
+        assert self.token is not None
+        return f"{until}.{derived(self.token, f'cookie {until}')}"
+
+    def logged_in(self, cookie: str | None) -> bool:
+        """Whether `cookie` is a login cookie of this token that has not expired."""
+        until, _, _ = (cookie or "").partition(".")
+        return (
+            until.isdigit() and int(until) > time.time() and same(cookie, self.cookie(int(until)))
+        )
 
     async def __call__(self, request: Request, call_next: Handler) -> Response:
         started = time.perf_counter()
@@ -119,15 +133,18 @@ class Guard:
             return await call_next(request)
         bearer = request.headers.get("authorization", "")
         given = bearer[7:] if bearer.lower().startswith("bearer ") else None
-        assert self.cookie is not None
         cookie = cookie_name(request)
-        if same(given, self.token) or same(request.cookies.get(cookie), self.cookie):
+        if same(given, self.token) or self.logged_in(request.cookies.get(cookie)):
             return await call_next(request)
         if same(request.query_params.get("token"), self.token):
             rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
             target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(cookie, self.cookie, httponly=True, samesite="strict")
+            until = int(time.time()) + LOGIN_SECONDS
+            value = self.cookie(until)
+            response.set_cookie(
+                cookie, value, max_age=LOGIN_SECONDS, httponly=True, samesite="strict"
+            )
             return response
         return PlainTextResponse(
             "401: this session browser needs its token (open the address it printed)",
