@@ -158,11 +158,11 @@ class KeyDirectory:
     """Owner keys as files in a directory of the application's host, one per key.
 
     The directory is made (mode 0700) if it does not exist, its parent must; one that
-    other users may write to is refused (on POSIX systems, whose modes say so). A key is written to a new file (mode 0600, synced,
-    renamed into place, the directory synced); destroying it notes its id in the
-    directory's `destroyed` log, then unlinks the file and syncs the directory. Back the
-    directory up apart from the database, or not at all: a backup of it keeps erased keys
-    alive.
+    other users may write to is refused (on POSIX systems, whose modes say so). A key is
+    written to a new file (mode 0600, synced, renamed into place, the directory synced);
+    destroying it notes its id in the directory's `destroyed` log, then unlinks the file
+    and syncs the directory. Back the directory up apart from the database, or not at all:
+    a backup of it keeps erased keys alive.
 
     A key that has no file and is not in the log was never destroyed here: reading it raises
     `KeyProviderError` (the directory is not the one the keys were written to, or a file
