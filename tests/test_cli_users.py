@@ -87,6 +87,10 @@ def test_export_import_erase(db_url: str, tmp_path: Path) -> None:
     assert receipt.user_sha256 == ErasureReceipt.hash_user("alice")
     assert sessions_of(target, "new key", "alice") == []
     assert sessions_of(db_url, "source key", "alice") == ["chat-1", "chat-2"]
+    # Run again (a retried script): the receipt of nothing took the real one's place.
+    again = cli("users", "erase", "alice", "--url", target, "--receipt", str(path), "-y")
+    assert again.exit_code == 2 and "exists: keep that receipt" in again.output
+    assert ErasureReceipt.from_dict(json.loads(path.read_text(encoding="utf-8"))) == receipt
 
 
 def test_files_that_cannot_be_read_or_written_are_usage_errors(tmp_path: Path) -> None:
@@ -126,8 +130,12 @@ def test_a_failed_export_or_erasure_leaves_the_files_there_as_they_were(tmp_path
     assert failed.exit_code == 1 and "is encrypted" in failed.output
     assert earlier.read_text(encoding="utf-8") == "an export kept\n"
     failed = cli("users", "erase", "alice", "--url", url, "--yes", "--receipt", str(earlier))
-    assert failed.exit_code == 1 and "is encrypted" in failed.output
+    assert failed.exit_code == 2 and "exists: keep that receipt" in failed.output
     assert earlier.read_text(encoding="utf-8") == "an export kept\n"
+    fresh = tmp_path / "receipt.json"
+    failed = cli("users", "erase", "alice", "--url", url, "--yes", "--receipt", str(fresh))
+    assert failed.exit_code == 1 and "is encrypted" in failed.output
+    assert not fresh.exists() and not list(tmp_path.glob(".receipt.json.*"))
     database = Path(url).read_bytes()
     for target in (url, f"{url}-wal", str(tmp_path / "." / "agent.db")):
         for args in (
@@ -139,11 +147,9 @@ def test_a_failed_export_or_erasure_leaves_the_files_there_as_they_were(tmp_path
     assert Path(url).read_bytes() == database
     assert sessions_of(url, "a key", "bob") != []
     assert sorted(path.name for path in tmp_path.iterdir()) == ["agent.db", "earlier.jsonl"]
-    done = cli(
-        "users", "erase", "bob", "--url", url, "--yes", "--receipt", str(earlier), key="a key"
-    )
+    done = cli("users", "erase", "bob", "--url", url, "--yes", "--receipt", str(fresh), key="a key")
     assert done.exit_code == 0, done.output
-    assert json.loads(earlier.read_text(encoding="utf-8")) == json.loads(done.stdout)
+    assert json.loads(fresh.read_text(encoding="utf-8")) == json.loads(done.stdout)
 
 
 def test_an_import_takes_a_ttl(tmp_path: Path) -> None:
@@ -164,3 +170,18 @@ def test_an_import_takes_a_ttl(tmp_path: Path) -> None:
         with closing(sqlite3.connect(target)) as db:
             rows = db.execute("SELECT expires_at FROM agents_sqlalchemy_items").fetchall()
         assert rows and all((value is None) == (ttl is None) for (value,) in rows)
+
+
+def test_an_interrupted_command_says_what_was_kept() -> None:
+    """Ctrl-C printed click's "Aborted!", though a purge had finished its batch and an
+    import had committed its first sessions."""
+    import click
+    import pytest
+
+    from agents_sqlalchemy.cli.options import run
+
+    async def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(click.ClickException, match="what was done before stays done"):
+        run(interrupted())

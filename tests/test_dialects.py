@@ -325,3 +325,16 @@ async def _status(store: SessionStore, name: str) -> int:
         async with raw.cursor() as cursor:
             await cursor.execute("SHOW SESSION STATUS LIKE %s", (name,))
             return int((await cursor.fetchone())[1])
+
+
+async def test_libpq_url_options_and_bad_ports(pg_url: str) -> None:
+    """`?sslmode=...`, as psql and hosting providers write URLs, raised asyncpg's TypeError
+    ("unexpected keyword argument 'sslmode'") from the first call; a port out of range or
+    not a number raised OverflowError or ValueError."""
+    url = make_url(pg_url).update_query_dict({"sslmode": "disable"})
+    async with SessionStore(url.render_as_string(hide_password=False), create_tables=True) as store:
+        await store.session("ssl").add_items([message("over a URL of libpq's")])
+        assert await store.session("ssl").get_items() == [message("over a URL of libpq's")]
+    for bad in ("postgresql://u@db:99999/app", "mysql://u@db:abc/app"):
+        with pytest.raises(ConfigurationError, match="not a database URL"):
+            SessionStore(bad)

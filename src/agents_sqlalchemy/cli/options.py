@@ -167,6 +167,12 @@ def run(coroutine: Coroutine[Any, Any, T], *, create_option: bool = False) -> T:
     """
     try:
         return asyncio.run(coroutine)
+    except KeyboardInterrupt:
+        # Click's own "Aborted!" read as if nothing was done.
+        raise click.ClickException(
+            "interrupted: what was done before stays done, each batch whole (a purge may "
+            "have finished its batch); run the command again to go on"
+        ) from None
     except SchemaError as exc:
         message = exc.cli_message
         if create_option and exc.state in ("missing", "behind"):

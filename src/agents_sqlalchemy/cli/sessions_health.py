@@ -95,7 +95,8 @@ def check(url: str, tables: TableNames, key: Key | None, session_ids: tuple[str,
     click.echo(f"Checked {counted(len(reports), 'session')}: {verdict}")
     if unhealthy:
         ids = " ".join(clean(repr(session_id)) for session_id in unhealthy[:5])
-        click.echo(f"Fix with: agents-sqlalchemy sessions repair {ids} --url ...")
+        repair = tables.command_line("repair", shown(url), program="agents-sqlalchemy sessions")
+        click.echo(f"Fix with: {repair} {ids}")
     if unhealthy or missing:
         raise SystemExit(1)
 

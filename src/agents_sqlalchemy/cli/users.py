@@ -215,6 +215,11 @@ def erase(
     """
     if receipt is not None:
         refuse_database_file(receipt, url, "'--receipt'")
+        if receipt.exists():  # a run again would put a receipt of nothing in its place
+            raise click.BadParameter(
+                f"{receipt} exists: keep that receipt, and give another file",
+                param_hint="'--receipt'",
+            )
     # The receipt's file is made first: the erasure cannot be undone, its receipt not lost.
     with nullcontext() if receipt is None else written(receipt, "'--receipt'") as out:
         if not yes:

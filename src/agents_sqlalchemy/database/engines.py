@@ -59,6 +59,8 @@ def normalize_url(url: str | Path | URL) -> URL:
     'postgresql+asyncpg'
     >>> normalize_url("mariadb://u@db/app").render_as_string()
     'mariadb+asyncmy://u@db/app?charset=utf8mb4'
+    >>> normalize_url("postgresql://u@db/app?sslmode=require").query
+    immutabledict({'ssl': 'require'})
     """
     if isinstance(url, str) and not url.strip():  # an unset variable, most often
         raise ConfigurationError(
@@ -72,12 +74,19 @@ def normalize_url(url: str | Path | URL) -> URL:
         return URL.create("sqlite+aiosqlite", database=str(url))
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+        port = parsed.port
+    except (ArgumentError, ValueError) as exc:
         raise ConfigurationError(f"not a database URL: {exc}") from exc
+    if port is not None and not 0 < port < 65536:
+        raise ConfigurationError(f"not a database URL: port {port} is not from 1 to 65535")
     backend = "postgresql" if parsed.drivername == "postgres" else parsed.drivername
     parsed = parsed.set(drivername=_ASYNC_DRIVERS.get(backend, backend))
     if parsed.get_backend_name() in MYSQL and "charset" not in parsed.query:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    if parsed.get_driver_name() == "asyncpg" and "sslmode" in parsed.query:
+        # libpq's name, in the URLs psql and hosting providers give: asyncpg's is `ssl`.
+        mode = parsed.query["sslmode"]
+        parsed = parsed.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
     return parsed
 
 
