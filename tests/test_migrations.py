@@ -935,3 +935,15 @@ async def test_mariadb_prefixes_differing_only_in_case_are_refused_before_any_ch
     await engine.dispose()
     assert not [name for name in names if name.startswith("Cased_")]
     assert (await migrate.check(db_url, tables=TableNames(prefix="cased_"))).at_head
+
+
+async def test_a_stamp_whose_tables_are_not_there_is_refused(db_url: str) -> None:
+    """`db stamp head` on the tables of 0001 was taken: the owner keys table was missing
+    from then on, and every command (upgrade, stamp 0001, downgrade) refused the schema,
+    leaving an edit of the version table by hand as the only way out."""
+    await migrate.upgrade(db_url, "0001")
+    with pytest.raises(SchemaError, match=r"refusing to stamp head: its tables .*owner_keys"):
+        await migrate.stamp(db_url, "head")
+    assert (await migrate.check(db_url)).found == ("0001",)
+    await migrate.upgrade(db_url)
+    assert (await migrate.check(db_url)).at_head

@@ -318,8 +318,21 @@ async def stamp(
         raise absent.refusal("stamp", str(url_or_engine))
     connection = _connection(url_or_engine, write=True, operation="stamp", tables=names)
     async with connection as (conn, url):
-        await _refuse_without_tables(conn, url, names, "stamp")
+        before = await _refuse_without_tables(conn, url, names, "stamp")
         await run_command(conn, names, lambda cfg: command.stamp(cfg, revision))
+        # A revision whose tables are not all there (head on 0001's tables) is undone and
+        # refused: it left a schema every command refused, stamp and upgrade too. (Undone
+        # by a stamp back: MySQL and MariaDB have committed it.)
+        status = await conn.run_sync(schema_status, names)
+        if status.state == "incomplete":
+            back = list(before.found) or ["base"]
+            await run_command(conn, names, lambda cfg: command.stamp(cfg, back, purge=True))
+            where = url.render_as_string(hide_password=True)
+            raise SchemaError(
+                f"refusing to stamp {revision}: its tables {', '.join(status.tables_seen)} are "
+                f"not in {where}; nothing was changed (`upgrade` makes them)",
+                state=status.state,
+            )
 
 
 def checked_revision(revision: object) -> str:
@@ -342,7 +355,7 @@ _NOT_OURS = ("ahead", "unknown")
 
 async def _refuse_without_tables(
     conn: AsyncConnection, url: URL, tables: TableNames, action: str, *also: str
-) -> None:
+) -> SchemaStatus:
     """`SchemaError` when these tables are not there (or not ours): `action` would only
     leave a stray version table behind; or when their revision is not one of ours, or
     their version table is at head while tables are missing (another set's version table:
@@ -352,6 +365,7 @@ async def _refuse_without_tables(
         raise status.refusal(action, url)
     if status.state in ("incomplete", *_NOT_OURS):
         raise status.error(url)
+    return status
 
 
 async def upgrade_sql(
