@@ -425,24 +425,12 @@ class StoreSession:
             return
         branches = self._live().branches
         if not await branches.append(self._key, name, items, self._ttl, usage):
-            raise self._died(name, "added")
+            self._forget(name)  # as the SDK's session does after a clear elsewhere
+            await branches.append(self._key, MAIN, items, self._ttl, usage)
 
     async def _pop_line(self) -> Any | None:
-        name = self._branch
-        found = await self._live().branches.pop(self._key, name)
-        if found is GONE:
-            raise self._died(name, "removed")
-        return found
-
-    def _died(self, name: str, done: str) -> BranchError:
-        """A write found the current branch `name` deleted or cleared elsewhere: refused
-        (in the middle of a run, its rest went to main), and the session is back on main."""
-        self._forget(name)
-        return BranchError(
-            f"branch {name!r} of session {self.session_id[:80]!r} was deleted or cleared "
-            f"elsewhere while this session object stood on it: nothing was {done}, and it "
-            "stands on 'main' now"
-        )
+        branches = self._live().branches
+        return await self._on(None, lambda name: branches.pop(self._key, name), None)
 
     async def _clear_lines(self) -> None:
         removed = await self._live().branches.clear(self._key)
@@ -467,9 +455,8 @@ class StoreSession:
         """
         values = usage_values(getattr(getattr(result, "context_wrapper", None), "usage", None))
         if values is not None:
-            name = self._branch
-            if await self._live().branches.record(self._key, name, values) is GONE:
-                raise self._died(name, "recorded")
+            branches = self._live().branches
+            await self._on(None, lambda name: branches.record(self._key, name, values), False)
 
     @traced("get_session_usage")
     async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
