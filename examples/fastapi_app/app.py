@@ -73,7 +73,9 @@ def create_app(database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # create_tables suits a demo; in production run the migrations (docs/guide/migrations.md).
-        async with SessionStore(database_url, create_tables=True) as store:
+        # statement_timeout: a database that stops answering fails requests in 10 s rather
+        # than holding them (and the server's shutdown) until it answers again.
+        async with SessionStore(database_url, create_tables=True, statement_timeout=10) as store:
             app.state.store = store
             yield
 

@@ -57,10 +57,11 @@ T = TypeVar("T")
 OWNERS_REMEMBERED = 10_000
 # Tries of an operation that meets owner keys not opened yet, or an owner (or its key)
 # that changed meanwhile: a session deleted and written again by others between its tries.
-ATTEMPTS = 8
+ATTEMPTS = 10
 # Seconds an operation waits, try after try, for the rows of a destroyed owner key to go
-# (an erasure destroys the keys first): 0.8 s in all, within `ATTEMPTS`.
-ERASURE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
+# (an erasure destroys the keys first): 3.2 s in all, within `ATTEMPTS` (0.8 s was too
+# short for an erasure on a busy server: a write for the user failed with OwnerKeyError).
+ERASURE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
 @dataclass(frozen=True)
