@@ -621,6 +621,18 @@ class Forgetful(KeyDirectory):
         return None
 
 
+async def _refused_then_finished(url: str, key: bytes, directory: Path) -> None:
+    """A stopped rotation resumed with a key store that has none of its old keys refuses,
+    changing nothing, while anything still needs them; resumed with its own, it ends."""
+    before = await _owner_keys(url)
+    async with SessionStore(url, key=key, owner_keys=Forgetful(directory)) as store:
+        with pytest.raises(KeyProviderError, match="items or sessions' states still need it"):
+            await store.rotate_owner_keys(batch_size=2)
+    assert await _owner_keys(url) == before
+    async with SessionStore(url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        await store.rotate_owner_keys(batch_size=2)
+
+
 async def test_a_rotation_resumed_where_its_keys_are_not_keeps_them(
     db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -639,13 +651,8 @@ async def test_a_rotation_resumed_where_its_keys_are_not_keeps_them(
         with pytest.raises(Interrupted):
             await store.rotate_owner_keys(batch_size=2)
     monkeypatch.undo()
-    before = await _owner_keys(db_url)
-    async with SessionStore(db_url, key=key, owner_keys=Forgetful(directory)) as store:
-        with pytest.raises(KeyProviderError, match="items or sessions' states still need it"):
-            await store.rotate_owner_keys(batch_size=2)
-    assert await _owner_keys(db_url) == before
+    await _refused_then_finished(db_url, key, directory)
     async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
-        await store.rotate_owner_keys(batch_size=2)
         assert await store.session("a").get_items() == [message(f"alice {i}") for i in range(6)]
 
 
@@ -669,13 +676,8 @@ async def test_a_rotation_resumed_where_its_keys_are_not_keeps_those_states_need
     monkeypatch.undo()
     paged = OwnerKeyRows.sealed_states
     monkeypatch.setattr(OwnerKeyRows, "sealed_states", lambda self, batch=1: paged(self, 1))
-    before = await _owner_keys(db_url)
-    async with SessionStore(db_url, key=key, owner_keys=Forgetful(directory)) as store:
-        with pytest.raises(KeyProviderError, match="states still need it"):
-            await store.rotate_owner_keys(batch_size=2)
-    assert await _owner_keys(db_url) == before
+    await _refused_then_finished(db_url, key, directory)
     async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
-        await store.rotate_owner_keys(batch_size=2)
         for name in ("a", "b", "n"):
             assert await store.session(name).get_state("k") == name
 

@@ -600,21 +600,25 @@ async def test_an_import_cancelled_while_it_makes_a_session_leaves_nothing(
         assert await target.session("s1").get_items() == turn(1)
 
 
-async def test_an_import_the_database_stopped_part_way_is_refused_until_deleted(
-    db_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The database went away in the middle of a session's import, so the import could not
-    delete what it had written: a ConfigurationError said so, and an import again with
-    skip_existing skipped the half session as imported. It is refused now (an import of it
-    may still run), and imported once deleted."""
+async def alice_branched(tmp_path: Any) -> tuple[list[str], dict[str, list[Any]]]:
+    """An export of alice's session "s1" (4 turns, a state, and a branch "retry" off turn 3
+    with one item of its own), and what each of its lines holds."""
     async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
         chat = source.session("s1", user_id="alice")
         for n in range(1, 5):
             await chat.add_items(turn(n))
         await chat.create_branch_from_turn(3, "retry")
         await chat.add_items([message("again")])
+        await chat.set_state("k", "v")
         exported = [line async for line in source.export_user("alice")]
-        whole = {name: await chat.get_items(branch_id=name) for name in ("main", "retry")}
+        return exported, {name: await chat.get_items(branch_id=name) for name in ("main", "retry")}
+
+
+async def cut_off(
+    target: SessionStore, exported: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Import `exported` into `target` with the database gone from the first append to a
+    branch on: what the import wrote cannot be deleted again either."""
     gone = DatabaseError("cannot reach the database (in this test)")
     append = Branches.append
 
@@ -626,12 +630,23 @@ async def test_an_import_the_database_stopped_part_way_is_refused_until_deleted(
     async def failing_delete(self: Management, **where: Any) -> Any:
         raise gone
 
+    monkeypatch.setattr(Branches, "append", failing_append)
+    monkeypatch.setattr(Management, "delete", failing_delete)
+    with pytest.raises(DatabaseError, match="in this test"):
+        await target.import_user(exported)
+    monkeypatch.undo()
+
+
+async def test_an_import_the_database_stopped_part_way_is_refused_until_deleted(
+    db_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away in the middle of a session's import, so the import could not
+    delete what it had written: a ConfigurationError said so, and an import again with
+    skip_existing skipped the half session as imported. It is refused now (an import of it
+    may still run), and imported once deleted."""
+    exported, whole = await alice_branched(tmp_path)
     async with SessionStore(db_url, create_tables=True) as target:
-        monkeypatch.setattr(Branches, "append", failing_append)
-        monkeypatch.setattr(Management, "delete", failing_delete)
-        with pytest.raises(DatabaseError, match="in this test"):
-            await target.import_user(exported)
-        monkeypatch.undo()
+        await cut_off(target, exported, monkeypatch)
         assert await target.list_sessions() == []  # the half session is out of listings
         assert len(await raw_rows(db_url, f"SELECT id FROM {ITEMS}")) >= 4
         with pytest.raises(ConfigurationError, match="marked as being imported"):
@@ -689,14 +704,7 @@ async def test_a_session_deleted_while_it_is_imported_is_not_made_again(
     """`erase_user` while an import of the user ran: each later append made the session
     again, and the import reported it whole, a part of the history back after the erasure's
     receipt (before the main line, `when` 1; once the branch is made, `when` 2)."""
-    async with SessionStore(tmp_path / "source.db", create_tables=True) as source:
-        chat = source.session("s1", user_id="alice")
-        for n in range(1, 5):
-            await chat.add_items(turn(n))
-        await chat.create_branch_from_turn(3, "retry")
-        await chat.add_items([message("again")])
-        await chat.set_state("k", "v")
-        exported = [line async for line in source.export_user("alice")]
+    exported, _ = await alice_branched(tmp_path)
     append, calls = Branches.append, []
     async with SessionStore(db_url, create_tables=True) as target, SessionStore(db_url) as other:
 
@@ -730,23 +738,8 @@ async def test_a_half_imported_session_is_neither_exported_nor_restored(
         await second.create_branch_from_turn(2, "retry")
         await second.add_items([message("again")])
         exported = [line async for line in source.export_user("alice")]
-    gone = DatabaseError("cannot reach the database (in this test)")
-    append = Branches.append
-
-    async def failing_append(self: Branches, key: Any, name: str, *args: Any, **kw: Any) -> Any:
-        if name != "main":  # s2's branch: its main line is in
-            raise gone
-        return await append(self, key, name, *args, **kw)
-
-    async def failing_delete(self: Management, **where: Any) -> Any:
-        raise gone
-
     async with SessionStore(db_url, create_tables=True) as target:
-        monkeypatch.setattr(Branches, "append", failing_append)
-        monkeypatch.setattr(Management, "delete", failing_delete)
-        with pytest.raises(DatabaseError, match="in this test"):
-            await target.import_user(exported)
-        monkeypatch.undo()
+        await cut_off(target, exported, monkeypatch)  # in s2's branch: its main line is in
         records = await lines_of(target, "alice")
         assert [r["session_id"] for r in records if r.get("type") == "session"] == ["s1"]
         assert records[-1]["sessions"] == 1
