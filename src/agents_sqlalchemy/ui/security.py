@@ -98,9 +98,9 @@ class Guard:
     def logged_in(self, cookie: str | None) -> bool:
         """Whether `cookie` is a login cookie of this token that has not expired."""
         until, _, _ = (cookie or "").partition(".")
-        return (
-            until.isdigit() and int(until) > time.time() and same(cookie, self.cookie(int(until)))
-        )
+        if not (until.isascii() and until.isdigit() and len(until) <= 12):
+            return False
+        return int(until) > time.time() and same(cookie, self.cookie(int(until)))
 
     async def __call__(self, request: Request, call_next: Handler) -> Response:
         started = time.perf_counter()
