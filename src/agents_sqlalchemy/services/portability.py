@@ -284,15 +284,14 @@ class Portability:
         written is deleted again if a write fails (so that importing it again works)."""
         key = session.key
         plans = [_plan(session, index) for index in range(len(session.lines))]
-        made = await self._make(key)
-        if not made and await self._marked(key):
-            raise ConfigurationError(
-                f"session {key.session_id[:80]!r} is marked as being imported: an import of "
-                "it runs now, or one stopped part-way (the database went away); if none "
-                "runs, delete the session and import the export again"
-            )
-        if not made:
+        if not await self._make(key):  # it is there already: read once, for all three
             info = await self._management.info(key)
+            if info is not None and is_importing(info.archived_at):
+                raise ConfigurationError(
+                    f"session {key.session_id[:80]!r} is marked as being imported: an import "
+                    "of it runs now, or one stopped part-way (the database went away); if "
+                    "none runs, delete the session and import the export again"
+                )
             owner = None if info is None else info.user_id
             if owner != key.user_id:
                 raise ConfigurationError(
