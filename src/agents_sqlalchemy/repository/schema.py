@@ -80,11 +80,16 @@ def apart(column: ColumnElement[Any], mysql: bool) -> list[ColumnElement[Any]]:
 #: keeps after the import failed is what an import stopped part-way left, which an import
 #: again refuses (rather than skip it as imported) until it is deleted.
 IMPORTING = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_IMPORTING_NAIVE = IMPORTING.replace(tzinfo=None)  # as SQLite and MySQL give it back
 
 
 def is_importing(archived_at: datetime | None) -> bool:
     """Whether a session's `archived_at` (as a dialect gives it back) is `IMPORTING`."""
-    return archived_at is not None and archived_at.replace(tzinfo=None) == datetime(1970, 1, 1)
+    if archived_at is None:
+        return False
+    if archived_at.tzinfo is not None:  # PostgreSQL's, in the connection's time zone
+        archived_at = archived_at.astimezone(timezone.utc)
+    return archived_at.replace(tzinfo=None) == _IMPORTING_NAIVE
 
 
 def utcnow() -> datetime:
