@@ -261,3 +261,18 @@ def test_nan_days_and_session_ids_with_newlines_are_refused_or_escaped(sqlite_ur
     assert found.exit_code == 0, found.output
     assert not any(line.startswith("2. forged") for line in found.output.splitlines())
     assert "x\\x0a2. forged-session" in found.output
+
+
+def test_a_repair_from_the_command_line_indexes_what_it_wrote(sqlite_url: str) -> None:
+    """`sessions repair` opened its store with search off: the answer it wrote for an
+    unanswered call was found by no search until a reindex (doctor flagged it)."""
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            await store.session("interrupted").add_items([USER, UNANSWERED])
+
+    asyncio.run(write())
+    assert "every live item is indexed" in cli("doctor", "--url", sqlite_url).output
+    repaired = cli("sessions", "repair", "interrupted", "--url", sqlite_url, "--yes")
+    assert repaired.exit_code == 0, repaired.output
+    assert "every live item is indexed" in cli("doctor", "--url", sqlite_url).output

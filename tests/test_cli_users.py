@@ -185,3 +185,31 @@ def test_an_interrupted_command_says_what_was_kept() -> None:
 
     with pytest.raises(click.ClickException, match="what was done before stays done"):
         run(interrupted())
+
+
+def test_an_export_on_stdin_is_not_read_as_the_key(tmp_path: Path) -> None:
+    """With the export piped in, --ask-key (no terminal: the key is read as a line of
+    stdin) took the export's first line as the key; now the two are refused together."""
+    import os
+    import subprocess
+    import sys
+
+    source = str(tmp_path / "source.db")
+    seed(source, None)
+    export = tmp_path / "alice.jsonl"
+    assert cli("users", "export", "alice", "--url", source, "-o", str(export)).exit_code == 0
+    target = str(tmp_path / "target.db")
+    command = [sys.executable, "-m", "agents_sqlalchemy.cli", "users", "import", "-"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTS_SQL")}
+    proc = subprocess.run([*command, "--url", target, "--create", "--ask-key"],
+                          input=export.read_bytes(), capture_output=True, env=env,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert b"the export and the key cannot both come from stdin" in proc.stderr
+    assert not Path(target).exists()
+    # A key from the environment leaves stdin to the export.
+    proc = subprocess.run([*command, "--url", target, "--create", "--no-progress"],
+                          input=export.read_bytes(), capture_output=True,
+                          env={**env, KEY: "a key"}, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sessions_of(target, "a key", "alice") == sessions_of(source, None, "alice")

@@ -872,15 +872,12 @@ def test_the_command_line_rotates_the_owner_keys(sqlite_url: str, tmp_path: Path
     asyncio.run(seed())
     before = {path.name for path in directory.glob("*.key")}
     env = {"AGENTS_SQLALCHEMY_KEY": "pass"}
-    done = cli(
-        "rotate-owner-keys",
-        "--url",
-        sqlite_url,
-        "--owner-keys",
-        str(directory),
-        "--no-progress",
-        env=env,
-    )
+    command = ["rotate-owner-keys", "--url", sqlite_url, "--owner-keys", str(directory)]
+    # It asks first: backups made before it no longer open afterwards.
+    refused = cli(*command, "--no-progress", env=env, input="n\n")
+    assert refused.exit_code == 1 and "backups made before then" in refused.output
+    assert {path.name for path in directory.glob("*.key")} == before
+    done = cli(*command, "--no-progress", "--yes", env=env)
     assert done.exit_code == 0, done.output
     assert "Re-wrapped 1 data key under fresh owner keys" in done.output
     after = {path.name for path in directory.glob("*.key")}

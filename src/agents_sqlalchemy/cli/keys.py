@@ -25,7 +25,7 @@ from ..services import ROTATE_BATCH
 from ..store import SessionStore
 from ..tables import TableNames
 from .layout import ProgressBar, counted
-from .options import ENV_PREFIX, database_options, key_options, owner_keys, run
+from .options import ENV_PREFIX, database_options, key_options, owner_keys, run, shown
 
 T = TypeVar("T")
 NEW_KEY_ENV = f"{ENV_PREFIX}NEW_KEY"
@@ -105,17 +105,28 @@ async def rotate_owners(
 
 
 @click.command("rotate-owner-keys")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @key_options(prompt="Key")
 @rotation_options
 @database_options
-def owners_command(url: str, tables: TableNames, key: Key, batch_size: int, progress: bool) -> None:
+def owners_command(
+    url: str, tables: TableNames, key: Key, batch_size: int, progress: bool, yes: bool
+) -> None:
     """Give every owner a fresh key and destroy the old ones; the store's key stays.
 
     Items removed before it can then no longer be opened from any copy of the database,
-    where the owners' keys are kept outside it (--owner-keys). With the keys in the
-    database, copies still hold the old ones under the store's key: rotate-key instead.
-    If interrupted, run it again: it resumes.
+    where the owners' keys are kept outside it (--owner-keys): nor can anything else in
+    copies and backups made before it. With the keys in the database, copies still hold
+    the old ones under the store's key: rotate-key instead. Asks first unless --yes. If
+    interrupted, run it again: it resumes.
     """
+    if not yes:
+        click.confirm(
+            f"Give every owner in {shown(url)} a fresh key and destroy the old ones? Copies "
+            "and backups made before then will no longer open",
+            abort=True,
+            err=True,
+        )
     bar = ProgressBar(progress, "Re-wrapping data keys")
     started = time.perf_counter()
     try:

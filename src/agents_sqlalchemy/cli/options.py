@@ -186,6 +186,8 @@ KEY_ENV = f"{ENV_PREFIX}KEY"
 KEY_FORMATS = ("passphrase", "hex", "base64")
 # Where `key_options` leaves the store `--owner-keys` names (`click.Context.meta`).
 OWNER_KEYS = "agents_sqlalchemy.owner_keys"
+# Set in `click.Context.meta` when a key was read from a pipe on stdin (see `stdin_taken`).
+_PIPED_KEY = "agents_sqlalchemy.piped_key"
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,8 @@ def read_key(source: KeySource, *, prompt: str | None = None, confirm: bool = Fa
             # No terminal to ask: a key piped in is read as a line (no echo to hide), and
             # none at all says where a key goes.
             value = stdin.readline().rstrip("\r\n")
+            if (context := click.get_current_context(silent=True)) is not None:
+                context.meta[_PIPED_KEY] = True
             if not value:
                 variable = source.env or source.default_env
                 raise click.UsageError(
@@ -308,6 +312,17 @@ def load_owner_keys(spec: str) -> OwnerKeyStore:
         spec, "--owner-keys", OwnerKeyStore, "an owner key store (keep, fetch, destroy)"
     )
     return store
+
+
+def stdin_taken(what: str) -> None:
+    """Refuse `what` read from stdin when this command's key was read from it (a pipe:
+    `read_key`): the key would have been the first line of it."""
+    context = click.get_current_context(silent=True)
+    if context is not None and context.meta.get(_PIPED_KEY):
+        raise click.UsageError(
+            f"{what} and the key cannot both come from stdin: give the key with --key-env "
+            "or --key-provider, or read it from a file"
+        )
 
 
 def owner_keys() -> OwnerKeyStore | None:

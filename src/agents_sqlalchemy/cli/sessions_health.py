@@ -10,11 +10,13 @@ Example::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Sequence
 
 import click
 
 from ..crypto import Key
+from ..errors import SearchModelWarning
 from ..history_check import HistoryReport
 from ..store import SessionStore
 from ..tables import TableNames
@@ -145,15 +147,26 @@ def repair(
 async def _repair(
     url: str, tables: TableNames, key: Key | None, session_ids: Sequence[str]
 ) -> tuple[list[tuple[str, HistoryReport]], list[str]]:
-    async with opened(url, tables, key, search=False) as store:
-        reports: list[tuple[str, HistoryReport]] = []
-        missing: list[str] = []
-        for session_id in session_ids:
-            if await store.session_info(session_id) is None:
-                missing.append(session_id)
-            else:
-                reports.append((session_id, await store.session(session_id).repair()))
-        return reports, missing
+    # Search on: the items a repair writes are indexed before the store closes, with the
+    # database's model (with a model of the app's own, nothing is: a search of the app's
+    # indexes them, and `doctor` says so meanwhile).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SearchModelWarning)
+        async with opened(url, tables, key) as store:
+            return await _repaired(store, session_ids)
+
+
+async def _repaired(
+    store: SessionStore, session_ids: Sequence[str]
+) -> tuple[list[tuple[str, HistoryReport]], list[str]]:
+    reports: list[tuple[str, HistoryReport]] = []
+    missing: list[str] = []
+    for session_id in session_ids:
+        if await store.session_info(session_id) is None:
+            missing.append(session_id)
+        else:
+            reports.append((session_id, await store.session(session_id).repair()))
+    return reports, missing
 
 
 #: The group these commands belong to (cli/__init__.py adds them to it).

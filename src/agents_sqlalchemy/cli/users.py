@@ -31,6 +31,7 @@ from .options import (
     opened,
     run,
     shown,
+    stdin_taken,
     ttl_option,
 )
 from .transcript import clean
@@ -135,6 +136,8 @@ def import_(
         raise click.ClickException(
             f"no SQLite database at {missing}: add --create to make it, with the tables"
         )
+    if str(source) == "-":
+        stdin_taken("the export")
     bar = ProgressBar(progress and str(source) != "-", "Importing")
     try:
         if str(source) == "-":
