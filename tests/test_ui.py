@@ -755,3 +755,27 @@ async def test_sizes_are_bytes_on_every_database(db_url: str) -> None:
         found = await queries.sizes(store, [info])
     compact = [json.dumps(item, ensure_ascii=False, separators=(",", ":")) for item in items]
     assert found == {"s": sum(len(text.encode()) for text in compact)}
+
+
+def test_search_hits_of_archived_sessions_are_marked(sqlite_url: str) -> None:
+    """A search finds archived sessions' items too; their hits looked like any other."""
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            for session_id in ("kept", "old"):
+                await store.session(session_id).add_items(
+                    [{"role": "user", "content": f"the zanzibar plan of {session_id}"}]
+                )
+            await store.archive_session("old")
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url)
+    try:
+        with client(store) as http:
+            page = http.get("/search", params={"q": "zanzibar"})
+    finally:
+        asyncio.run(store.close())
+    head = r'session-link" href="/session\?id=(\w+)">\w+</a>(.*?)<span class="muted">item seq'
+    heads = dict(re.findall(head, page.text))
+    assert sorted(heads) == ["kept", "old"]
+    assert "archived" in heads["old"] and "archived" not in heads["kept"]

@@ -294,6 +294,7 @@ async def search_page(request: Request) -> Response:
         raise BadRequest("mode is hybrid, vector or keyword")
     limit = whole(request, "limit", 10, 1, 100)
     hits: list[Any] = []
+    archived: set[str] = set()
     elapsed = None
     if query:
         started = time.perf_counter()
@@ -304,6 +305,10 @@ async def search_page(request: Request) -> Response:
             found = await ui.store.search(query, user_id=user, limit=limit, mode=mode)
         elapsed = (time.perf_counter() - started) * 1000
         hits = [(hit, describe(hit.item, hit.seq, 0)) for hit in found]
+        for session in {hit.session_id for hit in found}:  # hits of archived sessions marked
+            info = await ui.store.session_info(session)
+            if info is not None and info.archived_at is not None:
+                archived.add(session)
     return ui.page(
         request,
         "search.html",
@@ -313,6 +318,7 @@ async def search_page(request: Request) -> Response:
         mode=mode,
         limit=limit,
         hits=hits,
+        archived=archived,
         elapsed=elapsed,
     )
 
