@@ -239,6 +239,7 @@ def test_literal_terms_are_identifiers_and_names_not_english() -> None:
         ("when does the heating need its next check-up?", ()),
         ("What do I eat on Monday?", ()),
         ("Why did the release break?", ()),
+        ("tamari", ("tamari",)),  # one word is looked up as written
     ]:
         assert literal_terms(query) == found, query
 
@@ -250,3 +251,18 @@ def test_queries_have_a_documented_maximum_length() -> None:
     with pytest.raises(QueryTooLongError):
         check_query(b"disk")  # type: ignore[arg-type]
     assert issubclass(QueryTooLongError, ValueError)
+
+
+def test_items_tying_on_the_score_go_by_their_coverage_before_their_age() -> None:
+    """Two items holding the whole query tie (coverage capped at 1, vector evidence
+    shared): the newer one came first, though the other holds the query's terms more."""
+    keys = ["often", "once", "neither"]
+    signals: dict[str, Any] = {
+        "vector": np.array([0.28, 0.21, 0.10]),
+        "keyword": np.array([1.57, 1.38, 0.0]),
+        "recency": np.array([0.0, 1.0, 0.5]),
+    }
+    for literal in (False, True):
+        hits = fuse(keys, literal=literal, **signals)
+        assert [hit.key for hit in hits][:2] == ["often", "once"], literal
+        assert hits[0].score == hits[1].score

@@ -1187,3 +1187,43 @@ async def test_encrypted_mode_leaves_no_plaintext_terms_or_vectors_on_disk(db_ur
                 assert files and _found(files, words, vectors) == []
                 assert _found(_database_files(url), words, vectors) == []  # closed
     assert ranked["encrypted"] == ranked["plaintext"]  # sealed, it ranks the same
+
+
+LUNCH = [
+    "We are having twelve people over for a birthday lunch on Sunday.",
+    "Lovely. Shall we plan a menu around a big shared main course?",
+    "Yes, and my brother is allergic to peanuts.",
+    "Then no satay, and check every sauce label for peanut traces.",
+    "I was thinking of a slow-roasted lamb shoulder.",
+    "Roast it at 140 degrees for five hours under foil, then uncover for the last half hour.",
+    "What can I serve before it?",
+    "A platter of grilled halloumi with honey and thyme, ready in ten minutes.",
+    "Halloumi! The kids adore it. And a pudding?",
+    "A lemon posset sets in the fridge overnight and needs only cream, sugar and lemons.",
+    "What drinks should I get?",
+    "A pitcher of elderflower cordial with soda for the children, and a chilled rosé.",
+]
+PODS = [
+    "Our web app keeps restarting every few hours on the cluster.",
+    "It says OOMKilled with exit code 137.",
+    "Then the kernel killed the container for going over its memory limit; raise the limit.",
+    "Could it be the system DNS instead? The app logs show lookups failing.",
+    "The kube-system CoreDNS pods serve the app's lookups; check that they are running.",
+    "The node image is fine; the app container was shot down because it used too much memory.",
+]
+
+
+async def test_names_lead_only_where_held_and_one_word_is_looked_up(sqlite_url: str) -> None:
+    """With MiniLM, "RAM" (taken for an identifier) ranked a question by its filler words,
+    though no item holds it; and a one-word query put an item that does not hold the
+    word above the one that does (its vector stood out of one word's vague meaning)."""
+    async with SessionStore(sqlite_url, create_tables=True, embedder="minilm") as store:
+        for session_id, texts in (("lunch", LUNCH), ("pods", PODS)):
+            await store.session(session_id).add_items(
+                [{"role": "user", "content": text} for text in texts]
+            )
+        [soda, *_] = await store.session("lunch").search_hits("soda")
+        assert "soda" in soda.item["content"]
+        question = "why did the app run out of RAM and get killed by the system"
+        [first, *_] = await store.session("pods").search_hits(question)
+        assert "kernel killed the container" in first.item["content"]

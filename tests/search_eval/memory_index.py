@@ -5,8 +5,8 @@ query into the same inputs the store computes from SQL: the candidates are the i
 vector plus those holding a query term; BM25 comes from `bm25_postings` over those postings
 with the candidate count as the corpus size; recency from `recency_scores` over positions;
 cosine from `cosine_scores`; the ranking from the library's own `fuse`, with the embedder's
-calibration (`calibrate`: its weight and noise floor), and whether the query names
-identifiers (`literal_terms`).
+calibration (`calibrate`: its weight and noise floor), and whether a candidate holds an
+identifier or name of the query (`named_terms`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agents_sqlalchemy.search import (
     fuse,
     fusion_weight,
     item_text,
-    literal_terms,
+    named_terms,
     recency_scores,
     term_counts,
 )
@@ -159,7 +159,8 @@ class MemoryIndex(Generic[K]):
         if self.embedder is not None:
             calibration = await calibrate(self.embedder)
             weight, floor = calibration.weight, calibration.floor
-        literal = bool(literal_terms(query))
+        names = named_terms(query)
+        literal = any(query_terms[t] in names for _, t, _ in postings)
         return Signals(keys, vector, keyword, recency_scores(positions), weight, literal, floor)
 
     async def search(

@@ -15,19 +15,22 @@ On search, over the candidates (the items in scope with an index row)::
     keyword = bm25_postings(rows, term_ids, counts, size=n, doc_count=n)   # coverage
     vector = cosine_scores(await embed_query(embedder, query), blobs)      # NaN: no vector
     calibration = await calibrate(embedder)        # measured once per model
+    # Does some candidate hold a name or identifier of the query (`named_terms`)?
+    literal = any(query_term_ids[t] in named_term_ids for t in term_ids)
     hits = fuse(keys, vector=vector, keyword=keyword, recency=recency_scores(positions),
                 vector_weight=calibration.weight, vector_floor=calibration.floor,
-                literal=bool(literal_terms(query)), limit=5)
+                literal=literal, limit=5)
 
 How `fuse` ranks (details and measurements in `fusion.py`): keyword evidence is BM25 as
 coverage of the query; vector evidence is how far an item stands out in the query's own
-cosine distribution, in nats. A query naming identifiers or names (`literal_terms`) is
-ranked by keywords first; any other by coverage to the 4th power plus the embedder's weight
-(`fusion_weight`; when it declares none, a capable or a weak model's as `calibrate`
-measures) times the vector evidence. Only hits with evidence are returned (a keyword, or
-a cosine that stands out and clears the model's noise floor), or those reaching
-`min_score`; a query holds at most `MAX_QUERY_CHARS` characters (`check_query`). The
-constants are fitted by cross-validation on tests/search_eval (314 questions, five sets).
+cosine distribution, in nats. A query naming identifiers or names (`literal_terms`) that
+some candidate holds is ranked by keywords first; any other by coverage to the 4th power
+plus the embedder's weight (`fusion_weight`; when it declares none, a capable or a weak
+model's as `calibrate` measures) times the vector evidence. Only hits with evidence are
+returned (a keyword, or a cosine that stands out and clears the model's noise floor), or
+those reaching `min_score`; a query holds at most `MAX_QUERY_CHARS` characters
+(`check_query`). The constants are fitted by cross-validation on tests/search_eval (314
+questions, five sets).
 """
 
 import asyncio
@@ -68,7 +71,7 @@ from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
 from .postings import pack_terms, postings, term_id
-from .query import MAX_QUERY_CHARS, check_query, literal_terms
+from .query import MAX_QUERY_CHARS, check_query, literal_terms, named_terms
 from .ranking import bm25_postings, cosine_scores, recency_scores
 from .sentence_transformers_embedder import SentenceTransformerEmbedder
 from .text import (
@@ -134,6 +137,7 @@ __all__ = [
     "index_id",
     "item_text",
     "literal_terms",
+    "named_terms",
     "normalize",
     "pack_terms",
     "pack_vectors",

@@ -15,7 +15,8 @@ with the bound, a 2,000-character query in a 1,000-item SQLite session takes 9.5
 proper names (`Dana Whitfield`, `what did we do for Amara Okonkwo?`). An embedding model
 reads such tokens as a handful of word pieces and places every record that looks alike
 near them; only the exact term tells the records apart. `fuse` ranks such a query by
-keywords first (see `fusion.py`).
+keywords first (see `fusion.py`) when some candidate holds one of them whole
+(`named_terms`: "RAM" in a question no item holds it in is only a word of the question).
 
 Example::
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import re
 
 from ..errors import QueryTooLongError
+from .text import term_counts
 
 #: The longest query `check_query` accepts, in characters.
 MAX_QUERY_CHARS = 2_000
@@ -94,12 +96,15 @@ def literal_terms(query: str) -> tuple[str, ...]:
     An identifier holds a digit, joins letters or digits by `_.:@/#+`, mixes case inside a
     word (`routeTable`) or is written in capitals (`CLAY`); words joined by hyphens alone
     are English (`check-up`, `sign-off`). A name is a capitalised word after the first
-    (`Priya`), or a query of at most three words all capitalised.
+    (`Priya`), or a query of at most three words all capitalised. A query of one word is
+    looked up as it is written (`tamari`): one word's vector says little of a meaning.
 
     >>> literal_terms("Marco Bellini")
     ('Marco', 'Bellini')
     >>> literal_terms("when is Lena's birthday?")
     ('Lena',)
+    >>> literal_terms("tamari")
+    ('tamari',)
     """
     words = [_bare(w) for w in query.split()]
     words = [w for w in words if w]
@@ -112,9 +117,18 @@ def literal_terms(query: str) -> tuple[str, ...]:
             or (len(word) > 1 and word.isupper() and word.isalpha())
         )
         name = word[:1].isupper() and word.rstrip(".") not in _NOT_NAMES and (i > 0 or short_title)
-        if identifier or name:
+        if identifier or name or len(words) == 1:
             found.append(word)
     return tuple(found)
+
+
+def named_terms(query: str) -> frozenset[str]:
+    """The query's literal terms (`literal_terms`) as the keyword index holds each whole.
+
+    >>> sorted(named_terms("was INC-81233 about the RAM of Dana's laptop?"))
+    ['dana', 'inc-81233', 'ram']
+    """
+    return frozenset(next(iter(term_counts(word)), "") for word in literal_terms(query)) - {""}
 
 
 def _bare(word: str) -> str:

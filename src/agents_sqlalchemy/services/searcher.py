@@ -32,7 +32,7 @@ from ..search import (
     cosine_scores,
     embed_query,
     fuse,
-    literal_terms,
+    named_terms,
     postings,
     recency_scores,
     term_counts,
@@ -125,12 +125,15 @@ class Searcher:
 
         def rank() -> list[Any]:
             nonlocal scored
-            keyword = None
+            keyword, literal = None, False
             if mode != "vector":
                 query_ids = list(codec.term_ids(term_counts(query)))
                 size = len(candidates)
                 found = postings(candidates.terms, query_ids)
                 keyword = bm25_postings(*found, size=size, doc_count=size)
+                # The query names identifiers or names some candidate holds (`fuse`).
+                named = set(codec.term_ids(dict.fromkeys(named_terms(query), 1)))
+                literal = any(query_ids[t] in named for t in set(found[1].tolist()))
             vector = None if scored is None else cosine_scores(*scored)
             scored = None  # the vectors are freed here, off the loop when ranked off it
             return fuse(
@@ -142,7 +145,7 @@ class Searcher:
                 limit=limit,
                 vector_weight=weight,
                 vector_floor=floor,
-                literal=bool(literal_terms(query)),
+                literal=literal,
                 min_score=min_score,
             )
 
