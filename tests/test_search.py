@@ -1189,7 +1189,7 @@ async def test_encrypted_mode_leaves_no_plaintext_terms_or_vectors_on_disk(db_ur
     assert ranked["encrypted"] == ranked["plaintext"]  # sealed, it ranks the same
 
 
-LUNCH = [
+PARTY_CHAT = [
     "We are having twelve people over for a birthday lunch on Sunday.",
     "Lovely. Shall we plan a menu around a big shared main course?",
     "Yes, and my brother is allergic to peanuts.",
@@ -1203,7 +1203,7 @@ LUNCH = [
     "What drinks should I get?",
     "A pitcher of elderflower cordial with soda for the children, and a chilled rosé.",
 ]
-PODS = [
+PODS_CHAT = [
     "Our web app keeps restarting every few hours on the cluster.",
     "It says OOMKilled with exit code 137.",
     "Then the kernel killed the container for going over its memory limit; raise the limit.",
@@ -1218,11 +1218,11 @@ async def test_names_lead_only_where_held_and_one_word_is_looked_up(sqlite_url: 
     though no item holds it; and a one-word query put an item that does not hold the
     word above the one that does (its vector stood out of one word's vague meaning)."""
     async with SessionStore(sqlite_url, create_tables=True, embedder="minilm") as store:
-        for session_id, texts in (("lunch", LUNCH), ("pods", PODS)):
+        for session_id, texts in (("party", PARTY_CHAT), ("pods", PODS_CHAT)):
             await store.session(session_id).add_items(
                 [{"role": "user", "content": text} for text in texts]
             )
-        [soda, *_] = await store.session("lunch").search_hits("soda")
+        [soda, *_] = await store.session("party").search_hits("soda")
         assert "soda" in soda.item["content"]
         question = "why did the app run out of RAM and get killed by the system"
         [first, *_] = await store.session("pods").search_hits(question)
