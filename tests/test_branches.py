@@ -401,3 +401,35 @@ async def test_a_branch_that_holds_nothing_does_not_stop_repair_or_compaction(
         assert await session.get_items() == [message("hi")] and (await session.check()).ok
         with pytest.raises(BranchError, match="does not exist"):
             await session.delete_branch("retry")
+
+
+async def test_a_never_branched_summary_counts_in_the_database_as_it_opens(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plaintext session never branched has its main line summed by the database (its
+    user messages told by their JSON): nothing is decoded, and the summary is the one a
+    sealed store gets by opening every item, expired items left out of both."""
+    found = []
+    for key in (None, "a passphrase"):
+        tables = TableNames(prefix=f"summed_{key is None}_")  # a keyed store's own tables
+        async with SessionStore(db_url, tables=tables, key=key, create_tables=True, ttl=60) as s:
+            await s.session("s").add_items([reply("before any question")])
+        async with SessionStore(db_url, tables=tables, key=key) as store:
+            session = store.session("s")
+            await session.add_items([*turn(1), reply("more"), *turn(2)])
+            with monkeypatch.context() as ahead:
+                travel(ahead, timedelta(minutes=2))  # the first item has expired
+                [main] = await session.list_branches()
+                first = (await session.get_items())[0]
+            found.append({k: v for k, v in main.items() if k != "created_at"})
+            assert first == message("question 1") and main["created_at"] is not None
+    assert (
+        found[0]
+        == found[1]
+        == {
+            "branch_id": "main",
+            "message_count": 5,
+            "user_turns": 2,
+            "is_current": True,
+        }
+    )

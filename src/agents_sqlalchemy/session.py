@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .aio import run_blocking
+from .aio import off_loop, run_blocking
 from .errors import BranchError, ConfigurationError, StoreClosedError
 from .history_check import HistoryReport, check_history, repaired_tail
 from .records import SearchHit, TokenUsage
@@ -516,12 +516,8 @@ class StoreSession:
         self, branch_id: str | None = None
     ) -> dict[int, list[dict[str, str | None]]]:
         """Every item of a branch by user turn: its kind and the tool it calls, if any."""
-        grouped: dict[int, list[dict[str, str | None]]] = {}
-        for number, _, _, item in await self._turns(branch_id, users_only=False):
-            grouped.setdefault(number, []).append(
-                {"type": kind(item), "tool_name": tool_name(item)}
-            )
-        return grouped
+        rows = await self._turns(branch_id, users_only=False)
+        return await off_loop(len(rows), _by_turns, rows)
 
     @traced("get_tool_usage")
     async def get_tool_usage(
@@ -529,7 +525,8 @@ class StoreSession:
     ) -> list[tuple[str | None, int, int]]:
         """(tool, calls, user turn) of a branch, by turn."""
         rows = await self._turns(branch_id, users_only=False)
-        return tool_usage([(number, item) for number, _, _, item in rows])
+        pairs = [(number, item) for number, _, _, item in rows]
+        return await off_loop(len(pairs), tool_usage, pairs)
 
     # -- branches ---------------------------------------------------------------------------
 
@@ -665,6 +662,14 @@ class StoreSession:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r})"
+
+
+def _by_turns(rows: list[Turn]) -> dict[int, list[dict[str, str | None]]]:
+    """Items by user turn: each one's kind and the tool it calls, if any."""
+    grouped: dict[int, list[dict[str, str | None]]] = {}
+    for number, _, _, item in rows:
+        grouped.setdefault(number, []).append({"type": kind(item), "tool_name": tool_name(item)})
+    return grouped
 
 
 def _turn(number: int, content: Any, at: Any, preview_length: int | None) -> dict[str, Any]:

@@ -26,8 +26,9 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Result
 
+from ..aio import off_the_loop
 from ..caches import add_bounded
 from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
@@ -92,17 +93,23 @@ class Branches:
         items, now = self._schema.items, self._schema.now()
         turns, counted = self._lines.counters(conn, session_pk)
         query = self._schema.item_columns().add_columns(items.c.created_at, items.c.expires_at)
-        rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
-        found = [(row, self._schema.stored_of(row)) for row in rows]
-        flags = opened([stored for _, stored in found])
-        held = sum(f for (_, item), f in zip(found, flags, strict=True) if item.seq <= counted)
-        numbers = turn_numbers(flags, max(0, turns - held))
         width = self._schema.width
-        return [
-            BranchItem(turn, flag, row[width], stored)
-            for (row, stored), flag, turn in zip(found, flags, numbers, strict=True)
-            if row[width + 1] is None or row[width + 1] > now
-        ]
+
+        def derived(rows: Result[Any]) -> list[BranchItem]:
+            found = [(row, self._schema.stored_of(row)) for row in rows]
+            flags = opened([stored for _, stored in found])
+            held = sum(f for (_, item), f in zip(found, flags, strict=True) if item.seq <= counted)
+            numbers = turn_numbers(flags, max(0, turns - held))
+            return [
+                BranchItem(turn, flag, row[width], stored)
+                for (row, stored), flag, turn in zip(found, flags, numbers, strict=True)
+                if row[width + 1] is None or row[width + 1] > now
+            ]
+
+        # The rows are turned into items and opened in a worker thread on an async driver,
+        # whose unit of work runs on the event loop (a whole history held it for seconds).
+        rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
+        return off_the_loop(conn.dialect, derived, rows)
 
     def _branch_item(self, row: Any) -> BranchItem:
         width = self._schema.width
@@ -187,17 +194,32 @@ class Branches:
         def work(conn: Connection, session_pk: Any, main_pk: Any) -> list[BranchSummary]:
             if session_pk is None:
                 return []
-            if main_pk is None:  # never branched: main only, its turns read in memory
-                main = self._derived_main(conn, session_pk, opened)
-                if not main:
-                    return []
-                users = sum(row.is_user for row in main)
-                return [BranchSummary(MAIN, len(main), users, main[0].created_at)]
+            if main_pk is None:  # never branched: main only
+                return self._unbranched_summary(conn, session_pk, opened)
             found = self._summaries(conn, session_pk)
             found.insert(0, self._main_summary(conn, session_pk, main_pk))
             return [summary for summary in found if summary.items]
 
         return await self._lines.on_line(key, MAIN, work, opened)
+
+    def _unbranched_summary(
+        self, conn: Connection, session_pk: int, opened: Opened
+    ) -> list[BranchSummary]:
+        """The main line of a session never branched, if it holds live items: its user
+        messages counted by the database where it reads their JSON, else opened here."""
+        items = self._schema.items
+        role = self._lines.json_role(items.c.payload)
+        if role is None or self._schema.sealed:
+            main = self._derived_main(conn, session_pk, opened)
+            users = sum(row.is_user for row in main)
+            return [BranchSummary(MAIN, len(main), users, main[0].created_at)] if main else []
+        held = func.coalesce(func.sum(case((role == "user", 1), else_=0)), 0)
+        count, user_count, first = conn.execute(
+            select(func.count(), held, func.min(items.c.created_at)).where(
+                items.c.session_pk == session_pk, self._schema.live(self._schema.now())
+            )
+        ).one()
+        return [BranchSummary(MAIN, count, int(user_count), first)] if count else []
 
     def _main_summary(self, conn: Connection, session_pk: int, main_pk: int) -> BranchSummary:
         schema = self._schema

@@ -59,6 +59,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Update
 from sqlalchemy.sql.expression import Select
 
+from ..aio import OFF_LOOP, off_the_loop
 from ..turns import MAIN, turn_numbers
 from ..types import SessionKey, StoredItem
 from .prepared import Prepared, prepared
@@ -86,6 +87,12 @@ def companion_hash(key: SessionKey) -> str:
     """The lookup hash of a session's companion row; it hashes a byte no UTF-8 text holds
     (0xFF) first, so no session's own hash is ever this."""
     return hashlib.sha256(b"\xffbranches\x00" + key.session_id.encode()).hexdigest()
+
+
+def user_flags(conn: Connection, opened: Opened, stored: list[StoredItem]) -> list[bool]:
+    """`opened(stored)`: which stored items are user messages; for many, off the event loop
+    (`off_the_loop`: decoding a 200,000-item history on it held it for seconds)."""
+    return off_the_loop(conn.dialect, opened, stored) if len(stored) > OFF_LOOP else opened(stored)
 
 
 def inserted(conn: Connection, statement: Any) -> int:
@@ -298,7 +305,7 @@ class Lines:
             )
             found = conn.execute(newer.order_by(items.c.seq)).all()
             stored = [self._schema.stored_of(row) for row in found]
-            flags = opened(stored)
+            flags = user_flags(conn, opened, stored)
             numbers = turn_numbers(flags, turn)
             values = [
                 {"branch_pk": main_pk, "seq": item.seq, "item_pk": row[0], "turn": n, "is_user": f}
@@ -346,7 +353,7 @@ class Lines:
         """For JSON items, where the dialect reads JSON: the turns of the main line's items
         after place `after`, derived in the database (a running count of user messages)."""
         items, refs = self._schema.items, self._schema.branch_items
-        role = self._json_role(items.c.payload)
+        role = self.json_role(items.c.payload)
         if role is None or self._schema.sealed:
             return None
         user = case((role == "user", 1), else_=0)
@@ -380,7 +387,7 @@ class Lines:
             self._branched(branches.c.session_pk),
         )
 
-    def _json_role(self, payload: Any) -> Any:
+    def json_role(self, payload: Any) -> Any:
         """SQL for the `role` of an item's JSON text (as text), where the dialect reads every
         JSON text the library stores: SQLite, and PostgreSQL once each escaped NUL is read
         as another control character (its JSON functions refuse to de-escape `\\u0000`
@@ -547,7 +554,7 @@ class Lines:
         moved on in the database, in one statement; nothing when the session has no main
         row yet or branched (MySQL cannot read the table it updates in a subquery)."""
         items, main = self._schema.items, self._schema.branches
-        role = self._json_role(items.c.payload)
+        role = self.json_role(items.c.payload)
         if role is None or self._schema.sealed or self._schema.mysql:
             return None
         added = (
@@ -583,12 +590,12 @@ class Lines:
             return 0
         items = self._schema.items
         between = (items.c.session_pk == session_pk, items.c.seq > after, items.c.seq < before)
-        role = self._json_role(items.c.payload)
+        role = self.json_role(items.c.payload)
         if role is not None and not self._schema.sealed:
             query = select(func.count()).where(*between, role == "user")
             return int(conn.execute(query).scalar_one())
         rows = conn.execute(self._schema.item_columns().where(*between).order_by(items.c.seq)).all()
-        return sum(opened([self._schema.stored_of(row) for row in rows]))
+        return sum(user_flags(conn, opened, [self._schema.stored_of(row) for row in rows]))
 
     # -- removals ---------------------------------------------------------------------------
 

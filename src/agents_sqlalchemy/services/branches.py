@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import repository
+from ..aio import off_loop
 from ..codec import Codec, counted, encode_items, noting_keys
 from ..crypto import OwnerKey
 from ..errors import BranchError
@@ -80,7 +81,7 @@ class Branches:
             found = await self._branches.read_branch(key, branch, limit)
             if isinstance(found, Gone):
                 return found
-            return codec.items(key, found, since=since)
+            return await off_loop(len(found), codec.items, key, found, since=since)
 
         return await self._owners.reading(key, read)
 
@@ -205,11 +206,15 @@ class Branches:
             found = await self._branches.line_items(key, branch, opened, users_only=users_only)
             if isinstance(found, Gone):
                 return found
-            items = codec.items(key, [row.stored for row in found], since=since)
-            return [
-                (r.turn, r.is_user, r.created_at, item)
-                for r, item in zip(found, items, strict=True)
-            ]
+
+            def decoded() -> list[Turn]:
+                items = codec.items(key, [row.stored for row in found], since=since)
+                return [
+                    (r.turn, r.is_user, r.created_at, item)
+                    for r, item in zip(found, items, strict=True)
+                ]
+
+            return await off_loop(len(found), decoded)
 
         return await self._owners.reading(key, turns)
 

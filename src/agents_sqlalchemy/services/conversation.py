@@ -13,13 +13,13 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from ..aio import off_loop
 from ..codec import counted, encode_item, encode_items
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
@@ -30,11 +30,6 @@ from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Writt
 from ..validation import check_range, check_user_id, item_list, json_object, state_name
 from .opener import Opener
 from .owners import Owners
-
-# Items decoded or encoded in a worker thread beyond this many, so that no batch holds the
-# event loop more than a few ms (encoding 1,000 items held it 12 ms); a smaller batch is done
-# on the loop, where a thread hop would cost more than the work saves.
-OFF_LOOP = 256
 
 #: Times `repair` reads again when a writer changed the history meanwhile.
 REPAIR_ATTEMPTS = 5
@@ -80,10 +75,7 @@ class Conversation:
         since = codec.removals  # a removal after the fetch: what it opens is not kept
         key, rows = await self._items.read(key, limit, usual)
         decode = functools.partial(codec.items, key, rows, usual, whole=limit is None, since=since)
-        if len(rows) > OFF_LOOP:  # decoded in a worker thread: the event loop stays free
-            items = await asyncio.to_thread(decode)
-        else:
-            items = decode()
+        items = await off_loop(len(rows), decode)
         if rows and codec.kek_id is not None and (named := rows[-1][KEK_ID]) is not None:
             self._owners.read_under(key, named)  # the newest row named another key
         return items
@@ -103,10 +95,7 @@ class Conversation:
         """
         batch_key = None if idempotency_key is None else batch_key_of(idempotency_key)
         given = item_list(items)
-        if len(given) > OFF_LOOP:  # encoded in a worker thread: the event loop stays free
-            payloads = await asyncio.to_thread(encode_items, given)
-        else:
-            payloads = encode_items(given)
+        payloads = await off_loop(len(given), encode_items, given)
         if not payloads:
             return
         codec = await self._opener.ready()
@@ -309,7 +298,8 @@ class Conversation:
 
     async def check(self, key: SessionKey) -> HistoryReport:
         """What in the session's history the model API would refuse (`history_check`)."""
-        return check_history(await self.read(key, None))
+        items = await self.read(key, None)
+        return await off_loop(len(items), check_history, items)
 
     async def repair(self, key: SessionKey) -> HistoryReport:
         """Mend the session's history (`history_check.repaired`) in one transaction that

@@ -50,12 +50,13 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
+from ..aio import off_loop
 from ..codec import MAX_BATCH_BYTES, encode_item, utf8_size
 from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
 from ..repository import GONE, IMPORTING, is_importing
 from ..tables import ROLES, TableNames
-from ..turns import MAIN, is_user
+from ..turns import MAIN, Turn, is_user
 from ..types import SessionKey
 from ..validation import INT64_MAX, check_flag, check_range, check_user_id, session_key
 from .branches import Branches, check_branch_name
@@ -66,6 +67,8 @@ FORMAT = "agents-sqlalchemy/user-export"
 VERSION = 1
 #: Items appended per transaction while importing.
 BATCH = 500
+# Item lines an export encodes at a time, off the event loop.
+ITEM_LINES = 1000
 USAGE_FIELDS = (
     "requests",
     "input_tokens",
@@ -90,6 +93,10 @@ class _Deleted(Exception):
 
 def _line(record: dict[str, Any]) -> str:
     return to_json(record).decode() + "\n"
+
+
+def _item_lines(turns: list[Turn]) -> list[str]:
+    return [_line({"type": "item", "turn": t, "user": u, "item": item}) for t, u, _, item in turns]
 
 
 def _time(value: datetime | None) -> str | None:
@@ -222,8 +229,10 @@ class Portability:
             header["created_at"] = _time(created_at)
             header |= {"items": len(turns), "usage": usage}
             yield _line(header), 0
-            for turn, user, _, item in turns:
-                yield _line({"type": "item", "turn": turn, "user": user, "item": item}), 1
+            for start in range(0, len(turns), ITEM_LINES):  # encoded a slice at a time
+                part = turns[start : start + ITEM_LINES]
+                for line in await off_loop(len(part), _item_lines, part):
+                    yield line, 1
             lines, items = lines + 1, items + len(turns)
         end = {"type": "end", "session_id": info.session_id, "lines": lines, "items": items}
         yield _line(end), 0

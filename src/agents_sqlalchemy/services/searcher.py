@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ..aio import off_loop
 from ..codec import Codec, MissingOwnerKeys
 from ..errors import ConfigurationError, EmbedderError, SearchError
 from ..records import SearchHit
@@ -48,7 +49,7 @@ from .owners import Owners
 T = TypeVar("T")
 # Candidates ranked (and sealed vectors opened) in a worker thread beyond this many (below,
 # the hop costs more).
-OFF_LOOP = 2000
+CANDIDATES_OFF_LOOP = 2000
 # At most this many are indexed by one search: more means the embedder changed (reindex).
 SEARCH_CATCH_UP = 2000
 
@@ -150,7 +151,7 @@ class Searcher:
             )
 
         # Many candidates are ranked in a worker thread, so that the event loop stays free.
-        hits = await _off_loop(len(candidates), rank)
+        hits = await off_loop(len(candidates), rank, past=CANDIDATES_OFF_LOOP)
         rows = await self._index.hit_rows([candidates.item_pks[hit.key] for hit in hits], scope)
         # An item whose owner key is destroyed (its session deleted since, or in a copy of
         # the database from before an erasure) is gone too.
@@ -265,25 +266,43 @@ class Searcher:
         from memory, or read and opened where missing (None also: the item is gone, even if
         its id names another item by now), and kept unless a removal came `since`."""
         model_id = self._indexer.indexed_as
-        vectors = await _off_loop(len(candidates), codec.vectors, candidates, model_id, since)
-        missing = await _off_loop(len(vectors), _unopened, vectors, candidates.has_vector)
+        vectors = await off_loop(
+            len(candidates), codec.vectors, candidates, model_id, since, past=CANDIDATES_OFF_LOOP
+        )
+        missing = await off_loop(
+            len(vectors), _unopened, vectors, candidates.has_vector, past=CANDIDATES_OFF_LOOP
+        )
         if missing:
             pks = [candidates.item_pks[i] for i in missing]
             stored = await self._index.vectors(pks, model_id)
             gone = await self._owners.load(
                 {candidates.kek_ids[i] for i in missing}, erased_too=True
             )
-            read = await _off_loop(len(missing), _with_stored, candidates, missing, stored, gone)
+            read = await off_loop(
+                len(missing),
+                _with_stored,
+                candidates,
+                missing,
+                stored,
+                gone,
+                past=CANDIDATES_OFF_LOOP,
+            )
             try:
-                opened = await _off_loop(len(read), codec.vectors, read, model_id, since)
+                opened = await off_loop(
+                    len(read), codec.vectors, read, model_id, since, past=CANDIDATES_OFF_LOOP
+                )
             except MissingOwnerKeys as destroyed:  # meanwhile, by another task of this store
                 kept = [
                     None if k in destroyed.key_ids else v
                     for k, v in zip(read.kek_ids, read.vectors, strict=True)
                 ]
                 left = read.take(range(len(read)), kept)
-                opened = await _off_loop(len(left), codec.vectors, left, model_id, since)
-            await _off_loop(len(missing), _placed, vectors, missing, opened)
+                opened = await off_loop(
+                    len(left), codec.vectors, left, model_id, since, past=CANDIDATES_OFF_LOOP
+                )
+            await off_loop(
+                len(missing), _placed, vectors, missing, opened, past=CANDIDATES_OFF_LOOP
+            )
         return vectors
 
 
@@ -309,9 +328,3 @@ def _with_stored(
     pks, wrapped, kek_ids = candidates.item_pks, candidates.wrapped_keys, candidates.kek_ids
     found = [None if kek_ids[i] in gone else stored.get((pks[i], wrapped[i])) for i in missing]
     return candidates.take(missing, found)
-
-
-async def _off_loop(size: int, work: Callable[..., T], *args: Any) -> T:
-    """`work(*args)` over `size` candidates: in a worker thread past `OFF_LOOP` of them (a
-    sealed store opens each vector: thousands would hold the event loop), else here."""
-    return await asyncio.to_thread(work, *args) if size > OFF_LOOP else work(*args)
