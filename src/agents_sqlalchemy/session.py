@@ -246,7 +246,8 @@ class StoreSession:
         """
         if (self._branch if branch_id is None else branch_id) == MAIN:
             return await self._live().conversation.check(self._key)
-        return check_history(await self._read_line(WHOLE, branch_id))
+        items = await self._read_line(WHOLE, branch_id)
+        return await off_loop(len(items), check_history, items)
 
     @traced("repair")
     async def repair(self) -> HistoryReport:

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..aio import off_loop
-from ..codec import counted, encode_item, encode_items
+from ..codec import Codec, counted, encode_item, encode_items
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
@@ -227,7 +227,8 @@ class Conversation:
         async def read(key: SessionKey) -> tuple[list[Any], Tail]:
             since = codec.removals
             tail = await self._compaction.tail(key, limit)
-            return [codec.item(key, stored, since) for stored in tail.stored], tail
+            opened = await off_loop(len(tail.stored), _opened, codec, key, tail.stored, since)
+            return opened, tail
 
         return await self._owners.reading(key, read)
 
@@ -308,7 +309,7 @@ class Conversation:
         `expires_at`); an answer made up for a call takes the call's."""
         for _ in range(REPAIR_ATTEMPTS):
             items, tail = await self.tail(key, WHOLE)
-            fix = repaired(items)
+            fix = await off_loop(len(items), repaired, items)
             users = [row.seq for row, item in zip(tail.stored, items, strict=True) if is_user(item)]
             if not fix.changed or await self.replace_tail(
                 key, tail, 0, fix.items, origins=fix.origins, users=users
@@ -319,6 +320,10 @@ class Conversation:
             "nothing was changed, try again",
             key.session_id,
         )
+
+
+def _opened(codec: Codec, key: SessionKey, stored: list[StoredItem], since: int) -> list[Any]:
+    return [codec.item(key, item, since) for item in stored]
 
 
 def batch_key_of(idempotency_key: str) -> str:
