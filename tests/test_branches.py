@@ -433,3 +433,41 @@ async def test_a_never_branched_summary_counts_in_the_database_as_it_opens(
             "is_current": True,
         }
     )
+
+
+async def test_roles_the_database_reads_agree_with_python(db_url: str) -> None:
+    """SQLite's JSON functions cut a text at a NUL: a role "user\\u0000" was counted as a
+    user message by the database's sum, not by Python's reading of the same items."""
+    odd = [
+        {"role": "user\u0000", "content": "a NUL in the role"},
+        {"role": "user", "content": "x\u0000y"},
+        {"role": ["user"], "content": "a list"},
+        {"role": "User", "content": "capitalised"},
+        {"content": {"role": "user"}},
+        {"role": "user", "content": "plain"},
+    ]
+    for key in (None, "a passphrase"):  # the database reads roles; Python opens them
+        tables = TableNames(prefix=f"roles_{key is None}_")
+        async with SessionStore(db_url, tables=tables, key=key, create_tables=True) as store:
+            session = store.session("odd")
+            await session.add_items(odd)
+            turns = await session.get_conversation_turns()
+            [main] = await session.list_branches()
+            assert len(turns) == main["user_turns"] == 2, key
+            assert list(await session.get_conversation_by_turns()) == [0, 1, 2], key
+
+
+async def test_turns_read_through_an_engine_that_streams_results(sqlite_url: str) -> None:
+    """An app's own engine with server-side cursors (`stream_results`): the rows of a
+    main line's turns were fetched from a worker thread, which cannot await the driver."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(sqlite_url).execution_options(stream_results=True)
+    try:
+        async with SessionStore(engine, create_tables=True, key="a passphrase") as store:
+            session = store.session("streamed")
+            await session.add_items(turn(1) + turn(2))
+            assert [t["turn"] for t in await session.get_conversation_turns()] == [1, 2]
+            assert [b["user_turns"] for b in await session.list_branches()] == [2]
+    finally:
+        await engine.dispose()

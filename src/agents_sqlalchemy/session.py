@@ -484,10 +484,19 @@ class StoreSession:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def _turns(self, branch_id: str | None, *, users_only: bool) -> list[Turn]:
+    async def _turns(
+        self,
+        branch_id: str | None,
+        *,
+        users_only: bool,
+        shape: Callable[[list[Turn]], list[Any]] | None = None,
+    ) -> list[Any]:
+        """A branch's items with their turns (`Turn`), or what `shape` makes of them."""
         branches = self._live().branches
-        found: list[Turn] = await self._on(
-            branch_id, lambda name: branches.turns(self._key, name, users_only=users_only), []
+        found: list[Any] = await self._on(
+            branch_id,
+            lambda name: branches.turns(self._key, name, users_only=users_only, shape=shape),
+            [],
         )
         return found
 
@@ -517,8 +526,8 @@ class StoreSession:
         self, branch_id: str | None = None
     ) -> dict[int, list[dict[str, str | None]]]:
         """Every item of a branch by user turn: its kind and the tool it calls, if any."""
-        rows = await self._turns(branch_id, users_only=False)
-        return await off_loop(len(rows), _by_turns, rows)
+        kinds = await self._turns(branch_id, users_only=False, shape=_kinds)
+        return await off_loop(len(kinds), _by_turns, kinds)
 
     @traced("get_tool_usage")
     async def get_tool_usage(
@@ -665,11 +674,18 @@ class StoreSession:
         return f"{type(self).__name__}({self.session_id!r})"
 
 
-def _by_turns(rows: list[Turn]) -> dict[int, list[dict[str, str | None]]]:
-    """Items by user turn: each one's kind and the tool it calls, if any."""
+def _kinds(rows: list[Turn]) -> list[tuple[int, dict[str, str | None]]]:
+    """Each item's turn, kind and the tool it calls, if any."""
+    return [(n, {"type": kind(item), "tool_name": tool_name(item)}) for n, _, _, item in rows]
+
+
+def _by_turns(
+    kinds: list[tuple[int, dict[str, str | None]]],
+) -> dict[int, list[dict[str, str | None]]]:
+    """`_kinds` by user turn."""
     grouped: dict[int, list[dict[str, str | None]]] = {}
-    for number, _, _, item in rows:
-        grouped.setdefault(number, []).append({"type": kind(item), "tool_name": tool_name(item)})
+    for number, described in kinds:
+        grouped.setdefault(number, []).append(described)
     return grouped
 
 

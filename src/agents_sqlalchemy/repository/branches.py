@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
-from sqlalchemy.engine import Connection, Result
+from sqlalchemy.engine import Connection
 
 from ..aio import off_the_loop
 from ..caches import add_bounded
@@ -94,10 +94,17 @@ class Branches:
         turns, counted = self._lines.counters(conn, session_pk)
         query = self._schema.item_columns().add_columns(items.c.created_at, items.c.expires_at)
         width = self._schema.width
+        # Which items are user messages: told by the database where it reads their JSON.
+        role = None if self._schema.sealed else self._lines.json_role(items.c.payload)
+        if role is not None:
+            query = query.add_columns(func.coalesce(role == "user", False))
 
-        def derived(rows: Result[Any]) -> list[BranchItem]:
+        def derived(rows: Sequence[Any]) -> list[BranchItem]:
             found = [(row, self._schema.stored_of(row)) for row in rows]
-            flags = opened([stored for _, stored in found])
+            if role is not None:
+                flags = [bool(row[width + 2]) for row, _ in found]
+            else:
+                flags = opened([stored for _, stored in found])
             held = sum(f for (_, item), f in zip(found, flags, strict=True) if item.seq <= counted)
             numbers = turn_numbers(flags, max(0, turns - held))
             return [
@@ -107,8 +114,10 @@ class Branches:
             ]
 
         # The rows are turned into items and opened in a worker thread on an async driver,
-        # whose unit of work runs on the event loop (a whole history held it for seconds).
-        rows = conn.execute(query.where(items.c.session_pk == session_pk).order_by(items.c.seq))
+        # whose unit of work runs on the event loop (a whole history held it for seconds);
+        # they are fetched here, where a server-side cursor (`stream_results`) can await.
+        where = items.c.session_pk == session_pk
+        rows = conn.execute(query.where(where).order_by(items.c.seq)).all()
         return off_the_loop(conn.dialect, derived, rows)
 
     def _branch_item(self, row: Any) -> BranchItem:

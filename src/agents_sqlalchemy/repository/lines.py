@@ -389,14 +389,15 @@ class Lines:
 
     def json_role(self, payload: Any) -> Any:
         """SQL for the `role` of an item's JSON text (as text), where the dialect reads every
-        JSON text the library stores: SQLite, and PostgreSQL once each escaped NUL is read
-        as another control character (its JSON functions refuse to de-escape `\\u0000`
-        anywhere in the text; `role` never holds one). Not MySQL or MariaDB, whose JSON
-        functions stop at 32 levels of nesting, where items may have 128: Python reads them."""
+        JSON text the library stores: SQLite and PostgreSQL, once each escaped NUL is read
+        as another control character (SQLite's JSON functions cut a text at a NUL, so that
+        a role "user\\u0000" read as "user"; PostgreSQL's refuse to de-escape `\\u0000`
+        anywhere in the text). Not MySQL or MariaDB, whose JSON functions stop at 32 levels
+        of nesting, where items may have 128: Python reads them."""
+        readable = func.replace(payload, "\\u0000", "\\u0001")
         if self._schema.db.dialect_name == "sqlite":
-            return func.json_extract(payload, "$.role")
+            return func.json_extract(readable, "$.role")
         if self._schema.db.dialect_name == "postgresql":
-            readable = func.replace(payload, "\\u0000", "\\u0001")
             return func.json_extract_path_text(cast(readable, JSON), "role")
         return None
 

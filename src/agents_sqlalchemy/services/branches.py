@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,10 @@ from .owners import Owners
 MAX_NAME = 255
 
 __all__ = ["GONE", "Branches", "Turn", "check_branch_name"]
+
+
+#: Items `Branches.turns` decodes at a time when it shapes them.
+TURN_SLICE = 1000
 
 
 def _opener(codec: Codec, key: SessionKey) -> Opened:
@@ -197,22 +202,37 @@ class Branches:
         await self._opener.ready()
         return await self._branches.other_summaries(key)
 
-    async def turns(self, key: SessionKey, branch: str, *, users_only: bool) -> list[Turn] | Gone:
-        """A branch's live items, decoded, with their user turns."""
+    async def turns(
+        self,
+        key: SessionKey,
+        branch: str,
+        *,
+        users_only: bool,
+        shape: Callable[[list[Turn]], list[Any]] | None = None,
+    ) -> list[Any] | Gone:
+        """A branch's live items, decoded, with their user turns; with `shape`, what it
+        makes of them, `TURN_SLICE` at a time: the decoded items of a slice are dropped
+        before the next is decoded (the garbage collector's full collections, which hold
+        every thread, walk only what is kept)."""
 
-        async def turns(key: SessionKey) -> list[Turn] | Gone:
+        async def turns(key: SessionKey) -> list[Any] | Gone:
             codec, opened = await self._codec(key)
             since = codec.removals
             found = await self._branches.line_items(key, branch, opened, users_only=users_only)
             if isinstance(found, Gone):
                 return found
 
-            def decoded() -> list[Turn]:
-                items = codec.items(key, [row.stored for row in found], since=since)
-                return [
-                    (r.turn, r.is_user, r.created_at, item)
-                    for r, item in zip(found, items, strict=True)
-                ]
+            def decoded() -> list[Any]:
+                out: list[Any] = []
+                for start in range(0, len(found), TURN_SLICE):
+                    part = found[start : start + TURN_SLICE]
+                    items = codec.items(key, [row.stored for row in part], since=since)
+                    made = [
+                        (r.turn, r.is_user, r.created_at, item)
+                        for r, item in zip(part, items, strict=True)
+                    ]
+                    out.extend(made if shape is None else shape(made))
+                return out
 
             return await off_loop(len(found), decoded)
 

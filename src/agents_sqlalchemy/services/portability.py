@@ -50,7 +50,6 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..aio import off_loop
 from ..codec import MAX_BATCH_BYTES, encode_item, utf8_size
 from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
@@ -67,8 +66,6 @@ FORMAT = "agents-sqlalchemy/user-export"
 VERSION = 1
 #: Items appended per transaction while importing.
 BATCH = 500
-# Item lines an export encodes at a time, off the event loop.
-ITEM_LINES = 1000
 USAGE_FIELDS = (
     "requests",
     "input_tokens",
@@ -220,20 +217,19 @@ class Portability:
         names = [(MAIN, None), *((s.name, s.created_at) for s in others)]
         lines = items = 0
         for name, created_at in names:
-            turns = await self._branches.turns(key, name, users_only=False)
+            # Encoded as the items are decoded, a slice at a time: only their lines are kept.
+            found = await self._branches.turns(key, name, users_only=False, shape=_item_lines)
             usage = await self._branches.turn_usage(key, name, None)
-            if turns is GONE or usage is GONE:  # deleted while exporting
+            if found is GONE or usage is GONE:  # deleted while exporting
                 continue
-            assert isinstance(turns, list) and isinstance(usage, list)
+            assert isinstance(found, list) and isinstance(usage, list)
             header: dict[str, Any] = {"type": "line", "name": name}
             header["created_at"] = _time(created_at)
-            header |= {"items": len(turns), "usage": usage}
+            header |= {"items": len(found), "usage": usage}
             yield _line(header), 0
-            for start in range(0, len(turns), ITEM_LINES):  # encoded a slice at a time
-                part = turns[start : start + ITEM_LINES]
-                for line in await off_loop(len(part), _item_lines, part):
-                    yield line, 1
-            lines, items = lines + 1, items + len(turns)
+            for line in found:
+                yield line, 1
+            lines, items = lines + 1, items + len(found)
         end = {"type": "end", "session_id": info.session_id, "lines": lines, "items": items}
         yield _line(end), 0
 
