@@ -26,6 +26,7 @@ from agents_sqlalchemy.search import (
     fuse,
     fusion_weight,
     literal_terms,
+    named_terms,
     pack_vectors,
     recency_scores,
 )
@@ -266,3 +267,10 @@ def test_items_tying_on_the_score_go_by_their_coverage_before_their_age() -> Non
         hits = fuse(keys, literal=literal, **signals)
         assert [hit.key for hit in hits][:2] == ["often", "once"], literal
         assert hits[0].score == hits[1].score
+
+
+def test_a_named_term_is_the_whole_one_a_url_without_its_scheme() -> None:
+    """A URL's first term was its scheme ("http"), which every item with a URL holds: a
+    query naming a URL no item held was ranked by keywords first."""
+    assert named_terms("was https://other.example.org down?") == {"other.example.org"}
+    assert named_terms("what was the cause of INC-81233?") == {"inc-81233"}

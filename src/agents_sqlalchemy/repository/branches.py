@@ -20,7 +20,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, TypeVar
@@ -99,7 +99,7 @@ class Branches:
         if role is not None:
             query = query.add_columns(func.coalesce(role == "user", False))
 
-        def derived(rows: Sequence[Any]) -> list[BranchItem]:
+        def derived(rows: Iterable[Any]) -> list[BranchItem]:
             found = [(row, self._schema.stored_of(row)) for row in rows]
             if role is not None:
                 flags = [bool(row[width + 2]) for row, _ in found]
@@ -114,11 +114,14 @@ class Branches:
             ]
 
         # The rows are turned into items and opened in a worker thread on an async driver,
-        # whose unit of work runs on the event loop (a whole history held it for seconds);
-        # they are fetched here, where a server-side cursor (`stream_results`) can await.
+        # whose unit of work runs on the event loop (a whole history held it for seconds).
+        # The driver has them all already, unless an app's engine streams results: a
+        # server-side cursor is read here, where it can await the driver.
         where = items.c.session_pk == session_pk
-        rows = conn.execute(query.where(where).order_by(items.c.seq)).all()
-        return off_the_loop(conn.dialect, derived, rows)
+        found = conn.execute(query.where(where).order_by(items.c.seq))
+        if conn.get_execution_options().get("stream_results"):
+            return derived(found.all())
+        return off_the_loop(conn.dialect, derived, found)
 
     def _branch_item(self, row: Any) -> BranchItem:
         width = self._schema.width

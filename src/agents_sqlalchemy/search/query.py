@@ -123,12 +123,16 @@ def literal_terms(query: str) -> tuple[str, ...]:
 
 
 def named_terms(query: str) -> frozenset[str]:
-    """The query's literal terms (`literal_terms`) as the keyword index holds each whole.
+    """The query's literal terms (`literal_terms`) as the keyword index holds each whole:
+    its longest term (a URL's without its scheme, which every URL holds).
 
     >>> sorted(named_terms("was INC-81233 about the RAM of Dana's laptop?"))
     ['dana', 'inc-81233', 'ram']
+    >>> sorted(named_terms("is https://status.example.com/incidents/42 down?"))
+    ['status.example.com/incidents/42']
     """
-    return frozenset(next(iter(term_counts(word)), "") for word in literal_terms(query)) - {""}
+    found = (term_counts(word.split("://", 1)[-1]) for word in literal_terms(query))
+    return frozenset(max(terms, key=len) for terms in found if terms)
 
 
 def _bare(word: str) -> str:
