@@ -457,17 +457,24 @@ async def test_roles_the_database_reads_agree_with_python(db_url: str) -> None:
             assert list(await session.get_conversation_by_turns()) == [0, 1, 2], key
 
 
-async def test_turns_read_through_an_engine_that_streams_results(sqlite_url: str) -> None:
-    """An app's own engine with server-side cursors (`stream_results`): the rows of a
-    main line's turns were fetched from a worker thread, which cannot await the driver."""
+async def test_an_engine_that_streams_results_is_refused(sqlite_url: str) -> None:
+    """An app's own engine with server-side cursors (`stream_results`, `yield_per`): its
+    rows cannot cross to the worker threads that process many of them (turns failed with
+    `MissingGreenlet`, a search too), and PostgreSQL failed every operation on one."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    engine = create_async_engine(sqlite_url).execution_options(stream_results=True)
+    from agents_sqlalchemy import ConfigurationError
+
+    engine = create_async_engine(sqlite_url)
     try:
-        async with SessionStore(engine, create_tables=True, key="a passphrase") as store:
-            session = store.session("streamed")
-            await session.add_items(turn(1) + turn(2))
-            assert [t["turn"] for t in await session.get_conversation_turns()] == [1, 2]
-            assert [b["user_turns"] for b in await session.list_branches()] == [2]
+        for option in ({"stream_results": True}, {"yield_per": 100}):
+            with pytest.raises(ConfigurationError, match="stream results"):
+                SessionStore(engine.execution_options(**option))
+            with pytest.raises(ConfigurationError, match="stream results"):
+                SessionStore(sqlite_url, engine_kwargs={"execution_options": option})
+        buffered = engine.execution_options(stream_results=False)
+        async with SessionStore(buffered, create_tables=True, key="a passphrase") as store:
+            await store.session("s").add_items(turn(1))
+            assert [t["turn"] for t in await store.session("s").get_conversation_turns()] == [1]
     finally:
         await engine.dispose()

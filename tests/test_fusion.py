@@ -274,3 +274,6 @@ def test_a_named_term_is_the_whole_one_a_url_without_its_scheme() -> None:
     query naming a URL no item held was ranked by keywords first."""
     assert named_terms("was https://other.example.org down?") == {"other.example.org"}
     assert named_terms("what was the cause of INC-81233?") == {"inc-81233"}
+    # The first term of a word, not its longest: the name, not a word beside it.
+    assert named_terms("ERR42(connection) again") == {"err42"}
+    assert named_terms("pin numpy==1.26.4") == {"numpy"}

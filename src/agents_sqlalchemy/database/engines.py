@@ -307,7 +307,20 @@ def engine_options(engine_kwargs: object) -> dict[str, Any]:
         return {}
     if not isinstance(engine_kwargs, dict):
         raise ConfigurationError(f"engine_kwargs must be a dict, got {engine_kwargs!r:.100}")
+    refuse_streaming(engine_kwargs.get("execution_options") or {}, "engine_kwargs")
     return dict(engine_kwargs)
+
+
+def refuse_streaming(options: Any, given: str) -> None:
+    """Refuse execution options that stream results (`stream_results`, `yield_per`): a
+    server-side cursor cannot cross to the worker threads that process many rows, nor
+    outlive the statement on PostgreSQL, where the store's units then failed."""
+    streaming = sorted(k for k in ("stream_results", "yield_per") if dict(options).get(k))
+    if streaming:
+        raise ConfigurationError(
+            f"the {given} stream results ({', '.join(streaming)}): the store reads rows "
+            "whole; give it an engine without that execution option"
+        )
 
 
 class EngineSource:
@@ -346,6 +359,7 @@ class EngineSource:
         if isinstance(url_or_engine, AsyncEngine):
             if engine_kwargs:
                 raise ConfigurationError("engine_kwargs apply only when the store makes the engine")
+            refuse_streaming(url_or_engine.get_execution_options(), "engine given")
             sqlite_pragmas(url_or_engine.sync_engine, lock_timeout=lock_timeout)
             self._given: AsyncEngine | None = url_or_engine
             self.url = url_or_engine.url

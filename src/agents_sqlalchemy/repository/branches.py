@@ -114,13 +114,10 @@ class Branches:
             ]
 
         # The rows are turned into items and opened in a worker thread on an async driver,
-        # whose unit of work runs on the event loop (a whole history held it for seconds).
-        # The driver has them all already, unless an app's engine streams results: a
-        # server-side cursor is read here, where it can await the driver.
+        # whose unit of work runs on the event loop (a whole history held it for seconds):
+        # the driver has them all already (an engine that streams results is refused).
         where = items.c.session_pk == session_pk
         found = conn.execute(query.where(where).order_by(items.c.seq))
-        if conn.get_execution_options().get("stream_results"):
-            return derived(found.all())
         return off_the_loop(conn.dialect, derived, found)
 
     def _branch_item(self, row: Any) -> BranchItem:

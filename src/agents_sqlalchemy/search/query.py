@@ -124,7 +124,7 @@ def literal_terms(query: str) -> tuple[str, ...]:
 
 def named_terms(query: str) -> frozenset[str]:
     """The query's literal terms (`literal_terms`) as the keyword index holds each whole:
-    its longest term (a URL's without its scheme, which every URL holds).
+    its first term (a URL's without its scheme, the first term of every URL).
 
     >>> sorted(named_terms("was INC-81233 about the RAM of Dana's laptop?"))
     ['dana', 'inc-81233', 'ram']
@@ -132,7 +132,7 @@ def named_terms(query: str) -> frozenset[str]:
     ['status.example.com/incidents/42']
     """
     found = (term_counts(word.split("://", 1)[-1]) for word in literal_terms(query))
-    return frozenset(max(terms, key=len) for terms in found if terms)
+    return frozenset(next(iter(terms)) for terms in found if terms)
 
 
 def _bare(word: str) -> str:
