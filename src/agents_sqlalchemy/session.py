@@ -534,8 +534,7 @@ class StoreSession:
         self, branch_id: str | None = None
     ) -> list[tuple[str | None, int, int]]:
         """(tool, calls, user turn) of a branch, by turn."""
-        rows = await self._turns(branch_id, users_only=False)
-        pairs = [(number, item) for number, _, _, item in rows]
+        pairs = await self._turns(branch_id, users_only=False, shape=_numbered)
         return await off_loop(len(pairs), tool_usage, pairs)
 
     # -- branches ---------------------------------------------------------------------------
@@ -672,6 +671,11 @@ class StoreSession:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r})"
+
+
+def _numbered(rows: list[Turn]) -> list[tuple[int, Any]]:
+    """Each item with its turn."""
+    return [(number, item) for number, _, _, item in rows]
 
 
 def _kinds(rows: list[Turn]) -> list[tuple[int, dict[str, str | None]]]:

@@ -95,7 +95,7 @@ class Branches:
         query = self._schema.item_columns().add_columns(items.c.created_at, items.c.expires_at)
         width = self._schema.width
         # Which items are user messages: told by the database where it reads their JSON.
-        role = None if self._schema.sealed else self._lines.json_role(items.c.payload)
+        role = self._lines.json_role(items.c.payload)
         if role is not None:
             query = query.add_columns(func.coalesce(role == "user", False))
 
@@ -218,7 +218,7 @@ class Branches:
         messages counted by the database where it reads their JSON, else opened here."""
         items = self._schema.items
         role = self._lines.json_role(items.c.payload)
-        if role is None or self._schema.sealed:
+        if role is None:
             main = self._derived_main(conn, session_pk, opened)
             users = sum(row.is_user for row in main)
             return [BranchSummary(MAIN, len(main), users, main[0].created_at)] if main else []

@@ -354,7 +354,7 @@ class Lines:
         after place `after`, derived in the database (a running count of user messages)."""
         items, refs = self._schema.items, self._schema.branch_items
         role = self.json_role(items.c.payload)
-        if role is None or self._schema.sealed:
+        if role is None:
             return None
         user = case((role == "user", 1), else_=0)
         newer = (items.c.session_pk == bindparam("session_pk"), items.c.seq > bindparam("after"))
@@ -388,12 +388,15 @@ class Lines:
         )
 
     def json_role(self, payload: Any) -> Any:
-        """SQL for the `role` of an item's JSON text (as text), where the dialect reads every
-        JSON text the library stores: SQLite and PostgreSQL, once each escaped NUL is read
-        as another control character (SQLite's JSON functions cut a text at a NUL, so that
-        a role "user\\u0000" read as "user"; PostgreSQL's refuse to de-escape `\\u0000`
-        anywhere in the text). Not MySQL or MariaDB, whose JSON functions stop at 32 levels
-        of nesting, where items may have 128: Python reads them."""
+        """SQL for the `role` of an item's JSON text (as text), where the items are plain
+        (a sealed store's have no JSON text: None) and the dialect reads every JSON text the
+        library stores: SQLite and PostgreSQL, once each escaped NUL is read as another
+        control character (SQLite's JSON functions cut a text at a NUL, so that a role
+        "user\\u0000" read as "user"; PostgreSQL's refuse to de-escape `\\u0000` anywhere
+        in the text). Not MySQL or MariaDB, whose JSON functions stop at 32 levels of
+        nesting, where items may have 128: Python reads them."""
+        if self._schema.sealed:
+            return None
         readable = func.replace(payload, "\\u0000", "\\u0001")
         if self._schema.db.dialect_name == "sqlite":
             return func.json_extract(readable, "$.role")
@@ -556,7 +559,7 @@ class Lines:
         row yet or branched (MySQL cannot read the table it updates in a subquery)."""
         items, main = self._schema.items, self._schema.branches
         role = self.json_role(items.c.payload)
-        if role is None or self._schema.sealed or self._schema.mysql:
+        if role is None or self._schema.mysql:
             return None
         added = (
             select(func.count())
@@ -592,7 +595,7 @@ class Lines:
         items = self._schema.items
         between = (items.c.session_pk == session_pk, items.c.seq > after, items.c.seq < before)
         role = self.json_role(items.c.payload)
-        if role is not None and not self._schema.sealed:
+        if role is not None:
             query = select(func.count()).where(*between, role == "user")
             return int(conn.execute(query).scalar_one())
         rows = conn.execute(self._schema.item_columns().where(*between).order_by(items.c.seq)).all()
