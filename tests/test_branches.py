@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agents_sqlalchemy import BranchError, ConfigurationError, SessionStore, TableNames
+from agents_sqlalchemy.repository.schema import ARRAY_ROWS
 
 from .support.clock import travel
 from .support.items import ALL, message
@@ -41,6 +42,39 @@ async def counts(url: str) -> dict[str, int]:
         [(count,)] = await raw_rows(url, f"SELECT COUNT(*) FROM {P}{table}")
         found[table] = int(str(count))
     return found
+
+
+@pytest.mark.parametrize("key", [None, "a passphrase"], ids=["plaintext", "encrypted"])
+async def test_the_turns_of_a_history_of_several_pages(db_url: str, key: str | None) -> None:
+    """PostgreSQL derives a long history's turns from its items read as arrays, `ARRAY_ROWS`
+    a statement: past one page, under the session's lock, so that a writer meanwhile is
+    seen whole or not at all. Every dialect numbers them alike."""
+    count = ARRAY_ROWS * 2 + 7
+
+    def item(n: int) -> dict[str, Any]:
+        return message(f"question {n}") if n % 3 == 0 else reply(f"answer {n}")
+
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("long", user_id="u")
+        for start in range(0, count, 20_000):
+            await session.add_items([item(n) for n in range(start, min(count, start + 20_000))])
+        more = turn(0)
+        by_turns, _ = await asyncio.gather(
+            session.get_conversation_by_turns(), session.add_items(more)
+        )
+        users = (count + 2) // 3  # the items 0, 3, 6, ... open a turn each
+        kinds = {n: [d["type"] for d in described] for n, described in by_turns.items()}
+        assert list(kinds)[:users] == list(range(1, users + 1))
+        assert all(kinds[n] == ["user", "assistant", "assistant"] for n in range(1, users))
+        assert kinds[users] == ["user"] + ["assistant"] * (count - 3 * (users - 1) - 1)
+        assert kinds.get(users + 1, ["user", "assistant"]) == ["user", "assistant"]
+        assert len(kinds) in (users, users + 1)
+        [main] = await session.list_branches()
+        assert (main["message_count"], main["user_turns"]) == (count + 2, users + 1)
+        asked = await session.get_conversation_turns()
+        assert [t["turn"] for t in asked[-2:]] == [users, users + 1]
+        assert asked[-1]["content"] == "question 0"
+        assert await session.get_tool_usage() == []
 
 
 async def test_a_session_that_never_branches_writes_nothing_else(db_url: str) -> None:

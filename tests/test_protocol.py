@@ -25,8 +25,7 @@ from agents_sqlalchemy import (
     SQLAlchemySession,
 )
 from agents_sqlalchemy.repository import schema as repository_module
-from agents_sqlalchemy.repository.items import page_rows
-from agents_sqlalchemy.repository.schema import ARRAY_ROWS, TAIL_LIMITS
+from agents_sqlalchemy.repository.schema import ARRAY_ROWS, TAIL_LIMITS, page_rows
 
 from .support.items import ALL, message, texts
 from .support.tables import raw_rows

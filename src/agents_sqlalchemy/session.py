@@ -48,6 +48,7 @@ from .turns import (
     matcher,
     preview,
     texts,
+    tool_calls,
     tool_name,
     tool_usage,
     usage_values,
@@ -526,16 +527,16 @@ class StoreSession:
         self, branch_id: str | None = None
     ) -> dict[int, list[dict[str, str | None]]]:
         """Every item of a branch by user turn: its kind and the tool it calls, if any."""
-        kinds = await self._turns(branch_id, users_only=False, shape=_kinds)
-        return await off_loop(len(kinds), _by_turns, kinds)
+        parts = await self._turns(branch_id, users_only=False, shape=_kinds)
+        return await off_loop(sum(map(len, parts)), _by_turns, parts)
 
     @traced("get_tool_usage")
     async def get_tool_usage(
         self, branch_id: str | None = None
     ) -> list[tuple[str | None, int, int]]:
         """(tool, calls, user turn) of a branch, by turn."""
-        pairs = await self._turns(branch_id, users_only=False, shape=_numbered)
-        return await off_loop(len(pairs), tool_usage, pairs)
+        calls = await self._turns(branch_id, users_only=False, shape=_tool_calls)
+        return await off_loop(len(calls), tool_usage, calls)
 
     # -- branches ---------------------------------------------------------------------------
 
@@ -673,23 +674,31 @@ class StoreSession:
         return f"{type(self).__name__}({self.session_id!r})"
 
 
-def _numbered(rows: list[Turn]) -> list[tuple[int, Any]]:
-    """Each item with its turn."""
-    return [(number, item) for number, _, _, item in rows]
+def _tool_calls(rows: list[Turn]) -> list[tuple[int, str, str | None]]:
+    """The items that call tools, as `tool_usage` counts them."""
+    return tool_calls((number, item) for number, _, _, item in rows)
 
 
-def _kinds(rows: list[Turn]) -> list[tuple[int, dict[str, str | None]]]:
-    """Each item's turn, kind and the tool it calls, if any."""
-    return [(n, {"type": kind(item), "tool_name": tool_name(item)}) for n, _, _, item in rows]
+def _kinds(rows: list[Turn]) -> list[dict[int, list[dict[str, str | None]]]]:
+    """Each item's kind and the tool it calls, if any, by user turn: one mapping for all
+    `rows` (a pair per item would hold the collector up, see `tool_calls`)."""
+    grouped: dict[int, list[dict[str, str | None]]] = {}
+    for number, _, _, item in rows:
+        grouped.setdefault(number, []).append({"type": kind(item), "tool_name": tool_name(item)})
+    return [grouped]
 
 
 def _by_turns(
-    kinds: list[tuple[int, dict[str, str | None]]],
+    parts: list[dict[int, list[dict[str, str | None]]]],
 ) -> dict[int, list[dict[str, str | None]]]:
-    """`_kinds` by user turn."""
+    """The `_kinds` of a line's slices, together."""
     grouped: dict[int, list[dict[str, str | None]]] = {}
-    for number, described in kinds:
-        grouped.setdefault(number, []).append(described)
+    for part in parts:
+        for number, described in part.items():
+            if number in grouped:  # a turn that spans two slices
+                grouped[number] += described
+            else:
+                grouped[number] = described
     return grouped
 
 

@@ -107,18 +107,33 @@ def tool_name(item: Any) -> str | None:
     return None
 
 
-def tool_usage(rows: Sequence[tuple[int, Any]]) -> list[tuple[str | None, int, int]]:
-    """(tool, calls, turn) for `(turn, item)` rows, by turn then tool name.
+def tool_calls(numbered: Iterable[tuple[int, Any]]) -> list[tuple[int, str, str | None]]:
+    """(turn, kind, tool) of each `(turn, item)` that calls a tool or answers a tool search:
+    what `tool_usage` counts, in tuples of text and numbers (the garbage collector stops
+    tracking those; it walks a pair holding an item at every full collection).
+
+    >>> tool_calls([(1, {"role": "user"}), (1, {"type": "function_call", "name": "f"})])
+    [(1, 'function_call', 'f')]
+    """
+    found = []
+    for turn, item in numbered:
+        item_kind = kind(item)
+        if item_kind in TOOL_CALLS or item_kind == "tool_search_output":
+            found.append((turn, item_kind, tool_name(item)))
+    return found
+
+
+def tool_usage(calls: Sequence[tuple[int, str, str | None]]) -> list[tuple[str | None, int, int]]:
+    """(tool, calls, turn) for the `tool_calls` of a line, by turn then tool name.
 
     Every call counts once; a tool-search output counts only when its turn has no
     tool-search call of its own (an output-only history still shows the search).
     """
     counts: Counter[tuple[int, str | None]] = Counter()
-    searched = {turn for turn, item in rows if kind(item) == "tool_search_call"}
-    for turn, item in rows:
-        item_kind = kind(item)
-        if item_kind in TOOL_CALLS or (item_kind == "tool_search_output" and turn not in searched):
-            counts[(turn, tool_name(item))] += 1
+    searched = {turn for turn, item_kind, _ in calls if item_kind == "tool_search_call"}
+    for turn, item_kind, name in calls:
+        if item_kind != "tool_search_output" or turn not in searched:
+            counts[(turn, name)] += 1
     ordered = sorted(counts.items(), key=lambda entry: (entry[0][0], entry[0][1] or ""))
     return [(name, count, turn) for (turn, name), count in ordered]
 

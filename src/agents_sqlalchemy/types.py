@@ -262,14 +262,34 @@ class Unindexed:
     stored: StoredItem
 
 
-class BranchItem(NamedTuple):
-    """One item of a branch as read back: its user turn, whether it opens that turn (a user
-    message), when it was written, and the stored item."""
+class LineItems(NamedTuple):
+    """A line's live items in order, as read back: a list per column, so a long history
+    makes one object per item (its row) where the garbage collector's full collections,
+    which hold every thread, would otherwise walk several.
 
-    turn: int
-    is_user: bool
-    created_at: datetime
-    stored: StoredItem
+    Item `i` is `rows[i]`, laid out like `StoredItem`; `turns[i]`, its user turn;
+    `users[i]`, whether it opens that turn (a user message); `created[i]`, when it was
+    written."""
+
+    rows: list[tuple[Any, ...]]
+    turns: list[int]
+    users: list[bool]
+    created: list[datetime]
+
+    def only_users(self) -> LineItems:
+        """The user messages alone."""
+        return self.picked([i for i, user in enumerate(self.users) if user])
+
+    def picked(self, kept: Iterable[int]) -> LineItems:
+        """The items at places `kept`, in that order."""
+        rows, turns, users, created = self
+        line = LineItems([], [], [], [])
+        for i in kept:
+            line.rows.append(rows[i])
+            line.turns.append(turns[i])
+            line.users.append(users[i])
+            line.created.append(created[i])
+        return line
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from functools import cached_property
+from functools import cached_property, partial
+from itertools import chain
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 
 from ..aio import off_the_loop
 from ..caches import add_bounded
 from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
 from ..turns import MAIN, is_user, turn_numbers
-from ..types import BranchItem, BranchSummary, NewItem, SessionKey, StoredItem
+from ..types import BranchSummary, LineItems, NewItem, SessionKey, StoredItem
 from .lines import (
     GONE,
     Gone,
@@ -45,8 +47,8 @@ from .lines import (
     count_again,
     inserted,
 )
-from .prepared import Prepared
-from .schema import Schema, built_rows
+from .prepared import Prepared, prepared
+from .schema import ARRAY_ROWS, MorePages, Schema, built_rows, page_rows
 
 T = TypeVar("T")
 #: How many times a pop without the lock reads again after a write got in before it.
@@ -86,45 +88,101 @@ class Branches:
         )
         return query.where(refs.c.is_user) if users_only else query
 
-    def _derived_main(self, conn: Connection, session_pk: int, opened: Opened) -> list[BranchItem]:
+    def _derived_main(
+        self, conn: Connection, session_pk: int, opened: Opened, *, locked: bool
+    ) -> LineItems:
         """The main line's live items with their turns, derived in memory (numbered over
         every item, expired ones too, after the turns purged: as the stored structure
-        numbers them, see `Lines.offset`)."""
-        items, now = self._schema.items, self._schema.now()
+        numbers them, see `Lines.offset`). `locked`: under the session's lock (else a read
+        in more than one page raises `MorePages`)."""
+        now, width = self._schema.now(), self._schema.width - 1  # a `StoredItem`'s columns
+        flagged = len(self._main_columns) > width + 2
         turns, counted = self._lines.counters(conn, session_pk)
-        query = self._schema.item_columns().add_columns(items.c.created_at, items.c.expires_at)
-        width = self._schema.width
-        # Which items are user messages: told by the database where it reads their JSON.
-        role = self._lines.json_role(items.c.payload)
-        if role is not None:
-            query = query.add_columns(func.coalesce(role == "user", False))
+        if self._schema.db.dialect_name == "postgresql":
+            found: Iterable[Any] = self._main_pages(conn, session_pk, locked)
+        else:
+            items = self._schema.items
+            query = select(*self._main_columns).where(items.c.session_pk == session_pk)
+            found = conn.execute(query.order_by(items.c.seq))
 
-        def derived(rows: Iterable[Any]) -> list[BranchItem]:
-            found = [(row, self._schema.stored_of(row)) for row in rows]
-            if role is not None:
-                flags = [bool(row[width + 2]) for row, _ in found]
-            else:
-                flags = opened([stored for _, stored in found])
-            held = sum(f for (_, item), f in zip(found, flags, strict=True) if item.seq <= counted)
-            numbers = turn_numbers(flags, max(0, turns - held))
-            return [
-                BranchItem(turn, flag, row[width], stored)
-                for (row, stored), flag, turn in zip(found, flags, numbers, strict=True)
-                if row[width + 1] is None or row[width + 1] > now
-            ]
+        def derived(found: Iterable[Any]) -> LineItems:
+            rows, created, ends, flags = [], [], [], []
+            for row in found:
+                rows.append(row[:width])
+                created.append(row[width])
+                ends.append(row[width + 1])
+                if flagged:
+                    flags.append(bool(row[width + 2]))
+            if not flagged:
+                flags = opened(rows)
+            held = sum(flag for row, flag in zip(rows, flags, strict=True) if row[0] <= counted)
+            line = LineItems(rows, turn_numbers(flags, max(0, turns - held)), flags, created)
+            if all(end is None or end > now for end in ends):
+                return line
+            return line.picked(i for i, end in enumerate(ends) if end is None or end > now)
 
         # The rows are turned into items and opened in a worker thread on an async driver,
         # whose unit of work runs on the event loop (a whole history held it for seconds):
         # the driver has them all already (an engine that streams results is refused).
-        where = items.c.session_pk == session_pk
-        found = conn.execute(query.where(where).order_by(items.c.seq))
         return off_the_loop(conn.dialect, derived, found)
 
-    def _branch_item(self, row: Any) -> BranchItem:
-        width = self._schema.width
-        return BranchItem(
-            row[width], bool(row[width + 1]), row[width + 2], self._schema.stored_of(row)
+    @cached_property
+    def _main_columns(self) -> list[Any]:
+        """What `_derived_main` reads of each item: its `StoredItem` columns, when it was
+        written and expires, and whether it is a user message where the database reads its
+        JSON (`Lines.json_role`)."""
+        items = self._schema.items
+        stored = self._schema.item_columns(with_id=False).selected_columns
+        columns = [*stored, items.c.created_at, items.c.expires_at]
+        role = self._lines.json_role(items.c.payload)
+        if role is not None:
+            columns.append(func.coalesce(role == "user", False).label("is_user"))
+        return columns
+
+    def _main_pages(self, conn: Connection, session_pk: int, locked: bool) -> Iterable[Any]:
+        """PostgreSQL: the rows of `_main_columns`, read in pages of an array per column
+        (asyncpg then makes no record per row: see `Statements.read_page`), made as they
+        are iterated. More than one page, not `locked`: `MorePages`."""
+        pages: list[Any] = []
+        after = -1
+        while True:
+            [arrays] = self._main_page.run(conn, {"session_pk": session_pk, "after": after})
+            if arrays[0] is None:
+                break
+            pages.append(arrays)
+            if len(arrays[0]) < ARRAY_ROWS:
+                break
+            if not locked:
+                raise MorePages()
+            after = max(arrays[0])
+        return chain.from_iterable(map(page_rows, pages))
+
+    @prepared
+    def _main_page(self) -> ClauseElement:
+        """`_main_pages`' statement: the next `ARRAY_ROWS` items after place `after`."""
+        items = self._schema.items
+        page = (
+            select(*self._main_columns)
+            .where(
+                items.c.session_pk == bindparam("session_pk", type_=items.c.session_pk.type),
+                items.c.seq > bindparam("after", type_=items.c.seq.type),
+            )
+            .order_by(items.c.seq)
+            .limit(ARRAY_ROWS)
+            .subquery()
         )
+        return select(*map(func.array_agg, page.c))
+
+    def _line_columns(self, found: Iterable[Any]) -> LineItems:
+        """Rows of `_line_items` as `LineItems`."""
+        width = self._schema.width
+        line = LineItems([], [], [], [])
+        for row in found:
+            line.rows.append(row[1:width])
+            line.turns.append(row[width])
+            line.users.append(bool(row[width + 1]))
+            line.created.append(row[width + 2])
+        return line
 
     async def read_branch(self, key: SessionKey, name: str, limit: int | None) -> list[Any] | Gone:
         """A branch's live items in order (the latest `limit`), as rows laid out like
@@ -184,44 +242,60 @@ class Branches:
 
     async def line_items(
         self, key: SessionKey, name: str, opened: Opened, *, users_only: bool = False
-    ) -> list[BranchItem] | Gone:
+    ) -> LineItems | Gone:
         """Every live item of a branch (main included) with its turn, or `GONE`."""
 
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[BranchItem]:
+        def work(conn: Connection, session_pk: Any, branch_pk: Any, locked: bool) -> LineItems:
             if branch_pk is None:
-                found = self._derived_main(conn, session_pk, opened) if session_pk else []
-                return [row for row in found if row.is_user or not users_only]
+                if not session_pk:
+                    return LineItems([], [], [], [])
+                found = self._derived_main(conn, session_pk, opened, locked=locked)
+                return found.only_users() if users_only else found
             query = self._line_items(branch_pk, users_only=users_only)
-            rows = conn.execute(query.order_by(self._schema.branch_items.c.seq)).all()
-            return [self._branch_item(row) for row in rows]
+            rows = conn.execute(query.order_by(self._schema.branch_items.c.seq))
+            return off_the_loop(conn.dialect, self._line_columns, rows)
 
-        return await self._lines.on_line(key, name, work, opened)
+        return await self._on_main(key, name, work, opened)
 
     async def branch_summaries(self, key: SessionKey, opened: Opened) -> list[BranchSummary]:
         """The branches that hold live items, main first if it does, then by creation."""
 
-        def work(conn: Connection, session_pk: Any, main_pk: Any) -> list[BranchSummary]:
+        def work(
+            conn: Connection, session_pk: Any, main_pk: Any, locked: bool
+        ) -> list[BranchSummary]:
             if session_pk is None:
                 return []
             if main_pk is None:  # never branched: main only
-                return self._unbranched_summary(conn, session_pk, opened)
+                return self._unbranched_summary(conn, session_pk, opened, locked)
             found = self._summaries(conn, session_pk)
             found.insert(0, self._main_summary(conn, session_pk, main_pk))
             return [summary for summary in found if summary.items]
 
-        return await self._lines.on_line(key, MAIN, work, opened)
+        return await self._on_main(key, MAIN, work, opened)
+
+    async def _on_main(
+        self, key: SessionKey, name: str, work: Callable[..., T], opened: Opened
+    ) -> T:
+        """`Lines.on_line` for `work(conn, session_pk, branch_pk, locked)`, which may derive
+        the main line: again under the session's share lock if that took more than a page."""
+        try:
+            return await self._lines.on_line(key, name, partial(work, locked=False), opened)
+        except MorePages:
+            locked = partial(work, locked=True)
+            return await self._lines.on_line(key, name, locked, opened, shared=True)
 
     def _unbranched_summary(
-        self, conn: Connection, session_pk: int, opened: Opened
+        self, conn: Connection, session_pk: int, opened: Opened, locked: bool
     ) -> list[BranchSummary]:
         """The main line of a session never branched, if it holds live items: its user
         messages counted by the database where it reads their JSON, else opened here."""
         items = self._schema.items
         role = self._lines.json_role(items.c.payload)
         if role is None:
-            main = self._derived_main(conn, session_pk, opened)
-            users = sum(row.is_user for row in main)
-            return [BranchSummary(MAIN, len(main), users, main[0].created_at)] if main else []
+            main = self._derived_main(conn, session_pk, opened, locked=locked)
+            if not main.rows:
+                return []
+            return [BranchSummary(MAIN, len(main.rows), sum(main.users), main.created[0])]
         held = func.coalesce(func.sum(case((role == "user", 1), else_=0)), 0)
         count, user_count, first = conn.execute(
             select(func.count(), held, func.min(items.c.created_at)).where(

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import cached_property
-from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import bindparam, delete, exists, func, select, update
@@ -25,26 +24,10 @@ from sqlalchemy.engine import Connection
 from ..caches import add_bounded
 from ..types import NewItem, SessionKey, StoredItem, owner_of
 from .prepared import Prepared
-from .schema import ARRAY_ROWS, SMALL, Schema, built_rows
+from .schema import ARRAY_ROWS, SMALL, MorePages, Schema, built_rows, page_rows
 
 #: Sessions whose next place a sealed store remembers, for one-statement appends.
 PLACES_REMEMBERED = 10_000
-
-
-def page_rows(arrays: Sequence[Any], sealed: bool) -> list[tuple[Any, ...]]:
-    """A page of PostgreSQL's full read (`Statements.read_page`: an array per column, a
-    sealed page's followed by the owner) as rows laid out like `StoredItem`, by place. The
-    arrays take the rows in one order, which the statement does not promise to be by
-    place: sorted here if it is not."""
-    seqs = arrays[0]
-    rows = list(zip(*(arrays[:-1] if sealed else arrays), strict=True))
-    if seqs != sorted(seqs):
-        rows.sort(key=itemgetter(0))
-    return rows
-
-
-class _MorePages(Exception):
-    """A full read found more than one page of items outside the session's lock."""
 
 
 class Items:
@@ -147,7 +130,7 @@ class Items:
             return await self._schema.db.read(
                 lambda conn: self._read(conn, key, limit, current_kek), small=small
             )
-        except _MorePages:  # read again under the session's lock: the pages then agree
+        except MorePages:  # read again under the session's lock: the pages then agree
             return await self._schema.db.write(
                 lambda conn: self._read(conn, key, limit, current_kek, locked=True),
                 session_id=key.session_id,
@@ -167,7 +150,7 @@ class Items:
         sealed = self._schema.sealed
         if limit is None and (page := self._schema.statements.read_page) is not None:
             if locked:
-                conn.execute(self._share_lock, {"session_hash": key.hash})
+                self._schema.share_lock(conn, key)
             rows: list[Any] = []
             while True:  # one statement, unless the session holds more than a page
                 [arrays] = page.run(conn, params | {"after": rows[-1][0] if rows else -1})
@@ -179,7 +162,7 @@ class Items:
                 if len(arrays[0]) < ARRAY_ROWS:
                     break
                 if not locked:
-                    raise _MorePages()
+                    raise MorePages()
             return key, rows
         if limit is None:
             return self._schema.owned(conn, key), self._schema.statements.read_all.run(conn, params)
@@ -188,13 +171,6 @@ class Items:
             width = len(StoredItem._fields)
             return self._schema.with_owner(key, rows[0][width]), [row[:width] for row in rows[::-1]]
         return key, rows[::-1]
-
-    @cached_property
-    def _share_lock(self) -> Any:
-        """Holds the session's writers off while a read of many pages runs."""
-        sessions = self._schema.sessions
-        found = select(sessions.c.id).where(sessions.c.session_hash == bindparam("session_hash"))
-        return found.with_for_update(read=True)
 
     async def clear(self, key: SessionKey) -> int:
         """Delete every item of the session (the session row stays); return how many."""

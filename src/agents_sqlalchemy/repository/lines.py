@@ -67,7 +67,7 @@ from .schema import IMPORTING, MAX_SEQ, Schema
 
 T = TypeVar("T")
 #: Decodes stored items of a session and says which are user messages.
-Opened = Callable[[list[StoredItem]], list[bool]]
+Opened = Callable[[Sequence[Sequence[Any]]], list[bool]]
 #: Work on one line: (connection, session pk or None, branch pk or None) -> result.
 LineWork = Callable[[Connection, Any, Any], T]
 
@@ -414,7 +414,13 @@ class Lines:
         return session_pk, main_pk
 
     async def on_line(
-        self, key: SessionKey, name: str, work: LineWork[T], opened: Opened | None
+        self,
+        key: SessionKey,
+        name: str,
+        work: LineWork[T],
+        opened: Opened | None,
+        *,
+        shared: bool = False,
     ) -> T:
         """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
 
@@ -423,9 +429,14 @@ class Lines:
         never branched has none, and a read writes none: `work` gets a None main pk (and a
         None session pk for a session that holds nothing yet). Without `opened`, `work` gets
         main's row whenever there is one (it holds the main line's usage).
+
+        `shared`: in a transaction under the session's share lock, where all that `work`
+        reads agrees (as a read in pages needs: `MorePages`).
         """
 
         def attempt(conn: Connection) -> Any:
+            if shared:
+                self._schema.share_lock(conn, key)
             session_pk = conn.execute(self._schema.session_pk(key)).scalar_one_or_none()
             if name != MAIN or not opened:
                 branch_pk = self.branch_pk(conn, session_pk, name) if session_pk else None
@@ -443,7 +454,10 @@ class Lines:
             assert opened is not None
             return work(conn, *self._fresh_main(conn, key, opened))
 
-        result: T = await self._schema.db.read(attempt)
+        if shared:
+            result: T = await self._schema.db.write(attempt, session_id=key.session_id)
+        else:
+            result = await self._schema.db.read(attempt)
         if result is _STALE:
             return await self._schema.db.write(refresh, session_id=key.session_id)
         return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
+from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import (
@@ -111,6 +112,25 @@ class Claimed(NamedTuple):
 #: Values per array at most where PostgreSQL reads many rows as arrays: asyncpg decodes a
 #: row at once, on the event loop (16,384 strings: a few ms), and a value holds 1 GB at most.
 ARRAY_ROWS = 16384
+
+
+class MorePages(Exception):
+    """A read in pages (`ARRAY_ROWS` rows each) found more than one outside the session's
+    lock: read it again under the lock (`Schema.share_lock`), so that the pages agree."""
+
+
+def page_rows(arrays: Sequence[Any], sealed: bool = False) -> list[tuple[Any, ...]]:
+    """A page read as an array per column (`Statements.read_page`: a sealed page's followed
+    by the owner), its first column the place, as rows in order of place. The arrays take
+    the rows in one order, which the statement does not promise to be by place: sorted
+    here if it is not."""
+    seqs = arrays[0]
+    rows = list(zip(*(arrays[:-1] if sealed else arrays), strict=True))
+    if seqs != sorted(seqs):
+        rows.sort(key=itemgetter(0))
+    return rows
+
+
 #: How many different `get_items(limit=n)` limits get a read of their own (`read_tail`).
 TAIL_LIMITS = 16
 #: Past every place: the end of a session's range in the `(session_pk, seq)` index.
@@ -366,6 +386,17 @@ class Schema:
     def session_pk(self, key: SessionKey) -> Any:
         """A select of the session's row id, by its hash."""
         return select(self.sessions.c.id).where(self.sessions.c.session_hash == key.hash)
+
+    def share_lock(self, conn: Connection, key: SessionKey) -> None:
+        """Hold the session's writers off until this transaction ends (each takes its row's
+        lock): the reads after it agree with each other, as one snapshot would."""
+        self._share_lock.run(conn, {"session_hash": key.hash})
+
+    @prepared
+    def _share_lock(self) -> ClauseElement:
+        sessions = self.sessions
+        found = select(sessions.c.id).where(sessions.c.session_hash == bindparam("session_hash"))
+        return found.with_for_update(read=True)
 
     def claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.

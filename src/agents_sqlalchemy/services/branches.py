@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,13 +39,21 @@ MAX_NAME = 255
 __all__ = ["GONE", "Branches", "Turn", "check_branch_name"]
 
 
-#: Items `Branches.turns` decodes at a time when it shapes them.
+#: Items `Branches.turns` decodes at a time (and an opener, to tell user messages).
 TURN_SLICE = 1000
 
 
 def _opener(codec: Codec, key: SessionKey) -> Opened:
     since = codec.removals  # before the rows are fetched (`Codec.items`)
-    return lambda stored: [is_user(item) for item in codec.items(key, stored, since=since)]
+
+    def opened(stored: Sequence[Sequence[Any]]) -> list[bool]:  # a slice at a time, as `turns`
+        return [
+            is_user(item)
+            for start in range(0, len(stored), TURN_SLICE)
+            for item in codec.items(key, stored[start : start + TURN_SLICE], since=since)
+        ]
+
+    return opened
 
 
 class Branches:
@@ -224,17 +232,15 @@ class Branches:
 
             def decoded() -> list[Any]:
                 out: list[Any] = []
-                for start in range(0, len(found), TURN_SLICE):
-                    part = found[start : start + TURN_SLICE]
-                    items = codec.items(key, [row.stored for row in part], since=since)
-                    made = [
-                        (r.turn, r.is_user, r.created_at, item)
-                        for r, item in zip(part, items, strict=True)
-                    ]
+                rows, turns, users, created = found
+                for start in range(0, len(rows), TURN_SLICE):
+                    part = slice(start, start + TURN_SLICE)
+                    items = codec.items(key, rows[part], since=since)
+                    made = list(zip(turns[part], users[part], created[part], items, strict=True))
                     out.extend(made if shape is None else shape(made))
                 return out
 
-            return await off_loop(len(found), decoded)
+            return await off_loop(len(found.rows), decoded)
 
         return await self._owners.reading(key, turns)
 
