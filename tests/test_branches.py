@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents_sqlalchemy import BranchError, ConfigurationError, SessionStore, TableNames
-from agents_sqlalchemy.repository.schema import ARRAY_ROWS
+from agents_sqlalchemy.repository.branches import MAIN_PAGE
 
 from .support.clock import travel
 from .support.items import ALL, message
@@ -46,18 +46,17 @@ async def counts(url: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("key", [None, "a passphrase"], ids=["plaintext", "encrypted"])
 async def test_the_turns_of_a_history_of_several_pages(db_url: str, key: str | None) -> None:
-    """PostgreSQL derives a long history's turns from its items read as arrays, `ARRAY_ROWS`
+    """PostgreSQL derives a long history's turns from its items read as arrays, `MAIN_PAGE`
     a statement: past one page, under the session's lock, so that a writer meanwhile is
     seen whole or not at all. Every dialect numbers them alike."""
-    count = ARRAY_ROWS * 2 + 7
+    count = MAIN_PAGE * 2 + 7
 
     def item(n: int) -> dict[str, Any]:
         return message(f"question {n}") if n % 3 == 0 else reply(f"answer {n}")
 
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         session = store.session("long", user_id="u")
-        for start in range(0, count, 20_000):
-            await session.add_items([item(n) for n in range(start, min(count, start + 20_000))])
+        await session.add_items([item(n) for n in range(count)])
         more = turn(0)
         by_turns, _ = await asyncio.gather(
             session.get_conversation_by_turns(), session.add_items(more)
