@@ -74,6 +74,22 @@ async def test_the_turns_of_a_history_of_several_pages(db_url: str, key: str | N
         assert [t["turn"] for t in asked[-2:]] == [users, users + 1]
         assert asked[-1]["content"] == "question 0"
         assert await session.get_tool_usage() == []
+        # A branch, and main once branched, read their turns from references, as pages too.
+        main_kinds = {
+            n: [d["type"] for d in found]
+            for n, found in (await session.get_conversation_by_turns()).items()
+        }
+        await session.create_branch_from_turn(users, "late")
+        on_branch, _ = await asyncio.gather(
+            session.get_conversation_by_turns(), session.add_items(turn(1))
+        )
+        assert list(on_branch)[: users - 1] == list(range(1, users))
+        assert all(len(on_branch[n]) == 3 for n in range(1, users))
+        assert len(on_branch) in (users - 1, users)
+        assert [d["type"] for d in on_branch.get(users, [{"type": "user"}])][0] == "user"
+        assert [t["turn"] for t in await session.get_conversation_turns()][-1] == users
+        by_main = await session.get_conversation_by_turns("main")
+        assert {n: [d["type"] for d in found] for n, found in by_main.items()} == main_kinds
 
 
 async def test_a_session_that_never_branches_writes_nothing_else(db_url: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql import ClauseElement, Select
 
 from ..aio import off_the_loop
 from ..caches import add_bounded
@@ -103,7 +103,8 @@ class Branches:
         flagged = len(self._main_columns) > width + 2
         turns, counted = self._lines.counters(conn, session_pk)
         if self._schema.db.dialect_name == "postgresql":
-            found: Iterable[Any] = self._main_pages(conn, session_pk, locked)
+            params = {"session_pk": session_pk}
+            found: Iterable[Any] = self._pages(conn, self._main_page, params, locked)
         else:
             items = self._schema.items
             query = select(*self._main_columns).where(items.c.session_pk == session_pk)
@@ -143,14 +144,17 @@ class Branches:
             columns.append(func.coalesce(role == "user", False).label("is_user"))
         return columns
 
-    def _main_pages(self, conn: Connection, session_pk: int, locked: bool) -> Iterable[Any]:
-        """PostgreSQL: the rows of `_main_columns`, read in pages of an array per column
-        (asyncpg then makes no record per row: see `Statements.read_page`), made as they
-        are iterated. More than one page, not `locked`: `MorePages`."""
+    def _pages(
+        self, conn: Connection, page: Prepared, params: dict[str, Any], locked: bool
+    ) -> Iterable[Any]:
+        """PostgreSQL: the rows `page` reads, a page at a time (`MAIN_PAGE` rows from the
+        place `after`, as an array per column, the first the place: asyncpg then makes no
+        record per row, see `Statements.read_page`), made as they are iterated. More than
+        one page, not `locked`: `MorePages`."""
         pages: list[Any] = []
         after = -1
         while True:
-            [arrays] = self._main_page.run(conn, {"session_pk": session_pk, "after": after})
+            [arrays] = page.run(conn, params | {"after": after})
             if arrays[0] is None:
                 break
             pages.append(arrays)
@@ -163,22 +167,31 @@ class Branches:
 
     @prepared
     def _main_page(self) -> ClauseElement:
-        """`_main_pages`' statement: the next `MAIN_PAGE` items after place `after`."""
+        """The `_pages` of the main line's `_main_columns`, by the items' places."""
         items = self._schema.items
-        page = (
-            select(*self._main_columns)
+        where = items.c.session_pk == bindparam("session_pk", type_=items.c.session_pk.type)
+        return _arrays(select(*self._main_columns).where(where), items.c.seq)
+
+    @cached_property
+    def _line_pages(self) -> tuple[Prepared, Prepared]:
+        """The `_pages` of a branch's live items, by the places of its references, each
+        the place, then as `_line_items` lays it out past its id: all, or user messages."""
+        items, refs = self._schema.items, self._schema.branch_items
+        stored = self._schema.item_columns(with_id=False).selected_columns
+        now = bindparam("now", type_=items.c.expires_at.type)
+        line = (
+            select(refs.c.seq, *stored, refs.c.turn, refs.c.is_user, items.c.created_at)
+            .select_from(items.join(refs, refs.c.item_pk == items.c.id))
             .where(
-                items.c.session_pk == bindparam("session_pk", type_=items.c.session_pk.type),
-                items.c.seq > bindparam("after", type_=items.c.seq.type),
+                refs.c.branch_pk == bindparam("branch_pk", type_=refs.c.branch_pk.type),
+                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
             )
-            .order_by(items.c.seq)
-            .limit(MAIN_PAGE)
-            .subquery()
         )
-        return select(*map(func.array_agg, page.c))
+        users = line.where(refs.c.is_user)
+        return Prepared(_arrays(line, refs.c.seq)), Prepared(_arrays(users, refs.c.seq))
 
     def _line_columns(self, found: Iterable[Any]) -> LineItems:
-        """Rows of `_line_items` as `LineItems`."""
+        """Rows of `_line_items` (or of `_line_pages`) as `LineItems`."""
         width = self._schema.width
         line = LineItems([], [], [], [])
         for row in found:
@@ -255,8 +268,13 @@ class Branches:
                     return LineItems([], [], [], [])
                 found = self._derived_main(conn, session_pk, opened, locked=locked)
                 return found.only_users() if users_only else found
-            query = self._line_items(branch_pk, users_only=users_only)
-            rows = conn.execute(query.order_by(self._schema.branch_items.c.seq))
+            rows: Iterable[Any]
+            if self._schema.db.dialect_name == "postgresql":
+                params = {"branch_pk": branch_pk, "now": self._schema.now()}
+                rows = self._pages(conn, self._line_pages[users_only], params, locked)
+            else:
+                query = self._line_items(branch_pk, users_only=users_only)
+                rows = conn.execute(query.order_by(self._schema.branch_items.c.seq))
             return off_the_loop(conn.dialect, self._line_columns, rows)
 
         return await self._on_main(key, name, work, opened)
@@ -746,3 +764,11 @@ class Branches:
             return True
 
         return await self._schema.db.write(work, session_id=key.session_id)
+
+
+def _arrays(query: Select[Any], place: Any) -> Select[Any]:
+    """`query`'s next `MAIN_PAGE` rows after `place` `after`, in one row of an array per
+    column (see `Branches._pages`)."""
+    after = bindparam("after", type_=place.type)
+    page = query.where(place > after).order_by(place).limit(MAIN_PAGE).subquery()
+    return select(*map(func.array_agg, page.c))
