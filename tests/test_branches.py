@@ -9,9 +9,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.util import await_only
 
 from agents_sqlalchemy import BranchError, ConfigurationError, SessionStore, TableNames
+from agents_sqlalchemy.repository import prepared
 from agents_sqlalchemy.repository.branches import MAIN_PAGE
+from agents_sqlalchemy.repository.schema import ARRAY_ROWS
 
 from .support.clock import travel
 from .support.items import ALL, message
@@ -47,8 +53,8 @@ async def counts(url: str) -> dict[str, int]:
 @pytest.mark.parametrize("key", [None, "a passphrase"], ids=["plaintext", "encrypted"])
 async def test_the_turns_of_a_history_of_several_pages(db_url: str, key: str | None) -> None:
     """PostgreSQL derives a long history's turns from its items read as arrays, `MAIN_PAGE`
-    a statement: past one page, under the session's lock, so that a writer meanwhile is
-    seen whole or not at all. Every dialect numbers them alike."""
+    a statement: past one page, again in one snapshot, so that a writer meanwhile is seen
+    whole or not at all. Every dialect numbers them alike."""
     count = MAIN_PAGE * 2 + 7
 
     def item(n: int) -> dict[str, Any]:
@@ -91,6 +97,70 @@ async def test_the_turns_of_a_history_of_several_pages(db_url: str, key: str | N
         assert [t["turn"] for t in await session.get_conversation_turns()][-1] == users
         by_main = await session.get_conversation_by_turns("main")
         assert {n: [d["type"] for d in found] for n, found in by_main.items()} == main_kinds
+
+
+async def read_with_a_write_between_pages(
+    store: SessionStore, read: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`read` of a session of more than one page, with a write of the session between the
+    pages of its second read (in one snapshot): the read does not see it, and it does not
+    wait (`lock_timeout` is short)."""
+    count = (ARRAY_ROWS if read == "get_items" else MAIN_PAGE) + 5
+    session = store.session("long")
+    await session.add_items([message(str(n)) for n in range(count)])
+    pages: list[str] = []
+    execute = prepared._execute
+
+    def between_pages(conn: Connection, sql: str, values: Any) -> list[Any]:
+        rows = execute(conn, sql, values)
+        if "array_agg" in sql:
+            pages.append(sql)
+            if len(pages) == 2:  # the first page of the second read, in one snapshot
+                late = store.session("long").add_items([message("meanwhile")])
+                await_only(asyncio.wait_for(late, 5))
+        return rows
+
+    def size(found: Any) -> int:
+        return len(found) if read == "get_items" else sum(map(len, found.values()))
+
+    monkeypatch.setattr(prepared, "_execute", between_pages)
+    found = await getattr(session, read)()
+    monkeypatch.undo()
+    assert len(pages) == 3  # one page, more to come: again, in two pages
+    assert size(found) == count
+    assert size(await getattr(session, read)()) == count + 1
+
+
+@pytest.mark.dialects("postgresql", "pgbouncer")
+@pytest.mark.parametrize("read", ["get_items", "get_conversation_by_turns"])
+async def test_a_read_of_several_pages_is_one_snapshot_and_keeps_no_writer_waiting(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """PostgreSQL reads a history of more than one page again in one snapshot, where its
+    pages agree: a write of the session between two pages is not seen, and does not wait
+    (under the session's share lock, as it was read before, it waited for the whole read)."""
+    async with SessionStore(db_url, create_tables=True, search=False, lock_timeout=1) as store:
+        await read_with_a_write_between_pages(store, read, monkeypatch)
+
+
+@pytest.mark.parametrize("read", ["get_items", "get_conversation_by_turns"])
+async def test_the_snapshot_is_asked_for_as_an_app_engines_transaction_begins(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """An app's engine may run a query as each transaction begins (a tenant's setting,
+    here), after which PostgreSQL takes no SET TRANSACTION: the snapshot's level is named
+    by the BEGIN itself."""
+    engine = create_async_engine(pg_url)
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def tenant(conn: Connection) -> None:
+        conn.exec_driver_sql("SELECT set_config('app.tenant', '1', true)")
+
+    try:
+        async with SessionStore(engine, create_tables=True, search=False, lock_timeout=1) as store:
+            await read_with_a_write_between_pages(store, read, monkeypatch)
+    finally:
+        await engine.dispose()
 
 
 async def test_a_session_that_never_branches_writes_nothing_else(db_url: str) -> None:

@@ -165,7 +165,7 @@ async def test_a_history_of_several_pages_reads_whole_and_in_order(
     db_url: str, key: str | None
 ) -> None:
     """PostgreSQL reads a long history as arrays, `ARRAY_ROWS` items a statement: past one
-    page, under the session's lock, so that a writer meanwhile is seen whole or not at all."""
+    page, again in one snapshot, so that a writer meanwhile is seen whole or not at all."""
     count = ARRAY_ROWS * 2 + 7
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         session = store.session("long")

@@ -238,13 +238,17 @@ class Database:
                 "nothing was read or written; open a new one"
             )
 
-    async def read(self, work: Work[T], *, small: bool = False) -> T:
+    async def read(self, work: Work[T], *, small: bool = False, snapshot: bool = False) -> T:
         """Run `work(connection)`, which only reads: each statement sees a consistent
         snapshot (on a server, not one transaction for all of them).
 
         `small`: a few rows, known in advance (a SQLite file may read them on this thread).
+        `snapshot`: all of `work`'s statements see one snapshot, as reads that must agree
+        with each other need; on PostgreSQL a transaction begun REPEATABLE READ and READ
+        ONLY (no lock taken: no writer waits for it). A SQLite file's read and a MySQL read
+        are one transaction already.
         """
-        return await self.run(work, write=False, small=small)
+        return await self.run(work, write=False, small=small, snapshot=snapshot)
 
     async def write(
         self,
@@ -292,9 +296,10 @@ class Database:
         small: bool = False,
         one_statement: bool = False,
         bounded: bool = True,
+        snapshot: bool = False,
     ) -> T:
         """Run `work(connection)` in one transaction (committed if `write` and no error),
-        within `statement_timeout` if `bounded`.
+        within `statement_timeout` if `bounded`; a read in one `snapshot` if asked.
 
         Database failures become `DatabaseError`; the transaction is rolled back.
         """
@@ -328,7 +333,7 @@ class Database:
                     # A write's future is settled as it is: no task is made to wrap it.
                     return await (settle(done) if write else done)
                 return await asyncio.wait_for(
-                    self._run_async(work, write, attempt, one_statement), timeout
+                    self._run_async(work, write, attempt, one_statement, snapshot), timeout
                 )
             except AgentsSQLAlchemyError:
                 raise
@@ -400,7 +405,12 @@ class Database:
         return pool_usage([*engines, *self._source.engines()])
 
     async def _run_async(
-        self, work: Work[T], write: bool, attempt: _Attempt, one_statement: bool = False
+        self,
+        work: Work[T],
+        write: bool,
+        attempt: _Attempt,
+        one_statement: bool = False,
+        snapshot: bool = False,
     ) -> T:
         engine = self._source.get().sync_engine
         # A statement that commits by itself: its connection sets lock_timeout already, and
@@ -411,10 +421,18 @@ class Database:
             and self._source.sets_lock_timeout
             and self.statement_timeout is None
         )
-        return await greenlet_spawn(self._unit, engine, work, write, attempt, alone)
+        # One snapshot: a transaction, which only PostgreSQL's reads need to be asked for.
+        snapshot = snapshot and not write and self.dialect_name == "postgresql"
+        return await greenlet_spawn(self._unit, engine, work, write, attempt, alone, snapshot)
 
     def _unit(
-        self, engine: Engine, work: Work[T], write: bool, attempt: _Attempt, alone: bool
+        self,
+        engine: Engine,
+        work: Work[T],
+        write: bool,
+        attempt: _Attempt,
+        alone: bool,
+        snapshot: bool,
     ) -> T:
         """`_run_async`'s unit on the engine's synchronous face, in one greenlet: taking the
         connection, the work and giving it back cost one hop to the driver's coroutines
@@ -430,14 +448,29 @@ class Database:
         the query is cancelled and the pool's reset waits for it.)"""
         with engine.connect() as conn:
             try:
+                if snapshot:
+                    return self._in_snapshot(conn, work)
                 result = self._run_on(conn, work, write, attempt, alone)
                 if self.dialect_name in MYSQL:
                     self._end_read(conn)
                 return result
             except asyncio.CancelledError:
-                if write or self._source.pooled or self.dialect_name in MYSQL:
+                if write or snapshot or self._source.pooled or self.dialect_name in MYSQL:
                     self._drop(conn)
                 raise
+
+    @staticmethod
+    def _in_snapshot(conn: Connection, work: Work[T]) -> T:
+        """PostgreSQL: `work` in a transaction that reads one snapshot, begun so (asyncpg's
+        BEGIN names the level: a query an app's `begin` listener runs would fix a snapshot
+        before any SET TRANSACTION), rolled back. The pool restores the connection's level
+        as it goes back."""
+        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+        conn.begin()
+        try:
+            return work(conn)
+        finally:
+            conn.rollback()
 
     @staticmethod
     def _end_read(conn: Connection) -> None:
@@ -471,8 +504,8 @@ class Database:
             conn.commit()
             return result
         # A read runs outside a transaction: no BEGIN and ROLLBACK round trips. Each
-        # statement still sees one snapshot, and reads that must agree with each other run
-        # in a write unit, under the session's lock. Behind a transaction pooler it keeps
+        # statement still sees one snapshot, and reads that must agree with each other ask
+        # for one (`read`'s `snapshot`). Behind a transaction pooler it keeps
         # its transaction: that holds one server connection from a statement's prepare to
         # its execution. A write of one statement is atomic by itself: no BEGIN and COMMIT
         # either. MySQL drivers pay a round trip to switch autocommit on, and three to

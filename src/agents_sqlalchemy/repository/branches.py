@@ -7,7 +7,7 @@ runs under the session's lock (its `next_seq` bump first). An item leaves the da
 branch still holds moves to the session's companion row instead.
 
 A session that never branched has no turn structure, and reading its turns writes none:
-they are derived in memory from its items (`_derived_main`).
+they are derived in memory from its items (`Branches._made`).
 
 Example::
 
@@ -22,15 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from functools import cached_property, partial
+from functools import cached_property
 from itertools import chain
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement, Select
 
-from ..aio import off_the_loop
+from ..aio import off_loop, off_the_loop
 from ..caches import add_bounded
 from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
@@ -40,6 +40,7 @@ from .lines import (
     GONE,
     Gone,
     Lines,
+    LineWork,
     LockedSession,
     Opened,
     Peeked,
@@ -58,7 +59,7 @@ UNLOCKED_TRIES = 4
 SESSIONS_REMEMBERED = 1000
 #: ... when the item then latest is at most this big, stored.
 ITEM_BYTES = 16 * 1024
-#: Items per page where PostgreSQL derives the main line's turns (`Branches._main_pages`):
+#: Items per page where PostgreSQL reads a line's turns (`Branches._pages`):
 #: fewer than a full read's `ARRAY_ROWS`, as asyncpg decodes each page on the event loop,
 #: and these rows have five columns, two of them times (a full page held it 12 to 20 ms).
 MAIN_PAGE = ARRAY_ROWS // 4
@@ -92,50 +93,74 @@ class Branches:
         )
         return query.where(refs.c.is_user) if users_only else query
 
-    def _derived_main(
-        self, conn: Connection, session_pk: int, opened: Opened, *, locked: bool
-    ) -> LineItems:
-        """The main line's live items with their turns, derived in memory (numbered over
-        every item, expired ones too, after the turns purged: as the stored structure
-        numbers them, see `Lines.offset`). `locked`: under the session's lock (else a read
-        in more than one page raises `MorePages`)."""
-        now, width = self._schema.now(), self._schema.width - 1  # a `StoredItem`'s columns
-        flagged = len(self._main_columns) > width + 2
-        turns, counted = self._lines.counters(conn, session_pk)
+    def _read_line(
+        self,
+        conn: Connection,
+        session_pk: int,
+        branch_pk: int | None,
+        *,
+        users_only: bool,
+        consistent: bool,
+    ) -> _LineRead:
+        """A line's rows, to make into `LineItems` after the unit of work (`_made`): main's
+        own items where it has no structure (`branch_pk` None: its turns are derived from
+        them), else the branch's references. `consistent`: in a unit whose reads agree
+        (else a read of more than one page raises `MorePages`)."""
+        now, items, refs = self._schema.now(), self._schema.items, self._schema.branch_items
+        params: dict[str, Any]
+        counters = self._lines.counters(conn, session_pk) if branch_pk is None else None
         if self._schema.db.dialect_name == "postgresql":
-            params = {"session_pk": session_pk}
-            found: Iterable[Any] = self._pages(conn, self._main_page, params, locked)
-        else:
-            items = self._schema.items
+            page, params = self._main_page, {"session_pk": session_pk}
+            if branch_pk is not None:  # the branch's references, live at `now`
+                page, params = self._line_page(users_only), {"branch_pk": branch_pk, "now": now}
+            rows, size = self._pages(conn, page, params, consistent)
+            return _LineRead(rows, size, counters, now)
+        if branch_pk is None:
             query = select(*self._main_columns).where(items.c.session_pk == session_pk)
-            found = conn.execute(query.order_by(items.c.seq))
+            query = query.order_by(items.c.seq)
+        else:
+            query = self._line_items(branch_pk, users_only=users_only).order_by(refs.c.seq)
+        # In a worker thread on an async driver, whose unit of work runs on the event loop:
+        # the driver has the rows already (an engine that streams results is refused).
+        found = off_the_loop(conn.dialect, _plain_rows, conn.execute(query))
+        return _LineRead(found, len(found), counters, now)
 
-        def derived(found: Iterable[Any]) -> LineItems:
-            rows, created, ends, flags = [], [], [], []
-            for row in found:
-                rows.append(row[:width])
-                created.append(row[width])
-                ends.append(row[width + 1])
-                if flagged:
-                    flags.append(bool(row[width + 2]))
-            if not flagged:
-                flags = opened(rows)
-            held = sum(flag for row, flag in zip(rows, flags, strict=True) if row[0] <= counted)
-            line = LineItems(rows, turn_numbers(flags, max(0, turns - held)), flags, created)
-            if all(end is None or end > now for end in ends):
-                return line
-            return line.picked(i for i, end in enumerate(ends) if end is None or end > now)
+    def _made(self, read: _LineRead, opened: Opened, users_only: bool) -> LineItems:
+        """`_read_line`'s rows as `LineItems`: main's items numbered here (after the turns
+        purged: as the stored structure numbers them, see `Lines.offset`, expired items
+        counted too) and, `users_only`, its user messages kept; or a branch's references as
+        numbered (read `users_only` already)."""
+        if read.counters is None:
+            return self._line_columns(read.rows)
+        width, flagged = self._schema.width - 1, self._flagged  # a `StoredItem`'s columns
+        rows: list[tuple[Any, ...]] = []
+        created, ends, flags = [], [], []
+        for row in read.rows:
+            rows.append(tuple(row[:width]))
+            created.append(row[width])
+            ends.append(row[width + 1])
+            if flagged:
+                flags.append(bool(row[width + 2]))
+        if not flagged:
+            flags = opened(rows)
+        turns, counted = read.counters
+        held = sum(flag for row, flag in zip(rows, flags, strict=True) if row[0] <= counted)
+        line = LineItems(rows, turn_numbers(flags, max(0, turns - held)), flags, created)
+        now = read.now
+        if any(end is not None and end <= now for end in ends):
+            line = line.picked(i for i, end in enumerate(ends) if end is None or end > now)
+        return line.only_users() if users_only else line
 
-        # The rows are turned into items and opened in a worker thread on an async driver,
-        # whose unit of work runs on the event loop (a whole history held it for seconds):
-        # the driver has them all already (an engine that streams results is refused).
-        return off_the_loop(conn.dialect, derived, found)
+    @cached_property
+    def _flagged(self) -> bool:
+        """Whether the database tells user messages where it reads their JSON (plaintext:
+        `Lines.json_role`); else they are decoded to tell."""
+        return self._lines.json_role(self._schema.items.c.payload) is not None
 
     @cached_property
     def _main_columns(self) -> list[Any]:
-        """What `_derived_main` reads of each item: its `StoredItem` columns, when it was
-        written and expires, and whether it is a user message where the database reads its
-        JSON (`Lines.json_role`)."""
+        """What `_read_line` reads of main's own items: their `StoredItem` columns, when
+        each was written and expires, and whether it is a user message (`_flagged`)."""
         items = self._schema.items
         stored = self._schema.item_columns(with_id=False).selected_columns
         columns = [*stored, items.c.created_at, items.c.expires_at]
@@ -145,12 +170,12 @@ class Branches:
         return columns
 
     def _pages(
-        self, conn: Connection, page: Prepared, params: dict[str, Any], locked: bool
-    ) -> Iterable[Any]:
-        """PostgreSQL: the rows `page` reads, a page at a time (`MAIN_PAGE` rows from the
-        place `after`, as an array per column, the first the place: asyncpg then makes no
-        record per row, see `Statements.read_page`), made as they are iterated. More than
-        one page, not `locked`: `MorePages`."""
+        self, conn: Connection, page: Prepared, params: dict[str, Any], consistent: bool
+    ) -> tuple[Iterable[Sequence[Any]], int]:
+        """PostgreSQL: the rows `page` reads, made as they are iterated, and how many. It
+        reads them a page at a time: `MAIN_PAGE` rows from the place `after`, as an array
+        per column, the first the place (asyncpg then makes no record per row, see
+        `Statements.read_page`). More than one page, not `consistent`: `MorePages`."""
         pages: list[Any] = []
         after = -1
         while True:
@@ -160,26 +185,40 @@ class Branches:
             pages.append(arrays)
             if len(arrays[0]) < MAIN_PAGE:
                 break
-            if not locked:
+            if not consistent:
                 raise MorePages()
             after = max(arrays[0])
-        return chain.from_iterable(map(page_rows, pages))
+        rows = chain.from_iterable(map(page_rows, pages))
+        return rows, sum(len(arrays[0]) for arrays in pages)
 
     @prepared
     def _main_page(self) -> ClauseElement:
-        """The `_pages` of the main line's `_main_columns`, by the items' places."""
+        """The `_pages` of main's own items (`_main_columns`), by their places."""
         items = self._schema.items
         where = items.c.session_pk == bindparam("session_pk", type_=items.c.session_pk.type)
         return _arrays(select(*self._main_columns).where(where), items.c.seq)
 
-    @cached_property
-    def _line_pages(self) -> tuple[Prepared, Prepared]:
-        """The `_pages` of a branch's live items, by the places of its references, each
-        the place, then as `_line_items` lays it out past its id: all, or user messages."""
+    def _line_page(self, users_only: bool) -> Prepared:
+        """The `_pages` of a branch's live items (or its user messages), by the places of
+        its references: each the place, then as `_line_items` lays it out past its id."""
+        return self._user_pages if users_only else self._all_pages
+
+    @prepared
+    def _all_pages(self) -> ClauseElement:
+        return _arrays(self._referenced, self._schema.branch_items.c.seq)
+
+    @prepared
+    def _user_pages(self) -> ClauseElement:
+        refs = self._schema.branch_items
+        return _arrays(self._referenced.where(refs.c.is_user), refs.c.seq)
+
+    @property
+    def _referenced(self) -> Select[Any]:
+        """`_line_page`'s rows, all of them."""
         items, refs = self._schema.items, self._schema.branch_items
         stored = self._schema.item_columns(with_id=False).selected_columns
         now = bindparam("now", type_=items.c.expires_at.type)
-        line = (
+        return (
             select(refs.c.seq, *stored, refs.c.turn, refs.c.is_user, items.c.created_at)
             .select_from(items.join(refs, refs.c.item_pk == items.c.id))
             .where(
@@ -187,11 +226,9 @@ class Branches:
                 or_(items.c.expires_at.is_(None), items.c.expires_at > now),
             )
         )
-        users = line.where(refs.c.is_user)
-        return Prepared(_arrays(line, refs.c.seq)), Prepared(_arrays(users, refs.c.seq))
 
     def _line_columns(self, found: Iterable[Any]) -> LineItems:
-        """Rows of `_line_items` (or of `_line_pages`) as `LineItems`."""
+        """Rows of `_line_items` (or of `_line_page`) as `LineItems`."""
         width = self._schema.width
         line = LineItems([], [], [], [])
         for row in found:
@@ -260,64 +297,66 @@ class Branches:
     async def line_items(
         self, key: SessionKey, name: str, opened: Opened, *, users_only: bool = False
     ) -> LineItems | Gone:
-        """Every live item of a branch (main included) with its turn, or `GONE`."""
+        """Every live item of a branch (main included) with its turn, or `GONE`. Read in one
+        unit of work, decoded after it."""
 
-        def work(conn: Connection, session_pk: Any, branch_pk: Any, locked: bool) -> LineItems:
-            if branch_pk is None:
-                if not session_pk:
-                    return LineItems([], [], [], [])
-                found = self._derived_main(conn, session_pk, opened, locked=locked)
-                return found.only_users() if users_only else found
-            rows: Iterable[Any]
-            if self._schema.db.dialect_name == "postgresql":
-                params = {"branch_pk": branch_pk, "now": self._schema.now()}
-                rows = self._pages(conn, self._line_pages[users_only], params, locked)
-            else:
-                query = self._line_items(branch_pk, users_only=users_only)
-                rows = conn.execute(query.order_by(self._schema.branch_items.c.seq))
-            return off_the_loop(conn.dialect, self._line_columns, rows)
+        def work(
+            conn: Connection, session_pk: Any, branch_pk: Any, consistent: bool
+        ) -> _LineRead | None:
+            if not session_pk:
+                return None
+            return self._read_line(
+                conn, session_pk, branch_pk, users_only=users_only, consistent=consistent
+            )
 
-        return await self._on_main(key, name, work, opened)
+        read = await self._paged_on_line(key, name, work, opened)
+        if isinstance(read, Gone):
+            return read
+        if read is None:
+            return LineItems([], [], [], [])
+        return await off_loop(read.size, self._made, read, opened, users_only)
 
     async def branch_summaries(self, key: SessionKey, opened: Opened) -> list[BranchSummary]:
         """The branches that hold live items, main first if it does, then by creation."""
 
         def work(
-            conn: Connection, session_pk: Any, main_pk: Any, locked: bool
-        ) -> list[BranchSummary]:
+            conn: Connection, session_pk: Any, main_pk: Any, consistent: bool
+        ) -> list[BranchSummary] | _LineRead:
             if session_pk is None:
                 return []
-            if main_pk is None:  # never branched: main only
-                return self._unbranched_summary(conn, session_pk, opened, locked)
+            if main_pk is None:  # never branched: main only, summed here or decoded after
+                if self._flagged:
+                    return self._unbranched_summary(conn, session_pk)
+                return self._read_line(
+                    conn, session_pk, None, users_only=False, consistent=consistent
+                )
             found = self._summaries(conn, session_pk)
             found.insert(0, self._main_summary(conn, session_pk, main_pk))
             return [summary for summary in found if summary.items]
 
-        return await self._on_main(key, MAIN, work, opened)
+        found = await self._paged_on_line(key, MAIN, work, opened)
+        if not isinstance(found, _LineRead):  # summed by the database
+            return found
+        main = await off_loop(found.size, self._made, found, opened, False)
+        if not main.rows:
+            return []
+        return [BranchSummary(MAIN, len(main.rows), sum(main.users), main.created[0])]
 
-    async def _on_main(
-        self, key: SessionKey, name: str, work: Callable[..., T], opened: Opened
+    async def _paged_on_line(
+        self, key: SessionKey, name: str, work: LineWork[T], opened: Opened
     ) -> T:
-        """`Lines.on_line` for `work(conn, session_pk, branch_pk, locked)`, which may derive
-        the main line: again under the session's share lock if that took more than a page."""
+        """`Lines.on_line`, again in one snapshot if `work` read a line of more than one
+        page (`MorePages`), so that its pages agree."""
         try:
-            return await self._lines.on_line(key, name, partial(work, locked=False), opened)
+            return await self._lines.on_line(key, name, work, opened)
         except MorePages:
-            locked = partial(work, locked=True)
-            return await self._lines.on_line(key, name, locked, opened, shared=True)
+            return await self._lines.on_line(key, name, work, opened, snapshot=True)
 
-    def _unbranched_summary(
-        self, conn: Connection, session_pk: int, opened: Opened, locked: bool
-    ) -> list[BranchSummary]:
-        """The main line of a session never branched, if it holds live items: its user
-        messages counted by the database where it reads their JSON, else opened here."""
+    def _unbranched_summary(self, conn: Connection, session_pk: int) -> list[BranchSummary]:
+        """The main line of a session never branched, if it holds live items, summed by the
+        database, which tells its user messages where it reads their JSON (`_flagged`)."""
         items = self._schema.items
         role = self._lines.json_role(items.c.payload)
-        if role is None:
-            main = self._derived_main(conn, session_pk, opened, locked=locked)
-            if not main.rows:
-                return []
-            return [BranchSummary(MAIN, len(main.rows), sum(main.users), main.created[0])]
         held = func.coalesce(func.sum(case((role == "user", 1), else_=0)), 0)
         count, user_count, first = conn.execute(
             select(func.count(), held, func.min(items.c.created_at)).where(
@@ -378,7 +417,7 @@ class Branches:
         """Whether live branch `name` (not main) holds an item; `GONE` if it is not live."""
         refs = self._schema.branch_items
 
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> bool:
+        def work(conn: Connection, session_pk: Any, branch_pk: Any, consistent: bool) -> bool:
             return bool(
                 conn.execute(select(exists().where(refs.c.branch_pk == branch_pk))).scalar()
             )
@@ -772,3 +811,21 @@ def _arrays(query: Select[Any], place: Any) -> Select[Any]:
     after = bindparam("after", type_=place.type)
     page = query.where(place > after).order_by(place).limit(MAIN_PAGE).subquery()
     return select(*map(func.array_agg, page.c))
+
+
+class _LineRead(NamedTuple):
+    """A line's rows as a unit of work read them (`Branches._read_line`), `size` of them,
+    made into `LineItems` after it: decoding holds no lock or connection. `counters`: main's
+    (`Lines.counters`) where its turns are derived from its own items, read at `now`; None
+    for a branch's references, numbered already."""
+
+    rows: Iterable[Sequence[Any]]
+    size: int
+    counters: tuple[int, int] | None
+    now: datetime
+
+
+def _plain_rows(result: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """A result's rows as plain tuples, which the garbage collector stops tracking (a row of
+    SQLAlchemy's it tracks, and walks at every full collection while it is held)."""
+    return [tuple(row) for row in result]

@@ -130,10 +130,10 @@ class Items:
             return await self._schema.db.read(
                 lambda conn: self._read(conn, key, limit, current_kek), small=small
             )
-        except MorePages:  # read again under the session's lock: the pages then agree
-            return await self._schema.db.write(
-                lambda conn: self._read(conn, key, limit, current_kek, locked=True),
-                session_id=key.session_id,
+        except MorePages:  # read again in one snapshot: the pages then agree
+            return await self._schema.db.read(
+                lambda conn: self._read(conn, key, limit, current_kek, consistent=True),
+                snapshot=True,
             )
 
     def _read(
@@ -143,14 +143,12 @@ class Items:
         limit: int | None,
         current_kek: str | None,
         *,
-        locked: bool = False,
+        consistent: bool = False,
     ) -> tuple[SessionKey, Sequence[Any]]:
         params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": current_kek}
         # A sealed store's tail reads and pages end with the session's user (the owner).
         sealed = self._schema.sealed
         if limit is None and (page := self._schema.statements.read_page) is not None:
-            if locked:
-                self._schema.share_lock(conn, key)
             rows: list[Any] = []
             while True:  # one statement, unless the session holds more than a page
                 [arrays] = page.run(conn, params | {"after": rows[-1][0] if rows else -1})
@@ -161,7 +159,7 @@ class Items:
                 rows += page_rows(arrays, sealed)
                 if len(arrays[0]) < ARRAY_ROWS:
                     break
-                if not locked:
+                if not consistent:
                     raise MorePages()
             return key, rows
         if limit is None:

@@ -25,7 +25,8 @@ lines and an item sealed for the session opens wherever it is referenced.
 Example::
 
     lines = Lines(schema)
-    rows = await lines.on_line(key, "main", work, opened)   # work(conn, session_pk, branch_pk)
+    # work(conn, session_pk, branch_pk, consistent): what it reads of the line
+    rows = await lines.on_line(key, "main", work, opened)
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ from .schema import IMPORTING, MAX_SEQ, Schema
 T = TypeVar("T")
 #: Decodes stored items of a session and says which are user messages.
 Opened = Callable[[Sequence[Sequence[Any]]], list[bool]]
-#: Work on one line: (connection, session pk or None, branch pk or None) -> result.
-LineWork = Callable[[Connection, Any, Any], T]
+#: Work on one line: (connection, session pk or None, branch pk or None, whether all its
+#: reads agree: one snapshot, or under the session's lock) -> result.
+LineWork = Callable[[Connection, Any, Any, bool], T]
 
 
 class Gone:
@@ -420,9 +422,9 @@ class Lines:
         work: LineWork[T],
         opened: Opened | None,
         *,
-        shared: bool = False,
+        snapshot: bool = False,
     ) -> T:
-        """Run `work(conn, session_pk, branch_pk)` on branch `name`, or return `GONE`.
+        """Run `work(conn, session_pk, branch_pk, consistent)` on branch `name`, or `GONE`.
 
         With `opened`, `work` gets main's turn structure: brought up to date first (read as
         it is when nothing is new, else in a write under the session's lock). A session that
@@ -430,34 +432,30 @@ class Lines:
         None session pk for a session that holds nothing yet). Without `opened`, `work` gets
         main's row whenever there is one (it holds the main line's usage).
 
-        `shared`: in a transaction under the session's share lock, where all that `work`
-        reads agrees (as a read in pages needs: `MorePages`).
+        `snapshot`: in one snapshot (`Database.read`), where all that `work` reads agrees,
+        as a read in pages needs (`MorePages`). `consistent` tells `work` whether it does:
+        in one snapshot, or under the session's lock.
         """
 
         def attempt(conn: Connection) -> Any:
-            if shared:
-                self._schema.share_lock(conn, key)
             session_pk = conn.execute(self._schema.session_pk(key)).scalar_one_or_none()
             if name != MAIN or not opened:
                 branch_pk = self.branch_pk(conn, session_pk, name) if session_pk else None
                 if name == MAIN or branch_pk is not None:
-                    return work(conn, session_pk, branch_pk)
+                    return work(conn, session_pk, branch_pk, snapshot)
                 return GONE
             if session_pk is None:
-                return work(conn, None, None)
+                return work(conn, None, None, snapshot)
             main_pk = self._main_line(conn, session_pk)
             if main_pk is not None and self._main_stale(conn, session_pk, main_pk):
                 return _STALE
-            return work(conn, session_pk, main_pk)
+            return work(conn, session_pk, main_pk, snapshot)
 
         def refresh(conn: Connection) -> T:
             assert opened is not None
-            return work(conn, *self._fresh_main(conn, key, opened))
+            return work(conn, *self._fresh_main(conn, key, opened), True)
 
-        if shared:
-            result: T = await self._schema.db.write(attempt, session_id=key.session_id)
-        else:
-            result = await self._schema.db.read(attempt)
+        result: T = await self._schema.db.read(attempt, snapshot=snapshot)
         if result is _STALE:
             return await self._schema.db.write(refresh, session_id=key.session_id)
         return result

@@ -115,8 +115,8 @@ ARRAY_ROWS = 16384
 
 
 class MorePages(Exception):
-    """A read in pages (`ARRAY_ROWS` rows each) found more than one outside the session's
-    lock: read it again under the lock (`Schema.share_lock`), so that the pages agree."""
+    """A read in pages found more than one outside one snapshot: read it again in one
+    (`Database.read`'s `snapshot`), where the pages agree."""
 
 
 def page_rows(arrays: Sequence[Any], sealed: bool = False) -> list[tuple[Any, ...]]:
@@ -386,17 +386,6 @@ class Schema:
     def session_pk(self, key: SessionKey) -> Any:
         """A select of the session's row id, by its hash."""
         return select(self.sessions.c.id).where(self.sessions.c.session_hash == key.hash)
-
-    def share_lock(self, conn: Connection, key: SessionKey) -> None:
-        """Hold the session's writers off until this transaction ends (each takes its row's
-        lock): the reads after it agree with each other, as one snapshot would."""
-        self._share_lock.run(conn, {"session_hash": key.hash})
-
-    @prepared
-    def _share_lock(self) -> ClauseElement:
-        sessions = self.sessions
-        found = select(sessions.c.id).where(sessions.c.session_hash == bindparam("session_hash"))
-        return found.with_for_update(read=True)
 
     def claim(self, conn: Connection, key: SessionKey, count: int, now: datetime) -> Claimed:
         """Take the session's write lock and `count` sequence numbers, creating its row if new.

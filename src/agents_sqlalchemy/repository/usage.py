@@ -206,7 +206,9 @@ class Usage:
         columns = [usage.c.turn, *(usage.c[name] for name in USAGE_COLUMNS)]
         columns += [usage.c.input_details, usage.c.output_details]
 
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> list[dict[str, Any]]:
+        def work(
+            conn: Connection, session_pk: Any, branch_pk: Any, consistent: bool
+        ) -> list[dict[str, Any]]:
             query = select(*columns).where(usage.c.branch_pk == branch_pk)
             if turn is not None:
                 query = query.where(usage.c.turn == turn)
@@ -220,7 +222,9 @@ class Usage:
         sums = [func.sum(usage.c[column]) for column in USAGE_COLUMNS]
         query = select(*sums, func.count())
 
-        def work(conn: Connection, session_pk: Any, branch_pk: Any) -> dict[str, int]:
+        def work(
+            conn: Connection, session_pk: Any, branch_pk: Any, consistent: bool
+        ) -> dict[str, int]:
             where = (
                 usage.c.session_pk == session_pk if name is None else usage.c.branch_pk == branch_pk
             )
