@@ -20,10 +20,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
-from itertools import chain
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
@@ -31,7 +30,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement, Select
 
 from ..aio import off_loop, off_the_loop
-from ..caches import add_bounded
+from ..caches import add_bounded, let_go
 from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, BranchError
 from ..turns import MAIN, is_user, turn_numbers
@@ -131,7 +130,9 @@ class Branches:
         counted too) and, `users_only`, its user messages kept; or a branch's references as
         numbered (read `users_only` already)."""
         if read.counters is None:
-            return self._line_columns(read.rows)
+            line = self._line_columns(read.rows)
+            _drop(read.rows)
+            return line
         width, flagged = self._schema.width - 1, self._flagged  # a `StoredItem`'s columns
         rows: list[tuple[Any, ...]] = []
         created, ends, flags = [], [], []
@@ -149,6 +150,7 @@ class Branches:
         now = read.now
         if any(end is not None and end <= now for end in ends):
             line = line.picked(i for i, end in enumerate(ends) if end is None or end > now)
+        _drop(read.rows)
         return line.only_users() if users_only else line
 
     @cached_property
@@ -188,8 +190,7 @@ class Branches:
             if not consistent:
                 raise MorePages()
             after = max(arrays[0])
-        rows = chain.from_iterable(map(page_rows, pages))
-        return rows, sum(len(arrays[0]) for arrays in pages)
+        return _drained(pages), sum(len(arrays[0]) for arrays in pages)
 
     @prepared
     def _main_page(self) -> ClauseElement:
@@ -829,3 +830,16 @@ def _plain_rows(result: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """A result's rows as plain tuples, which the garbage collector stops tracking (a row of
     SQLAlchemy's it tracks, and walks at every full collection while it is held)."""
     return [tuple(row) for row in result]
+
+
+def _drained(pages: list[Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows of PostgreSQL's pages of arrays, each page let go once its rows are made."""
+    while pages:
+        yield from page_rows(pages.pop(0))
+
+
+def _drop(rows: Iterable[Any]) -> None:
+    """Let go of a line's rows read (a list), in the worker thread that made them into
+    items (`let_go`), not on the event loop with the unit's result."""
+    if isinstance(rows, list):
+        let_go(rows)

@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import repository
 from ..aio import off_loop
+from ..caches import let_go
 from ..codec import Codec, counted, encode_items, noting_keys
 from ..crypto import OwnerKey
 from ..errors import BranchError
@@ -238,6 +239,8 @@ class Branches:
                     items = codec.items(key, rows[part], since=since)
                     made = list(zip(turns[part], users[part], created[part], items, strict=True))
                     out.extend(made if shape is None else shape(made))
+                for column in found:  # here, in the worker thread
+                    let_go(column)
                 return out
 
             return await off_loop(len(found.rows), decoded)
