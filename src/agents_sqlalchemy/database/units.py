@@ -243,10 +243,10 @@ class Database:
         snapshot (on a server, not one transaction for all of them).
 
         `small`: a few rows, known in advance (a SQLite file may read them on this thread).
-        `snapshot`: all of `work`'s statements see one snapshot, as reads that must agree
-        with each other need; on PostgreSQL a transaction begun REPEATABLE READ and READ
-        ONLY (no lock taken: no writer waits for it). A SQLite file's read and a MySQL read
-        are one transaction already.
+        `snapshot`: on PostgreSQL, all of `work`'s statements see one snapshot, as reads
+        that must agree with each other need (a read in pages): a transaction begun
+        REPEATABLE READ and READ ONLY, which takes no lock, so no writer waits for it.
+        Other databases ignore it: only PostgreSQL reads in pages.
         """
         return await self.run(work, write=False, small=small, snapshot=snapshot)
 
@@ -441,11 +441,12 @@ class Database:
         A unit cancelled midway drops its connection where it may have been in a
         transaction: on MySQL (asyncmy, stopped halfway through a reply, refuses every
         later statement on it, and its reads run in one), and in any unit that began one
-        (writes, and reads behind a transaction pooler). Cancelled while its `BEGIN` ran,
-        asyncpg's connection stays in that transaction without SQLAlchemy knowing: the
-        pool's reset rolled nothing back, and every later transaction on it was only a
-        savepoint, never committed. (A read in autocommit on asyncpg keeps its connection:
-        the query is cancelled and the pool's reset waits for it.)"""
+        (writes, reads in one snapshot, and reads behind a transaction pooler). Cancelled
+        while its `BEGIN` ran, asyncpg's connection stays in that transaction without
+        SQLAlchemy knowing: the pool's reset rolled nothing back, and every later
+        transaction on it was only a savepoint, never committed. (A read in autocommit on
+        asyncpg keeps its connection: the query is cancelled and the pool's reset waits for
+        it.)"""
         with engine.connect() as conn:
             try:
                 if snapshot:

@@ -839,7 +839,8 @@ def _drained(pages: list[Any]) -> Iterator[tuple[Any, ...]]:
 
 
 def _drop(rows: Iterable[Any]) -> None:
-    """Let go of a line's rows read (a list), in the worker thread that made them into
-    items (`let_go`), not on the event loop with the unit's result."""
+    """Let go of a line's rows read, in the worker thread that made them into items
+    (`let_go`), not on the event loop with the unit's result. PostgreSQL's are no list but
+    `_drained`, which lets go of its pages itself."""
     if isinstance(rows, list):
         let_go(rows)

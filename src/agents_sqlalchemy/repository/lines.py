@@ -272,7 +272,7 @@ class Lines:
 
     def _main_stale(self, conn: Connection, session_pk: int, main_pk: int) -> bool:
         """Whether the main line's turn structure lacks some of its items (a session that
-        has none is read without one: see `Branches._derived_main`)."""
+        has none is read without one: see `Branches._made`)."""
         row = conn.execute(self._ends_query, {"session_pk": session_pk, "branch_pk": main_pk})
         newest, known = row.one()
         return bool(newest != known)
