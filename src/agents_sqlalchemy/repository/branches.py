@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ClauseElement, Select
+from sqlalchemy.sql import ClauseElement, ColumnElement, Select
 
 from ..aio import off_loop, off_the_loop
 from ..caches import add_bounded, let_go
@@ -81,14 +81,16 @@ class Branches:
         # PostgreSQL: sessions as this store's last pop without the lock left them, by hash.
         self._left: dict[str, Peeked] = {}
 
-    def _line_items(self, branch_pk: Any, *, users_only: bool = False) -> Any:
-        """A branch's live items in order, with their turn, user flag and time."""
+    def _line_items(
+        self, branch_pk: Any, now: datetime | ColumnElement[datetime], *, users_only: bool = False
+    ) -> Any:
+        """A branch's items live at `now`, with their turn, user flag and time."""
         items, refs = self._schema.items, self._schema.branch_items
         query = (
             self._schema.item_columns()
             .add_columns(refs.c.turn, refs.c.is_user, items.c.created_at)
             .join(refs, refs.c.item_pk == items.c.id)
-            .where(refs.c.branch_pk == branch_pk, self._schema.live(self._schema.now()))
+            .where(refs.c.branch_pk == branch_pk, self._schema.live(now))
         )
         return query.where(refs.c.is_user) if users_only else query
 
@@ -118,7 +120,8 @@ class Branches:
             query = select(*self._main_columns).where(items.c.session_pk == session_pk)
             query = query.order_by(items.c.seq)
         else:
-            query = self._line_items(branch_pk, users_only=users_only).order_by(refs.c.seq)
+            query = self._line_items(branch_pk, now, users_only=users_only)
+            query = query.order_by(refs.c.seq)
         # In a worker thread on an async driver, whose unit of work runs on the event loop:
         # the driver has the rows already (an engine that streams results is refused).
         found = off_the_loop(conn.dialect, _plain_rows, conn.execute(query))
@@ -206,27 +209,23 @@ class Branches:
 
     @prepared
     def _all_pages(self) -> ClauseElement:
-        return _arrays(self._referenced, self._schema.branch_items.c.seq)
+        return self._paged_line(users_only=False)
 
     @prepared
     def _user_pages(self) -> ClauseElement:
-        refs = self._schema.branch_items
-        return _arrays(self._referenced.where(refs.c.is_user), refs.c.seq)
+        return self._paged_line(users_only=True)
 
-    @property
-    def _referenced(self) -> Select[Any]:
-        """`_line_page`'s rows, all of them."""
+    def _paged_line(self, *, users_only: bool) -> ClauseElement:
+        """`_line_page`'s statement: `_line_items`, each reference's place in its item's
+        id's stead."""
         items, refs = self._schema.items, self._schema.branch_items
-        stored = self._schema.item_columns(with_id=False).selected_columns
-        now = bindparam("now", type_=items.c.expires_at.type)
-        return (
-            select(refs.c.seq, *stored, refs.c.turn, refs.c.is_user, items.c.created_at)
-            .select_from(items.join(refs, refs.c.item_pk == items.c.id))
-            .where(
-                refs.c.branch_pk == bindparam("branch_pk", type_=refs.c.branch_pk.type),
-                or_(items.c.expires_at.is_(None), items.c.expires_at > now),
-            )
+        line = self._line_items(
+            bindparam("branch_pk", type_=refs.c.branch_pk.type),
+            bindparam("now", type_=items.c.expires_at.type),
+            users_only=users_only,
         )
+        placed = line.with_only_columns(refs.c.seq, *line.selected_columns[1:])
+        return _arrays(placed, refs.c.seq)
 
     def _line_columns(self, found: Iterable[Any]) -> LineItems:
         """Rows of `_line_items` (or of `_line_page`) as `LineItems`."""
@@ -511,7 +510,8 @@ class Branches:
             if found is None:
                 return GONE
             branch_pk = found
-            query = self._line_items(branch_pk).add_columns(items.c.session_pk)
+            query = self._line_items(branch_pk, self._schema.now())
+            query = query.add_columns(items.c.session_pk)
             row = conn.execute(query.order_by(refs.c.seq.desc()).limit(1)).one_or_none()
         if row is None:
             return None

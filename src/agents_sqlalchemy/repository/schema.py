@@ -378,7 +378,7 @@ class Schema:
         """SQL: `column` equals `value` exactly, on every dialect (see `exactly`)."""
         return exactly(column, value, self.mysql)
 
-    def live(self, now: datetime) -> ColumnElement[bool]:
+    def live(self, now: datetime | ColumnElement[datetime]) -> ColumnElement[bool]:
         """SQL: the item has not expired at `now`."""
         expires_at = self.items.c.expires_at
         return or_(expires_at.is_(None), expires_at > now)
