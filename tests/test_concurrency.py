@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import random
+from datetime import timedelta
 
 import pytest
 from agents import Agent, Runner
@@ -19,6 +20,7 @@ from agents_sqlalchemy.search import item_text, term_counts
 from agents_sqlalchemy.search.postings import term_id, unpack_terms
 from agents_sqlalchemy.types import SessionKey
 
+from .support.clock import travel
 from .support.items import message
 from .support.locks import holding_the_lock
 from .support.processes import finish, spawn
@@ -147,13 +149,17 @@ async def test_a_pop_starts_from_what_the_last_pop_left_only_while_it_stands(
         assert await raw_rows(pg_url, f"SELECT seq FROM {ITEMS} ORDER BY seq") == [(1,), (2,)]
 
 
-async def test_a_pop_never_returns_what_expired_since_the_last_pop(pg_url: str) -> None:
+async def test_a_pop_never_returns_what_expired_since_the_last_pop(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async with SessionStore(pg_url, create_tables=True) as store:
         await store.session("expiring").add_items([message("kept")])
-        brief = store.session("expiring", ttl=0.5)
+        brief = store.session("expiring", ttl=60)
         await brief.add_items([message("brief 1"), message("brief 2")])
         assert await brief.pop_item() == message("brief 2")  # leaves "brief 1"
-        await asyncio.sleep(0.6)
+        # The store's clock moved past the TTL, not a sleep past a short one: on a loaded
+        # machine, "brief 2" expired before its own pop (a TTL of half a second).
+        travel(monkeypatch, timedelta(seconds=61))
         assert await brief.pop_item() == message("kept")
 
 
