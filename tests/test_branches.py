@@ -147,14 +147,17 @@ async def test_a_read_of_several_pages_is_one_snapshot_and_keeps_no_writer_waiti
 async def test_the_snapshot_is_asked_for_as_an_app_engines_transaction_begins(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, read: str
 ) -> None:
-    """An app's engine may run a query as each transaction begins (a tenant's setting,
-    here), after which PostgreSQL takes no SET TRANSACTION: the snapshot's level is named
-    by the BEGIN itself."""
+    """An app's engine may run a query as each transaction begins (a tenant's setting and
+    an audit row, here), after which PostgreSQL takes no SET TRANSACTION: the snapshot's
+    level is named by the BEGIN itself, and it is not READ ONLY, where the audit would fail."""
     engine = create_async_engine(pg_url)
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql("CREATE TABLE audit (at timestamptz DEFAULT now())")
 
     @event.listens_for(engine.sync_engine, "begin")
     def tenant(conn: Connection) -> None:
         conn.exec_driver_sql("SELECT set_config('app.tenant', '1', true)")
+        conn.exec_driver_sql("INSERT INTO audit DEFAULT VALUES")
 
     try:
         async with SessionStore(engine, create_tables=True, search=False, lock_timeout=1) as store:

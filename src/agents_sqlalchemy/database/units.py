@@ -245,7 +245,8 @@ class Database:
         `small`: a few rows, known in advance (a SQLite file may read them on this thread).
         `snapshot`: on PostgreSQL, all of `work`'s statements see one snapshot, as reads
         that must agree with each other need (a read in pages): a transaction begun
-        REPEATABLE READ and READ ONLY, which takes no lock, so no writer waits for it.
+        REPEATABLE READ, which takes no lock, so no writer waits for it (and not READ ONLY,
+        which would fail an app's `begin` listener that writes).
         Other databases ignore it: only PostgreSQL reads in pages.
         """
         return await self.run(work, write=False, small=small, snapshot=snapshot)
@@ -466,7 +467,7 @@ class Database:
         BEGIN names the level: a query an app's `begin` listener runs would fix a snapshot
         before any SET TRANSACTION), rolled back. The pool restores the connection's level
         as it goes back."""
-        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+        conn.execution_options(isolation_level="REPEATABLE READ")
         conn.begin()
         try:
             return work(conn)
