@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agents_sqlalchemy import ItemError, SessionStore, SQLAlchemySession
-from agents_sqlalchemy.repository import schema as repository_module
 
+from .support.clock import travel
 from .support.compaction import SUMMARY
 from .support.disk import found_on_disk, sqlite_path
 from .support.items import message
@@ -27,11 +27,6 @@ KEY = os.urandom(32)
 @pytest.fixture(params=[None, KEY], ids=["plain", "sealed"])
 def key(request: pytest.FixtureRequest) -> bytes | None:
     return request.param  # type: ignore[no-any-return]
-
-
-def travel(monkeypatch: pytest.MonkeyPatch, ahead: timedelta) -> None:
-    real = repository_module.utcnow
-    monkeypatch.setattr(repository_module, "utcnow", lambda: real() + ahead)
 
 
 async def rows(url: str, session_id: str) -> list[tuple[int, datetime, datetime | None]]:

@@ -4,7 +4,7 @@ the SDK's real Runner (the model scripted)."""
 
 from __future__ import annotations
 
-import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_sqlalchemy import BranchError, SessionStore
 from agents_sqlalchemy.history_check import INTERRUPTED_OUTPUT, check_history, repaired
 
+from .support.clock import travel
 from .support.items import ASSISTANT, FUNCTION_CALL, FUNCTION_OUTPUT, REASONING, USER
 from .support.tables import raw_rows
 
@@ -202,7 +203,9 @@ async def test_repair_leaves_a_branched_session_alone(sqlite_url: str) -> None:
         assert (await session.check()).count("orphan_output") == 1
 
 
-async def test_repaired_items_keep_their_own_times_and_expiry(db_url: str) -> None:
+async def test_repaired_items_keep_their_own_times_and_expiry(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Repair rewrote every kept item with one creation time and the longest expiry (none,
     if one item had none): an item past its TTL came back after a repair. Each now keeps
     its own `created_at` and `expires_at`, an answer made up for a call takes the call's."""
@@ -210,7 +213,7 @@ async def test_repaired_items_keep_their_own_times_and_expiry(db_url: str) -> No
     orphan = {**FUNCTION_OUTPUT, "call_id": "call_gone"}
     async with SessionStore(db_url, create_tables=True) as store:
         await store.session("r").add_items([USER])
-        await store.session("r", ttl=0.6).add_items([{**USER, "content": "card 4111"}, call])
+        await store.session("r", ttl=60).add_items([{**USER, "content": "card 4111"}, call])
         await store.session("r").add_items([orphan])
         times = "SELECT seq, created_at, expires_at FROM agents_sqlalchemy_items ORDER BY seq"
         before = await raw_rows(db_url, times)
@@ -226,5 +229,5 @@ async def test_repaired_items_keep_their_own_times_and_expiry(db_url: str) -> No
         ]
         # USER, the card and the call as they were; the answer as the call.
         assert [row[1:] for row in after] == [row[1:] for row in before[:3]] + [before[2][1:]]
-        await asyncio.sleep(0.7)
+        travel(monkeypatch, timedelta(seconds=61))
         assert await store.session("r").get_items() == [USER]
