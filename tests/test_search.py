@@ -704,6 +704,22 @@ async def test_hits_need_evidence_and_queries_have_a_maximum_length(
                     await call("tomatoes", min_score=bad)
 
 
+async def test_a_hair_of_difference_among_alike_items_is_no_evidence(sqlite_url: str) -> None:
+    """Among 200 alike lines, cosines lie a hair apart: one differing from the others by a
+    hash collision stood out by hundreds of deviations, and outscored (81) the one item
+    holding the query's word (1). The spread a cosine stands out of is 0.01 at least."""
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        session = store.session("log")
+        alike = [message(f"filler message number {n} about gardening") for n in range(200)]
+        await session.add_items([*alike, message("a buffalo crossed the road")])
+        for query in ("buffalo", "zebrafish", "what is the capital of peru?"):
+            hits = await session.search_hits(query, limit=5)
+            assert all(hit.score < 0.1 for hit in hits if hit.keyword == 0), (query, hits)
+        assert texts(await session.search_hits("buffalo", limit=1)) == [
+            "a buffalo crossed the road"
+        ]
+
+
 async def test_search_is_on_by_default_and_returns_the_items(sqlite_url: str) -> None:
     async with SessionStore(sqlite_url, create_tables=True) as store:  # no search options
         session = store.session("s")
