@@ -221,3 +221,24 @@ def _remove_database(path: Path) -> None:
     """Delete a SQLite database: its file, its write-ahead log and the log's index."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+async def test_a_relative_path_names_the_file_it_named_as_the_store_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite resolves a relative path as each connection opens: after the process changed
+    directory, a write failed, saying that agent.db "was deleted while this store had it
+    open" (it was not), and its next connection would have opened another file."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    async with SessionStore("agent.db", create_tables=True) as store:
+        session = store.session("s")
+        await session.add_items([message("tomatoes")])
+        monkeypatch.chdir(tmp_path / "b")
+        await session.add_items([message("kayaks")])
+        assert await store.session("s").get_items() == [message("tomatoes"), message("kayaks")]
+        assert await session.search("kayaks") == [message("kayaks")]
+    assert list((tmp_path / "b").iterdir()) == []
+    async with SessionStore(tmp_path / "a" / "agent.db") as store:
+        assert len(await store.session("s").get_items()) == 2

@@ -15,6 +15,7 @@ import asyncio
 import inspect
 import itertools
 import math
+import os
 import threading
 import uuid
 import weakref
@@ -150,6 +151,23 @@ def sqlite_file(url: URL) -> Path | None:
     if "uri" in url.query or database.startswith("file:"):
         return None
     return Path(database)
+
+
+def anchored(url: URL) -> URL:
+    """A SQLite URL naming its file by a relative path, by the absolute one (from this
+    process's directory now); other URLs as they are. A store opens the file its path named
+    when it opened: SQLite resolves a relative path as each connection opens, and after a
+    `chdir` the next connection would open another file.
+
+    >>> anchored(normalize_url("/data/agent.db")).database
+    '/data/agent.db'
+    >>> anchored(normalize_url("agent.db")).database == os.path.abspath("agent.db")
+    True
+    """
+    path = sqlite_file(url)
+    if path is None or path.is_absolute():
+        return url
+    return url.set(database=os.path.abspath(path))
 
 
 #: Server-side prepared statements an asyncmy connection keeps (the repository runs a few
@@ -365,7 +383,7 @@ class EngineSource:
             self.url = url_or_engine.url
         else:
             self._given = None
-            self.url = shared_memory(normalize_url(url_or_engine))
+            self.url = anchored(shared_memory(normalize_url(url_or_engine)))
             self._engine_url, self.pooled = pgbouncer_mode(self.url)
             self._engine_kwargs = engine_kwargs
 
