@@ -20,7 +20,15 @@ INT64_MAX = 2**63 - 1
 @dataclass(frozen=True)
 class SessionInfo:
     """A session as `store.list_sessions()` describes it; `item_count` counts live items,
-    `archived_at` is when it was archived (None: it is not)."""
+    `archived_at` is when it was archived (None: it is not).
+
+    Example::
+
+        info = await store.session_info("chat-1")       # None: no such session
+        info.user_id, info.metadata, info.item_count, info.updated_at
+        for info in await store.list_sessions(user_id="alice"):
+            print(info.session_id, info.item_count, info.archived_at)
+    """
 
     session_id: str
     user_id: str | None
@@ -51,7 +59,14 @@ class SessionPage(list[SessionInfo]):
 
 @dataclass(frozen=True)
 class Removed:
-    """How much a removal deleted."""
+    """How much a removal deleted.
+
+    Example::
+
+        removed = await store.delete_user("alice")
+        removed += await store.purge_inactive(timedelta(days=90))   # Removed values add up
+        print(removed.sessions, removed.items)
+    """
 
     sessions: int = 0
     items: int = 0
@@ -94,6 +109,12 @@ class SearchHit:
     `keyword` the BM25 score as coverage of the query (1: holds every matched query term
     once; 0 when no query term matched), `recency` how new the item is among the items
     ranked (1: the newest, 0: the oldest), which breaks exact ties.
+
+    Example::
+
+        for hit in await store.search("refund policy", user_id="alice", limit=3):
+            print(hit.session_id, hit.seq, hit.score, hit.keyword, hit.vector, hit.item)
+        hits = await session.search_hits("refund policy")    # one session's
     """
 
     session_id: str
@@ -107,7 +128,14 @@ class SearchHit:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Token usage summed over user turns (of a branch, a session, a user, a day)."""
+    """Token usage summed over user turns (of a branch, a session, a user, a day).
+
+    Example::
+
+        report = await store.usage(user_id="alice")
+        total = report.total                    # a TokenUsage; so is each row's `usage`
+        print(total.turns, total.requests, total.input_tokens, total.output_tokens)
+    """
 
     turns: int = 0
     requests: int = 0
@@ -121,7 +149,14 @@ class TokenUsage:
 
 @dataclass(frozen=True)
 class DailyUsage:
-    """One owner's usage on one UTC day (the day each turn's usage was first recorded)."""
+    """One owner's usage on one UTC day (the day each turn's usage was first recorded).
+
+    Example::
+
+        report = await store.usage()
+        for row in report.days:                 # one per owner and day, oldest first
+            print(row.day.isoformat(), row.user_id or "-", row.usage.total_tokens)
+    """
 
     user_id: str | None
     day: date
@@ -134,7 +169,10 @@ class UsageReport:
 
     Example::
 
-        report = await store.usage(user_id="alice", since=datetime(2026, 11, 1, tzinfo=UTC))
+        from datetime import datetime, timezone
+
+        since = datetime(2026, 11, 1, tzinfo=timezone.utc)
+        report = await store.usage(user_id="alice", since=since)
         report.total.total_tokens
         for row in report.days:
             print(row.day, row.user_id, row.usage.total_tokens)
@@ -219,7 +257,14 @@ class ImportedUser:
     """What `store.import_user()` wrote: sessions and items, sessions skipped because their
     id was already in the store (with `skip_existing=True`), and usage rows of a branch's
     turns that no longer hold an item in the export (kept nowhere: there is no turn to put
-    them on; the main line keeps those of its purged turns)."""
+    them on; the main line keeps those of its purged turns).
+
+    Example::
+
+        with open("alice.jsonl", encoding="utf-8") as export:
+            imported = await store.import_user(export, skip_existing=True)
+        print(imported.sessions, imported.items, imported.skipped_sessions)
+    """
 
     sessions: int = 0
     items: int = 0

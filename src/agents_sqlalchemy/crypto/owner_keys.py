@@ -85,7 +85,15 @@ class OwnerKey:
 
 @dataclass(frozen=True)
 class Destruction:
-    """What a key store did with a key: `"destroyed"` now, or `"scheduled"` for `at`."""
+    """What a key store did with a key: `"destroyed"` now, or `"scheduled"` for `at`.
+
+    Example::
+
+        def destroy(self, key_id, owner, kept):            # of an `OwnerKeyStore`
+            done = kms.schedule_key_deletion(KeyId=f"alias/{key_id}", PendingWindowInDays=7)
+            return Destruction("scheduled", done["DeletionDate"])
+        # erase_user's receipt then says so: owner_key_status, owner_key_gone_at
+    """
 
     status: Literal["destroyed", "scheduled"]
     at: datetime

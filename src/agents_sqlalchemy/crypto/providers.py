@@ -44,14 +44,21 @@ class KeyProvider(Protocol):
 
     Example::
 
+        from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
+
         class LocalProvider:          # a stand-in: keeps the key in process memory
             kek_id = "local-demo"
+
+            def __init__(self, key: bytes) -> None:
+                self._key = key       # 32 bytes
 
             def wrap(self, data_key: bytes) -> bytes:
                 return aes_key_wrap(self._key, data_key)
 
             def unwrap(self, wrapped: bytes) -> bytes:
                 return aes_key_unwrap(self._key, wrapped)
+
+        store = SessionStore("agent.db", key=LocalProvider(bytes.fromhex(os.environ["KEY"])))
     """
 
     @property

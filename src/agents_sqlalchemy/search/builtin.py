@@ -48,6 +48,12 @@ def embedder_by_name(name: str) -> Embedder:
 
     An optional model's missing package raises `MissingExtraError` naming its extra; an
     unknown name raises `ConfigurationError` listing the known ones.
+
+    Example::
+
+        embedder = embedder_by_name(os.environ.get("EMBEDDER", "hashing"))   # or "minilm"
+        store = SessionStore("agent.db", embedder=embedder)   # as embedder=<the name> would
+        embedder.model_id                                      # e.g. "hashing-v2-256-3-5-0.5"
     """
     factory = _FACTORIES.get(name.strip().lower()) if isinstance(name, str) else None
     if factory is None:

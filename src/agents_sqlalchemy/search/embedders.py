@@ -56,6 +56,18 @@ class Embedder(Protocol):
     Vectors of two different `model_id` values are never compared: change `model_id`
     whenever the vectors would change (model, version, dimensions, prompts). A store
     keeps an item's terms and vector under `index_id(model_id)`.
+
+    Example::
+
+        class InHouse:                  # an embedding service of one's own
+            dim, metric, model_id = 768, "cosine", "inhouse-embed-v3"   # new model: new id
+
+            async def embed(self, texts: list[str]) -> list[list[float]]:
+                return (await client.post("/embed", json={"texts": texts})).json()["vectors"]
+
+            embed_queries = embed
+
+        store = SessionStore("agent.db", embedder=InHouse())
     """
 
     @property

@@ -49,7 +49,14 @@ __all__ = ["ImportOmission", "ImportReport", "Order", "import_sdk"]
 class ImportOmission:
     """A session of the source not imported, or a part of one left out: which, and why;
     `unstorable`: refused for items this store cannot hold (`skip_unstorable` imports the
-    session without them)."""
+    session without them).
+
+    Example::
+
+        report = await import_sdk("conversations.db", "agent.db", skip_unstorable=True)
+        for omission in (*report.refused, *report.left_out):
+            print(omission.session_id, omission.reason, omission.unstorable)
+    """
 
     session_id: str
     reason: str

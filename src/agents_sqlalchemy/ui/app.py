@@ -529,6 +529,13 @@ def create_app(
     CSRF-checked);
     `token`, required by the command line off this machine, guards every request; `hosts`
     are the Host names accepted besides this machine's own (a guard against DNS rebinding).
+
+    Example::
+
+        store = SessionStore("agent.db")
+        token = os.environ["AGENTS_SQLALCHEMY_UI_TOKEN"]      # asked of every request
+        app = create_app(store, allow_writes=True, token=token, hosts=["sessions.internal"])
+        uvicorn.run(app, host="0.0.0.0", port=8300)           # another Host name gets 400
     """
     ui = Browser(store, _templates(), Guard(token), allow_writes, title)
     static = Path(__file__).with_name("static")
