@@ -22,6 +22,7 @@ from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository import schema as repository_module
 
+from .support.cli import cli
 from .support.items import ALL, USER, message
 from .support.tables import ITEMS, execute, heap_pages_read
 
@@ -338,3 +339,13 @@ async def test_libpq_url_options_and_bad_ports(pg_url: str) -> None:
     for bad in ("postgresql://u@db:99999/app", "mysql://u@db:abc/app"):
         with pytest.raises(ConfigurationError, match="not a database URL"):
             SessionStore(bad)
+
+
+def test_a_url_of_no_known_database_is_a_configuration_error() -> None:
+    """A scheme SQLAlchemy has no dialect for raised its NoSuchModuleError from the store,
+    and a traceback from the command line."""
+    for bad in ("foo://bar", "postgresql+nosuch://u@db/app", "sqlite+nosuch:///x.db"):
+        with pytest.raises(ConfigurationError, match="no SQLAlchemy dialect for"):
+            SessionStore(bad)
+    result = cli("sessions", "list", "--url", "foo://bar")
+    assert result.exit_code == 2 and "no SQLAlchemy dialect for 'foo'" in result.output

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, InvalidRequestError
+from sqlalchemy.exc import ArgumentError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, PoolResetState
 
@@ -82,6 +82,14 @@ def normalize_url(url: str | Path | URL) -> URL:
         raise ConfigurationError(f"not a database URL: port {port} is not from 1 to 65535")
     backend = "postgresql" if parsed.drivername == "postgres" else parsed.drivername
     parsed = parsed.set(drivername=_ASYNC_DRIVERS.get(backend, backend))
+    try:
+        parsed.get_dialect()
+    except NoSuchModuleError as exc:
+        raise ConfigurationError(
+            f"no SQLAlchemy dialect for {parsed.drivername!r}, the URL's database and driver: "
+            "use SQLite, PostgreSQL, MySQL or MariaDB (sqlite://, postgresql://, mysql://, "
+            "mariadb://)"
+        ) from exc
     if parsed.get_backend_name() in MYSQL and "charset" not in parsed.query:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
     if parsed.get_driver_name() == "asyncpg" and "sslmode" in parsed.query:
