@@ -149,3 +149,16 @@ def check_deletion_and_erasure(client: httpx.Client, dog: str, garden: str, secr
     assert client.get(f"/sessions/{dog}", headers=ALICE).status_code == 404
     assert client.get("/search", params={"q": "Mochi"}, headers=ALICE).json()["hits"] == []
     assert len(client.get(f"/sessions/{secret}", headers=BOB).json()["items"]) == 2
+
+
+def test_what_the_store_refuses_is_a_bad_request(base_url: str) -> None:
+    """A query past the store's bound and a user id past 255 characters were 500s, and the
+    next request on the same connection met a reset one."""
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        long_query = client.get("/search", params={"q": "x" * 2001}, headers=ALICE)
+        assert long_query.status_code == 400 and "at most 2,000" in long_query.json()["detail"]
+        long_user = client.get("/sessions", headers={"X-User": "u" * 300})
+        assert long_user.status_code == 400 and "at most 255" in long_user.json()["detail"]
+        bad_cursor = client.get("/sessions", params={"cursor": "nope"}, headers=ALICE)
+        assert bad_cursor.status_code == 400 and "cursor" in bad_cursor.json()["detail"]
+        assert client.get("/search", params={"q": "Mochi"}, headers=ALICE).json() == {"hits": []}
