@@ -636,9 +636,13 @@ def _mysql_number(exc: DBAPIError) -> int | None:
 def _closed_by_mysql(exc: DBAPIError) -> str | None:
     """How MySQL/MariaDB ended a connection: "packet" when it says a packet was over
     max_allowed_packet (1153), "lost" when the connection just ended (2006, 2013: a server
-    gone, or one that closed it as it read an oversized packet), else None."""
+    gone, or one that closed it as it read an oversized packet) or the driver read a reply
+    out of turn (asyncmy's "Packet sequence number wrong": the server's refusal of a packet
+    of about 100 MB, sent while the driver was still sending it), else None."""
     if _mysql_number(exc) == 1153 or "max_allowed_packet" in str(exc.orig):
         return "packet"
+    if "Packet sequence number wrong" in str(exc.orig):
+        return "lost"
     return "lost" if _mysql_number(exc) in (2006, 2013) else None
 
 
