@@ -67,7 +67,7 @@ def test_doctor_finds_each_problem_and_names_its_fix(db_url: str) -> None:
     assert "ok       key         plaintext database" in found.output
     assert "PROBLEM  embedder    items were indexed with hashing-v2-64" in found.output
     assert "PROBLEM  sdk tables  agent_messages holds 1 session not imported" in found.output
-    assert "PROBLEM  histories   1 session of 2 hold" in found.output
+    assert "PROBLEM  histories   1 session of 2 holds a history" in found.output
     assert "ok       index       every live item is indexed with hashing-v2-64" in found.output
     assert "3 problems found" in found.output
     for check in ("histories", "sdk tables"):

@@ -699,6 +699,9 @@ async def test_hits_need_evidence_and_queries_have_a_maximum_length(
         for call in (session.search, store.search):
             with pytest.raises(QueryTooLongError, match="at most 2,000"):
                 await call("x" * (MAX_QUERY_CHARS + 1))
+            for not_text in (7, None, b"dog"):  # were QueryTooLongError
+                with pytest.raises(ConfigurationError, match="a query is a string, not"):
+                    await call(not_text)  # type: ignore[arg-type]
             for bad in ("0.1", True, float("nan"), 10**400):  # "0.1" was a TypeError
                 with pytest.raises(ConfigurationError, match="min_score must be a finite"):
                     await call("tomatoes", min_score=bad)

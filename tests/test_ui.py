@@ -278,6 +278,8 @@ def test_the_transcript_marks_what_the_model_api_would_refuse(sqlite_url: str) -
     assert "the output of call &#39;gone&#39;, which is not in the history" in oldest.text
     assert "1 orphaned tool output" in text_of(early.text)
     assert "unanswered" not in text_of(early.text)
+    labels = re.findall(r"<small>\(([^<]*)\)</small>", early.text)
+    assert labels == ["63 items, 31 turns", "3 items, 1 turn"]  # was "1 turns"
 
 
 def test_a_token_guards_every_request(evil_store: SessionStore) -> None:

@@ -179,7 +179,7 @@ class EmbedderError(SearchError, ValueError):
 
 
 class QueryTooLongError(SearchError, ValueError):
-    """A search query is longer than `search.MAX_QUERY_CHARS` characters (or not a string)."""
+    """A search query is longer than `search.MAX_QUERY_CHARS` characters."""
 
 
 class MissingExtraError(SearchError, ImportError):

@@ -169,7 +169,8 @@ async def _histories(url: str, tables: TableNames, store: SessionStore) -> Findi
         return Finding(
             "histories",
             False,
-            f"{counted(len(unhealthy), 'session')} of {count} hold a history the model API "
+            f"{counted(len(unhealthy), 'session')} of {count} "
+            f"{'holds' if len(unhealthy) == 1 else 'hold'} a history the model API "
             "would refuse (see `sessions check`)",
             f"{tables.command_line('repair', shown(url), program=REPAIR)} {_some(unhealthy)}",
         )

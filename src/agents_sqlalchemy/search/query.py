@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import QueryTooLongError
+from ..errors import ConfigurationError, QueryTooLongError
 from .text import term_counts
 
 #: The longest query `check_query` accepts, in characters.
@@ -75,13 +75,14 @@ _NOT_NAMES = frozenset(
 
 
 def check_query(query: str) -> str:
-    """The query, if it is a string of at most `MAX_QUERY_CHARS` characters.
+    """The query, if it is a string (else `ConfigurationError`) of at most
+    `MAX_QUERY_CHARS` characters (else `QueryTooLongError`).
 
     >>> check_query("disk full")
     'disk full'
     """
     if not isinstance(query, str):
-        raise QueryTooLongError(f"a query is a string, not {type(query).__name__}")
+        raise ConfigurationError(f"a query is a string, not {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
         raise QueryTooLongError(
             f"the query has {len(query):,} characters; at most {MAX_QUERY_CHARS:,} are "
