@@ -297,7 +297,17 @@ def test_a_token_guards_every_request(evil_store: SessionStore) -> None:
     with pytest.raises(ValueError, match="--token"):
         check_bind("0.0.0.0", None)
     check_bind("0.0.0.0", token)
-    check_bind("localhost", None)
+    for loopback in (
+        "localhost",
+        "127.0.0.2",
+        "::1",
+    ):  # 127.0.0.2 was refused, said "other machines"
+        check_bind(loopback, None)
+    for beyond in ("192.168.1.20", "db.internal", "::"):
+        with pytest.raises(ValueError, match="lets other machines in"):
+            check_bind(beyond, None)
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        check_bind("0.0.0.0", "t" * 15)
 
 
 @pytest.mark.parametrize("token", ["t" * 24, "€uro-token-1234567890", "秘密のトークン-0123456789"])

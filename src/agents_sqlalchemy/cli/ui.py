@@ -58,7 +58,8 @@ def log_config(base: dict[str, Any]) -> dict[str, Any]:
     metavar="TOKEN",
     envvar=f"{ENV_PREFIX}UI_TOKEN",
     show_envvar=True,
-    help="Required of every request (needed to listen beyond 127.0.0.1): open "
+    help="Required of every request (needed to listen beyond this machine's loopback; "
+    "16 characters at least): open "
     "http://HOST:PORT/?token=TOKEN once, or send 'Authorization: Bearer TOKEN'.",
 )
 @click.option(

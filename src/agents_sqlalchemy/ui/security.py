@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import secrets
 import time
@@ -41,19 +42,35 @@ logger = logging.getLogger("agents_sqlalchemy.ui")
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to listen beyond this machine without a token (`ConfigurationError`).
+#: The fewest characters a token may have.
+MIN_TOKEN = 16
 
-    >>> check_bind("127.0.0.1", None)
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen beyond this machine's loopback without a token, or with a token of
+    fewer than `MIN_TOKEN` characters (`ConfigurationError`).
+
+    >>> check_bind("127.0.0.1", None), check_bind("127.0.0.2", None), check_bind("::1", None)
+    (None, None, None)
     >>> check_bind("0.0.0.0", "a-long-enough-token")
     """
-    if host not in LOCAL_HOSTS and not token:
+    if not token and not loopback(host):
         raise ConfigurationError(
             f"listening on {host} lets other machines in: give --token (or "
             "$AGENTS_SQLALCHEMY_UI_TOKEN), or keep the default 127.0.0.1"
         )
-    if token is not None and len(token) < 16:
-        raise ConfigurationError("the token must be at least 16 characters long")
+    if token is not None and len(token) < MIN_TOKEN:
+        raise ConfigurationError(f"the token must be at least {MIN_TOKEN} characters long")
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` is this machine's loopback: `localhost`, 127.0.0.0/8 or ::1."""
+    if host in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name
+        return False
 
 
 def same(given: str | None, expected: str) -> bool:
