@@ -1214,3 +1214,19 @@ async def test_a_kms_key_provider_end_to_end(db_url: str, key: bytes) -> None:
             await store.session("s").get_items()
     async with SessionStore(db_url, key=moved) as store:
         assert await store.session("s").get_items() == secret_items("kms")
+
+
+async def test_an_item_whose_kek_id_was_altered_is_named(db_url: str, key: bytes) -> None:
+    """An item's kek_id set to an id no key has: the error named neither the item nor its
+    session, and blamed a rotation only. It names both now, and the third cause."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s1").add_items([message("a"), message("b"), message("c")])
+    await execute(db_url, f"UPDATE {ITEMS} SET kek_id = 'deadbeef' WHERE seq = 2")
+    said = "item #2 of session 's1' is wrapped by key-encryption key 'deadbeef'"
+    async with SessionStore(db_url, key=key) as store:
+        session = store.session("s1")
+        for read in (session.get_items(), session.get_items(limit=2)):
+            with pytest.raises(KeyringError, match=said) as raised:
+                await read
+            assert "changed outside the library" in str(raised.value)
+        assert await session.get_items(limit=1) == [message("c")]

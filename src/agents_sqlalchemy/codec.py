@@ -412,9 +412,11 @@ class SealedCodec:
             if is_owner_key_id(kek_id):
                 raise MissingOwnerKeys([kek_id])
             raise KeyringError(
-                f"wrapped by key-encryption key {kek_id!r}, not the store's {self.kek_id!r}: a "
-                "key rotation is unfinished (run it again to finish it), or this store holds a "
-                "key that was rotated away (open it again with the new key)"
+                f"{named() if callable(named) else named} is wrapped by key-encryption key "
+                f"{kek_id!r}, not the store's {self.kek_id!r}: a key rotation is unfinished "
+                "(run it again to finish it), this store holds a key that was rotated away "
+                "(open it again with the new key), or the row's kek_id was changed outside "
+                "the library"
             )
         if owner is not None and found.owner != owner:
             raise TamperedItemError(
@@ -514,7 +516,10 @@ class SealedCodec:
         if stored.wrapped_key is None:
             raise CorruptItemError(f"stored {where(key, stored.seq)} has no data key")
         data_key = unwrap_data_key(
-            self.wrapper(stored.kek_id), stored.wrapped_key, place, where=where(key, stored.seq)
+            self.wrapper(stored.kek_id, named=where(key, stored.seq)),
+            stored.wrapped_key,
+            place,
+            where=where(key, stored.seq),
         )
         # Terms as keyed hashes, the vector sealed with the item's own data key.
         vector = entry.vector
