@@ -375,8 +375,9 @@ class SessionStore:
 
     @traced("indexed_model")
     async def indexed_model(self) -> str | None:
-        """What the latest item was indexed with (None: none yet): the embedder's
-        `model_id` and the terms' version (`search.index_id`), as
+        """What the latest item was indexed with (None: none yet; items are indexed
+        just after their write, so `flush()` first to know about the last ones): the
+        embedder's `model_id` and the terms' version (`search.index_id`), as
         `"minilm:...+terms-v2"`.
 
         What the database was indexed with, so a tool can search with the same model.
