@@ -696,6 +696,8 @@ async def test_hits_need_evidence_and_queries_have_a_maximum_length(
         assert len(await store.search("dog", user_id="bob", min_score=0.0)) == 2
         assert await session.search("tomatoes") == [garden]
         assert await session.search("x" * MAX_QUERY_CHARS) == []
+        for nothing in ("?!.,;:", "🔥🚀"):  # no word piece: were both items, scored 0
+            assert await session.search(nothing, mode="vector") == []
         for call in (session.search, store.search):
             with pytest.raises(QueryTooLongError, match="at most 2,000"):
                 await call("x" * (MAX_QUERY_CHARS + 1))

@@ -80,7 +80,9 @@ def cosine_scores(
     query: npt.NDArray[Any] | bytes,
     vectors: Sequence[bytes | None] | npt.NDArray[Any],
 ) -> Scores:
-    """Cosine similarity of the query to each vector; NaN where a candidate has none.
+    """Cosine similarity of the query to each vector; NaN where a candidate has none, and
+    everywhere if the query has none (a zero vector: an embedder that found nothing to
+    embed in "?!" or an emoji, where every cosine was 0 and vector mode ranked all alike).
 
     Vectors are the stored bytes (or a matrix of unit rows); the query is a unit vector.
     """
@@ -89,6 +91,8 @@ def cosine_scores(
         if isinstance(query, bytes)
         else np.asarray(query, dtype=np.float32)
     )
+    if not q.any():
+        return np.full(len(vectors), np.nan)
     if isinstance(vectors, np.ndarray):
         return _dot(np.asarray(vectors, dtype=np.float32), q)
     blobs = [v for v in vectors if v is not None]
