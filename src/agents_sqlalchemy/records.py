@@ -257,7 +257,9 @@ class ImportedUser:
     """What `store.import_user()` wrote: sessions and items, sessions skipped because their
     id was already in the store (with `skip_existing=True`), and usage rows of a branch's
     turns that no longer hold an item in the export (kept nowhere: there is no turn to put
-    them on; the main line keeps those of its purged turns).
+    them on; the main line keeps those of its purged turns). `items` counts each line's
+    items as the export holds them: those a branch shares with its source count on both
+    lines, though they are stored once (`erase_user` counts stored rows).
 
     Example::
 
