@@ -390,9 +390,13 @@ def _daily(since: date, days: int, values: dict[date, int]) -> list[tuple[str, f
 # -- writes ----------------------------------------------------------------------------------
 
 
-def _action(ui: Browser, action: str, target: str) -> None:
+def _writable(ui: Browser) -> None:
     if not ui.allow_writes:
         raise PermissionError("this session browser is read-only (start it with --allow-writes)")
+
+
+def _action(ui: Browser, action: str, target: str) -> None:
+    _writable(ui)
     if action not in ACTIONS:
         raise BadRequest(f"unknown action {action!r}")
     if not target:
@@ -412,6 +416,7 @@ async def confirm_page(request: Request) -> Response:
 
 async def act(request: Request) -> Response:
     ui: Browser = request.app.state.ui
+    _writable(ui)  # said first: a read-only browser's form has no valid CSRF token either
     form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
     if not ui.guard.check_csrf(form.get("csrf")):
         return ui.page(request, "error.html", 403, message="the form's CSRF token is not valid")
