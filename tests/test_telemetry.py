@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ from sqlalchemy.engine import make_url
 from agents_sqlalchemy import (
     BranchError,
     ConfigurationError,
+    SchemaError,
     SessionBusyError,
     SessionStore,
     Telemetry,
@@ -242,6 +244,10 @@ async def test_id_options_and_options_checked(sqlite_url: str) -> None:
     assert "agents_sqlalchemy.user.id" not in none.attributes
     salted = Telemetry(salt=b"app secret").identify("chat-7")
     assert salted != Telemetry().identify("chat-7") and len(salted or "") == 16
+    assert "app secret" not in repr(Telemetry(salt=b"app secret"))  # the app's secret
+    async with SessionStore(sqlite_url, telemetry=out.telemetry(ids="plain")) as store:
+        await store.session("chat-7").set_user_id("carol")  # a session opened without one
+    assert out.named("set_user_id")[-1].attributes["agents_sqlalchemy.user.id"] == "carol"
     with pytest.raises(ConfigurationError, match="ids"):
         Telemetry(ids="clear")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="telemetry"):
@@ -555,3 +561,17 @@ async def test_erasure_and_search_spans_carry_what_the_docs_say(sqlite_url: str)
     ] == ["keyword"]
     durations = metrics["db.client.operation.duration"]
     assert not any("agents_sqlalchemy.search.mode" in point.attributes for point in durations)
+
+
+async def test_a_schema_not_at_head_is_the_checks_error(tmp_path: Path) -> None:
+    """The check's span ended without an error: the SchemaError was raised after it."""
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE app_things (x INTEGER)")
+    out = Exported()
+    async with SessionStore(path, telemetry=out.telemetry()) as store:
+        with pytest.raises(SchemaError):
+            await store.session("s").get_items()
+    (check,) = out.named("ensure_schema")
+    assert check.status.status_code == StatusCode.ERROR
+    assert check.attributes["error.type"] == "agents_sqlalchemy.errors.SchemaError"

@@ -350,7 +350,7 @@ class StoreSession:
         """Merge `values` into the metadata (None removes a name); return the result."""
         return await self._live().conversation.update_metadata(self._key, values)
 
-    @traced("set_user_id", sessions=True)
+    @traced("set_user_id", sessions=True, user_argument="user_id")
     async def set_user_id(self, user_id: str | None) -> None:
         """Give this session to another owner (None: to nobody)."""
         await self._live().conversation.set_user_id(self._key, user_id)

@@ -93,7 +93,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
@@ -129,7 +129,7 @@ class Telemetry:
     """
 
     ids: IdPolicy = "hashed"
-    salt: bytes | str | None = None
+    salt: bytes | str | None = field(default=None, repr=False)  # a secret: not in logs
     enabled: bool = True
     tracer_provider: Any = None
     meter_provider: Any = None

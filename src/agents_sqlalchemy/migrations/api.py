@@ -190,8 +190,8 @@ async def ensure_schema(db: Database, tables: TableNames, *, create: bool) -> No
                     raise
                 operation.retried("creator")
                 await asyncio.sleep(delay)
-    if not status.at_head:
-        raise status.error(db.url)
+        if not status.at_head:  # in the operation: its span and metric record the error
+            raise status.error(db.url)
 
 
 def _no_file(url: str | Path | URL | AsyncEngine, tables: TableNames) -> SchemaStatus | None:
