@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore
+from agents_sqlalchemy import ConfigurationError, DatabaseError, SchemaError, SessionStore
 from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.repository import schema as repository_module
@@ -349,3 +349,19 @@ def test_a_url_of_no_known_database_is_a_configuration_error() -> None:
             SessionStore(bad)
     result = cli("sessions", "list", "--url", "foo://bar")
     assert result.exit_code == 2 and "no SQLAlchemy dialect for 'foo'" in result.output
+
+
+async def test_tables_gone_since_the_store_opened_are_a_schema_error(db_url: str) -> None:
+    """The items table renamed away under an open store (as a database dropped and made
+    anew): each call raised DatabaseError("relation ... does not exist"); it is the
+    SchemaError of a schema not there, naming the command, and nothing is lost."""
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        session = store.session("s")
+        await session.add_items([message("kept")])
+        await execute(db_url, f"ALTER TABLE {ITEMS} RENAME TO away_items")
+        for call in (session.get_items(), session.add_items([message("more")])):
+            with pytest.raises(SchemaError, match="gone from the database") as raised:
+                await call
+            assert "agents-sqlalchemy db upgrade" in str(raised.value)
+        await execute(db_url, f"ALTER TABLE away_items RENAME TO {ITEMS}")
+        assert await session.get_items() == [message("kept")]

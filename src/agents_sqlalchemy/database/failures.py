@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.exc import DBAPIError
 
@@ -85,3 +85,15 @@ def raised_by_trigger(dialect: str, exc: DBAPIError) -> bool:
         args: tuple[object, ...] = getattr(orig, "args", ())
         return args[:1] == (_MYSQL_RAISED,)
     return False
+
+
+def missing_table(dialect: str, exc: DBAPIError) -> bool:
+    """Whether `exc` says a table the statement names is not there: PostgreSQL's
+    `undefined_table`, MySQL's 1146, SQLite's "no such table"."""
+    orig = exc.orig
+    if dialect == "postgresql":
+        return (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == "42P01"
+    if dialect in ("mysql", "mariadb"):
+        args: tuple[Any, ...] = getattr(orig, "args", ())
+        return bool(args) and args[0] == 1146
+    return dialect == "sqlite" and str(orig).startswith("no such table")

@@ -44,12 +44,13 @@ from ..errors import (
     ConstraintError,
     DatabaseError,
     DatabaseTimeoutError,
+    SchemaError,
     SessionBusyError,
     StoreClosedError,
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
 from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, mysql_in_transaction, sqlite_file
-from .failures import failure_kind, never_sent, raised_by_trigger
+from .failures import failure_kind, missing_table, never_sent, raised_by_trigger
 from .sqlite_file import Locked, SQLiteFile
 
 T = TypeVar("T")
@@ -565,11 +566,18 @@ class Database:
             session_id,
         )
 
-    def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError:
+    def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError | SchemaError:
         # What the SDK's class raises: catchable as such. A trigger's refusal is one too.
         if isinstance(exc, IntegrityError) or raised_by_trigger(self.dialect_name, exc):
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
+        if missing_table(self.dialect_name, exc):  # checked at the store's first call
+            return SchemaError(
+                f"{exc.orig}, {_outcome(attempt)}: the library's tables are gone from the "
+                "database since the store opened (dropped, or the database made anew): run "
+                "`agents-sqlalchemy db upgrade` with the store's URL and table options, then "
+                "open the store again"
+            )
         if (problem := known_problem(self.url, exc)) is not None:
             return DatabaseError(problem)
         if self.dialect_name in ("mysql", "mariadb") and (closed := _closed_by_mysql(exc)):
