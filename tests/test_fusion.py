@@ -17,6 +17,7 @@ from agents_sqlalchemy.search import (
     DEFAULT_VECTOR_WEIGHT,
     MAX_QUERY_CHARS,
     WEAK_VECTOR_WEIGHT,
+    Fusion,
     HashingEmbedder,
     MiniLMEmbedder,
     Model2VecEmbedder,
@@ -254,9 +255,12 @@ def test_queries_have_a_documented_maximum_length() -> None:
     assert issubclass(QueryTooLongError, ValueError)
 
 
-def test_items_tying_on_the_score_go_by_their_coverage_before_their_age() -> None:
+@pytest.mark.parametrize(("ties", "first"), [("recency", "once"), ("coverage", "often")])
+def test_items_tying_on_the_score_go_as_the_fitted_tie_break_says(ties: str, first: str) -> None:
     """Two items holding the whole query tie (coverage capped at 1, vector evidence
-    shared): the newer one came first, though the other holds the query's terms more."""
+    shared): by default (fitted: every fold of the evaluation chose it) the newer one goes
+    first; `ties="coverage"` puts first the one holding the query's terms more often."""
+    assert Fusion().ties == "recency"
     keys = ["often", "once", "neither"]
     signals: dict[str, Any] = {
         "vector": np.array([0.28, 0.21, 0.10]),
@@ -264,8 +268,9 @@ def test_items_tying_on_the_score_go_by_their_coverage_before_their_age() -> Non
         "recency": np.array([0.0, 1.0, 0.5]),
     }
     for literal in (False, True):
-        hits = fuse(keys, literal=literal, **signals)
-        assert [hit.key for hit in hits][:2] == ["often", "once"], literal
+        fusion = Fusion(ties=ties)  # type: ignore[arg-type]
+        hits = fuse(keys, literal=literal, fusion=fusion, **signals)
+        assert hits[0].key == first, literal
         assert hits[0].score == hits[1].score
 
 

@@ -62,6 +62,7 @@ from agents_sqlalchemy.search import (
     has_evidence,
     item_text,
 )
+from agents_sqlalchemy.search.fusion import TieBreak
 
 from .memory_index import MemoryIndex, Signals
 from .queries import Query
@@ -80,6 +81,7 @@ TOLERANCE = 0.01
 KEYWORD_POWERS = (2.0, 4.0, 8.0)
 LITERAL_RATIOS = (0.002, 0.005)
 MIN_VECTOR_ZS = (1.0, 1.5, 2.0)
+TIE_BREAKS: tuple[TieBreak, ...] = ("recency", "coverage")
 DEFAULT_WEIGHTS = (1.0, 2.0, 4.0)
 DECLARED_WEIGHTS = {
     "hashing": (0.0001, 0.0002, 0.0005),
@@ -172,15 +174,21 @@ def first_rank(
     keep: npt.NDArray[np.bool_],
     recency: npt.NDArray[np.float64],
     answers: npt.NDArray[np.bool_],
+    coverage: npt.NDArray[np.float64] | None = None,
 ) -> int | None:
-    """The rank `fuse` gives the first answer (higher score, then newer, then earlier
-    candidate first), or None if no answer is kept: linear, no sort."""
+    """The rank `fuse` gives the first answer (higher score, then higher keyword
+    `coverage` uncapped, then newer, then earlier candidate first), or None if no answer is
+    kept: linear, no sort."""
+    cov = np.zeros(score.size) if coverage is None else coverage
     best: int | None = None
     for a in np.flatnonzero(answers & keep):
+        tied = score == score[a]
+        level = tied & (cov == cov[a])
         ahead = keep & (
             (score > score[a])
-            | ((score == score[a]) & (recency > recency[a]))
-            | ((score == score[a]) & (recency == recency[a]) & (np.arange(score.size) < a))
+            | (tied & (cov > cov[a]))
+            | (level & (recency > recency[a]))
+            | (level & (recency == recency[a]) & (np.arange(score.size) < a))
         )
         rank = int(ahead.sum()) + 1
         best = rank if best is None else min(best, rank)
@@ -198,6 +206,7 @@ class Case:
     calibration: Calibration  # the embedder's, as `calibrate` measures it
     literal: bool
     recency: npt.NDArray[np.float64]
+    coverage: npt.NDArray[np.float64]  # uncapped: `fuse` breaks ties of the score by it
     answers: npt.NDArray[np.bool_]
     vector_rank: int | None
     keyword_rank: int | None
@@ -207,7 +216,8 @@ class Case:
         found = self.found
         score = fused_scores(found, weight=weight, literal=self.literal, fusion=fusion)
         keep = has_evidence(found, fusion, floor)
-        return first_rank(score, keep, self.recency, self.answers)
+        coverage = self.coverage if fusion.ties == "coverage" else None
+        return first_rank(score, keep, self.recency, self.answers, coverage)
 
 
 def arrays(signals: Signals[Key]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -237,6 +247,7 @@ async def cases(corpus: Corpus) -> list[Case]:
                         corpus.calibration,
                         signals.literal,
                         rec,
+                        kw,
                         answers,
                         first_rank(np.where(has_vec, vec, -np.inf), has_vec, rec, answers),
                         first_rank(kw, has_kw, rec, answers),
@@ -297,7 +308,7 @@ class Fit:
         weights = ", ".join(f"{k} {v:g}" for k, v in self.weights.items())
         return (
             f"keyword power {f.keyword_power:g}, literal ratio {f.literal_ratio:g}, "
-            f"min vector z {f.min_vector_z:g}; weights: {weights}"
+            f"min vector z {f.min_vector_z:g}, ties by {f.ties}; weights: {weights}"
         )
 
 
@@ -310,9 +321,9 @@ def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
     embedders; ties go to the larger sum of worst rows (the most robust), then of means.
     The weight of an embedder that declares none is fitted on minilm-protocol (a capable
     model) and on model2vec-protocol (a weak one); the hashing and static models' weights
-    (which they declare) each on its own rows; the fusion's
-    constants are shared by all, `min_vector_z` fitted last. It starts at 1: below it, of
-    two candidates one always counts as standing out (z = 0.67).
+    (which they declare) each on its own rows; the fusion's constants are shared by all,
+    the order of exact ties then `min_vector_z` fitted last. `min_vector_z` starts at 1:
+    below it, of two candidates one always counts as standing out (z = 0.67).
     """
     shared = "minilm-protocol" in by_embedder  # then minilm's rows are the same
     names = [n for n in by_embedder if not (shared and n == "minilm")]
@@ -347,6 +358,10 @@ def fit(by_embedder: Mapping[str, list[Case]]) -> Fit:
         weights = best_weights(fusion)
         scored.append((judge(fusion, weights), fusion, weights))
     _, fusion, weights = max(scored, key=lambda s: s[0])
+    fusion = max(  # the newer first where the two orders judge alike (listed first)
+        (replace(fusion, ties=ties) for ties in TIE_BREAKS),
+        key=lambda f: (judge(f, weights), -TIE_BREAKS.index(f.ties)),
+    )
     fusion = max(
         (replace(fusion, min_vector_z=z) for z in MIN_VECTOR_ZS),
         key=lambda f: (judge(f, weights), -f.min_vector_z),
