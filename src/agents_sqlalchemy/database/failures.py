@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy.exc import DBAPIError
 
@@ -34,17 +34,27 @@ _MYSQL_RAISED = 1644  # ER_SIGNAL_EXCEPTION: a trigger's SIGNAL SQLSTATE '45000'
 _SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 
+def pg_code(exc: DBAPIError) -> str | None:
+    """A PostgreSQL driver error's SQLSTATE (asyncpg's `sqlstate`, psycopg's `pgcode`)."""
+    return getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+
+
+def mysql_number(exc: DBAPIError) -> int | None:
+    """A MySQL/MariaDB driver error's number (its first argument)."""
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
 def failure_kind(dialect: str, exc: DBAPIError) -> Kind | None:
     """What `exc` means for a unit of work on `dialect` (None: an ordinary failure)."""
     if exc.connection_invalidated:
         return "disconnect"
     orig = exc.orig
     if dialect == "postgresql":
-        code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        code = pg_code(exc)
         return "busy" if code in _PG_BUSY else "deadlock" if code in _PG_DEADLOCK else None
     if dialect in ("mysql", "mariadb"):
-        args = getattr(orig, "args", ())
-        number = args[0] if args and isinstance(args[0], int) else None
+        number = mysql_number(exc)
         if number in _MYSQL_BUSY:
             return "busy"
         if number in _MYSQL_DEADLOCK:
@@ -78,22 +88,18 @@ def raised_by_trigger(dialect: str, exc: DBAPIError) -> bool:
     """Whether a trigger (or function) of the database raised `exc` to refuse the statement:
     PostgreSQL's RAISE EXCEPTION, MySQL's SIGNAL. SQLite's RAISE(ABORT) is a constraint
     failure already (`IntegrityError`)."""
-    orig = exc.orig
     if dialect == "postgresql":
-        return (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == _PG_RAISED
+        return pg_code(exc) == _PG_RAISED
     if dialect in ("mysql", "mariadb"):
-        args: tuple[object, ...] = getattr(orig, "args", ())
-        return args[:1] == (_MYSQL_RAISED,)
+        return mysql_number(exc) == _MYSQL_RAISED
     return False
 
 
 def missing_table(dialect: str, exc: DBAPIError) -> bool:
     """Whether `exc` says a table the statement names is not there: PostgreSQL's
     `undefined_table`, MySQL's 1146, SQLite's "no such table"."""
-    orig = exc.orig
     if dialect == "postgresql":
-        return (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == "42P01"
+        return pg_code(exc) == "42P01"
     if dialect in ("mysql", "mariadb"):
-        args: tuple[Any, ...] = getattr(orig, "args", ())
-        return bool(args) and args[0] == 1146
-    return dialect == "sqlite" and str(orig).startswith("no such table")
+        return mysql_number(exc) == 1146
+    return dialect == "sqlite" and str(exc.orig).startswith("no such table")

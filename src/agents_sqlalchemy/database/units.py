@@ -50,7 +50,7 @@ from ..errors import (
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
 from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, mysql_in_transaction, sqlite_file
-from .failures import failure_kind, missing_table, never_sent, raised_by_trigger
+from .failures import failure_kind, missing_table, mysql_number, never_sent, raised_by_trigger
 from .sqlite_file import Locked, SQLiteFile
 
 T = TypeVar("T")
@@ -126,7 +126,7 @@ def known_problem(url: URL, exc: DBAPIError) -> str | None:
     """What a driver's failure means, said so that a user can act on it: a server that
     cannot be reached, a pooler that refuses the connection, a SQLite file that cannot be
     opened; None for any other failure."""
-    if url.get_backend_name() in MYSQL and _mysql_number(exc) in (2002, 2003, 2005):
+    if url.get_backend_name() in MYSQL and mysql_number(exc) in (2002, 2003, 2005):
         return f"cannot reach the database {url!r}: {exc.orig}"
     if "unsupported startup parameter" in str(exc.orig):  # PgBouncer's refusal
         return (
@@ -635,23 +635,16 @@ def _seconds(name: str, value: float) -> float:
     return float(value)
 
 
-def _mysql_number(exc: DBAPIError) -> int | None:
-    """A MySQL/MariaDB driver error's number (its first argument)."""
-    args = getattr(exc.orig, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None
-
-
 def _closed_by_mysql(exc: DBAPIError) -> str | None:
     """How MySQL/MariaDB ended a connection: "packet" when it says a packet was over
     max_allowed_packet (1153), "lost" when the connection just ended (2006, 2013: a server
     gone, or one that closed it as it read an oversized packet) or the driver read a reply
     out of turn (asyncmy's "Packet sequence number wrong": the server's refusal of a packet
     of about 100 MB, sent while the driver was still sending it), else None."""
-    if _mysql_number(exc) == 1153 or "max_allowed_packet" in str(exc.orig):
+    if mysql_number(exc) == 1153 or "max_allowed_packet" in str(exc.orig):
         return "packet"
-    if "Packet sequence number wrong" in str(exc.orig):
-        return "lost"
-    return "lost" if _mysql_number(exc) in (2006, 2013) else None
+    out_of_turn = "Packet sequence number wrong" in str(exc.orig)
+    return "lost" if out_of_turn or mysql_number(exc) in (2006, 2013) else None
 
 
 def _outcome(attempt: _Attempt) -> str:
