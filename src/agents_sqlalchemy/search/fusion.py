@@ -269,9 +269,10 @@ def fuse(
     if min_score is not None:
         keep = (has_vec | has_kw if mode == "hybrid" else keep) & (score >= min_score)
     index = np.flatnonzero(keep)
-    # np.lexsort: the last key first. By coverage or not, a tie goes to the newer item.
-    coverage = -kw[index] if fusion.ties == "coverage" else np.zeros(index.size)
-    order = index[np.lexsort((-rec[index], coverage, -score[index]))]
+    by = [-rec[index], -score[index]]  # np.lexsort sorts by the last one first
+    if fusion.ties == "coverage":
+        by.insert(1, -kw[index])
+    order = index[np.lexsort(by)]
     if limit is not None:
         order = order[:limit]
     return [
