@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pymysql
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -365,3 +365,23 @@ async def test_tables_gone_since_the_store_opened_are_a_schema_error(db_url: str
             assert "agents-sqlalchemy db upgrade" in str(raised.value)
         await execute(db_url, f"ALTER TABLE away_items RENAME TO {ITEMS}")
         assert await session.get_items() == [message("kept")]
+
+
+async def test_a_table_of_the_app_missing_stays_a_database_error(db_url: str) -> None:
+    """An app's engine whose `begin` listener reads a table that is not there: the error is
+    the database's (`DatabaseError`, naming the table), not the library's tables gone."""
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        await store.session("s").add_items([message("kept")])
+    engine = create_async_engine(db_url)
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def tenant(conn: Connection) -> None:
+        conn.exec_driver_sql("SELECT COUNT(*) FROM app_tenants")
+
+    try:
+        async with SessionStore(engine) as store:
+            with pytest.raises(DatabaseError, match="app_tenants") as raised:
+                await store.session("s").get_items()
+            assert not isinstance(raised.value, SchemaError)
+    finally:
+        await engine.dispose()

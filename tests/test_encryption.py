@@ -1230,3 +1230,5 @@ async def test_an_item_whose_kek_id_was_altered_is_named(db_url: str, key: bytes
                 await read
             assert "changed outside the library" in str(raised.value)
         assert await session.get_items(limit=1) == [message("c")]
+        with pytest.raises(KeyringError, match="the vector of item #2 of the session whose"):
+            await session.search("b", mode="vector")  # opening the candidates' vectors

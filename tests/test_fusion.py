@@ -261,6 +261,8 @@ def test_items_tying_on_the_score_go_as_the_fitted_tie_break_says(ties: str, fir
     shared): by default (fitted: every fold of the evaluation chose it) the newer one goes
     first; `ties="coverage"` puts first the one holding the query's terms more often."""
     assert Fusion().ties == "recency"
+    with pytest.raises(ConfigurationError, match="ties must be one of"):
+        Fusion(ties="Coverage")  # type: ignore[arg-type]  # was taken for "recency"
     keys = ["often", "once", "neither"]
     signals: dict[str, Any] = {
         "vector": np.array([0.28, 0.21, 0.10]),

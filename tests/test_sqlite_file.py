@@ -242,3 +242,24 @@ async def test_a_relative_path_names_the_file_it_named_as_the_store_opened(
     assert list((tmp_path / "b").iterdir()) == []
     async with SessionStore(tmp_path / "a" / "agent.db") as store:
         assert len(await store.session("s").get_items()) == 2
+
+
+async def test_a_shared_store_on_a_relative_path_is_the_file_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SessionStore.shared` found its store by the path as given: after a `chdir`,
+    "agent.db" gave the store of the other directory's file, and its absolute path another
+    store on the same file."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    first = SessionStore.shared("agent.db", create_tables=True)
+    try:
+        assert SessionStore.shared(tmp_path / "a" / "agent.db") is first
+        await first.release()
+        monkeypatch.chdir(tmp_path / "b")
+        other = SessionStore.shared("agent.db", create_tables=True)
+        assert other is not first
+        await other.release()
+    finally:
+        await first.release()

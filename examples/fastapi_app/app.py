@@ -21,10 +21,10 @@ from typing import Annotated, Any
 from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from agents_sqlalchemy import ConfigurationError, ItemError, QueryTooLongError, SessionStore
+from agents_sqlalchemy import ConfigurationError, SessionStore
+from agents_sqlalchemy.search import MAX_QUERY_CHARS
 
 
 class ChatRequest(BaseModel):
@@ -45,7 +45,7 @@ def make_agent() -> Agent[Any]:
     return Agent(name="assistant", model=ScriptedModel([ModelStep.respond(offline_reply)]))
 
 
-def current_user(x_user: Annotated[str | None, Header()] = None) -> str:
+def current_user(x_user: Annotated[str | None, Header(max_length=255)] = None) -> str:
     """The caller. A header keeps the example short: a real app takes the identity from its
     authentication (a verified token or session cookie), never from a header anyone can set."""
     if not x_user:
@@ -82,14 +82,6 @@ def create_app(database_url: str) -> FastAPI:
 
     app = FastAPI(title="chat", lifespan=lifespan)
 
-    @app.exception_handler(ConfigurationError)
-    @app.exception_handler(ItemError)
-    @app.exception_handler(QueryTooLongError)
-    async def refused(request: Request, exc: Exception) -> JSONResponse:
-        """What the store refuses to take (a user id past 255 characters, a query past
-        2,000, a cursor it did not make) is the request's fault: 400 with the reason."""
-        return JSONResponse({"detail": str(exc)}, status_code=400)
-
     @app.post("/chat")
     async def chat(body: ChatRequest, user: User, store: Store) -> dict[str, str]:
         if body.session_id is None:
@@ -105,8 +97,10 @@ def create_app(database_url: str) -> FastAPI:
     async def list_sessions(
         user: User, store: Store, cursor: str | None = None, limit: Limit = 20
     ) -> dict[str, Any]:
-        # A cursor that list_sessions did not make is a ConfigurationError: 400 (`refused`).
-        page = await store.list_sessions(user_id=user, limit=limit, cursor=cursor)
+        try:
+            page = await store.list_sessions(user_id=user, limit=limit, cursor=cursor)
+        except ConfigurationError as exc:  # a cursor that list_sessions did not make
+            raise HTTPException(400, "bad cursor") from exc
         sessions = [
             {"session_id": s.session_id, "updated_at": s.updated_at, "items": s.item_count}
             for s in page
@@ -121,7 +115,10 @@ def create_app(database_url: str) -> FastAPI:
 
     @app.get("/search")
     async def search(
-        q: Annotated[str, Query(min_length=1)], user: User, store: Store, limit: Limit = 5
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+        user: User,
+        store: Store,
+        limit: Limit = 5,
     ) -> dict[str, Any]:
         hits = await store.search(q, user_id=user, limit=limit)  # this user's sessions only
         found = [

@@ -555,7 +555,11 @@ class SealedCodec:
                 raise CorruptItemError(f"vector of item #{candidates.seqs[i]} has no data key")
             if sealed is not None:
                 place = Place(candidates.session_hashes[i], candidates.seqs[i])
-                wrapper = self.wrapper(candidates.kek_ids[i])
+                named = (  # a search's candidates know their session by its hash only
+                    f"the vector of item #{candidates.seqs[i]} of the session whose hash "
+                    f"starts {candidates.session_hashes[i][:16]}"
+                )
+                wrapper = self.wrapper(candidates.kek_ids[i], named=named)
                 vector = self._open_vector(wrapper, wrapped_key, sealed, place, model_id)
                 out[i] = opened[wrapped_key] = vector
         if opened:

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .aio import run_blocking
 from .crypto import Key, OwnerKeyStore, same_key
-from .database.engines import DEFAULT_LOCK_TIMEOUT, engine_options, normalize_url
+from .database.engines import DEFAULT_LOCK_TIMEOUT, anchored, engine_options, normalize_url
 from .errors import ConfigurationError
 from .migrations.status import in_memory
 from .records import (
@@ -263,7 +263,7 @@ class SessionStore:
         target = (
             ("engine", id(url_or_engine))
             if isinstance(url_or_engine, AsyncEngine)
-            else ("url", normalize_url(url_or_engine).render_as_string(hide_password=False))
+            else ("url", anchored(normalize_url(url_or_engine)).render_as_string(False))
         )
         if in_memory(str(target[1])):  # as the SDK's class: a new in-memory database each time
             target = ("memory", secrets.token_hex(8))

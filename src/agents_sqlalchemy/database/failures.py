@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from sqlalchemy.exc import DBAPIError
@@ -95,11 +96,24 @@ def raised_by_trigger(dialect: str, exc: DBAPIError) -> bool:
     return False
 
 
-def missing_table(dialect: str, exc: DBAPIError) -> bool:
-    """Whether `exc` says a table the statement names is not there: PostgreSQL's
-    `undefined_table`, MySQL's 1146, SQLite's "no such table"."""
-    if dialect == "postgresql":
-        return pg_code(exc) == "42P01"
-    if dialect in ("mysql", "mariadb"):
-        return mysql_number(exc) == 1146
-    return dialect == "sqlite" and str(exc.orig).startswith("no such table")
+#: How each database names the table it did not find, in its message.
+_MISSING_TABLE = {
+    "postgresql": re.compile(r'relation "([^"]+)" does not exist'),
+    "mysql": re.compile(r"Table '([^']+)' doesn't exist"),
+    "mariadb": re.compile(r"Table '([^']+)' doesn't exist"),
+    "sqlite": re.compile(r"no such table: (\S+)"),
+}
+
+
+def missing_table(dialect: str, exc: DBAPIError) -> str | None:
+    """The table `exc` says is not there (without its schema), or None: PostgreSQL's
+    `undefined_table`, MySQL's 1146, SQLite's "no such table".
+
+    It may be any table a statement reached: an app's trigger's or `begin` listener's too."""
+    if dialect == "postgresql" and pg_code(exc) != "42P01":
+        return None
+    if dialect in ("mysql", "mariadb") and mysql_number(exc) != 1146:
+        return None
+    pattern = _MISSING_TABLE.get(dialect)
+    found = pattern.search(str(exc.orig)) if pattern is not None else None
+    return None if found is None else found.group(1).rsplit(".", 1)[-1]

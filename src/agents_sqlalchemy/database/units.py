@@ -26,7 +26,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -180,6 +180,7 @@ class Database:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = None,
         telemetry: Telemetry | None = None,
+        tables: Collection[str] = (),
     ) -> None:
         modes = {"OFF", "NORMAL", "FULL", "EXTRA"}
         if not isinstance(sqlite_synchronous, str) or sqlite_synchronous.upper() not in modes:
@@ -191,6 +192,8 @@ class Database:
         # Whether a SQLite file that is not there may be created (a store's `create_tables`);
         # if not, a connection to it fails instead.
         self.create_file = True
+        # The library's tables (a store's names): one of them missing is a `SchemaError`.
+        self.tables = frozenset(tables)
         self._source = EngineSource(
             url_or_engine,
             engine_kwargs,
@@ -571,7 +574,7 @@ class Database:
         if isinstance(exc, IntegrityError) or raised_by_trigger(self.dialect_name, exc):
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
-        if missing_table(self.dialect_name, exc):  # checked at the store's first call
+        if missing_table(self.dialect_name, exc) in self.tables:  # all there as the store opened
             return SchemaError(
                 f"{exc.orig}, {_outcome(attempt)}: the library's tables are gone from the "
                 "database since the store opened (dropped, or the database made anew): run "

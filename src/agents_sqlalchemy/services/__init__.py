@@ -41,7 +41,7 @@ from ..repository import (
     Usage,
 )
 from ..search import Embedder
-from ..tables import TableNames
+from ..tables import ROLES, TableNames
 from ..telemetry import Telemetry
 from .adoption import Adoption
 from .background import Background
@@ -106,6 +106,7 @@ class Services:
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
             telemetry=telemetry,
+            tables=[tables.name(role) for role in ROLES] + [tables.version_table],
         )
         # The repository: one schema context, one object per concern built on it.
         schema = Schema(db, build_models(tables), sealed=key is not None)
