@@ -106,7 +106,7 @@ class Services:
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
             telemetry=telemetry,
-            tables=[tables.name(role) for role in ROLES] + [tables.version_table],
+            tables=[tables.name(role) for role in ROLES],  # the version table among them
         )
         # The repository: one schema context, one object per concern built on it.
         schema = Schema(db, build_models(tables), sealed=key is not None)
