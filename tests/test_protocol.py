@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
     ConfigurationError,
+    ConstraintError,
     CorruptItemError,
     InvalidSessionIdError,
     ItemError,
@@ -28,7 +29,7 @@ from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.repository.schema import ARRAY_ROWS, TAIL_LIMITS, page_rows
 
 from .support.items import ALL, message, texts
-from .support.tables import raw_rows
+from .support.tables import execute, raw_rows
 
 
 @pytest.mark.pgbouncer
@@ -285,6 +286,28 @@ async def test_a_tampered_row_is_loud_and_stays(db_url: str, payload: str) -> No
             await session.pop_item()
         rows = await raw_rows(db_url, "SELECT seq FROM agents_sqlalchemy_items ORDER BY seq")
         assert rows == [(1,), (2,)]  # the pop rolled back: nothing was lost
+
+
+@pytest.mark.parametrize("key", [None, b"k" * 32])
+async def test_a_next_seq_set_back_names_itself_and_loses_nothing(
+    db_url: str, key: bytes | None
+) -> None:
+    """A session's `next_seq` lowered outside the library below its items' places: each
+    write is refused with a `ConstraintError` that names the session and `next_seq` (it
+    named only the database's unique constraint), and nothing stored is lost."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("set back")
+        await session.add_items([message(str(n)) for n in range(4)])
+    await execute(db_url, "UPDATE agents_sqlalchemy_sessions SET next_seq = 1")
+    async with SessionStore(db_url, key=key) as store:
+        session = store.session("set back")
+        for _ in range(2):  # the one-statement path and the transaction after it
+            with pytest.raises(ConstraintError, match="session 'set back': its next_seq in"):
+                await session.add_items([message("new")])
+        assert texts(await session.get_items()) == ["0", "1", "2", "3"]
+        await execute(db_url, "UPDATE agents_sqlalchemy_sessions SET next_seq = 4")
+        await session.add_items([message("new")])
+        assert texts(await session.get_items()) == ["0", "1", "2", "3", "new"]
 
 
 @pytest.mark.parametrize("value", ["[1]", '"x"', "5", "true"])

@@ -306,6 +306,18 @@ class Models:
     def items(self) -> Table:
         return self.table(self.item)
 
+    def refusals(self) -> dict[str, str]:
+        """What a refusal by one of these tables' constraints means, by the text naming the
+        constraint in each database's message (its name; SQLite names the columns): what
+        `Database` adds to the `ConstraintError` it raises."""
+        items, sessions = self.items.name, self.sessions.name
+        place = (
+            f"its next_seq in {sessions} is behind a place its items hold in {items} (the "
+            "row was changed outside the library); set it to the session's highest seq in "
+            f"{items} to write again"
+        )
+        return {f"uq_{items}_session_pk_seq": place, f"{items}.session_pk, {items}.seq": place}
+
 
 @cache
 def build_models(names: TableNames) -> Models:

@@ -26,7 +26,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -181,6 +181,7 @@ class Database:
         statement_timeout: float | None = None,
         telemetry: Telemetry | None = None,
         tables: Collection[str] = (),
+        refusals: Mapping[str, str] | None = None,
     ) -> None:
         modes = {"OFF", "NORMAL", "FULL", "EXTRA"}
         if not isinstance(sqlite_synchronous, str) or sqlite_synchronous.upper() not in modes:
@@ -194,6 +195,9 @@ class Database:
         self.create_file = True
         # The library's tables (a store's names): one of them missing is a `SchemaError`.
         self.tables = frozenset(tables)
+        # What a refusal by one of the store's constraints means, by a text that names the
+        # constraint in the database's message.
+        self.refusals = dict(refusals or {})
         self._source = EngineSource(
             url_or_engine,
             engine_kwargs,
@@ -355,12 +359,12 @@ class Database:
                     await asyncio.sleep(random.uniform(0.005, 0.02) * deadlocks)
                     continue
                 if kind != "disconnect" or attempt.committing or reconnected:
-                    raise self._failed(exc, attempt) from exc
+                    raise self._failed(exc, attempt, session_id) from exc
             except _Unsent as unsent:
                 cause = unsent.__cause__
                 assert isinstance(cause, DBAPIError)
                 if reconnected:
-                    raise self._failed(cause, attempt) from cause
+                    raise self._failed(cause, attempt, session_id) from cause
             except asyncio.TimeoutError as exc:
                 if timeout is None:  # the driver's own (connect) timeout
                     raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
@@ -569,10 +573,16 @@ class Database:
             session_id,
         )
 
-    def _failed(self, exc: DBAPIError, attempt: _Attempt) -> DatabaseError | SchemaError:
+    def _failed(
+        self, exc: DBAPIError, attempt: _Attempt, session_id: str | None = None
+    ) -> DatabaseError | SchemaError:
         # What the SDK's class raises: catchable as such. A trigger's refusal is one too.
         if isinstance(exc, IntegrityError) or raised_by_trigger(self.dialect_name, exc):
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
+            meaning = next((m for n, m in self.refusals.items() if n in str(exc.orig)), None)
+            if meaning is not None:
+                where = "" if session_id is None else f"session {session_id!r}: "
+                message = f"{where}{meaning} ({message})"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
         if missing_table(self.dialect_name, exc) in self.tables:  # all there as the store opened
             return SchemaError(

@@ -99,6 +99,7 @@ class Services:
     ) -> Services:
         """Compose the services of one store (no I/O: the database is met on first use)."""
         key = None if key is None else validate_key(key)
+        models = build_models(tables)
         db = Database(
             url_or_engine,
             engine_kwargs=engine_kwargs,
@@ -107,9 +108,10 @@ class Services:
             statement_timeout=statement_timeout,
             telemetry=telemetry,
             tables=[tables.name(role) for role in ROLES],  # the version table among them
+            refusals=models.refusals(),
         )
         # The repository: one schema context, one object per concern built on it.
-        schema = Schema(db, build_models(tables), sealed=key is not None)
+        schema = Schema(db, models, sealed=key is not None)
         items, sessions, lines = Items(schema), Sessions(schema), Lines(schema)
         branches = repository.Branches(schema, lines)
         usage = Usage(schema, items, lines, branches)
