@@ -22,7 +22,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import agents_sqlalchemy
-from agents_sqlalchemy import DatabaseError, SchemaError, SessionStore, TableNames
+from agents_sqlalchemy import (
+    ConfigurationError,
+    DatabaseError,
+    SchemaError,
+    SessionStore,
+    TableNames,
+)
 from agents_sqlalchemy.app_env import LibraryTables
 from agents_sqlalchemy.database.units import Database
 from agents_sqlalchemy.migrations import api as migrate
@@ -901,6 +907,17 @@ async def test_mariadb_branch_names_differing_by_trailing_spaces_and_downgrades(
     with pytest.raises(SchemaError, match="differ only by trailing spaces"):
         await migrate.downgrade(db_url, "0001")
     assert (await migrate.check(db_url)).at_head
+    # The refusal's advice works: a deleted branch keeps its name, so deleting one of the
+    # two is not enough (it advised so), and deleting the session is.
+    async with SessionStore(db_url) as store:
+        session = store.session("s")
+        await session.switch_to_branch("main")
+        await session.delete_branch("b ")
+        with pytest.raises(SchemaError, match="a deleted branch keeps its name"):
+            await migrate.downgrade(db_url, "0001")
+        await store.delete_session("s")
+    await migrate.downgrade(db_url, "0001")
+    assert (await migrate.check(db_url)).found == ("0001",)
     await migrate.downgrade(db_url, "base")
     assert (await migrate.check(db_url)).state == "missing"
 
@@ -945,5 +962,31 @@ async def test_a_stamp_whose_tables_are_not_there_is_refused(db_url: str) -> Non
     with pytest.raises(SchemaError, match=r"refusing to stamp head: its tables .*owner_keys"):
         await migrate.stamp(db_url, "head")
     assert (await migrate.check(db_url)).found == ("0001",)
+    await migrate.upgrade(db_url)
+    assert (await migrate.check(db_url)).at_head
+
+
+async def test_a_schema_on_sqlite_that_names_no_attached_database_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    """It failed on a missing `newschema.sqlite_master`, a `DatabaseError` of the
+    migrations, and the store's the same."""
+    names = TableNames(prefix="ns_", schema="newschema")
+    with pytest.raises(ConfigurationError, match="no database of that name is attached"):
+        await migrate.upgrade(tmp_path / "a.db", tables=names)
+    with pytest.raises(ConfigurationError, match="Leave the schema unset on SQLite"):
+        async with SessionStore(tmp_path / "b.db", create_tables=True, tables=names) as store:
+            await store.session("s").get_items()
+
+
+async def test_a_stamp_back_from_head_on_head_tables_is_refused(db_url: str) -> None:
+    """`db stamp 0001` on a schema at head was taken: every upgrade then failed making the
+    owner keys table, which was there, while a store said to run an upgrade."""
+    await migrate.upgrade(db_url)
+    with pytest.raises(SchemaError, match=r"refusing to stamp 0001: .* those of 0002 \(head\)"):
+        await migrate.stamp(db_url, "0001")
+    assert (await migrate.check(db_url)).at_head
+    await migrate.downgrade(db_url, "0001")
+    await migrate.stamp(db_url, "0001")  # on 0001's tables, a stamp of what is there
     await migrate.upgrade(db_url)
     assert (await migrate.check(db_url)).at_head

@@ -323,14 +323,22 @@ async def stamp(
         # A revision whose tables are not all there (head on 0001's tables) is undone and
         # refused: it left a schema every command refused, stamp and upgrade too. (Undone
         # by a stamp back: MySQL and MariaDB have committed it.)
+        # So is a stamp back from head on head's tables: every upgrade from there failed,
+        # making a table that is there.
         status = await conn.run_sync(schema_status, names)
-        if status.state == "incomplete":
+        back_from_head = before.state == "current" and status.state == "behind"
+        if status.state == "incomplete" or back_from_head:
             back = list(before.found) or ["base"]
             await run_command(conn, names, lambda cfg: command.stamp(cfg, back, purge=True))
             where = url.render_as_string(hide_password=True)
             raise SchemaError(
-                f"refusing to stamp {revision}: its tables {', '.join(status.tables_seen)} are "
-                f"not in {where}; nothing was changed (`upgrade` makes them)",
+                f"refusing to stamp {revision}: the tables in {where} are those of "
+                f"{before.expected} (head), which an upgrade from {revision} would make "
+                f"again; nothing was changed (`downgrade` takes them back to {revision})"
+                if back_from_head
+                else f"refusing to stamp {revision}: its tables "
+                f"{', '.join(status.tables_seen)} are not in {where}; nothing was changed "
+                "(`upgrade` makes them)",
                 state=status.state,
             )
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..database.failures import failure_kind
-from ..errors import SchemaError
+from ..errors import ConfigurationError, SchemaError
 from ..tables import ROLES, TableNames
 from .config import head_revision, script_directory
 
@@ -234,6 +234,7 @@ def in_memory(where: str) -> bool:
 
 def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     """Read the version table (Alembic's `MigrationContext`) and classify it; for `run_sync`."""
+    _refuse_unattached(connection, tables)
     if _no_such_database(connection, tables):  # the migrations will create it
         return SchemaStatus("missing", (), head_revision(), tables)
     # Tables first, version row second: a migrator committing in between is then seen as done.
@@ -308,6 +309,21 @@ def _no_such_database(connection: Connection, tables: TableNames) -> bool:
     if tables.schema is None or connection.dialect.name not in ("mysql", "mariadb"):
         return False
     return tables.schema not in inspect(connection).get_schema_names()
+
+
+def _refuse_unattached(connection: Connection, tables: TableNames) -> None:
+    """`ConfigurationError` where `tables.schema` is given on SQLite, which reads it as an
+    attached database, and no database of that name is attached (every statement failed on
+    a missing `schema.sqlite_master`)."""
+    if tables.schema is None or connection.dialect.name != "sqlite":
+        return
+    if tables.schema not in inspect(connection).get_schema_names():
+        raise ConfigurationError(
+            f"schema {tables.schema!r}: SQLite has no schemas; it reads one as the name of "
+            "an attached database, and no database of that name is attached to this "
+            "connection. Leave the schema unset on SQLite (or ATTACH the database in the "
+            "engine's connect listener)"
+        )
 
 
 def _ours(tables: TableNames) -> list[str]:

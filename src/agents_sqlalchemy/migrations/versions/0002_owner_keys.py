@@ -115,8 +115,10 @@ def _refuse_names_that_pad_alike() -> None:
         raise SchemaError(
             f"refusing to downgrade below revision {revision}: {len(found)} session(s) have "
             "branch names that differ only by trailing spaces (such as 'b' and 'b '), which "
-            "revision 0001 reads as one name; nothing was changed. Delete or rename one of "
-            "each (delete_branch), or downgrade to base"
+            "revision 0001 reads as one name; nothing was changed. Where both are live, "
+            "delete one (delete_branch); a deleted branch keeps its name, so where one is "
+            "deleted already, only deleting the session (delete_session) or a downgrade to "
+            "base goes past this"
         )
 
 
