@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
@@ -133,3 +135,49 @@ def test_doctor_takes_the_built_in_model_a_store_given_none_takes(sqlite_url: st
     assert "as a store given no embedder indexes" in found.output
     named = cli("doctor", "--url", sqlite_url, "--embedder", "hashing")
     assert "PROBLEM  embedder    items were indexed with model2vec:" in named.output
+
+
+def argv_of(command: str) -> list[str]:
+    """The arguments bash hands a program from the command line `command` (after its first
+    word): what a user who pastes it runs."""
+    words = command.split(" ", 1)[1]
+    done = subprocess.run(["bash", "-c", f"printf '%s\\0' {words}"], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode().split("\0")[:-1]
+
+
+def test_a_fix_names_each_odd_session_id_as_it_is(sqlite_url: str, tmp_path: Path) -> None:
+    """The ids of a fix were Python's `repr`: in double quotes where an id held a quote, in
+    which the shell runs `$(...)`; an id with a newline came out as `\\n`, naming another
+    session. Pasted, the command now names each as it is and runs nothing else."""
+    ran = tmp_path / "ran"
+    ids = [f"it's $(touch {ran})", "two\nlines\ttab", "both ' and \" `touch x`", "rtl\u202eend"]
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            for session_id in ids:
+                await store.session(session_id).add_items([USER, ORPHAN])
+
+    asyncio.run(write())
+    found = cli("doctor", "--url", sqlite_url)
+    lines = found.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if "PROBLEM  histories" in line)
+    from_doctor = argv_of(lines[start + 1].split("fix: ", 1)[1])
+    checked = cli("sessions", "check", "--url", sqlite_url)
+    fix = next(line for line in checked.output.splitlines() if line.startswith("Fix with: "))
+    from_check = argv_of(fix.removeprefix("Fix with: "))
+    assert from_doctor == from_check
+    assert sorted(from_doctor[-4:]) == sorted(ids)
+    assert not ran.exists()
+    repaired = cli(*from_doctor, "--yes")
+    assert repaired.exit_code == 0, repaired.output
+    assert "4 sessions, all healthy" in cli("doctor", "--url", sqlite_url).output
+
+    asyncio.run(seed_nul(sqlite_url))
+    nul = cli("sessions", "check", "--url", sqlite_url)
+    assert "Fix with: repair() of each session from Python (an id holds a NUL" in nul.output
+
+
+async def seed_nul(url: str) -> None:
+    async with SessionStore(url) as store:
+        await store.session("nul\x00inside").add_items([USER, ORPHAN])

@@ -74,7 +74,7 @@ def test_sessions_check_and_repair(db_url: str) -> None:
     assert "'healthy'" not in found.output  # every session: only those to repair are listed
     assert "Checked 3 sessions: 2 to repair" in found.output
     # The whole command, with the URL to fill in (it said "--url ..."), then the ids.
-    assert re.search(r"sessions repair --url '[^']+' 'interrupted' 'orphan'", found.output)
+    assert re.search(r"sessions repair --url '[^']+' interrupted orphan", found.output)
     one = cli("sessions", "check", "healthy", "--url", db_url)
     assert one.exit_code == 0 and "'healthy': healthy (4 items)" in one.output
     assert "Checked 1 session: healthy" in one.output

@@ -43,7 +43,7 @@ from .options import (
     run,
     shown,
 )
-from .sessions_health import every_session
+from .sessions_health import every_session, repair_command
 from .transcript import clean
 
 
@@ -172,7 +172,7 @@ async def _histories(url: str, tables: TableNames, store: SessionStore) -> Findi
             f"{counted(len(unhealthy), 'session')} of {count} "
             f"{'holds' if len(unhealthy) == 1 else 'hold'} a history the model API "
             "would refuse (see `sessions check`)",
-            f"{tables.command_line('repair', shown(url), program=REPAIR)} {_some(unhealthy)}",
+            repair_command(tables.command_line("repair", shown(url), program=REPAIR), unhealthy),
         )
     return Finding("histories", True, f"{counted(count, 'session')}, all healthy")
 

@@ -22,7 +22,7 @@ from ..store import SessionStore
 from ..tables import TableNames
 from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
-from .transcript import clean
+from .transcript import clean, shell_words
 
 # Problems listed per session; the rest are counted.
 SHOWN_PROBLEMS = 10
@@ -56,6 +56,16 @@ async def check_sessions(
         async for session_id in every_session(store):
             reports.append((session_id, await store.session(session_id).check()))
     return reports, missing
+
+
+def repair_command(repair: str, session_ids: Sequence[str]) -> str:
+    """`repair` (a command without ids) with the first five of `session_ids` as words a
+    shell hands over as they are, and "..." if there are more; or how else to repair, where
+    one cannot be given on a command line."""
+    words = shell_words(session_ids[:5])
+    if words is None:
+        return "repair() of each session from Python (an id holds a NUL, which no command carries)"
+    return f"{repair} {words}{' ...' if len(session_ids) > 5 else ''}"
 
 
 def _print_report(session_id: str, report: HistoryReport, *, verb: str = "") -> None:
@@ -96,9 +106,8 @@ def check(url: str, tables: TableNames, key: Key | None, session_ids: tuple[str,
     verdict = f"{counted(len(unhealthy), 'to repair', 'to repair')}" if unhealthy else "healthy"
     click.echo(f"Checked {counted(len(reports), 'session')}: {verdict}")
     if unhealthy:
-        ids = " ".join(clean(repr(session_id)) for session_id in unhealthy[:5])
         repair = tables.command_line("repair", shown(url), program="agents-sqlalchemy sessions")
-        click.echo(f"Fix with: {repair} {ids}")
+        click.echo(f"Fix with: {repair_command(repair, unhealthy)}")
     if unhealthy or missing:
         raise SystemExit(1)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +78,28 @@ def one_line(text: str) -> str:
     'alice\\\\x0aSession   forged\\\\u202e'
     """
     return _UNSAFE_LINE.sub(_escaped, text)
+
+
+def shell_words(texts: Iterable[str]) -> str | None:
+    """`texts` as words of a shell command that hands the program each text as it is,
+    joined by spaces; None if one holds a NUL, which no command line can carry.
+
+    A word is quoted as `shlex.quote` does; one holding what `one_line` escapes is written
+    in bash's `$'...'`, so that the command stays one line and shows no control character.
+
+    >>> print(shell_words(["it's $(id)", "two\\nlines"]))
+    'it'"'"'s $(id)' $'two\\x0alines'
+    """
+    words = []
+    for text in texts:
+        if "\x00" in text:
+            return None
+        if _UNSAFE_LINE.search(text) is None:
+            words.append(shlex.quote(text))
+        else:
+            inner = text.replace("\\", "\\\\").replace("'", "\\'")
+            words.append(f"$'{_UNSAFE_LINE.sub(_escaped, inner)}'")
+    return " ".join(words)
 
 
 def _escaped(match: re.Match[str]) -> str:
