@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agents_sqlalchemy import ConfigurationError, DatabaseError, SessionStore, upgrade
+from agents_sqlalchemy.cli import app
 
 from .support.items import message
+from .support.servers import PG_URL
 
 
 async def _busy_workers(url: str) -> list[BaseException]:
@@ -115,3 +119,37 @@ async def test_reads_cancelled_behind_the_pooler_leave_no_transaction_open(
             await store.session(f"after {n}").add_items([message("kept")])
         seen = [await other.session(f"after {n}").get_items() for n in range(10)]
     assert seen == [[message("kept")]] * 10
+
+
+def test_the_sdks_tables_are_read_through_the_pooler_too(
+    pgbouncer_url: str, tmp_path: Path
+) -> None:
+    """`import-sdk --from` a URL with `pgbouncer=true`: the setting reached asyncpg (a
+    `TypeError` and a traceback), and without it the source's cached statements collided
+    on the pooled server connections."""
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession as SdkSession
+
+    direct = make_url(PG_URL or "").set(database=make_url(pgbouncer_url).database)
+
+    async def sdk_history() -> None:
+        engine = create_async_engine(direct)
+        try:
+            for n in range(12):
+                session = SdkSession(f"s{n}", engine=engine, create_tables=n == 0)
+                await session.add_items([message(f"{n}-{i}") for i in range(3)])
+        finally:
+            await engine.dispose()
+
+    asyncio.run(sdk_history())
+    target = str(tmp_path / "agent.db")
+    done = CliRunner().invoke(
+        app, ["import-sdk", "--from", pgbouncer_url, "--url", target, "--create"]
+    )
+    assert done.exit_code == 0, done.output
+    assert "Imported 12 sessions (36 items)" in done.output
+
+    async def imported() -> list[str]:
+        async with SessionStore(target) as store:
+            return [item["content"] for item in await store.session("s11").get_items()]
+
+    assert asyncio.run(imported()) == ["11-0", "11-1", "11-2"]

@@ -40,7 +40,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..database.engines import normalize_url
+from ..database.engines import normalize_url, pgbouncer_mode, pgbouncer_options
 from ..database.units import database_errors
 from ..errors import ConfigurationError
 from ..turns import MAIN
@@ -206,10 +206,14 @@ class SdkSource:
 
 
 def _source_engine(source: str | Path | URL | AsyncEngine) -> tuple[AsyncEngine, bool]:
-    """An engine on the source; a SQLite file is opened read-only, so it stays untouched."""
+    """An engine on the source; a SQLite file is opened read-only, so it stays untouched;
+    behind a transaction pooler (`?pgbouncer=true`), with no statement cache."""
     if isinstance(source, AsyncEngine):
         return source, False
-    url = normalize_url(source)
+    url, pooled = pgbouncer_mode(normalize_url(source))
+    options: dict[str, Any] = {"poolclass": NullPool}
+    if pooled:
+        url, options = pgbouncer_options(url, options)
     path = url.database
     if (
         url.get_backend_name() == "sqlite"
@@ -222,7 +226,7 @@ def _source_engine(source: str | Path | URL | AsyncEngine) -> tuple[AsyncEngine,
         url = url.set(
             database=f"file:{quote(path)}", query={**url.query, "mode": "ro", "uri": "true"}
         )
-    return create_async_engine(url, poolclass=NullPool), True
+    return create_async_engine(url, **options), True
 
 
 #: `sdk_history` counts the SDK's rows up to this many.
