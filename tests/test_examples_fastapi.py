@@ -160,6 +160,13 @@ def test_what_the_store_refuses_is_a_bad_request(base_url: str) -> None:
         assert long_query.status_code == 422 and "2000" in long_query.text
         long_user = client.get("/sessions", headers={"X-User": "u" * 300})
         assert long_user.status_code == 422 and "255" in long_user.text
+        no_id = client.post("/chat", json={"message": "x", "session_id": ""}, headers=ALICE)
+        assert no_id.status_code == 422 and "session id" in no_id.text
+        # A lone surrogate, escaped in the JSON (the only way to send one).
+        body = '{"message": "x", "session_id": "a\\ud800"}'
+        sent = {"Content-Type": "application/json", **ALICE}
+        odd = client.post("/chat", content=body, headers=sent)
+        assert odd.status_code == 422 and "surrogate" in odd.text, odd.text
         bad_cursor = client.get("/sessions", params={"cursor": "nope"}, headers=ALICE)
         assert bad_cursor.status_code == 400 and bad_cursor.json()["detail"] == "bad cursor"
         assert client.get("/search", params={"q": "Mochi"}, headers=ALICE).json() == {"hits": []}

@@ -48,6 +48,9 @@ async def test_calls_after_close_raise_instead_of_reopening(db_url: str) -> None
         store.session("t")
     with pytest.raises(StoreClosedError):
         store.engine  # noqa: B018
+    with pytest.raises(StoreClosedError):  # it was entered, and failed at the first call
+        async with store:
+            pytest.fail("a closed store was entered")
     assert store.closed
     assert issubclass(StoreClosedError, AgentsSQLAlchemyError)
     await store.close()  # closing twice is fine

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
-from agents_sqlalchemy import ErasureReceipt, SessionStore
+from agents_sqlalchemy import ConfigurationError, ErasureReceipt, SessionStore
 from agents_sqlalchemy.repository import schema as repository_module
 from agents_sqlalchemy.ui import check_bind, create_app
 
@@ -287,6 +287,8 @@ def test_the_transcript_marks_what_the_model_api_would_refuse(sqlite_url: str) -
 
 
 def test_a_token_guards_every_request(evil_store: SessionStore) -> None:
+    with pytest.raises(ConfigurationError, match="at least 16 characters"):
+        create_app(evil_store, token="short")  # the command line's minimum, for an app's too
     token = "t" * 24
     with client(evil_store, token=token) as http:
         assert http.get("/sessions").status_code == 401

@@ -21,9 +21,10 @@ from typing import Annotated, Any
 from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from agents_sqlalchemy import ConfigurationError, SessionStore
+from agents_sqlalchemy import ConfigurationError, InvalidSessionIdError, ItemError, SessionStore
 from agents_sqlalchemy.search import MAX_QUERY_CHARS
 
 
@@ -81,6 +82,13 @@ def create_app(database_url: str) -> FastAPI:
             yield
 
     app = FastAPI(title="chat", lifespan=lifespan)
+
+    @app.exception_handler(ItemError)
+    @app.exception_handler(InvalidSessionIdError)
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        """What the store refuses of the client's own input (an empty session id, a message
+        that is not valid Unicode): 422, saying why; nothing was stored."""
+        return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @app.post("/chat")
     async def chat(body: ChatRequest, user: User, store: Store) -> dict[str, str]:

@@ -316,8 +316,8 @@ class StoreSession:
 
         Only items with evidence are returned (a query term, or a vector standing out
         among the session's); none is an answer. `min_score` keeps instead every item whose
-        score reaches it; queries hold at most `search.MAX_QUERY_CHARS` characters
-        (`QueryTooLongError`).
+        score reaches it; `limit` is 1 to 1,000; queries hold at most
+        `search.MAX_QUERY_CHARS` characters (`QueryTooLongError`).
 
         Example::
 

@@ -328,6 +328,7 @@ class SessionStore:
         run_blocking(self.close)
 
     async def __aenter__(self) -> SessionStore:
+        self._services.db.check_open()  # a closed store is not entered again
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -348,7 +349,7 @@ class SessionStore:
         Ranks on vector similarity, keyword rank and recency together (`mode="vector"` or
         `"keyword"` for one signal); each hit says which session it came from. Only hits
         with evidence are returned (see `SQLAlchemySession.search`), or with `min_score`
-        every hit whose score reaches it.
+        every hit whose score reaches it; `limit` is 1 to 1,000.
         """
         searcher = self._services.search()
         scope = Scope(user_id=check_user_id(user_id))
@@ -492,6 +493,7 @@ class SessionStore:
         Filters: the owner, metadata values (all must match), and an activity window.
         Pages are keyset-paginated, so a page costs the same however many sessions exist.
         Archived sessions are left out; `archived=True` lists only them, `None` both.
+        `limit` (the page's size) is 1 to 1,000.
         """
         return await self._services.management.list_sessions(
             user_id=user_id,

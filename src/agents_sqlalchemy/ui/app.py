@@ -52,7 +52,7 @@ from .fields import (
     when,
     whole,
 )
-from .security import LOCAL_HOSTS, Guard
+from .security import LOCAL_HOSTS, Guard, check_token
 from .transcript import describe, problems_at, shape, turn_numbers
 
 logger = logging.getLogger("agents_sqlalchemy.ui")
@@ -532,7 +532,8 @@ def create_app(
 
     `allow_writes` adds archive, restore, delete, export and erase (each confirmed,
     CSRF-checked);
-    `token`, required by the command line off this machine, guards every request; `hosts`
+    `token` (at least `MIN_TOKEN` characters, 16), required by the command line off this
+    machine, guards every request; `hosts`
     are the Host names accepted besides this machine's own (a guard against DNS rebinding).
 
     Example::
@@ -542,6 +543,7 @@ def create_app(
         app = create_app(store, allow_writes=True, token=token, hosts=["sessions.internal"])
         uvicorn.run(app, host="0.0.0.0", port=8300)           # another Host name gets 400
     """
+    check_token(token)
     ui = Browser(store, _templates(), Guard(token), allow_writes, title)
     static = Path(__file__).with_name("static")
     routes = [

@@ -59,6 +59,11 @@ def check_bind(host: str, token: str | None) -> None:
             f"listening on {host} lets other machines in: give --token (or "
             "$AGENTS_SQLALCHEMY_UI_TOKEN), or keep the default 127.0.0.1"
         )
+    check_token(token)
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a token of fewer than `MIN_TOKEN` characters (`ConfigurationError`)."""
     if token is not None and len(token) < MIN_TOKEN:
         raise ConfigurationError(f"the token must be at least {MIN_TOKEN} characters long")
 
