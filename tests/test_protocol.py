@@ -289,6 +289,28 @@ async def test_a_tampered_row_is_loud_and_stays(db_url: str, payload: str) -> No
 
 
 @pytest.mark.parametrize("key", [None, b"k" * 32])
+async def test_a_sqlite_row_rewritten_as_text_that_is_not_utf8_is_a_corrupt_row(
+    sqlite_url: str, key: bytes | None
+) -> None:
+    """SQLite keeps whatever type a value is written with: an item's column rewritten as
+    TEXT that is not UTF-8 failed the read in the driver, a `DatabaseError` quoting the
+    row's text. It is a `CorruptItemError` naming the column alone, nothing removed."""
+    async with SessionStore(sqlite_url, create_tables=True, key=key) as store:
+        await store.session("s").add_items([message("1"), message("2 secret")])
+    column = "payload" if key is None else "ciphertext"
+    await execute(
+        sqlite_url,
+        f"UPDATE agents_sqlalchemy_items SET {column} = CAST(x'61ff62' AS TEXT) WHERE seq = 2",
+    )
+    async with SessionStore(sqlite_url, key=key) as store:
+        with pytest.raises(CorruptItemError, match=f"its column '{column}'") as raised:
+            await store.session("s").get_items()
+        assert "secret" not in str(raised.value) and "a\ufffdb" not in str(raised.value)
+    rows = await raw_rows(sqlite_url, "SELECT seq FROM agents_sqlalchemy_items ORDER BY seq")
+    assert rows == [(1,), (2,)]
+
+
+@pytest.mark.parametrize("key", [None, b"k" * 32])
 async def test_a_next_seq_set_back_names_itself_and_loses_nothing(
     db_url: str, key: bytes | None
 ) -> None:

@@ -117,3 +117,16 @@ def missing_table(dialect: str, exc: DBAPIError) -> str | None:
     pattern = _MISSING_TABLE.get(dialect)
     found = pattern.search(str(exc.orig)) if pattern is not None else None
     return None if found is None else found.group(1).rsplit(".", 1)[-1]
+
+
+_NOT_UTF8 = re.compile(r"Could not decode to UTF-8 column '([^']+)'")
+
+
+def not_utf8(dialect: str, exc: DBAPIError) -> str | None:
+    """The column whose stored text SQLite's driver could not decode (a value written
+    outside the library as TEXT that is not UTF-8), or None. Its message quotes the text,
+    which may be an item's: only the column is kept."""
+    if dialect != "sqlite":
+        return None
+    found = _NOT_UTF8.search(str(exc.orig))
+    return None if found is None else found.group(1)

@@ -42,6 +42,7 @@ from ..errors import (
     AgentsSQLAlchemyError,
     ConfigurationError,
     ConstraintError,
+    CorruptItemError,
     DatabaseError,
     DatabaseTimeoutError,
     SchemaError,
@@ -50,7 +51,14 @@ from ..errors import (
 )
 from ..telemetry import Operation, Probe, Telemetry, current, in_context
 from .engines import DEFAULT_LOCK_TIMEOUT, MYSQL, EngineSource, mysql_in_transaction, sqlite_file
-from .failures import failure_kind, missing_table, mysql_number, never_sent, raised_by_trigger
+from .failures import (
+    failure_kind,
+    missing_table,
+    mysql_number,
+    never_sent,
+    not_utf8,
+    raised_by_trigger,
+)
 from .sqlite_file import Locked, SQLiteFile
 
 T = TypeVar("T")
@@ -575,7 +583,7 @@ class Database:
 
     def _failed(
         self, exc: DBAPIError, attempt: _Attempt, session_id: str | None = None
-    ) -> DatabaseError | SchemaError:
+    ) -> DatabaseError | SchemaError | CorruptItemError:
         # What the SDK's class raises: catchable as such. A trigger's refusal is one too.
         if isinstance(exc, IntegrityError) or raised_by_trigger(self.dialect_name, exc):
             message = f"{self.dialect_name} refused the write, {_outcome(attempt)}: {exc.orig}"
@@ -584,6 +592,11 @@ class Database:
                 where = "" if session_id is None else f"session {session_id!r}: "
                 message = f"{where}{meaning} ({message})"
             return ConstraintError(message, exc.statement, exc.params, exc.orig)
+        if (column := not_utf8(self.dialect_name, exc)) is not None:
+            return CorruptItemError(
+                f"a stored row holds bytes that are not UTF-8 text in its column {column!r} "
+                f"(changed outside the library); it is left in place, {_outcome(attempt)}"
+            )
         if missing_table(self.dialect_name, exc) in self.tables:  # all there as the store opened
             return SchemaError(
                 f"{exc.orig}, {_outcome(attempt)}: the library's tables are gone from the "
