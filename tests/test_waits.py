@@ -33,7 +33,7 @@ from agents_sqlalchemy import (
 )
 
 from .support.items import message
-from .support.locks import holding_the_lock
+from .support.locks import holding_the_lock, until_waiting
 from .support.servers import MARIADB_URL, PG_URL, REQUIRE_PG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,6 +104,29 @@ async def test_statement_timeout_bounds_a_write_stuck_behind_a_lock(db_url: str)
                 await session.add_items([message("never")])
         for _ in range(3):  # every connection of the pool serves
             assert [item["content"] for item in await session.get_items()] == ["before"]
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_write_waiting_for_a_connection_gives_up_after_pool_timeout(db_url: str) -> None:
+    """With the pool's only connection held by a write stuck behind a lock, the next write
+    gave up only once that one had (after `lock_timeout`, one write after another): a write
+    ran as a task that refused every cancellation, and SQLAlchemy's wait for a connection
+    ends by cancelling the task it runs in."""
+    async with SessionStore(db_url, create_tables=True) as setup:
+        await setup.session("stuck").add_items([message("before")])
+    pool = {"pool_size": 1, "max_overflow": 0, "pool_timeout": 0.3}
+    async with SessionStore(db_url, lock_timeout=3, engine_kwargs=pool, search=False) as store:
+        async for _ in holding_the_lock(db_url, "stuck"):
+            stuck = asyncio.ensure_future(store.session("stuck").add_items([message("1")]))
+            await until_waiting(db_url, 1)
+            started = time.monotonic()
+            with pytest.raises(DatabaseTimeoutError, match="pool_timeout"):
+                await store.session("other").add_items([message("never")])
+            assert time.monotonic() - started < 2
+            stuck.cancel()  # it waits on for its lock; the caller is told when it ends
+        with pytest.raises(asyncio.CancelledError):
+            await stuck
+        assert await store.session("other").get_items() == []
 
 
 @pytest.mark.dialects("postgresql")

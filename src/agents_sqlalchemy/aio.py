@@ -5,6 +5,7 @@ operation's, `off_loop`; a unit of work's, `off_the_loop`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
@@ -20,41 +21,28 @@ from sqlalchemy.util import await_only
 T = TypeVar("T")
 
 
-class _Settling(asyncio.Task[T]):
-    """A write's task, which refuses to be cancelled: the caller's cancellation waits for it."""
-
-    def cancel(self, msg: Any | None = None) -> bool:
-        return False
-
-
 async def settle(operation: Awaitable[T]) -> T:
     """Await a write to its end even if the caller is cancelled, then re-raise the cancellation.
 
-    The caller then knows the write either committed or rolled back, never "maybe". A
-    coroutine runs as a task that refuses cancellation: cancelling its awaiting caller only
-    marks the caller, which wakes when the write ends and raises then (one turn of the loop
-    after the write, as a plain `await` takes; waiting through `asyncio.wait` took one more).
-    A future (a worker thread's) is waited for until it is done.
+    The caller then knows the write either committed or rolled back, never "maybe". The
+    write runs as a task of its own (a coroutine is made one), which the caller's
+    cancellation does not reach: the caller waits for it to end, then raises. The task stays
+    cancellable from within, where a timeout ends it: SQLAlchemy's `pool_timeout` and, from
+    Python 3.12, `asyncio.wait_for` cancel the task they run in. (A task that refused every
+    cancellation left a write waiting for a pool past its `pool_timeout`, and on 3.12 for a
+    hung server past `statement_timeout`.)
     """
-    if asyncio.iscoroutine(operation):
-        task: asyncio.Task[T] = _Settling(operation)
-        try:
-            return await task
-        except asyncio.CancelledError:
-            if task.done():
-                task.exception()  # retrieved: the cancellation is what the caller sees
-            raise
     future = asyncio.ensure_future(operation)
-    cancelled: asyncio.CancelledError | None = None
-    while not future.done():
-        try:
+    try:
+        return await asyncio.shield(future)  # as fast as awaiting the task (asyncio.wait is not)
+    except asyncio.CancelledError as exc:
+        cancelled = exc
+    while not future.done():  # the caller's cancellation: the write goes on to its end
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait({future})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
+    if not future.cancelled():
         future.exception()  # retrieved: the cancellation is what the caller sees
-        raise cancelled
-    return future.result()
+    raise cancelled
 
 
 #: Told how long a `FairLock` waited, when something listens (telemetry sets it).
