@@ -276,3 +276,27 @@ def test_a_repair_from_the_command_line_indexes_what_it_wrote(sqlite_url: str) -
     repaired = cli("sessions", "repair", "interrupted", "--url", sqlite_url, "--yes")
     assert repaired.exit_code == 0, repaired.output
     assert "every live item is indexed" in cli("doctor", "--url", sqlite_url).output
+
+
+def test_sessions_list_shows_odd_ids_as_sessions_show_does(sqlite_url: str) -> None:
+    """`sessions list` showed a newline or a tab as a space and a zero-width space as
+    nothing, so "a\\tb", "a b" and "a\\u200bb"-like ids looked alike there; it escapes them
+    as `sessions show` does."""
+    odd = ["tab\there", "tab here", "zero\u200bwidth", "zerowidth", "new\nline"]
+
+    async def write() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            for session_id in odd:
+                await store.session(session_id).add_items([USER])
+
+    asyncio.run(write())
+    listed = cli("sessions", "list", "--url", sqlite_url)
+    assert listed.exit_code == 0, listed.output
+    for shown in ("tab\\x09here", "tab here", "zero\\u200bwidth", "zerowidth", "new\\x0aline"):
+        assert shown in listed.output, (shown, listed.output)
+        assert (
+            shown
+            in cli(
+                "sessions", "show", "--url", sqlite_url, shown.encode().decode("unicode_escape")
+            ).output
+        )

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import click
 
-from .transcript import clean
+from .transcript import one_line
 
 
 def minute(when: datetime) -> str:
@@ -47,8 +47,9 @@ def counted(number: int, singular: str, plural: str | None = None) -> str:
 
 
 def fit(text: str, columns: int) -> str:
-    """`text` on one line, cut to `columns` terminal columns with a trailing "…"."""
-    text = clean(text).replace("\n", " ").replace("\t", " ")
+    """`text` on one line, as `one_line` shows it (as `sessions show` does), cut to
+    `columns` terminal columns with a trailing "…"."""
+    text = one_line(text)
     if width(text) <= columns:
         return text
     while width(text) > columns - 1:

@@ -37,8 +37,9 @@ _STYLES: dict[str, dict[str, Any]] = {
 _UNSAFE = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 )
-# The same, and newline and tab: for values shown on one line (ids, owners, metadata).
-_UNSAFE_LINE = re.compile(f"[\n\t{_UNSAFE.pattern[1:-1]}]")
+# The same, newline and tab, and the characters that show nothing (a zero-width space): for
+# values shown on one line (ids, owners, metadata), which two must not look alike.
+_UNSAFE_LINE = re.compile(f"[\n\t\u200b-\u200d\u2060\ufeff{_UNSAFE.pattern[1:-1]}]")
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _TOOL_OUTPUTS = frozenset(
     {
