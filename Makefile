@@ -9,6 +9,11 @@ PATHS := src tests examples benchmarks scripts
 # Two pytest workers share the suite (much of it waits on child processes and servers);
 # PYTEST_ARGS="tests/test_x.py" replaces them, e.g. to run one file in one process.
 PYTEST_ARGS ?= -n 2 --dist worksteal
+# Run again on the newest Python supported (asyncio's timeouts changed in 3.12): the tests of
+# waits, cancellation, concurrency and lifetime.
+OTHER_PYTHON := 3.13
+OTHER_PYTHON_TESTS := -n 2 --dist worksteal tests/test_waits.py tests/test_concurrency.py \
+	tests/test_lifetime.py tests/test_fair_lock.py tests/test_idempotency.py
 BENCH_ARGS ?=
 
 # Start PostgreSQL, always stop it on exit (the recipe keeps the failing command's status).
@@ -74,7 +79,8 @@ test: venv lint docs
 	bash scripts/browser.sh
 	$(WITH_SERVERS) export AGENTS_SQLALCHEMY_REQUIRE_PG=1 AGENTS_SQLALCHEMY_REQUIRE_MARIADB=1 \
 		AGENTS_SQLALCHEMY_REQUIRE_PGBOUNCER=1; \
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS); \
+	bash scripts/other_python.sh $(OTHER_PYTHON) $(OTHER_PYTHON_TESTS)
 
 # The quick tier: SQLite only, no lint, no server, nothing marked slow (child interpreters,
 # embedding models, passphrase-heavy and racing tests, the SDK's own suite, the wheel).
@@ -101,5 +107,5 @@ clean:
 	-bash scripts/pgbouncer.sh stop
 	-bash scripts/mariadb.sh stop
 	-bash scripts/pg.sh stop
-	rm -rf .venv site .pgtmp .pgbouncertmp .mariadbtmp .cache .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .venv .venv-* site .pgtmp .pgbouncertmp .mariadbtmp .cache .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
