@@ -478,7 +478,8 @@ async def test_a_store_without_the_key_store_destroys_no_key_it_cannot_reach(
     directory = tmp_path / "owner-keys"
     await alice_and_bob(db_url, key, directory)
     async with SessionStore(db_url, key=key) as store:
-        await store.session("anon-2").add_items([message("its own")])  # kept in the database
+        with pytest.raises(OwnerKeyError, match="keeps its owner keys outside it"):
+            await store.session("anon-2").add_items([message("its own")])  # no key made here
         with pytest.raises(OwnerKeyError, match="kept outside the database"):
             await store.erase_user("alice")
         with pytest.raises(OwnerKeyError, match="kept outside the database"):
@@ -1356,3 +1357,38 @@ async def test_a_rotation_that_could_not_end_is_refused_before_it_starts(
         await store.rotate_key(new)
     async with SessionStore(db_url, key=new) as store:
         assert await store.session("a").get_items() == [message("alice said")]
+
+
+@pytest.mark.parametrize("first_outside", [True, False])
+async def test_a_store_keeping_owner_keys_otherwise_than_the_database_makes_none(
+    db_url: str, key: bytes, tmp_path: Path, first_outside: bool
+) -> None:
+    """Two stores on one database, one with a `KeyDirectory` and one without: the other
+    one made keys of its own kind for new owners, whom the first then could neither read,
+    erase nor rotate (nor search past), and a key in the database outlived the erasure a
+    directory promises. It refuses, naming both ways; and a store given a directory names
+    a key kept in the database as such (it said the key had no file in the directory)."""
+    directory = tmp_path / "keys"
+
+    def opened_store(outside: bool, **options: Any) -> SessionStore:
+        keeper = KeyDirectory(directory) if outside else None
+        return SessionStore(db_url, key=key, owner_keys=keeper, **options)
+
+    async with opened_store(first_outside, create_tables=True) as store:
+        await store.session("a1", user_id="alice").add_items([message("first")])
+    before = await raw_rows(db_url, f"SELECT key_id, kek_id FROM {OWNER_KEYS}")
+    files = sorted(directory.glob("*.key")) if directory.exists() else []
+    ways = ["in it (stores opened without owner_keys=)", "outside it (in an owner_keys= store"]
+    async with opened_store(not first_outside) as store:
+        for user_id in ("bob", None):  # a user, and a session that is its own owner
+            with pytest.raises(OwnerKeyError) as refused:
+                await store.session("b1", user_id=user_id).add_items([message("never")])
+            database, this_store = ways[first_outside], ways[not first_outside]
+            assert f"keeps its owner keys {database}" in str(refused.value)
+            assert f"and this store {this_store}" in str(refused.value)
+        where = "kept outside the database" if first_outside else "kept in the database, under"
+        with pytest.raises(OwnerKeyError, match=where):
+            await store.session("a1").get_items()
+    assert await raw_rows(db_url, f"SELECT key_id, kek_id FROM {OWNER_KEYS}") == before
+    assert await raw_rows(db_url, f"SELECT session_id FROM {SESSIONS}") == [("a1",)]
+    assert (sorted(directory.glob("*.key")) if directory.exists() else []) == files

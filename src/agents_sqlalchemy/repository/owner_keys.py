@@ -15,11 +15,17 @@ from typing import Any
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
+from ..errors import OwnerKeyError
 from .keyring import KeyringRows
 from .schema import Schema
 
 # Ids per IN (...) list: well under every dialect's bound-parameter limit.
 IN_BATCH = 500
+#: Where owner keys are kept, by whether it is outside the database.
+_KEPT = {
+    False: "in it (stores opened without owner_keys=)",
+    True: "outside it (in an owner_keys= store: a KeyDirectory, a KMS)",
+}
 
 
 class OwnerKeyRows:
@@ -82,10 +88,20 @@ class OwnerKeyRows:
 
     async def add(self, row: dict[str, Any], *, sealing_kek: str | None) -> None:
         """Insert a new key's row; kept under the store's key `sealing_kek`, only while
-        that key is the keyring's active one (a rotation may have retired it)."""
+        that key is the keyring's active one (a rotation may have retired it). Refused
+        (`OwnerKeyError`) where the database keeps its owner keys the other way (in it, or
+        outside it): a store opened with another `owner_keys=` than the others."""
 
         def work(conn: Connection) -> None:
             self._schema.refuse_retired_kek(conn, sealing_kek)
+            kek_id = self._table.c.kek_id  # set where the key is kept in the database
+            other = kek_id.is_(None) if row["kek_id"] is not None else kek_id.is_not(None)
+            if conn.execute(select(self._table.c.key_id).where(other).limit(1)).first():
+                raise OwnerKeyError(
+                    f"this database keeps its owner keys {_KEPT[row['kek_id'] is not None]}, and "
+                    f"this store {_KEPT[row['kek_id'] is None]}: open it with the same "
+                    "owner_keys= as the stores that made them; nothing was written"
+                )
             conn.execute(self._table.insert().values(created_at=self._schema.now(), **row))
 
         await self._schema.db.write(work)

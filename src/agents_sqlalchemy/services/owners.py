@@ -200,16 +200,18 @@ class Owners:
         if kept is not None and not isinstance(kept, (bytes, bytearray, memoryview)):
             raise KeyProviderError(f"owner key store {keeper!r}.keep returned {type(kept)}")
         in_database = isinstance(keeper, InDatabase)
-        await self._rows.add(
-            {
-                "key_id": key_id,
-                "owner": owner,
-                "kept": None if kept is None else bytes(kept),
-                "kek_id": sealing.kek_id if in_database else None,
-                "replaces": replaces,
-            },
-            sealing_kek=sealing.kek_id if in_database else None,
-        )
+        row = {
+            "key_id": key_id,
+            "owner": owner,
+            "kept": None if kept is None else bytes(kept),
+            "kek_id": sealing.kek_id if in_database else None,
+            "replaces": replaces,
+        }
+        try:
+            await self._rows.add(row, sealing_kek=sealing.kek_id if in_database else None)
+        except Exception:  # no row names the key: it goes from its store too
+            await call_store(keeper, "destroy", key_id, owner, row["kept"])
+            raise
         opened = OwnerKey(key_id, owner, material)
         codec.owner_keys[key_id] = opened
         return opened
@@ -230,7 +232,7 @@ class Owners:
         """The owner key of `row`, opened and kept; None if its store destroyed it."""
         kept = None if row.kept is None else bytes(row.kept)
         if keeper is None:
-            self._refuse_kept_outside([row])
+            self._refuse_kept_elsewhere([row])
         rotating = codec.next_kek
         if keeper is None and self._given is None and rotating and row.kek_id == rotating.kek_id:
             keeper = InDatabase(rotating)  # made by this store's rotation, which runs now
@@ -482,15 +484,22 @@ class Owners:
         rows = await self._rows.by_ids(key_ids)
         await self._destroy_rows(codec, rows)
 
-    def _refuse_kept_outside(self, rows: Iterable[Any]) -> None:
-        """`OwnerKeyError` if this store, given no owner key store, meets a key kept in one
-        (its row holds no wrapped key): it could neither open nor destroy it."""
-        outside = [row.key_id for row in rows if row.kek_id is None]
-        if self._given is None and outside:
+    def _refuse_kept_elsewhere(self, rows: Iterable[Any]) -> None:
+        """`OwnerKeyError` if this store meets a key it could neither open nor destroy:
+        given no owner key store, one kept in one (its row holds no wrapped key); given
+        one, a key kept in the database (wrapped under the store's key)."""
+        elsewhere = [row.key_id for row in rows if (row.kek_id is None) == (self._given is None)]
+        if elsewhere and self._given is None:
             raise OwnerKeyError(
-                f"owner key {outside[0]} is kept outside the database: open the store with "
+                f"owner key {elsewhere[0]} is kept outside the database: open the store with "
                 "the owner key store that keeps it (owner_keys=KeyDirectory(...), or your "
                 "KMS); nothing was opened, destroyed or deleted"
+            )
+        if elsewhere:
+            raise OwnerKeyError(
+                f"owner key {elsewhere[0]} is kept in the database, under the store's key, "
+                f"not in {self._given!r}: open the store without owner_keys=; nothing was "
+                "opened, destroyed or deleted"
             )
 
     async def _destroy_rows(
@@ -498,7 +507,7 @@ class Owners:
     ) -> Destruction | None:
         """Destroy the keys of `rows` in the key store (all or none: a key kept where this
         store cannot reach is refused first), then, with `delete`, their rows."""
-        self._refuse_kept_outside(rows)
+        self._refuse_kept_elsewhere(rows)
         keeper, last = self._keeper(codec), None
         for row in rows:
             kept = None if row.kept is None else bytes(row.kept)
