@@ -1392,3 +1392,50 @@ async def test_a_store_keeping_owner_keys_otherwise_than_the_database_makes_none
     assert await raw_rows(db_url, f"SELECT key_id, kek_id FROM {OWNER_KEYS}") == before
     assert await raw_rows(db_url, f"SELECT session_id FROM {SESSIONS}") == [("a1",)]
     assert (sorted(directory.glob("*.key")) if directory.exists() else []) == files
+
+
+class Flaky(KeyDirectory):
+    """A key directory every other fetch of which fails, as a KMS that drops requests."""
+
+    fetches = 0
+
+    def fetch(self, key_id: str, owner: str, kept: bytes | None) -> bytes | None:
+        self.fetches += 1
+        if self.fetches % 2:
+            raise ConnectionResetError("the key store dropped the request")
+        return super().fetch(key_id, owner, kept)
+
+
+class Down(KeyDirectory):
+    """A key directory whose every fetch fails."""
+
+    fetches = 0
+
+    def fetch(self, key_id: str, owner: str, kept: bytes | None) -> bytes | None:
+        self.fetches += 1
+        raise ConnectionResetError("the key store is down")
+
+
+async def test_a_fetch_of_an_owner_key_is_tried_again_before_it_fails(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """One failed fetch failed the operation: a rotation, which fetches every owner's key,
+    never ended with a KMS that failed now and then (each run fetched them all again).
+    A fetch is tried twice more; a store that stays down still fails, after 3 fetches."""
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        for n in range(8):
+            await store.session(f"s{n}", user_id=f"user {n}").add_items([message(str(n))])
+    flaky = Flaky(directory)
+    async with SessionStore(sqlite_url, key=key, owner_keys=flaky) as store:
+        assert await store.session("s3").get_items() == [message("3")]
+        assert await store.rotate_owner_keys() == 8
+        assert await store.session("s5").get_items() == [message("5")]
+    assert flaky.fetches >= 16  # a failure at least per owner, each fetched again
+    down = Down(directory)
+    async with SessionStore(sqlite_url, key=key, owner_keys=down) as store:
+        with pytest.raises(KeyProviderError, match="the key store is down"):
+            await store.session("s1").get_items()
+    assert down.fetches == 3
