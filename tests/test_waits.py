@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -104,6 +105,55 @@ async def test_statement_timeout_bounds_a_write_stuck_behind_a_lock(db_url: str)
                 await session.add_items([message("never")])
         for _ in range(3):  # every connection of the pool serves
             assert [item["content"] for item in await session.get_items()] == ["before"]
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+def test_the_end_of_asyncio_run_waits_for_a_write_in_flight(db_url: str) -> None:
+    """`asyncio.run` cancels every task left as its main returns. A write's task that took
+    every cancellation (to let its own timeouts end it) was cut short there, behind another
+    writer's lock: a sealed append was lost, a plain one committed after the program went
+    on. It refuses all but its own timeouts, and the end of `asyncio.run` waits for it."""
+    key = os.urandom(32)
+
+    async def before() -> None:
+        async with SessionStore(db_url, create_tables=True, key=key) as store:
+            await store.session("held").add_items([message("before")])
+
+    asyncio.run(before())
+    held = threading.Event()
+
+    def hold() -> None:
+        async def holding() -> None:
+            async for _ in holding_the_lock(db_url, "held"):
+                held.set()
+                await asyncio.sleep(1.0)
+
+        asyncio.run(holding())
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    store = SessionStore(db_url, key=key)
+
+    left: list[asyncio.Future[None]] = []
+
+    async def main() -> None:
+        await store.session("held").get_items()
+        left.append(asyncio.ensure_future(store.session("held").add_items([message("in")])))
+        await asyncio.sleep(0.2)  # it waits behind the lock as main returns
+
+    started = time.monotonic()
+    asyncio.run(main())
+    waited = time.monotonic() - started
+    holder.join()
+
+    async def after() -> list[str]:
+        async with SessionStore(db_url, key=key) as reopened:
+            return [item["content"] for item in await reopened.session("held").get_items()]
+
+    assert asyncio.run(after()) == ["before", "in"]
+    assert left[0].cancelled()  # its caller was, once the write had ended
+    assert waited > 0.5  # the lock was held for 1 s
 
 
 @pytest.mark.dialects("postgresql", "mariadb")

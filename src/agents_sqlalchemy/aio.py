@@ -5,14 +5,15 @@ operation's, `off_loop`; a unit of work's, `off_the_loop`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
+import sys
 import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Dialect
@@ -21,28 +22,64 @@ from sqlalchemy.util import await_only
 T = TypeVar("T")
 
 
+#: What cancels the task an `asyncio.timeout` was entered in, when it expires (3.11+).
+_EXPIRY = getattr(getattr(asyncio, "Timeout", None), "_on_timeout", None)
+
+
+class _Settling(asyncio.Task[T]):
+    """A write's task. Cancelling it is refused (its caller's cancellation waits for it, and
+    so does the end of `asyncio.run`, which cancels every task left), but by a timeout
+    entered in it: SQLAlchemy's wait for a pool connection (`pool_timeout`) and, from
+    Python 3.12, `asyncio.wait_for` (`statement_timeout`) end by cancelling the task they
+    run in. A task that refused those too let a write wait past both."""
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        if _expiring_in(self, sys._getframe(1)):
+            return super().cancel(msg)
+        return False
+
+
+def _expiring_in(task: asyncio.Task[Any], caller: FrameType) -> bool:
+    """Whether `caller`, who cancels `task`, is an `asyncio.timeout` entered in `task`
+    expiring (a caller's own timeout cancels the caller, and the caller's task then this
+    one: there the frame is the caller's timeout, whose task is another)."""
+    return (
+        _EXPIRY is not None
+        and caller.f_code is _EXPIRY.__code__
+        and getattr(caller.f_locals.get("self"), "_task", None) is task
+    )
+
+
 async def settle(operation: Awaitable[T]) -> T:
     """Await a write to its end even if the caller is cancelled, then re-raise the cancellation.
 
-    The caller then knows the write either committed or rolled back, never "maybe". The
-    write runs as a task of its own (a coroutine is made one), which the caller's
-    cancellation does not reach: the caller waits for it to end, then raises. The task stays
-    cancellable from within, where a timeout ends it: SQLAlchemy's `pool_timeout` and, from
-    Python 3.12, `asyncio.wait_for` cancel the task they run in. (A task that refused every
-    cancellation left a write waiting for a pool past its `pool_timeout`, and on 3.12 for a
-    hung server past `statement_timeout`.)
+    The caller then knows the write either committed or rolled back, never "maybe". A
+    coroutine runs as a task that refuses cancellation but by its own timeouts
+    (`_Settling`): cancelling its awaiting caller only marks the caller, which wakes when
+    the write ends and raises then (one turn of the loop after the write, as a plain
+    `await` takes; waiting through `asyncio.wait` took one more). A future (a worker
+    thread's) is waited for until it is done.
     """
+    if asyncio.iscoroutine(operation):
+        task: asyncio.Task[T] = _Settling(operation)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: the cancellation is what the caller sees
+            raise
     future = asyncio.ensure_future(operation)
-    try:
-        return await asyncio.shield(future)  # as fast as awaiting the task (asyncio.wait is not)
-    except asyncio.CancelledError as exc:
-        cancelled = exc
-    while not future.done():  # the caller's cancellation: the write goes on to its end
-        with contextlib.suppress(asyncio.CancelledError):
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
             await asyncio.wait({future})
-    if not future.cancelled():
-        future.exception()  # retrieved: the cancellation is what the caller sees
-    raise cancelled
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not future.cancelled():
+            future.exception()  # retrieved: the cancellation is what the caller sees
+        raise cancelled
+    return future.result()
 
 
 #: Told how long a `FairLock` waited, when something listens (telemetry sets it).
