@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import (
+    DatabaseError,
     KeyDirectory,
     KeyProviderError,
     OwnerKeyError,
@@ -1439,3 +1440,30 @@ async def test_a_fetch_of_an_owner_key_is_tried_again_before_it_fails(
         with pytest.raises(KeyProviderError, match="the key store is down"):
             await store.session("s1").get_items()
     assert down.fetches == 3
+
+
+async def test_a_new_owner_key_whose_row_may_be_saved_is_kept(
+    sqlite_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key whose row is refused goes from its key store; one whose row's write failed
+    with its outcome unknown (a connection lost while committing) was destroyed too, and
+    if the row had been saved, its owner could write nothing again."""
+    real = OwnerKeyRows.add
+    lost = [True]
+
+    async def committed_then_lost(self: OwnerKeyRows, row: Any, **kwargs: Any) -> None:
+        await real(self, row, **kwargs)
+        if lost.pop():
+            raise DatabaseError("the connection broke while committing: it may have been saved")
+
+    monkeypatch.setattr(OwnerKeyRows, "add", committed_then_lost)
+    directory = tmp_path / "keys"
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        with pytest.raises(DatabaseError, match="may have been saved"):
+            await store.session("a", user_id="alice").add_items([message("1")])
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        await store.session("a", user_id="alice").add_items([message("2")])
+        assert await store.session("a").get_items() == [message("2")]
+    assert len(list(directory.glob("*.key"))) == 1

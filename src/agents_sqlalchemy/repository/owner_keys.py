@@ -94,9 +94,10 @@ class OwnerKeyRows:
 
         def work(conn: Connection) -> None:
             self._schema.refuse_retired_kek(conn, sealing_kek)
-            kek_id = self._table.c.kek_id  # set where the key is kept in the database
-            other = kek_id.is_(None) if row["kek_id"] is not None else kek_id.is_not(None)
-            if conn.execute(select(self._table.c.key_id).where(other).limit(1)).first():
+            # Any one row tells (the rows are all of one kind): `kek_id` is set where the key
+            # is kept in the database. (A scan for one of the other kind read every row.)
+            found = conn.execute(select(self._table.c.kek_id).limit(1)).first()
+            if found is not None and (found[0] is None) != (row["kek_id"] is None):
                 raise OwnerKeyError(
                     f"this database keeps its owner keys {_KEPT[row['kek_id'] is not None]}, and "
                     f"this store {_KEPT[row['kek_id'] is None]}: open it with the same "

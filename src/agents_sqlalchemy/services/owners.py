@@ -45,6 +45,7 @@ from ..errors import (
     AgentsSQLAlchemyError,
     DecryptionError,
     KeyProviderError,
+    KeyringError,
     OwnerKeyError,
     TamperedItemError,
     WrongKeyError,
@@ -209,7 +210,7 @@ class Owners:
         }
         try:
             await self._rows.add(row, sealing_kek=sealing.kek_id if in_database else None)
-        except Exception:  # no row names the key: it goes from its store too
+        except KeyringError:  # refused, nothing written: no row names the key, so it goes
             await call_store(keeper, "destroy", key_id, owner, row["kept"])
             raise
         opened = OwnerKey(key_id, owner, material)
