@@ -151,7 +151,7 @@ def test_a_fix_names_each_odd_session_id_as_it_is(sqlite_url: str, tmp_path: Pat
     which the shell runs `$(...)`; an id with a newline came out as `\\n`, naming another
     session. Pasted, the command now names each as it is and runs nothing else."""
     ran = tmp_path / "ran"
-    ids = [f"it's $(touch {ran})", "two\nlines\ttab", "both ' and \" `touch x`", "rtl\u202eend"]
+    ids = [f"it's $(touch {ran})", "two\nlines\ttab", "both ' and \" `touch x`", "rtl\u202e\x85"]
 
     async def write() -> None:
         async with SessionStore(sqlite_url, create_tables=True) as store:

@@ -99,8 +99,15 @@ def shell_words(texts: Iterable[str]) -> str | None:
             words.append(shlex.quote(text))
         else:
             inner = text.replace("\\", "\\\\").replace("'", "\\'")
-            words.append(f"$'{_UNSAFE_LINE.sub(_escaped, inner)}'")
+            words.append(f"$'{_UNSAFE_LINE.sub(_bash_escaped, inner)}'")
     return " ".join(words)
+
+
+def _bash_escaped(match: re.Match[str]) -> str:
+    """A character as bash's `$'...'` reads it back: its `\\xNN` is a byte, so only ASCII
+    goes so (a C1 control, U+0080 to U+009F, as `\\u0085`)."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
 
 
 def _escaped(match: re.Match[str]) -> str:
