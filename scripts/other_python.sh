@@ -24,6 +24,9 @@ fi
 
 venv=".venv-$version"
 [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip -q --disable-pip-version-check install -e '.[dev]'
+if [[ ! "$venv/.installed" -nt pyproject.toml ]]; then
+    "$venv/bin/python" -m pip -q --disable-pip-version-check install -e '.[dev]'
+    touch "$venv/.installed"
+fi
 echo "Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())'):"
 "$venv/bin/python" -m pytest "$@"

@@ -313,8 +313,9 @@ class Models:
         items, sessions = self.items.name, self.sessions.name
         place = (
             f"its next_seq in {sessions} is behind a place its items hold in {items} (the "
-            "row was changed outside the library); set it to the session's highest seq in "
-            f"{items} to write again"
+            "row was changed outside the library); raise it to at least the session's highest "
+            f"seq in {items} to write again (back where it was is best: a session never hands "
+            "a number out twice)"
         )
         return {f"uq_{items}_session_pk_seq": place, f"{items}.session_pk, {items}.seq": place}
 

@@ -307,7 +307,9 @@ async def stamp(
 ) -> None:
     """Record `revision` in the version table without running anything (adopting tables).
 
-    Refused (`SchemaError`) where these tables do not exist or are not this library's.
+    Refused (`SchemaError`, nothing changed) where these tables do not exist or are not
+    this library's, where the revision's tables are not all there, and back from head on
+    head's tables (every upgrade would then fail making a table that is there).
 
     Example::
 
