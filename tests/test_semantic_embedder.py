@@ -131,3 +131,15 @@ def test_built_in_embedders_by_name() -> None:
     assert isinstance(embedder_by_name(" MiniLM "), MiniLMEmbedder)
     with pytest.raises(ConfigurationError, match="hashing, model2vec, minilm"):
         embedder_by_name("bert")
+
+
+def test_a_model_that_does_not_load_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Model2VecEmbedder.from_pretrained` let the hub library's own exceptions through (a
+    name not in the cache, offline; a directory that is no model), outside the library's
+    hierarchy."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in ("minishlab/no-such-model-here", str(tmp_path / "no-model")):
+        with pytest.raises(ConfigurationError, match="cannot load the model2vec model"):
+            Model2VecEmbedder.from_pretrained(name)

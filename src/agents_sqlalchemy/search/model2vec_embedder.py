@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigurationError
 from ..validation import check_flag
-from ._extras import require
+from ._extras import loaded, require
 from .text import content_words
 
 _EXTRA = "model2vec"
@@ -66,7 +66,10 @@ class Model2VecEmbedder:
         For a local directory pass `model_id`: the default uses its last path component.
         """
         model2vec = require("model2vec", _EXTRA, "Model2VecEmbedder")
-        model = model2vec.StaticModel.from_pretrained(name_or_path)
+        model = loaded(
+            f"the model2vec model {str(name_or_path)!r}",
+            lambda: model2vec.StaticModel.from_pretrained(name_or_path),
+        )
         default = Path(name_or_path).name if os.path.isdir(name_or_path) else str(name_or_path)
         return cls(
             model, model_id=model_id or f"model2vec:{default}", drop_stopwords=drop_stopwords

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigurationError
-from ._extras import require
+from ._extras import loaded, require
 
 
 class SentenceTransformerEmbedder:
@@ -40,7 +40,11 @@ class SentenceTransformerEmbedder:
         if isinstance(model, str):
             st = require("sentence_transformers", "sentence-transformers", type(self).__name__)
             model_id = model_id or f"sentence-transformers:{model}"
-            model = st.SentenceTransformer(model, **load_options)
+            name = model
+            model = loaded(
+                f"the sentence-transformers model {name!r}",
+                lambda: st.SentenceTransformer(name, **load_options),
+            )
         elif model_id is None:
             raise ConfigurationError(
                 "pass model_id with a loaded model: it names the vectors it makes"
