@@ -39,6 +39,7 @@ from agents_sqlalchemy.repository import search as repository_search
 from agents_sqlalchemy.search import (
     MAX_QUERY_CHARS,
     Embedder,
+    EmbedderError,
     Model2VecEmbedder,
     embed_documents,
     index_id,
@@ -1248,3 +1249,32 @@ async def test_names_lead_only_where_held_and_one_word_is_looked_up(sqlite_url: 
         question = "why did the app run out of RAM and get killed by the system"
         [first, *_] = await store.session("pods").search_hits(question)
         assert "kernel killed the container" in first.item["content"]
+
+
+class Refusing:
+    """An embedder whose every call fails, as one whose API key is missing."""
+
+    dim, metric, model_id = 3, "cosine", "refusing-v1"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise PermissionError("no API key")
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        raise PermissionError("no API key")
+
+
+async def test_a_search_needing_a_query_vector_raises_where_nothing_is_indexed(
+    sqlite_url: str,
+) -> None:
+    """With an embedder that cannot embed at all, nothing is indexed: a hybrid or vector
+    search returned nothing, silently, where the docs promise an `EmbedderError` (it was
+    raised only once some items were indexed)."""
+    async with SessionStore(sqlite_url, create_tables=True, embedder=Refusing()) as store:
+        session = store.session("s")
+        await session.add_items([message("my dog is called Mochi")])
+        for mode in ("hybrid", "vector"):
+            with pytest.raises(EmbedderError, match="no API key"):
+                await session.search("dog", mode=mode)
+            with pytest.raises(EmbedderError):
+                await store.search("dog", mode=mode)
+        assert await session.search("dog", mode="keyword") == []  # nothing indexed, as said

@@ -111,14 +111,14 @@ class Searcher:
         written_order = candidates.item_pks if scope.session is None else None
         if (operation := current()) is not None:
             operation.candidates(len(candidates))
+        # The query's vector even where nothing is indexed: an embedder that cannot embed it
+        # raises here (an API key missing), where it failed the indexing too, silently.
+        query_vector = None if mode == "keyword" else await embed_query(self.embedder, query)
         if not len(candidates):
             return []
         scored: tuple[Any, list[bytes | None]] | None = None  # the query's vector, the items'
-        if mode != "keyword":
-            scored = (
-                await embed_query(self.embedder, query),
-                await self._vectors(codec, candidates, since),
-            )
+        if query_vector is not None:
+            scored = (query_vector, await self._vectors(codec, candidates, since))
         weight = floor = None  # hybrid: the embedder's, as measured (`calibrate`)
         if mode == "hybrid":
             calibration = await calibrate(self.embedder)
