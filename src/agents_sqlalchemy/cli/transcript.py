@@ -99,20 +99,15 @@ def shell_words(texts: Iterable[str]) -> str | None:
             words.append(shlex.quote(text))
         else:
             inner = text.replace("\\", "\\\\").replace("'", "\\'")
-            words.append(f"$'{_UNSAFE_LINE.sub(_bash_escaped, inner)}'")
+            words.append(f"$'{_UNSAFE_LINE.sub(_escaped, inner)}'")
     return " ".join(words)
 
 
-def _bash_escaped(match: re.Match[str]) -> str:
-    """A character as bash's `$'...'` reads it back: its `\\xNN` is a byte, so only ASCII
-    goes so (a C1 control, U+0080 to U+009F, as `\\u0085`)."""
+def _escaped(match: re.Match[str]) -> str:
+    """A character as `\\xNN` if ASCII, else `\\uNNNN`: as bash's `$'...'` reads it back too
+    (there `\\xNN` is a byte, and a C1 control, U+0080 to U+009F, is not one)."""
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def compact(value: Any) -> str:
