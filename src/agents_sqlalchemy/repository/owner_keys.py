@@ -96,12 +96,13 @@ class OwnerKeyRows:
             self._schema.refuse_retired_kek(conn, sealing_kek)
             # Any one row tells (the rows are all of one kind): `kek_id` is set where the key
             # is kept in the database. (A scan for one of the other kind read every row.)
+            outside = row["kek_id"] is None  # where this store keeps its new key
             found = conn.execute(select(self._table.c.kek_id).limit(1)).first()
-            if found is not None and (found[0] is None) != (row["kek_id"] is None):
+            if found is not None and (found[0] is None) != outside:
                 raise OwnerKeyError(
-                    f"this database keeps its owner keys {_KEPT[row['kek_id'] is not None]}, and "
-                    f"this store {_KEPT[row['kek_id'] is None]}: open it with the same "
-                    "owner_keys= as the stores that made them; nothing was written"
+                    f"this database keeps its owner keys {_KEPT[not outside]}, and this store "
+                    f"{_KEPT[outside]}: open it with the same owner_keys= as the stores that "
+                    "made them; nothing was written"
                 )
             conn.execute(self._table.insert().values(created_at=self._schema.now(), **row))
 
