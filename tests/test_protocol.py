@@ -332,6 +332,30 @@ async def test_a_next_seq_set_back_names_itself_and_loses_nothing(
         assert texts(await session.get_items()) == ["0", "1", "2", "3", "new"]
 
 
+@pytest.mark.parametrize("key", [None, b"k" * 32])
+async def test_a_next_seq_set_below_zero_is_refused_and_loses_nothing(
+    db_url: str, key: bytes | None
+) -> None:
+    """A session's `next_seq` set below 0 outside the library conflicts with no item: the
+    next items went in at places below every other (first on SQLite and MariaDB, out of
+    sight on PostgreSQL). Each write is refused with a `ConstraintError` naming the
+    session and `next_seq`, and nothing is written."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        session = store.session("below")
+        await session.add_items([message(str(n)) for n in range(3)])
+    await execute(db_url, "UPDATE agents_sqlalchemy_sessions SET next_seq = -5")
+    async with SessionStore(db_url, key=key) as store:
+        session = store.session("below")
+        refused = r"'below': its next_seq in \w+ was set below 0"
+        for _ in range(2):
+            with pytest.raises(ConstraintError, match=refused):
+                await session.add_items([message("new")])
+        assert texts(await session.get_items()) == ["0", "1", "2"]
+    rows = await raw_rows(db_url, "SELECT seq FROM agents_sqlalchemy_items ORDER BY seq")
+    assert rows == [(1,), (2,), (3,)]
+    assert await raw_rows(db_url, "SELECT next_seq FROM agents_sqlalchemy_sessions") == [(-5,)]
+
+
 @pytest.mark.parametrize("value", ["[1]", '"x"', "5", "true"])
 async def test_metadata_or_state_changed_into_another_kind_of_json_is_a_corrupt_row(
     db_url: str, value: str

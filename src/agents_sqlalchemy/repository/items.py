@@ -199,7 +199,10 @@ class Items:
         if self._at_once is not None:  # plaintext on PostgreSQL
             values = self._schema.claim_values(key, count, now) | {"expires_at": expires_at}
             values["payloads"] = [row.payload for row in build(0)]  # placed by the statement
-            [(session_pk, next_seq)] = self._at_once.run(conn, values)
+            found = self._at_once.run(conn, values)
+            if not found:
+                raise self._schema.set_below_zero(key)
+            [(session_pk, next_seq)] = found
             return session_pk, next_seq
         sealed_at_once = self._sealed_at_once is not None
         if sealed_at_once and (placed := self._append_sealed(conn, key, count, build, ttl)):
@@ -264,7 +267,7 @@ class Items:
         go in after it."""
         if self._schema.db.dialect_name != "postgresql" or self._schema.sealed:
             return None
-        claimed = self._schema.claim_upsert.cte("claimed")
+        claimed = self._schema.placing_upsert.cte("claimed")
         payloads = bindparam("payloads", type_=postgresql.ARRAY(self._schema.items.c.payload.type))
         return self._inserting(claimed, {"payload": payloads})
 

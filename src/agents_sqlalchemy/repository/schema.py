@@ -37,7 +37,7 @@ from sqlalchemy.sql import ClauseElement
 
 from ..aio import off_the_loop
 from ..database.units import Database
-from ..errors import ConfigurationError, OwnerKeyError, WrongKeyError
+from ..errors import ConfigurationError, ConstraintError, OwnerKeyError, WrongKeyError
 from ..models import MYSQL, Models
 from ..types import NewItem, SessionKey, StoredItem, is_owner_key_id, owner_of
 from .prepared import Prepared, PreparedRows, constant, prepared
@@ -404,8 +404,10 @@ class Schema:
         if key.sealing is None:
             if self.mysql:  # the upsert locks the row; reading it back sees our own change
                 self._claim_statement.run(conn, values)
-                return Claimed(*self.claimed_statement.run(conn, values)[0])
-            return Claimed(*self._claim_statement.run(conn, values)[0])
+                found = Claimed(*self.claimed_statement.run(conn, values)[0])
+            else:
+                found = Claimed(*self._claim_statement.run(conn, values)[0])
+            return self.placed(key, found, count)
         values["key_id"] = key.sealing
         if self.mysql:
             self._claim_statement.run(conn, values)
@@ -415,7 +417,25 @@ class Schema:
             claimed = self._claim_owned.run(conn, values)
             session_pk, next_seq, user_id, key_owner = claimed[0] if claimed else (0, 0, None, None)
             _refuse_unless_owned(user_id, key.hash, key_owner)
-        return Claimed(session_pk, next_seq, key.sealing, user_id)
+        return self.placed(key, Claimed(session_pk, next_seq, key.sealing, user_id), count)
+
+    def placed(self, key: SessionKey, claimed: Claimed, count: int) -> Claimed:
+        """`claimed`, unless its `count` places start below 1, where no item ever goes: the
+        session's `next_seq` was set below 0 outside the library, and the items would have
+        gone before all others (out of sight on PostgreSQL). Then `ConstraintError`, and
+        the write rolls back."""
+        if count and claimed.next_seq < count:
+            raise self.set_below_zero(key)
+        return claimed
+
+    def set_below_zero(self, key: SessionKey) -> ConstraintError:
+        """The refusal of a write to a session whose `next_seq` is below 0 (see `placed`)."""
+        sessions, items = self.sessions.name, self.items.name
+        return ConstraintError(
+            f"session {key.session_id[:80]!r}: its next_seq in {sessions} was set below 0 "
+            f"(the row was changed outside the library); raise it to at least the session's "
+            f"highest seq in {items} to write again; nothing was written"
+        )
 
     @staticmethod
     def claim_values(key: SessionKey, count: int, now: datetime) -> dict[str, Any]:
@@ -440,9 +460,16 @@ class Schema:
         (returning `id` and `next_seq`, except on MySQL)."""
         return self._upsert()
 
-    def _upsert(self, beside: Any = None) -> Any:
+    @cached_property
+    def placing_upsert(self) -> Any:
+        """`claim_upsert` that claims nothing (returns no row) where `next_seq` is below 0:
+        for a write in one statement, which no transaction rolls back (see `placed`)."""
+        return self._upsert(placing=True)
+
+    def _upsert(self, beside: Any = None, *, placing: bool = False) -> Any:
         """`claim_upsert`; on SQLite and PostgreSQL, with the row to insert read beside the
-        rows of `beside` (a CTE) if given: none there, no claim."""
+        rows of `beside` (a CTE) if given: none there, no claim; `placing`: none either where
+        `next_seq` is below 0."""
         sessions = self.sessions
         count = bindparam("count", type_=sessions.c.next_seq.type)
         now = bindparam("now", type_=sessions.c.updated_at.type)
@@ -466,7 +493,9 @@ class Schema:
             source = select(*(value.label(name) for name, value in row.items()))
             inserted = inserted.from_select(list(row), source.select_from(beside))
         return inserted.on_conflict_do_update(
-            index_elements=[sessions.c.session_hash], set_=bump
+            index_elements=[sessions.c.session_hash],
+            set_=bump,
+            where=sessions.c.next_seq >= 0 if placing else None,
         ).returning(sessions.c.id, sessions.c.next_seq)
 
     @cached_property
