@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import threading
@@ -1263,6 +1264,36 @@ class Refusing:
         raise PermissionError("no API key")
 
 
+class Quoting(Refusing):
+    """An embedder whose API refuses the texts and quotes them, as some do."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError(f"upstream refused input {texts[0]!r}")
+
+    embed_queries = embed
+
+
+async def test_an_embedder_quoting_its_input_puts_no_item_in_a_message_or_a_log(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The embedder's exception quoted a sealed item: the background job's warning logged
+    its traceback, and `EmbedderError` its message, plaintext in both. Each names the
+    class and where it was raised; the embedder's exception stays its `__cause__`."""
+    caplog.set_level(logging.DEBUG, logger="agents_sqlalchemy")
+    async with SessionStore(
+        sqlite_url, create_tables=True, key="log-pass", embedder=Quoting()
+    ) as store:
+        await store.session("s").add_items([message("narwhal plaintext 3141")])
+        await store.flush()
+        with pytest.raises(EmbedderError) as raised:
+            await store.reindex()
+    assert "narwhal" in str(raised.value.__cause__)
+    assert "narwhal" not in str(raised.value) and "RuntimeError" in str(raised.value)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "background job ('index'" in logged and "builtins.RuntimeError" in logged
+    assert "narwhal" not in logged + "".join(caplog.text)
+
+
 async def test_a_search_needing_a_query_vector_raises_where_nothing_is_indexed(
     sqlite_url: str,
 ) -> None:
@@ -1273,8 +1304,9 @@ async def test_a_search_needing_a_query_vector_raises_where_nothing_is_indexed(
         session = store.session("s")
         await session.add_items([message("my dog is called Mochi")])
         for mode in ("hybrid", "vector"):
-            with pytest.raises(EmbedderError, match="no API key"):
+            with pytest.raises(EmbedderError, match="PermissionError") as raised:
                 await session.search("dog", mode=mode)
+            assert str(raised.value.__cause__) == "no API key"
             with pytest.raises(EmbedderError):
                 await store.search("dog", mode=mode)
         assert await session.search("dog", mode="keyword") == []  # nothing indexed, as said

@@ -173,8 +173,9 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool
     except AgentsSQLAlchemyError:
         raise
     except Exception as exc:  # the model's own failure (a network error, a bug)
-        raise EmbedderError(
-            f"embedder {embedder.model_id!r} failed: {type(exc).__name__}: {exc}"
+        raise EmbedderError(  # its message may quote the texts: it is the cause's alone
+            f"embedder {embedder.model_id!r} failed: {type(exc).__name__} (the embedder's own "
+            "exception is this one's __cause__)"
         ) from exc
     return _check(np.asarray(result, dtype=np.float32), len(texts), embedder)
 

@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Coroutine, Hashable
 from concurrent.futures import Future
@@ -218,7 +219,7 @@ class Background:
                         if _at_exit(exc):  # the process is ending: left for the next one
                             logger.debug("background job %r left at exit", key)
                         else:
-                            logger.warning("background job %r failed", key, exc_info=True)
+                            logger.warning("background job %r failed: %s", key, described(exc))
                 self._flushed(taken)
         finally:
             if not finished:  # cancelled with its loop: what is left is caught up later
@@ -314,3 +315,27 @@ def _forget_workers() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_forget_workers)
+
+
+def described(exc: BaseException) -> str:
+    """`exc` and the exceptions behind it, each by its class and where it was raised, with
+    no message: a model's API may quote the texts it was given, and a log carries no item.
+
+    >>> text = "a secret"
+    >>> try:
+    ...     raise RuntimeError(f"refused {text!r}")
+    ... except RuntimeError as exc:
+    ...     "secret" in described(exc), described(exc).startswith("builtins.RuntimeError")
+    (False, True)
+    """
+    parts, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        where = "".join(traceback.format_tb(current.__traceback__)).rstrip()
+        kind = type(current)
+        parts.append(f"{kind.__module__}.{kind.__qualname__}" + (f"\n{where}" if where else ""))
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    return "\ncaused by ".join(parts)
