@@ -471,6 +471,82 @@ async def test_a_purge_keeps_the_key_of_a_session_written_as_it_runs(
         assert await store.session("idle").get_items() == [message("old")]
 
 
+@pytest.mark.parametrize("then", ["purge_inactive", "delete_session", "rotate_owner_keys"])
+async def test_a_purge_whose_key_store_fails_leaves_its_keys_for_the_next_to_destroy(
+    db_url: str, key: bytes, tmp_path: Path, then: str
+) -> None:
+    """A purge of inactive sessions deletes them first (a write may keep one), then
+    destroys their keys: the key store failed there, and the sessions and their key rows
+    were gone, the keys alive, and no later call could name them (a copy taken before
+    still opened). The rows stay retired until a deletion or a rotation destroys them."""
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("idle").add_items([message("nobody's")])
+        await store.session("other").add_items([message("kept")])
+    [idle_key] = await _item_keks(db_url, "idle")
+    await execute(db_url, f"UPDATE {SESSIONS} SET updated_at = '2000-01-01 00:00:00'")
+    await execute(
+        db_url,
+        f"UPDATE {SESSIONS} SET updated_at = '2999-01-01 00:00:00' WHERE session_id = 'other'",
+    )
+    async with SessionStore(db_url, key=key, owner_keys=FailingOnce(directory)) as store:
+        with pytest.raises(KeyProviderError, match=f"failed to destroy owner key {idle_key}"):
+            await store.purge_inactive(timedelta(days=1))
+        assert await store.session_info("idle") is None
+        assert (directory / f"{idle_key}.key").exists() and idle_key in await _owner_keys(db_url)
+        if then == "purge_inactive":
+            assert (await store.purge_inactive(timedelta(days=1))).sessions == 0
+        elif then == "delete_session":
+            assert (await store.delete_session("nothing here")).sessions == 0
+        else:
+            await store.rotate_owner_keys()
+        assert await store.session("other").get_items() == [message("kept")]
+    assert not (directory / f"{idle_key}.key").exists()
+    assert idle_key not in await _owner_keys(db_url)
+
+
+class FailingSecond(KeyDirectory):
+    """A key directory whose second `destroy` fails."""
+
+    calls = 0
+
+    def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            raise OSError("the key store timed out")
+        return super().destroy(key_id, owner, kept)
+
+
+async def test_an_erasure_failing_part_way_forgets_the_keys_it_destroyed(
+    db_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """`delete_all` destroyed one owner's key, then the key store failed: the store that
+    ran it kept that key open, and read the owner's items, and sealed new ones under it,
+    which no other store, nor itself after a restart, could ever open."""
+    directory = tmp_path / "owner-keys"
+    await alice_and_bob(db_url, key, directory)
+    async with SessionStore(db_url, key=key, owner_keys=FailingSecond(directory)) as store:
+        for session_id in ("a", "b"):  # their keys opened, and kept
+            await store.session(session_id).add_items([message("more")])
+        with pytest.raises(KeyProviderError):
+            await store.delete_all(confirm=True)
+        gone = [
+            s
+            for s in ("a", "b")
+            if not (directory / f"{(await _item_keks(db_url, s)).pop()}.key").exists()
+        ]
+        assert len(gone) == 1
+        with pytest.raises(OwnerKeyError, match="destroyed"):
+            await store.session(gone[0]).get_items()
+        with pytest.raises(OwnerKeyError, match="destroyed"):
+            await store.session(gone[0]).add_items([message("lost?")])
+        await store.delete_all(confirm=True)  # run again: it ends
+        assert await store.list_sessions() == []
+    assert await _owner_keys(db_url) == {}
+
+
 async def test_a_store_without_the_key_store_destroys_no_key_it_cannot_reach(
     db_url: str, key: bytes, tmp_path: Path
 ) -> None:

@@ -513,10 +513,13 @@ class Sessions:
     def _drop_keys(
         self, conn: Connection, owners: Collection[str] | None, among: list[str] | None = None
     ) -> list[Any]:
-        """Delete the owner key rows of `owners` (None: every one); return them. With
+        """Retire the owner key rows of `owners` (None: every one), whose last session goes:
+        no write seals under them from now on; return them, for the key store to destroy
+        and their rows to go after (`Owners.destroyed`; a key store that fails meanwhile
+        leaves them retired, and nothing replaces them: `Owners.finish_erasures`). With
         `among`, only those keys: a key made after they were locked is another write's,
-        whose session this deletion did not see and leaves (deleting its key would leave
-        that session's items unreadable)."""
+        whose session this deletion did not see and leaves (its key gone would leave that
+        session's items unreadable)."""
         keys = self._schema.owner_keys
         if owners is not None and not owners:
             return []
@@ -526,7 +529,8 @@ class Sessions:
         rows = list(conn.execute(chosen))
         if rows:
             gone = [row.key_id for row in rows]
-            conn.execute(delete(keys).where(keys.c.key_id.in_(gone)))
+            retired = update(keys).where(keys.c.key_id.in_(gone), keys.c.retired_at.is_(None))
+            conn.execute(retired.values(retired_at=self._schema.now()))
         return rows
 
     async def purge_expired(self, batch: int) -> int:

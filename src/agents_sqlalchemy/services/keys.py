@@ -66,6 +66,7 @@ class KeyRotation:
         old = opener.kek
         if old is None:
             raise ConfigurationError("rotate_key needs a store opened with its current key")
+        await self._owners.finish_erasures()  # their retired keys are no rotation's
         keyring = self._keyring
         rows = await keyring.keyring_rows()
         pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
@@ -135,6 +136,7 @@ class KeyRotation:
         kek = self._opener.kek
         if kek is None:
             raise ConfigurationError("rotate_owner_keys needs a store opened with its key")
+        await self._owners.finish_erasures()  # their retired keys are no rotation's
         rows = await self._keyring.keyring_rows()
         if any(row["retired_at"] is None and row["kek_id"] != kek.kek_id for row in rows):
             raise ConfigurationError(

@@ -143,6 +143,7 @@ class Management:
         if "inactive_for" in where:
             where["inactive_for"] = older_than(where["inactive_for"])
         await self._opener.ready()
+        await self._owners.finish_erasures()
         condition = self._sessions.sessions_where(**where)
         owners: set[str] | None = set()
         if where.get("user_id") is not None:
@@ -156,8 +157,10 @@ class Management:
             # name the key would be gone, and the key alive). So do the keys of sessions
             # without a user (their own owners) that the deletion takes whatever happens
             # meanwhile (one session, every session): their rows then go with the sessions.
-            # Those of a condition a write can end (inactive_for) go after their rows, as
-            # does a key made meanwhile for a new session.
+            # Those of a condition a write can end (inactive_for) go after their sessions,
+            # as does a key made meanwhile for a new session: the deletion retires them (no
+            # write seals under them), and a key store that fails leaves them retired, for
+            # the next deletion or rotation to finish (`finish_erasures`).
             first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
             own: list[str] | None = []
             if "inactive_for" not in where:

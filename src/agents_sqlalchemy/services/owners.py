@@ -515,11 +515,13 @@ class Owners:
             done = await call_store(keeper, "destroy", row.key_id, row.owner, kept)
             if not isinstance(done, Destruction):
                 raise KeyProviderError(f"owner key store {keeper!r}.destroy returned {done!r}")
+            # Forgotten at once: a key store failing on a later key leaves this store
+            # sealing nothing under a key no other store, nor a restart, can open.
+            codec.owner_keys.pop(row.key_id, None)
+            self._current.pop(row.owner, None)
             last = done if last is None or done.at >= last.at else last
         if delete:
             await self._rows.delete(row.key_id for row in rows)
-        for row in rows:
-            codec.owner_keys.pop(row.key_id, None)
         return last
 
     async def give(self, key: SessionKey, user_id: str | None) -> None:
@@ -568,18 +570,34 @@ class Owners:
             await self.destroy([owner_of(None, key.hash)])
 
     async def destroyed(self, rows: list[Any], done: Collection[str] = ()) -> Destroyed:
-        """Destroy, in the key store, the keys whose rows a deletion just took (their owner's
-        last session went with them), and forget them here; those of `done` (their ids)
-        were destroyed before it (`destroy_first`)."""
+        """Destroy, in the key store, the keys whose rows a deletion just retired (their
+        owner's last session went with them), then delete their rows and forget them here;
+        those of `done` (their ids) were destroyed before it (`destroy_first`)."""
         codec = await self._codec()
-        rows = [row for row in rows if row.key_id not in done]
         if codec is None or not rows:
             return Destroyed(0, None, None)
-        last = await self._destroy_rows(codec, rows, delete=False)
+        left = [row for row in rows if row.key_id not in done]
+        last = await self._destroy_rows(codec, left, delete=False)
+        await self._rows.delete(row.key_id for row in rows)
         self._current.clear()
         if last is None:
-            return Destroyed(len(rows), None, None)
-        return Destroyed(len(rows), last.status, last.at)
+            return Destroyed(len(left), None, None)
+        return Destroyed(len(left), last.status, last.at)
+
+    async def finish_erasures(self) -> None:
+        """Destroy the keys a deletion retired with their owner's last session and left (its
+        key store failed, or its process ended, before it destroyed them), then delete their
+        rows: retired keys that no live key replaces (a rotation's old keys have one). Run
+        before each deletion and rotation: without a row, nothing would name these keys
+        again, and every copy of the database taken before would still open."""
+        codec = await self._codec()
+        if codec is None:
+            return
+        rows = await self._rows.every()
+        replaced = {row.replaces for row in rows if row.retired_at is None}
+        left = [row for row in rows if row.retired_at is not None and row.key_id not in replaced]
+        if left:
+            await self._destroy_rows(codec, left)
 
     async def destroy_first(
         self, owners: Collection[str] | None
