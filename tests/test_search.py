@@ -386,6 +386,58 @@ async def test_a_new_model_is_never_mixed_and_reindex_moves_everything_to_it(
         assert await store.reindex() == 0
 
 
+async def test_a_store_told_of_another_model_sees_the_reindex_that_makes_it_its_own(
+    db_url: str, key: bytes | None
+) -> None:
+    """A store given another model than the database's searched by keyword only, as it
+    said, but until it was restarted: a reindex elsewhere to its model went unseen, and the
+    items it wrote after were never indexed, nor found by its own searches."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s").add_items([DEPLOY, LUNCH])
+    small = HashingEmbedder(dim=64)
+    async with SessionStore(db_url, key=key, embedder=small) as app:
+        session = app.session("s")
+        with pytest.warns(SearchModelWarning):
+            await session.search_hits("lunch friday")
+        async with SessionStore(db_url, key=key, embedder=HashingEmbedder(dim=64)) as other:
+            assert await other.reindex() == 2
+        new = message("the printer ran out of paper")
+        await session.add_items([new])
+        await app.flush()
+        hits = await session.search_hits("printer paper", mode="vector", limit=1)
+        assert [hit.item for hit in hits] == [new]
+    models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
+    assert models == {index_id(small.model_id)}
+    indexed = await index_rows(db_url)
+    assert indexed[INDEX] == indexed[ITEMS] and len(indexed[ITEMS]) == 3
+
+
+async def test_a_reindex_elsewhere_is_not_undone_by_a_store_still_open(
+    db_url: str, key: bytes | None
+) -> None:
+    """A store open since before a reindex elsewhere went on indexing with the old model:
+    its next write made that model the database's again, and its next search indexed every
+    item with it. Its indexing now writes nothing of another model than the database's;
+    it says so, and searches by keyword only."""
+    small = HashingEmbedder(dim=64)
+    async with SessionStore(db_url, create_tables=True, key=key) as app:
+        session = app.session("s")
+        await session.add_items([DEPLOY, LUNCH])
+        assert await session.search_hits("lunch friday")  # it agrees with the database
+        async with SessionStore(db_url, key=key, embedder=small) as other:
+            assert await other.reindex() == 2
+        with pytest.warns(SearchModelWarning, match=small.model_id):  # as it indexes
+            await session.add_items([message("the printer ran out of paper")])
+            await app.flush()
+            assert await session.search_hits("printer paper") == []  # left unindexed
+        assert await app.indexed_model() == index_id(small.model_id)
+    models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
+    assert models == {index_id(small.model_id)}
+    async with SessionStore(db_url, key=key, embedder=small) as store:  # catches it up
+        hits = await store.session("s").search_hits("printer paper", mode="vector", limit=1)
+        assert [hit.seq for hit in hits] == [3]
+
+
 class Paused:
     """An embedder that stops before its `stop_at`-th batch until `go` is set."""
 

@@ -30,6 +30,7 @@ from sqlalchemy.sql.expression import ClauseElement, Insert, Select, Subquery, U
 from sqlalchemy.sql.operators import custom_op
 
 from ..aio import off_the_loop
+from ..database.units import Unchanged
 from ..types import (
     Candidates,
     NewItem,
@@ -380,30 +381,49 @@ class SearchIndex:
         return await self._schema.db.read(work)
 
     async def replace_index(
-        self, entries: list[tuple[int, int, NewItem]], *, moved: Sequence[int] = ()
-    ) -> None:
+        self,
+        entries: list[tuple[int, int, NewItem]],
+        *,
+        moved: Sequence[int] = (),
+        only_as: str | None = None,
+    ) -> bool:
         """Index `(session_pk, seq, NewItem)` entries anew: their items' index rows of the
         entries' model are replaced (other models' rows stay, until `drop_other_models`).
         The items `moved` (their ids) lose their other models' rows in the same transaction:
         a reindex moves each from its old row to its new one at once, so that a search
-        meanwhile finds it by one or the other, and once.
+        meanwhile finds it by one or the other, and once. With `only_as` (a model id), only
+        if the database is indexed as that (`latest_model_id`, read in the transaction) or
+        not at all: a store that has not seen a reindex elsewhere would undo it. Whether
+        the rows went in.
 
         An item is known by its place: SQLite gives a deleted item's id to a new one, but
         never a session's id (the table says AUTOINCREMENT) nor a number within a session.
         An item removed (or replaced) meanwhile is skipped.
         """
-        if entries:
-            await self._schema.db.write(lambda conn: self._replace(conn, entries, moved))
+        if not entries:
+            return True
+        return await self._schema.db.write(
+            lambda conn: self._replace(conn, entries, moved, only_as)
+        )
 
     def _replace(
-        self, conn: Connection, entries: list[tuple[int, int, NewItem]], moved: Sequence[int]
-    ) -> None:
+        self,
+        conn: Connection,
+        entries: list[tuple[int, int, NewItem]],
+        moved: Sequence[int],
+        only_as: str | None,
+    ) -> bool:
+        if only_as is not None:
+            latest = conn.execute(self._latest_model).scalar_one_or_none()
+            if latest not in (None, only_as):
+                raise Unchanged(False)  # rolled back: nothing written
         self._replace_rows(conn, entries)
         models = {item.model_id for _, _, item in entries if item.model_id is not None}
         if moved and len(models) == 1:
             index = self._schema.index
             others = index.c.model_id != models.pop()
             conn.execute(delete(index).where(index.c.item_pk.in_(list(moved)), others))
+        return True
 
     def _replace_rows(self, conn: Connection, entries: list[tuple[int, int, NewItem]]) -> None:
         rows = [
@@ -500,9 +520,13 @@ class SearchIndex:
 
     async def latest_model_id(self) -> str | None:
         """The embedding model of the most recently indexed item, or None."""
+        latest = self._latest_model
+        return await self._schema.db.read(lambda conn: conn.execute(latest).scalar_one_or_none())
+
+    @cached_property
+    def _latest_model(self) -> Select[Any]:
         index = self._schema.index
-        query = select(index.c.model_id).order_by(index.c.id.desc()).limit(1)
-        return await self._schema.db.read(lambda conn: conn.execute(query).scalar_one_or_none())
+        return select(index.c.model_id).order_by(index.c.id.desc()).limit(1)
 
     async def drop_other_models(self, model_id: str) -> int:
         """Delete vectors of every other embedding model; return how many."""

@@ -76,6 +76,7 @@ class Indexer:
         # database's model; see `model_agrees`.
         self._chosen = chosen
         self._agrees: bool | None = None
+        self._warned: str | None = None  # the database's model it last warned about
         self._checking = FairLock()
         self._index = index
         self._opener = opener
@@ -112,18 +113,27 @@ class Indexer:
         self._background.submit(("index", key.hash), lambda: self._index_written(key))
 
     async def model_agrees(self) -> bool:
-        """Whether this store indexes with the model the database was indexed with (checked
-        once per store).
+        """Whether this store indexes with the model the database was indexed with.
 
         A database keeps its model until `reindex`: a store given no embedder takes the
         built-in one that model belongs to, where it loads; otherwise it warns
-        (`SearchModelWarning`, naming both models) and indexes nothing with its own.
+        (`SearchModelWarning`, naming both models, once per model met) and indexes nothing
+        with its own. Checked once while it agrees: a reindex elsewhere that makes another
+        model the database's is met by the next indexing, which writes nothing then and
+        asks again (`disagreed`); while it does not agree, at every call (a reindex
+        elsewhere may have made the database's model its own).
         """
-        if self._agrees is None:
+        if not self._agrees:
             async with self._checking:
-                if self._agrees is None:
+                if not self._agrees:
                     self._agrees = await self._agree()
         return self._agrees
+
+    async def disagreed(self) -> bool:
+        """The database's model was not this store's as its indexing wrote: look again
+        (`model_agrees`)."""
+        self._agrees = None
+        return await self.model_agrees()
 
     async def _agree(self) -> bool:
         await self._opener.ready()
@@ -133,14 +143,17 @@ class Indexer:
         if not self._chosen and (embedder := builtin_indexing_as(indexed)) is not None:
             self.embedder = embedder
             return True
-        warnings.warn(
-            f"the database was indexed with the embedding model {indexed!r}, this store's is "
-            f"{self.indexed_as!r}: until `store.reindex()` (or `agents-sqlalchemy "
-            "reindex --embedder NAME`) re-indexes every item with it, this store searches by "
-            "keyword only and indexes nothing (open it with the database's embedder instead)",
-            SearchModelWarning,
-            stacklevel=2,
-        )
+        if indexed != self._warned:
+            self._warned = indexed
+            warnings.warn(
+                f"the database was indexed with the embedding model {indexed!r}, this store's "
+                f"is {self.indexed_as!r}: until `store.reindex()` (or `agents-sqlalchemy "
+                "reindex --embedder NAME`) re-indexes every item with it, this store searches "
+                "by keyword only and indexes nothing (open it with the database's embedder "
+                "instead)",
+                SearchModelWarning,
+                stacklevel=2,
+            )
         return False
 
     async def _index_written(self, key: SessionKey) -> None:
@@ -167,12 +180,14 @@ class Indexer:
         async with self._catching_up:
             while chunk := list(islice(places, CATCH_UP_BATCH)):
                 entries = await self.index(codec.items(key, [item for _, item in chunk]), codec)
-                await self._index.replace_index(
-                    [
-                        (session_pk, item.seq, codec.reindexed(key, item, entry))
-                        for (session_pk, item), entry in zip(chunk, entries, strict=True)
-                    ]
-                )
+                rows = [
+                    (session_pk, item.seq, codec.reindexed(key, item, entry))
+                    for (session_pk, item), entry in zip(chunk, entries, strict=True)
+                ]
+                only_as = None if self.reindexing else self.indexed_as
+                if not await self._index.replace_index(rows, only_as=only_as):
+                    await self.disagreed()  # a store that switches model: a search catches up
+                    return
 
     async def index(self, items: list[Any], codec: Codec) -> list[IndexEntry]:
         """Packed terms and a vector per item (an item with no text: no terms, no vector).
@@ -297,7 +312,11 @@ class Indexer:
                 batch, items = opened_rows(codec, read, removals)
                 entries = await self.index(items, codec)
                 moved = [row.item_pk for row in batch] if moving else []
-                await index.replace_index(reindexed_rows(codec, batch, entries), moved=moved)
+                rows = reindexed_rows(codec, batch, entries)
+                only_as = None if moving else model_id  # a reindex makes its model the one
+                if not await index.replace_index(rows, moved=moved, only_as=only_as):
+                    await self.disagreed()
+                    break
             done += len(batch)
             if progress is not None:
                 progress(done, max(total, done))
