@@ -14,7 +14,7 @@ import pytest
 
 from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.cli.transcript import describe, transcript
-from agents_sqlalchemy.metadata_text import format_meta, meta_value
+from agents_sqlalchemy.metadata_text import format_meta, meta_pairs, meta_value
 from agents_sqlalchemy.repository import schema as repository_module
 
 from .support.cli import cli
@@ -358,8 +358,24 @@ def test_metadata_values_read_and_print_alike() -> None:
         "NaN", "Infinity", "-Infinity"
     ]  # fmt: skip
     metadata = {"a": "web", "b": 1, "c": "1", "d": "two words", "e": True, "f": {"x": [1]}}
-    assert format_meta(metadata) == 'a=web b=1 c="1" d="two words" e=true f={"x": [1]}'
+    assert format_meta(metadata) == 'a=web b=1 c="1" d="two words" e=true f={"x":[1]}'
     assert format_meta({}) == ""
+
+
+def test_metadata_shown_reads_back_as_the_same_pairs() -> None:
+    """Keys were never quoted: `{"a=b": "c"}` showed as `a=b=c`, which a filter read as
+    `{"a": "b=c"}`, the other session's, and a key with a space was refused; a JSON value
+    with a space cut the pairs after it."""
+    for metadata in (
+        {"a=b": "c"},
+        {"a": "b=c"},
+        {"plan name": "pro", "": "empty key"},
+        {'say "hi"': "x", "k": " ", "é ü": "ß"},
+        {"n": 1.5, "flag": False, "after": "ok"},
+    ):
+        assert meta_pairs(format_meta(metadata)) == metadata
+    assert format_meta({"a=b": "c", "a": "b=c"}) == '"a=b"=c a="b=c"'
+    assert meta_pairs('f={"x":[1]} after=ok') == {"f": '{"x":[1]}', "after": "ok"}
 
 
 def test_entries_of_other_item_types() -> None:

@@ -342,6 +342,54 @@ def test_the_login_cookie_never_holds_the_token(evil_store: SessionStore, token:
             assert http.get("/sessions").status_code == 401
 
 
+def test_the_address_with_the_token_always_leaves_the_address_bar(
+    evil_store: SessionStore,
+) -> None:
+    """Opened again once logged in (a bookmark, the printed address), it was served as it
+    was: the token stayed in the address bar and the history."""
+    token = "t" * 24
+    with client(evil_store, token=token) as http:
+        for _ in range(2):
+            again = http.get(f"/sessions?token={token}&user=x", follow_redirects=False)
+            assert again.status_code == 303 and again.headers["location"] == "/sessions?user=x"
+
+
+@pytest.mark.parametrize("token", ["pässwörd-sehr-lang-1234", "秘密のトークン-0123456789"])
+def test_a_token_beyond_ascii_is_taken_as_a_bearer(evil_store: SessionStore, token: str) -> None:
+    """A header's bytes reach the app as Latin-1 text: a UTF-8 token sent as a bearer never
+    matched, though the docs point a shared machine's user to bearer tokens."""
+    with client(evil_store, token=token) as http:
+        sent = {"Authorization": b"Bearer " + token.encode()}
+        assert http.get("/sessions", headers=sent).status_code == 200  # type: ignore[arg-type]
+        wrong = {"Authorization": b"Bearer " + token[:-1].encode() + b"x"}
+        assert http.get("/sessions", headers=wrong).status_code == 401  # type: ignore[arg-type]
+
+
+def test_ids_are_shown_with_control_and_reversing_characters_escaped(sqlite_url: str) -> None:
+    """`nul\\0id` showed as `nulid`, and a call id holding U+202E read backwards: two ids
+    looked alike, or like another. They show escaped, as the command line shows them."""
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            await store.session("nul\x00id", user_id="u\u202eser").add_items(
+                [{"type": "function_call", "call_id": "call_\u202eabc", "name": "t\x1bool",
+                  "arguments": "{}"}]
+            )  # fmt: skip
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url, search=False)
+    try:
+        with client(store) as http:
+            listed = http.get("/sessions").text
+            page = http.get("/session", params={"id": "nul\x00id"}).text
+    finally:
+        asyncio.run(store.close())
+    for text in (listed, re.sub(r'value="[^"]*"', "", page)):  # a form's value stays as is
+        assert "nul\\x00id" in text and "u\\u202eser" in text
+        assert "\x00" not in text and "\u202e" not in text
+    assert "call_\\u202eabc" in page and "t\\x1bool" in page and "\x1b" not in page
+
+
 def test_workers_serving_one_token_take_each_others_forms(evil_store: SessionStore) -> None:
     """Each worker of an ASGI server made its own CSRF token: a confirmation page from one
     and its POST to another was refused (403)."""
@@ -435,10 +483,12 @@ def test_nothing_from_the_items_reaches_the_logs(
         http.get(f"/search?q={SECRET}")
         http.get(f"/session?id={quote(SECRET)}")  # a 404 whose message names the id
         act(http, {"csrf": csrf, "action": "archive", "target": EVIL_ID, "confirm": "yes"})
+        http.get("/x%1b[2J%1b[31mPOST%20/act%20303%08%08")  # a terminal's controls
     server = [r for r in caplog.records if not r.name.startswith("httpx")]  # not the client's
     logged = "\n".join(record.getMessage() for record in server)
     assert "GET /search 200" in logged and "GET /session 200" in logged
     assert SECRET not in logged and "alert" not in logged and "mallory" not in logged
+    assert "\x1b" not in logged and "\x08" not in logged and "/x\\x1b[2J" in logged
 
 
 def test_pages_follow_their_cursors(sqlite_url: str) -> None:

@@ -33,35 +33,48 @@ def _not_a_number(word: str) -> Any:
 
 
 def format_meta(metadata: dict[str, Any]) -> str:
-    """Metadata as `key=value` pairs, in the syntax `--meta` reads (strings quoted if needed).
+    """Metadata as `key=value` pairs, in the syntax `--meta` reads (strings quoted if needed,
+    keys too: one holding a space, `=` or `"`, or empty).
 
     >>> format_meta({"channel": "web", "tier": 1, "code": "7", "tags": ["a"]})
     'channel=web tier=1 code="7" tags=["a"]'
+    >>> format_meta({"a=b": "c", "plan name": "pro"})
+    '"a=b"=c "plan name"=pro'
     """
     pairs = []
     for name, value in metadata.items():
         plain = isinstance(value, str) and value and meta_value(value) == value
         plain = plain and not any(c.isspace() or c in "=\"'" for c in value)
-        text = value if plain else json.dumps(value, ensure_ascii=False)
-        pairs.append(f"{name}={text}")
+        text = value if plain else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        quoted = not name or any(c.isspace() or c in '="' for c in name)
+        pairs.append(f"{json.dumps(name, ensure_ascii=False) if quoted else name}={text}")
     return " ".join(pairs)
 
 
 def meta_pairs(text: str) -> dict[str, Any]:
     """`key=value` pairs separated by spaces, as `format_meta` writes them, read back: a
-    value in double quotes is a JSON string (spaces and quotes inside), any other runs to
-    the next space and reads as `meta_value` reads it. `ValueError` names a bad pair.
+    key or a value in double quotes is a JSON string (spaces, `=` and quotes inside), any
+    other value runs to the next space and reads as `meta_value` reads it. `ValueError`
+    names a bad pair.
 
-    >>> meta_pairs('channel=web code="7" note="a b" tier=2')
-    {'channel': 'web', 'code': '7', 'note': 'a b', 'tier': 2}
+    >>> meta_pairs('channel=web code="7" note="a b" tier=2 "a=b"=c')
+    {'channel': 'web', 'code': '7', 'note': 'a b', 'tier': 2, 'a=b': 'c'}
     """
     found: dict[str, Any] = {}
     decoder, at = json.JSONDecoder(), 0
     while (at := _past_spaces(text, at)) < len(text):
-        equals = text.find("=", at)
-        name = text[at:equals] if equals > at else ""
-        if not name or any(c.isspace() for c in name):
-            raise ValueError(f"{text[at:].split()[0]!r} is not KEY=VALUE")
+        if text.startswith('"', at):
+            try:
+                name, equals = decoder.raw_decode(text, at)
+            except ValueError as exc:
+                raise ValueError(f"{text[at:].split()[0]!r} is not a closed JSON string") from exc
+            if not isinstance(name, str) or not text.startswith("=", equals):
+                raise ValueError(f"{text[at:].split()[0]!r} is not KEY=VALUE")
+        else:
+            equals = text.find("=", at)
+            name = text[at:equals] if equals > at else ""
+            if not name or any(c.isspace() for c in name):
+                raise ValueError(f"{text[at:].split()[0]!r} is not KEY=VALUE")
         at = equals + 1
         if text.startswith('"', at):
             try:

@@ -28,6 +28,7 @@ from ..migrations import api as migrate
 from ..search import BUILTIN_EMBEDDERS, HashingEmbedder, builtin_indexing_as, index_id
 from ..services import Services
 from ..services.opener import IMPORT_COMMAND, SDK_MESSAGES
+from ..shown_text import clean
 from ..store import SessionStore
 from ..tables import TableNames
 from ..types import Scope, SessionKey
@@ -44,7 +45,6 @@ from .options import (
     shown,
 )
 from .sessions_health import every_session, repair_command
-from .transcript import clean
 
 
 @dataclass(frozen=True)

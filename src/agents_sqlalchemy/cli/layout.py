@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import click
 
-from .transcript import one_line
+from ..shown_text import one_line
 
 
 def minute(when: datetime) -> str:

@@ -30,6 +30,7 @@ from ..search import (
     builtin_for,
     index_id,
 )
+from ..shown_text import clean, one_line
 from ..tables import TableNames
 from .layout import ProgressBar, counted
 from .options import (
@@ -41,7 +42,7 @@ from .options import (
     run,
     shown,
 )
-from .transcript import clean, describe, one_line
+from .transcript import describe
 
 
 def embedder_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -22,6 +22,7 @@ from ..metadata_text import format_meta, meta_value
 from ..records import SessionInfo, UsageReport
 from ..services import Services
 from ..session import StoreSession
+from ..shown_text import one_line
 from ..tables import TableNames
 from .layout import fit, minute, second, table
 from .options import (
@@ -33,7 +34,7 @@ from .options import (
     run,
     shown,
 )
-from .transcript import one_line, transcript
+from .transcript import transcript
 from .usage import branches_line, report_json, report_lines, turn_usage_lines
 
 # Widest cells of the list table, in terminal columns; longer values end with "…".

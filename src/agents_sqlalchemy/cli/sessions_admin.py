@@ -19,11 +19,11 @@ import click
 
 from ..crypto import Key
 from ..records import Removed
+from ..shown_text import clean
 from ..tables import TableNames
 from ..validation import LONGEST
 from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
-from .transcript import clean
 
 
 class _Days(click.FloatRange):

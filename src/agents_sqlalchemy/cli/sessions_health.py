@@ -18,11 +18,12 @@ import click
 from ..crypto import Key
 from ..errors import SearchModelWarning
 from ..history_check import HistoryReport
+from ..shown_text import clean
 from ..store import SessionStore
 from ..tables import TableNames
 from .layout import counted, described
 from .options import database_options, key_options, opened, run, shown
-from .transcript import clean, shell_words
+from .transcript import shell_words
 
 # Problems listed per session; the rest are counted.
 SHOWN_PROBLEMS = 10

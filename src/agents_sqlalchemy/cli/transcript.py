@@ -16,13 +16,14 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import click
+
+from ..shown_text import UNSAFE_LINE, clean, escaped
 
 # Colours of each kind of entry (dropped when the output is not a terminal).
 _STYLES: dict[str, dict[str, Any]] = {
@@ -33,13 +34,6 @@ _STYLES: dict[str, dict[str, Any]] = {
     "tool": {"fg": "yellow"},
     "reasoning": {"fg": "bright_black"},
 }
-# C0/C1 controls but newline and tab, and the bidirectional overrides: shown as \xNN.
-_UNSAFE = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-# The same, newline and tab, and the characters that show nothing (a zero-width space): for
-# values shown on one line (ids, owners, metadata), which two must not look alike.
-_UNSAFE_LINE = re.compile(f"[\n\t\u200b-\u200d\u2060\ufeff{_UNSAFE.pattern[1:-1]}]")
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _TOOL_OUTPUTS = frozenset(
     {
@@ -62,25 +56,6 @@ class Entry:
     style: str = ""
 
 
-def clean(text: str) -> str:
-    """`text` with control characters escaped, safe to print to a terminal.
-
-    >>> clean("red\\x1b[31m")
-    'red\\\\x1b[31m'
-    """
-    return _UNSAFE.sub(_escaped, text)
-
-
-def one_line(text: str) -> str:
-    """`text` with every control character escaped, newline and tab too: one line that
-    cannot pass for another or turn the text after it around.
-
-    >>> one_line("alice\\nSession   forged\\u202e")
-    'alice\\\\x0aSession   forged\\\\u202e'
-    """
-    return _UNSAFE_LINE.sub(_escaped, text)
-
-
 def shell_words(texts: Iterable[str]) -> str | None:
     """`texts` as words of a shell command that hands the program each text as it is,
     joined by spaces; None if one holds a NUL, which no command line can carry.
@@ -95,19 +70,12 @@ def shell_words(texts: Iterable[str]) -> str | None:
     for text in texts:
         if "\x00" in text:
             return None
-        if _UNSAFE_LINE.search(text) is None:
+        if UNSAFE_LINE.search(text) is None:
             words.append(shlex.quote(text))
         else:
             inner = text.replace("\\", "\\\\").replace("'", "\\'")
-            words.append(f"$'{_UNSAFE_LINE.sub(_escaped, inner)}'")
+            words.append(f"$'{UNSAFE_LINE.sub(escaped, inner)}'")
     return " ".join(words)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    """A character as `\\xNN` if ASCII, else `\\uNNNN`: as bash's `$'...'` reads it back too
-    (there `\\xNN` is a byte, and a C1 control, U+0080 to U+009F, is not one)."""
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
 
 
 def compact(value: Any) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import TokenUsage, UsageReport
+from ..shown_text import clean
 from .layout import counted, fit, table
-from .transcript import clean
 
 USER_WIDTH = 24
 _FIGURES = ("requests", "input_tokens", "output_tokens", "total_tokens")

@@ -21,6 +21,7 @@ import click
 
 from ..crypto import Key
 from ..records import ErasureReceipt, ImportedUser
+from ..shown_text import clean
 from ..tables import TableNames
 from .files import refuse_database_file, written
 from .layout import ProgressBar, counted
@@ -34,7 +35,6 @@ from .options import (
     stdin_taken,
     ttl_option,
 )
-from .transcript import clean
 
 
 @click.group("users")

@@ -127,7 +127,20 @@ def database_errors(url: URL, what: str, *, outcome: str = "nothing was changed"
         problem = known_problem(url, exc)
         raise DatabaseError(problem or f"{what}, {outcome}: {exc.orig}") from exc
     except (OSError, asyncio.TimeoutError) as exc:
-        raise DatabaseError(f"cannot reach the database {url!r}: {exc}") from exc
+        raise unreachable(url, exc) from exc
+
+
+def unreachable(url: URL, exc: Exception) -> DatabaseError:
+    """The error of a database that could not be reached: `exc` says why (a connect
+    timeout, whose text is empty, as no answer in time).
+
+    >>> from sqlalchemy import make_url
+    >>> print(unreachable(make_url("postgresql://u:p@db/x"), asyncio.TimeoutError()))
+    cannot reach the database postgresql://u:***@db/x: no answer in time
+    """
+    timed_out = isinstance(exc, (TimeoutError, asyncio.TimeoutError))
+    why = str(exc) or ("no answer in time" if timed_out else repr(exc))
+    return DatabaseError(f"cannot reach the database {url!r}: {why}")
 
 
 def known_problem(url: URL, exc: DBAPIError) -> str | None:
@@ -375,13 +388,13 @@ class Database:
                     raise self._failed(cause, attempt, session_id) from cause
             except asyncio.TimeoutError as exc:
                 if timeout is None:  # the driver's own (connect) timeout
-                    raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+                    raise unreachable(self.url, exc) from exc
                 raise DatabaseTimeoutError(
                     f"the database did not answer within statement_timeout="
                     f"{self.statement_timeout}s; {_outcome(attempt)}"
                 ) from exc
             except OSError as exc:
-                raise DatabaseError(f"cannot reach the database {self.url!r}: {exc}") from exc
+                raise unreachable(self.url, exc) from exc
             except PoolTimeout as exc:  # every connection of the pool is in use
                 raise DatabaseTimeoutError(
                     f"no connection of the pool came free within its pool_timeout ({exc}): "

@@ -40,6 +40,7 @@ from starlette.templating import Jinja2Templates
 from ..errors import AgentsSQLAlchemyError, DatabaseError
 from ..metadata_text import format_meta
 from ..records import SessionInfo
+from ..shown_text import one_line
 from ..store import SessionStore
 from . import charts, queries
 from .fields import (
@@ -129,6 +130,7 @@ def _templates() -> Jinja2Templates:
     )
     env.globals |= {"link": link, "when": when, "size": size, "format_meta": format_meta}
     env.filters["thousands"] = lambda value: f"{int(value or 0):,}"
+    env.filters["shown"] = one_line  # ids and names: no control nor reversing character
     return Jinja2Templates(env=env)
 
 
@@ -515,7 +517,7 @@ async def _forbidden(request: Request, exc: Exception) -> Response:
 
 async def _library_error(request: Request, exc: Exception) -> Response:
     ui: Browser = request.app.state.ui
-    logger.warning("%s on %s", type(exc).__name__, request.url.path)  # never the message
+    logger.warning("%s on %s", type(exc).__name__, one_line(request.url.path))  # no message
     status = 503 if isinstance(exc, DatabaseError) else 400  # the database, not the request
     return ui.page(request, "error.html", status, message=f"{type(exc).__name__}: {exc}")
 

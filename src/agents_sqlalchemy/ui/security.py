@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from ..errors import ConfigurationError
+from ..shown_text import one_line
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_COOKIE = "agents_sqlalchemy_ui_token"
@@ -89,6 +90,15 @@ def derived(token: str, purpose: str) -> str:
     return made.hexdigest()
 
 
+def bearer(request: Request) -> str | None:
+    """The token of an `Authorization: Bearer ...` header, read as UTF-8 (a header's bytes
+    come as Latin-1 text: a token of other characters never matched)."""
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        return None
+    return header[7:].encode("latin-1").decode("utf-8", errors="replace")
+
+
 def cookie_name(request: Request) -> str:
     """The login cookie's name, one per port: a browser sends a host's cookies to each of
     its ports, so two browsers on one machine would otherwise overwrite each other's."""
@@ -133,7 +143,7 @@ class Guard:
         access_log.info(
             "%s %s %d %.1f ms",
             request.method,
-            request.url.path,
+            one_line(request.url.path),  # a terminal's control sequences shown, not run
             response.status_code,
             (time.perf_counter() - started) * 1000,
         )
@@ -145,7 +155,8 @@ class Guard:
         except Exception as exc:
             # An unexpected failure: its message may quote what was read, so the log (and
             # the page) name only its kind and the route.
-            logger.error("%s on %s %s", type(exc).__name__, request.method, request.url.path)
+            path = one_line(request.url.path)
+            logger.error("%s on %s %s", type(exc).__name__, request.method, path)
             return PlainTextResponse(
                 f"500: {type(exc).__name__} (the server's log names the route)", status_code=500
             )
@@ -153,11 +164,9 @@ class Guard:
     async def _guarded(self, request: Request, call_next: Handler) -> Response:
         if self.token is None:
             return await call_next(request)
-        bearer = request.headers.get("authorization", "")
-        given = bearer[7:] if bearer.lower().startswith("bearer ") else None
         cookie = cookie_name(request)
-        if same(given, self.token) or self.logged_in(request.cookies.get(cookie)):
-            return await call_next(request)
+        # The address with the token logs in, and leaves the address bar, whether or not
+        # the browser is logged in already (it was kept, and went into its history).
         if same(request.query_params.get("token"), self.token):
             rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
             target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
@@ -168,6 +177,8 @@ class Guard:
                 cookie, value, max_age=LOGIN_SECONDS, httponly=True, samesite="strict"
             )
             return response
+        if same(bearer(request), self.token) or self.logged_in(request.cookies.get(cookie)):
+            return await call_next(request)
         return PlainTextResponse(
             "401: this session browser needs its token (open the address it printed)",
             status_code=401,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..history_check import HistoryReport
+from ..shown_text import UNSAFE
 
 # Calls whose output is a separate item with the same call_id.
 _CALLS = frozenset(
@@ -95,6 +96,17 @@ def pretty(value: Any) -> str:
         return value
 
 
+def raw_json(item: Any) -> str:
+    """An item as its JSON view shows it: `pretty`, with every character that `clean`
+    escapes written as a JSON escape (the same JSON): a control or a reversing character in
+    an id would otherwise pass for other text.
+
+    >>> raw_json({"call_id": "call_\\u202eabc"})
+    '{\\n  "call_id": "call_\\\\u202eabc"\\n}'
+    """
+    return UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", pretty(item))
+
+
 def content_text(content: Any) -> str:
     """A message's content as text: strings, text parts, placeholders for the rest."""
     if content is None:
@@ -133,7 +145,7 @@ def failed(item: Mapping[str, Any]) -> bool:
 
 def describe(item: Any, position: int, turn: int) -> Entry:
     """The entry of one item."""
-    raw = pretty(item)
+    raw = raw_json(item)
     if not isinstance(item, Mapping):
         return Entry(position, turn, "other", "item", raw, raw=raw)
     kind = item.get("type")
