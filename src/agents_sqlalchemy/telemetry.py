@@ -722,7 +722,9 @@ def traced(
                 name,
                 collection=probe.sessions_table if sessions else None,
                 session_id=key.session_id if key is not None else session,
-                user_id=user if user is not None else (key.user_id if key is not None else None),
+                # The call's user if it takes one (set_user_id(None): no owner), else the
+                # session's.
+                user_id=user if user_argument is not None or key is None else key.user_id,
                 providers=providers,
             ) as op:
                 if search:

@@ -337,7 +337,7 @@ class Database:
         timeout = self.statement_timeout if bounded else None
         deadlocks, reconnected = 0, False
         while True:
-            attempt = _Attempt()
+            attempt, started = _Attempt(), time.perf_counter()
             try:
                 if self._sync is not None:
                     if small:  # on this thread, unless the database is locked
@@ -370,8 +370,8 @@ class Database:
             except DBAPIError as exc:
                 kind = failure_kind(self.dialect_name, exc)
                 if kind == "busy":
-                    if (operation := current()) is not None:
-                        operation.busy(self.lock_timeout)
+                    if (operation := current()) is not None:  # what it waited, as measured
+                        operation.busy(time.perf_counter() - started)
                     raise self._busy(exc, session_id) from exc
                 if kind == "deadlock" and deadlocks < DEADLOCK_RETRIES:
                     deadlocks += 1
