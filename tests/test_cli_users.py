@@ -172,6 +172,29 @@ def test_an_import_takes_a_ttl(tmp_path: Path) -> None:
         assert rows and all((value is None) == (ttl is None) for (value,) in rows)
 
 
+def test_an_import_with_create_makes_the_tables_first_even_if_the_export_fails(
+    tmp_path: Path,
+) -> None:
+    """`--create` makes (or upgrades) the tables first, as it says: an export that failed at
+    its first lines left a new file of 0 bytes, without them."""
+    import sqlite3
+    from contextlib import closing
+
+    source = str(tmp_path / "source.db")
+    seed(source, None)
+    export = tmp_path / "alice.jsonl"
+    assert cli("users", "export", "alice", "--url", source, "-o", str(export)).exit_code == 0
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(export.read_bytes()[:150])
+    target = tmp_path / "target.db"
+    done = cli("users", "import", str(cut), "--url", str(target), "--create")
+    assert done.exit_code == 1 and "not JSON" in done.output
+    with closing(sqlite3.connect(target)) as db:
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert "agents_sqlalchemy_items" in names
+        assert db.execute("SELECT COUNT(*) FROM agents_sqlalchemy_sessions").fetchone() == (0,)
+
+
 def test_an_interrupted_command_says_what_was_kept() -> None:
     """Ctrl-C printed click's "Aborted!", though a purge had finished its batch and an
     import had committed its first sessions."""

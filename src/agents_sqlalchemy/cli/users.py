@@ -20,6 +20,7 @@ from typing import IO
 import click
 
 from ..crypto import Key
+from ..migrations import api as migrate
 from ..records import ErasureReceipt, ImportedUser
 from ..shown_text import clean
 from ..tables import TableNames
@@ -189,7 +190,9 @@ async def _import(
     create: bool,
     ttl: float | None,
 ) -> ImportedUser:
-    async with opened(url, tables, key, create_tables=create, ttl=ttl) as store:
+    if create:  # first, as it says: an export that fails left a new file without tables
+        await migrate.upgrade(url, tables=tables)
+    async with opened(url, tables, key, ttl=ttl) as store:
         return await store.import_user(_read(export, size, bar), skip_existing=skip_existing)
 
 
