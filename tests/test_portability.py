@@ -746,6 +746,9 @@ async def test_a_half_imported_session_is_neither_exported_nor_restored(
         assert await target.restore_session("s2") is False
         with pytest.raises(ConfigurationError, match="marked as being imported"):
             await target.import_user(exported, skip_existing=True)
+        for archived in (False, True, None):  # out of listings, as the docs say
+            listed = await target.list_sessions(archived=archived)
+            assert "s2" not in [info.session_id for info in listed]
 
 
 async def test_skip_existing_does_not_skip_another_users_session(

@@ -96,12 +96,15 @@ class Sessions:
         """Rows like `describe`, most recently active first, after the keyset position.
 
         `archived`: False for the sessions not archived, True for the archived ones only,
-        None for both.
+        None for both. A session an import is writing (or left half written) is none of
+        them.
         """
         sessions = self._schema.sessions
-        query = self._described(self._schema.now()).where(sessions.c.parent_pk.is_(None))
+        archived_at = sessions.c.archived_at
+        query = self._described(self._schema.now()).where(
+            sessions.c.parent_pk.is_(None), or_(archived_at.is_(None), archived_at != IMPORTING)
+        )
         if archived is not None:
-            archived_at = sessions.c.archived_at
             query = query.where(archived_at.is_not(None) if archived else archived_at.is_(None))
         if user_id is not None:
             query = query.where(self._schema.equals(sessions.c.user_id, user_id))
