@@ -700,7 +700,8 @@ class Lines:
             "at": seen.stored.seq,
             "u": user,
         }
-        rows = self._take_unchanged.run(conn, params)
+        taking = self._take_unchanged if seen.main_pk is not None else self._take_uncounted
+        rows = taking.run(conn, params)
         if not rows:  # the session's row is gone
             return False, None
         [(removed, version, *found)] = rows
@@ -750,6 +751,18 @@ class Lines:
         then the item removed if as seen and counted out (`_count_loses`), then the usage
         of a turn it leaves empty (`_turns_gone`); how many items it removed (none, or one), the
         row's new version, and the session as `_seen` finds it after the removal."""
+        return self._taking(counted=True)
+
+    @prepared
+    def _take_uncounted(self) -> ClauseElement:
+        """`_take_unchanged` for a session whose main line has no row (it never counted its
+        turns nor recorded usage: nothing to count out): two parts fewer to plan and run
+        (a pop on PostgreSQL took 0.22 ms of the server's with them, 0.15 ms without). A
+        row made meanwhile changed the session's version: nothing is removed then."""
+        return self._taking(counted=False)
+
+    def _taking(self, *, counted: bool) -> ClauseElement:
+        """The statements of `_take_unchanged`, with or without the count and the usage."""
         sessions, items = self._schema.sessions, self._schema.items
         main, usage = self._schema.branches, self._schema.turn_usage
         sp = bindparam("sp", type_=items.c.session_pk.type)  # the session's pk
@@ -783,11 +796,19 @@ class Lines:
             .returning(items.c.id)
             .cte("taken")
         )
-        counted = (
+        # All of it sees the database as the statement began: the removed item is still
+        # there, so the latest item after it is the latest one before its place.
+        last = case((exists(select(taken)), at - 1), else_=MAX_SEQ)
+        after = self._seen(last).subquery("after")
+        removed = select(func.count()).select_from(taken).scalar_subquery()
+        version = select(unchanged.c.version).scalar_subquery()
+        if not counted:
+            return select(removed, version, *after.c).add_cte(taken)
+        counting = (
             self._count_loses.where(exists(select(taken))).returning(main.c.turns).cte("counted")
         )
         turns_now = func.coalesce(
-            select(counted.c.turns).scalar_subquery(),
+            select(counting.c.turns).scalar_subquery(),
             select(main.c.turns).where(main.c.id == bindparam("main_pk")).scalar_subquery(),
         )
         gone = self._turns_gone(turns_now, bindparam("u", type_=Boolean), sp, at)
@@ -796,12 +817,6 @@ class Lines:
             .where(usage.c.branch_pk == bindparam("main_pk"), gone, exists(select(taken)))
             .cte("past")
         )
-        # All of it sees the database as the statement began: the removed item is still
-        # there, so the latest item after it is the latest one before its place.
-        last = case((exists(select(taken)), at - 1), else_=MAX_SEQ)
-        after = self._seen(last).subquery("after")
-        removed = select(func.count()).select_from(taken).scalar_subquery()
-        version = select(unchanged.c.version).scalar_subquery()
         return select(removed, version, *after.c).add_cte(past)
 
 
