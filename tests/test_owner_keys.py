@@ -507,6 +507,73 @@ async def test_a_purge_whose_key_store_fails_leaves_its_keys_for_the_next_to_des
     assert idle_key not in await _owner_keys(db_url)
 
 
+class Refusing(KeyDirectory):
+    """A key directory that refuses to destroy the keys named in `refused`."""
+
+    refused: frozenset[str] = frozenset()
+
+    def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Any:
+        if key_id in self.refused:
+            raise OSError("the key store refuses")
+        return super().destroy(key_id, owner, kept)
+
+
+async def test_a_key_left_by_a_deletion_stops_no_other_erasure(
+    db_url: str, key: bytes, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key a purge retired and its key store keeps refusing to destroy stopped every
+    later deletion and erasure, of every user, with an error naming that key. It is logged
+    and left (retired) for the next; a rotation still refuses to start without it gone."""
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("idle").add_items([message("nobody's")])
+        await store.session("bob's", user_id="bob").add_items([message("bob's")])
+    [idle_key] = await _item_keks(db_url, "idle")
+    await execute(
+        db_url,
+        f"UPDATE {SESSIONS} SET updated_at = '2000-01-01 00:00:00' WHERE session_id = 'idle'",
+    )
+    refusing = Refusing(directory)
+    refusing.refused = frozenset({idle_key})
+    async with SessionStore(db_url, key=key, owner_keys=refusing) as store:
+        with pytest.raises(KeyProviderError):
+            await store.purge_inactive(timedelta(days=1))
+        receipt = await store.erase_user("bob")
+        assert (receipt.sessions, receipt.owner_keys_destroyed) == (1, 1)
+        assert idle_key in caplog.text and "could not be destroyed yet" in caplog.text
+        with pytest.raises(KeyProviderError):
+            await store.rotate_owner_keys()
+    assert idle_key in await _owner_keys(db_url)
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        await store.delete_session("nothing here")  # its first deletion finishes it
+    assert await _owner_keys(db_url) == {}
+
+
+async def test_a_key_left_by_a_deletion_is_no_unfinished_rotation(tmp_path: Path) -> None:
+    """A finished `rotate_key` run again from a store of the old key is a no-op: a key a
+    purge had left retired passed for an unfinished rotation of the owner keys, and every
+    owner got a new key (a whole walk of the items)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    directory = tmp_path / "owner-keys"
+    old, new = b"1" * 32, b"2" * 32
+    async with SessionStore(
+        url, create_tables=True, key=old, owner_keys=KeyDirectory(directory)
+    ) as store:
+        await store.session("a", user_id="alice").add_items([message("alice's")])
+        await store.session("idle").add_items([message("nobody's")])
+        await store.rotate_key(new)
+    await execute(url, f"UPDATE {SESSIONS} SET updated_at = '2000-01-01' WHERE session_id = 'idle'")
+    async with SessionStore(url, key=new, owner_keys=FailingOnce(directory)) as store:
+        with pytest.raises(KeyProviderError):
+            await store.purge_inactive(timedelta(days=1))
+    alice = set(await _item_keks(url, "a"))
+    async with SessionStore(url, key=old, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.rotate_key(new) == 0
+    assert set(await _item_keks(url, "a")) == alice
+
+
 class FailingSecond(KeyDirectory):
     """A key directory whose second `destroy` fails."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import bindparam, delete, exists, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import OwnerKeyError
@@ -74,6 +74,18 @@ class OwnerKeyRows:
     async def by_ids(self, key_ids: Iterable[str]) -> list[Any]:
         """The rows of these keys (those that still exist)."""
         return await self._schema.db.read(lambda conn: self._where_in(conn, "key_id", key_ids))
+
+    async def retired(self, *, replaced: bool) -> list[Any]:
+        """The retired keys that a live key replaces (a rotation's old ones), or that none
+        does (`replaced=False`: left by a deletion, see `Owners.finish_erasures`)."""
+        table, successor = self._table, self._table.alias("successor")
+        live_successor = exists().where(
+            successor.c.replaces == table.c.key_id, successor.c.retired_at.is_(None)
+        )
+        query = select(table).where(
+            table.c.retired_at.is_not(None), live_successor if replaced else ~live_successor
+        )
+        return await self._schema.db.read(lambda conn: list(conn.execute(query)))
 
     async def of_owners(self, owners: Iterable[str]) -> list[Any]:
         """Every key of these owners, retired ones included."""

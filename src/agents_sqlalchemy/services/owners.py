@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ from ..errors import (
 )
 from ..repository import OwnerKeyRows, Sessions
 from ..types import SessionKey, is_owner_key_id, owner_of
+
+logger = logging.getLogger("agents_sqlalchemy")
 
 T = TypeVar("T")
 # Sessions whose owner a store remembers for its writes (a write checks it again anyway).
@@ -106,6 +109,9 @@ class Owners:
         # it without knowing that key, by session hash.
         self._read_under: dict[str, str] = {}
         self._making = FairLock()  # from every event loop the store is used on
+        # Whether keys a deletion retired may be left undestroyed (None: not looked yet);
+        # see `finish_erasures`.
+        self._leftovers: bool | None = None
 
     @property
     def kept_in(self) -> str | None:
@@ -472,10 +478,11 @@ class Owners:
         return found
 
     async def rotating(self) -> bool:
-        """Whether a rotation of the owner keys was interrupted (retired keys are left)."""
+        """Whether a rotation of the owner keys was interrupted: retired keys are left that
+        a live key replaces (those that none does a deletion left: `finish_erasures`)."""
         if await self._codec() is None:
             return False
-        return any(row.retired_at is not None for row in await self._rows.every())
+        return bool(await self._rows.retired(replaced=True))
 
     async def destroy_keys(self, key_ids: Iterable[str]) -> None:
         """Destroy these keys (a finished rotation's old ones): in the store, then rows."""
@@ -577,27 +584,42 @@ class Owners:
         if codec is None or not rows:
             return Destroyed(0, None, None)
         left = [row for row in rows if row.key_id not in done]
-        last = await self._destroy_rows(codec, left, delete=False)
+        try:
+            last = await self._destroy_rows(codec, left, delete=False)
+        except BaseException:
+            self._leftovers = True  # retired, not destroyed: the next deletion looks again
+            raise
         await self._rows.delete(row.key_id for row in rows)
         self._current.clear()
         if last is None:
             return Destroyed(len(left), None, None)
         return Destroyed(len(left), last.status, last.at)
 
-    async def finish_erasures(self) -> None:
+    async def finish_erasures(self, *, strict: bool = True) -> None:
         """Destroy the keys a deletion retired with their owner's last session and left (its
         key store failed, or its process ended, before it destroyed them), then delete their
         rows: retired keys that no live key replaces (a rotation's old keys have one). Run
         before each deletion and rotation: without a row, nothing would name these keys
-        again, and every copy of the database taken before would still open."""
+        again, and every copy of the database taken before would still open. Not `strict`
+        (a deletion): looked for at a store's first deletion, and after one of its own left
+        some (the look reads the owner keys table whole); a key the key store still refuses
+        is logged (its id) and left for the next, so that it stops no erasure of others."""
         codec = await self._codec()
-        if codec is None:
+        if codec is None or (not strict and self._leftovers is False):
             return
-        rows = await self._rows.every()
-        replaced = {row.replaces for row in rows if row.retired_at is None}
-        left = [row for row in rows if row.retired_at is not None and row.key_id not in replaced]
-        if left:
-            await self._destroy_rows(codec, left)
+        self._leftovers = False
+        for row in await self._rows.retired(replaced=False):
+            try:
+                await self._destroy_rows(codec, [row])
+            except (KeyProviderError, OwnerKeyError):
+                self._leftovers = True
+                if strict:
+                    raise
+                logger.warning(
+                    "owner key %s, retired by an earlier deletion, could not be destroyed yet "
+                    "(its key store refused): left for the next deletion or rotation",
+                    row.key_id,
+                )
 
     async def destroy_first(
         self, owners: Collection[str] | None
