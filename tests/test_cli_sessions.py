@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,6 +17,7 @@ from agents_sqlalchemy import SessionStore
 from agents_sqlalchemy.cli.transcript import describe, transcript
 from agents_sqlalchemy.metadata_text import format_meta, meta_pairs, meta_value
 from agents_sqlalchemy.repository import schema as repository_module
+from agents_sqlalchemy.shown_text import one_line
 
 from .support.cli import cli
 from .support.items import ALL, message
@@ -376,6 +378,31 @@ def test_metadata_shown_reads_back_as_the_same_pairs() -> None:
         assert meta_pairs(format_meta(metadata)) == metadata
     assert format_meta({"a=b": "c", "a": "b=c"}) == '"a=b"=c a="b=c"'
     assert meta_pairs('f={"x":[1]} after=ok') == {"f": '{"x":[1]}', "after": "ok"}
+    # Shown escaped (as the command line and the browser show them), a character and the
+    # text of its escape looked alike, and read back as the text.
+    lookalikes = ({"v": "x\u202ey"}, {"v": "x\\u202ey"}, {"k\u200b": "1"})
+    shown = [one_line(format_meta(metadata)) for metadata in lookalikes]
+    assert len(set(shown)) == 3
+    assert [meta_pairs(text) for text in shown] == list(lookalikes)
+
+
+def test_the_meta_option_reads_a_key_as_the_metadata_column_shows_it(
+    tmp_path: Path,
+) -> None:
+    """`sessions list` showed `"plan name"=pro`, which `--meta` took for a key with quotes."""
+    url = str(tmp_path / "s.db")
+
+    async def fill() -> None:
+        async with SessionStore(url, create_tables=True, search=False) as store:
+            for session_id, metadata in (("s1", {"plan name": "pro"}), ("s2", {"plan": "pro"})):
+                await store.session(session_id, metadata=metadata).add_items([message("hi")])
+
+    asyncio.run(fill())
+    listed = cli("sessions", "list", "--url", url, "--meta", '"plan name"=pro', "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == ["s1"]
+    refused = cli("sessions", "list", "--url", url, "--meta", '"plan name=pro')
+    assert refused.exit_code == 2 and "not a closed JSON string" in refused.output
 
 
 def test_entries_of_other_item_types() -> None:

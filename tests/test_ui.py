@@ -373,7 +373,7 @@ def test_ids_are_shown_with_control_and_reversing_characters_escaped(sqlite_url:
         async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
             await store.session("nul\x00id", user_id="u\u202eser").add_items(
                 [{"type": "function_call", "call_id": "call_\u202eabc", "name": "t\x1bool",
-                  "arguments": "{}"}]
+                  "arguments": "{}"}, {"role": "user\u202eevil", "content": "hi"}]
             )  # fmt: skip
 
     asyncio.run(fill())
@@ -388,6 +388,7 @@ def test_ids_are_shown_with_control_and_reversing_characters_escaped(sqlite_url:
         assert "nul\\x00id" in text and "u\\u202eser" in text
         assert "\x00" not in text and "\u202e" not in text
     assert "call_\\u202eabc" in page and "t\\x1bool" in page and "\x1b" not in page
+    assert "user\\u202eevil" in page  # a role, shown as the item's label
 
 
 def test_workers_serving_one_token_take_each_others_forms(evil_store: SessionStore) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .shown_text import UNSAFE_LINE
+
 
 def meta_value(raw: str) -> Any:
     """The metadata value `raw` stands for in a filter: a number or boolean if it reads as
@@ -44,11 +46,39 @@ def format_meta(metadata: dict[str, Any]) -> str:
     pairs = []
     for name, value in metadata.items():
         plain = isinstance(value, str) and value and meta_value(value) == value
-        plain = plain and not any(c.isspace() or c in "=\"'" for c in value)
+        plain = plain and not _needs_quotes(value, "=\"'")
         text = value if plain else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        quoted = not name or any(c.isspace() or c in '="' for c in name)
+        quoted = not name or _needs_quotes(name, '="')
         pairs.append(f"{json.dumps(name, ensure_ascii=False) if quoted else name}={text}")
     return " ".join(pairs)
+
+
+def _needs_quotes(text: str, special: str) -> bool:
+    """Whether `text` is written as a JSON string: it holds a space, one of `special`, a
+    backslash, or a character `one_line` escapes (shown escaped, it would read back as the
+    escape's own text, and look like it)."""
+    quoted = special + "\\"
+    return any(c.isspace() or c in quoted for c in text) or bool(UNSAFE_LINE.search(text))
+
+
+def meta_pair(text: str) -> tuple[str, Any]:
+    """One `KEY=VALUE` (a `--meta` option): the key as `meta_pairs` reads it, the value all
+    the rest, as `meta_value` reads it. `ValueError` says what is wrong.
+
+    >>> meta_pair("note=a b"), meta_pair('"plan name"=pro')
+    (('note', 'a b'), ('plan name', 'pro'))
+    """
+    if text.startswith('"'):
+        try:
+            name, equals = json.JSONDecoder().raw_decode(text)
+        except ValueError as exc:
+            raise ValueError(f"{text!r}: the key is not a closed JSON string") from exc
+    else:
+        equals = text.find("=")
+        name = text[:equals] if equals > 0 else ""
+    if not isinstance(name, str) or equals <= 0 or not text.startswith("=", equals):
+        raise ValueError(f"{text!r} is not KEY=VALUE")
+    return name, meta_value(text[equals + 1 :])
 
 
 def meta_pairs(text: str) -> dict[str, Any]:

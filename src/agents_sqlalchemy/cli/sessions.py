@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from ..crypto import Key
-from ..metadata_text import format_meta, meta_value
+from ..metadata_text import format_meta, meta_pair
 from ..records import SessionInfo, UsageReport
 from ..services import Services
 from ..session import StoreSession
@@ -48,10 +48,11 @@ def meta_filters(
     """The `--meta KEY=VALUE` options as a metadata filter (None when there are none)."""
     found: dict[str, Any] = {}
     for value in values:
-        name, sep, raw = value.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"{value!r} is not KEY=VALUE")
-        found[name] = meta_value(raw)
+        try:
+            name, wanted = meta_pair(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        found[name] = wanted
     return found or None
 
 
