@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import threading
+import time
 import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -436,6 +437,42 @@ async def test_a_reindex_elsewhere_is_not_undone_by_a_store_still_open(
     async with SessionStore(db_url, key=key, embedder=small) as store:  # catches it up
         hits = await store.session("s").search_hits("printer paper", mode="vector", limit=1)
         assert [hit.seq for hit in hits] == [3]
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_an_index_write_that_read_the_old_model_as_a_reindex_ended_is_undone(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store's index write read the old model as the database's, then a reindex to
+    another ran to its end before that write committed: its rows of the old model came
+    after, and made that model the database's again. The reindex's last step now waits
+    for such a write and deletes its rows."""
+    small = HashingEmbedder(dim=64)
+    async with SessionStore(db_url, create_tables=True) as store:
+        await store.session("s").add_items([DEPLOY, LUNCH])
+    writing, original = threading.Event(), SearchIndex._replace_rows
+
+    def slow(self: SearchIndex, conn: Any, entries: Any) -> None:
+        if any(entry.model_id != index_id(small.model_id) for _, _, entry in entries):
+            writing.set()
+            time.sleep(1.5)  # inside its transaction, the model read
+        original(self, conn, entries)
+
+    monkeypatch.setattr(SearchIndex, "_replace_rows", slow)
+
+    async def late() -> None:
+        async with SessionStore(db_url) as stale:
+            await stale.session("s").add_items([message("the printer ran out of paper")])
+            await stale.flush()
+
+    writer = threading.Thread(target=asyncio.run, args=(late(),))
+    writer.start()
+    assert await asyncio.to_thread(writing.wait, 10)
+    async with SessionStore(db_url, embedder=small) as store:
+        await store.reindex()
+    await asyncio.to_thread(writer.join, 10)
+    models = {row[0] for row in await raw_rows(db_url, f"SELECT model_id FROM {INDEX}")}
+    assert models == {index_id(small.model_id)}
 
 
 class Paused:

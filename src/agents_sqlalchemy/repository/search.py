@@ -20,10 +20,12 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    table,
     text,
     tuple_,
     type_coerce,
 )
+from sqlalchemy import column as column_of
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.expression import ClauseElement, Insert, Select, Subquery, UnaryExpression
@@ -414,7 +416,7 @@ class SearchIndex:
         only_as: str | None,
     ) -> bool:
         if only_as is not None:
-            latest = conn.execute(self._latest_model).scalar_one_or_none()
+            latest = conn.execute(self._latest_model_shared).scalar_one_or_none()
             if latest not in (None, only_as):
                 raise Unchanged(False)  # rolled back: nothing written
         self._replace_rows(conn, entries)
@@ -528,8 +530,32 @@ class SearchIndex:
         index = self._schema.index
         return select(index.c.model_id).order_by(index.c.id.desc()).limit(1)
 
+    @cached_property
+    def _latest_model_shared(self) -> Select[Any]:
+        """`_latest_model`, read holding the migrations' version row in share mode (a
+        locking read on a server; SQLite's write lock orders writers anyway): a reindex's
+        last step (`drop_other_models`) waits for the index writes that read the model
+        before it, and those after it read its model. Without it, one that read the old
+        model as the reindex ended wrote its rows after, and made it the database's again."""
+        latest = self._latest_model.scalar_subquery()
+        return select(latest).select_from(self._version).limit(1).with_for_update(read=True)
+
+    @cached_property
+    def _version(self) -> Any:
+        """The migrations' version table (one row), which the model lock holds."""
+        names = self._schema.models.names
+        return table(names.version_table, column_of("version_num"), schema=names.schema)
+
     async def drop_other_models(self, model_id: str) -> int:
-        """Delete vectors of every other embedding model; return how many."""
+        """Delete vectors of every other embedding model; return how many. It holds the
+        version row (`_latest_model_shared`) first: the index writes that read the old
+        model end before it, and it deletes their rows too."""
         index = self._schema.index
+        held = select(self._version.c.version_num).with_for_update()
         statement = delete(index).where(index.c.model_id != model_id)
-        return await self._schema.db.write(lambda conn: int(conn.execute(statement).rowcount))
+
+        def work(conn: Connection) -> int:
+            conn.execute(held).all()
+            return int(conn.execute(statement).rowcount)
+
+        return await self._schema.db.write(work)
