@@ -416,7 +416,9 @@ class SearchIndex:
         only_as: str | None,
     ) -> bool:
         if only_as is not None:
-            latest = conn.execute(self._latest_model_shared).scalar_one_or_none()
+            if self._schema.db.dialect_name != "sqlite":  # whose write lock orders them
+                conn.execute(self._version_held.with_for_update(read=True)).all()
+            latest = conn.execute(self._latest_model).scalar_one_or_none()  # read after it
             if latest not in (None, only_as):
                 raise Unchanged(False)  # rolled back: nothing written
         self._replace_rows(conn, entries)
@@ -531,27 +533,24 @@ class SearchIndex:
         return select(index.c.model_id).order_by(index.c.id.desc()).limit(1)
 
     @cached_property
-    def _latest_model_shared(self) -> Select[Any]:
-        """`_latest_model`, read holding the migrations' version row in share mode (a
-        locking read on a server; SQLite's write lock orders writers anyway): a reindex's
-        last step (`drop_other_models`) waits for the index writes that read the model
-        before it, and those after it read its model. Without it, one that read the old
-        model as the reindex ended wrote its rows after, and made it the database's again."""
-        latest = self._latest_model.scalar_subquery()
-        return select(latest).select_from(self._version).limit(1).with_for_update(read=True)
-
-    @cached_property
-    def _version(self) -> Any:
-        """The migrations' version table (one row), which the model lock holds."""
+    def _version_held(self) -> Select[Any]:
+        """The migrations' version row (one), which holds the database's model still: an
+        index write reads the model once it holds the row in share mode (then, in a
+        statement of its own, a snapshot taken after the wait), and a reindex's last step
+        (`drop_other_models`) holds it alone: it waits for the index writes that read the
+        model before it, and those after it read its model. Without it, one that read the
+        old model as the reindex ended wrote its rows after, and made it the database's
+        again. (On SQLite the write lock orders them so.)"""
         names = self._schema.models.names
-        return table(names.version_table, column_of("version_num"), schema=names.schema)
+        version = table(names.version_table, column_of("version_num"), schema=names.schema)
+        return select(version.c.version_num)
 
     async def drop_other_models(self, model_id: str) -> int:
         """Delete vectors of every other embedding model; return how many. It holds the
-        version row (`_latest_model_shared`) first: the index writes that read the old
-        model end before it, and it deletes their rows too."""
+        version row alone first (`_version_held`): the index writes that read the old model
+        end before it, and it deletes their rows too."""
         index = self._schema.index
-        held = select(self._version.c.version_num).with_for_update()
+        held = self._version_held.with_for_update()
         statement = delete(index).where(index.c.model_id != model_id)
 
         def work(conn: Connection) -> int:
