@@ -475,6 +475,25 @@ async def test_an_index_write_that_read_the_old_model_as_a_reindex_ended_is_undo
     assert models == {index_id(small.model_id)}
 
 
+@pytest.mark.parametrize("extra", [0, 1])
+async def test_a_search_indexes_its_limit_and_warns_only_of_what_is_left(
+    sqlite_url: str, extra: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A search catching up exactly its limit of items warned that the rest of its scope
+    was not indexed, where nothing was left; one past it indexed 2,001, where the docs say
+    2,000 at most."""
+    from agents_sqlalchemy.services.searcher import SEARCH_CATCH_UP
+
+    notes = [message(f"note {n}") for n in range(SEARCH_CATCH_UP + extra)]
+    async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+        await store.session("s").add_items(notes)
+    async with SessionStore(sqlite_url) as store:
+        await store.session("s").search("note")
+    indexed = await index_rows(sqlite_url)
+    assert len(indexed[INDEX]) == SEARCH_CATCH_UP
+    assert ("stopped there" in caplog.text) is bool(extra)
+
+
 class Paused:
     """An embedder that stops before its `stop_at`-th batch until `go` is set."""
 
