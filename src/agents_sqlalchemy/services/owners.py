@@ -602,7 +602,7 @@ class Owners:
         before each deletion and rotation: without a row, nothing would name these keys
         again, and every copy of the database taken before would still open. Not `strict`
         (a deletion): looked for at a store's first deletion, and after one of its own left
-        some (the look reads the owner keys table whole); a key the key store still refuses
+        some (the look scans the owner keys table); a key the key store still refuses
         is logged (its id) and left for the next, so that it stops no erasure of others."""
         codec = await self._codec()
         if codec is None or (not strict and self._leftovers is False):
