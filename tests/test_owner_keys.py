@@ -574,6 +574,48 @@ async def test_a_key_left_by_a_deletion_is_no_unfinished_rotation(tmp_path: Path
     assert set(await _item_keks(url, "a")) == alice
 
 
+async def test_a_deletion_stopped_between_batches_leaves_no_key_to_its_store(
+    db_url: str, key: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge whose second batch failed had retired the first batch's keys, then raised
+    before destroying them: that store's later deletions did not look for them, and the
+    keys stayed alive (every earlier copy of the database opened those sessions)."""
+    from agents_sqlalchemy.errors import SessionBusyError
+    from agents_sqlalchemy.services import management
+
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        for session_id in ("n1", "n2"):
+            await store.session(session_id).add_items([message("nobody's")])
+    first = (await _item_keks(db_url, "n1")) | (await _item_keks(db_url, "n2"))
+    await execute(db_url, f"UPDATE {SESSIONS} SET updated_at = '2000-01-01 00:00:00'")
+    monkeypatch.setattr(management, "DELETE_BATCH", 1)
+    batches, delete_batch = [], Sessions._delete_batch
+
+    def second_fails(self: Sessions, conn: Any, **kwargs: Any) -> Any:
+        batches.append(1)
+        if len(batches) == 2:
+            raise SessionBusyError("a lock is busy", None)
+        return delete_batch(self, conn, **kwargs)
+
+    monkeypatch.setattr(Sessions, "_delete_batch", second_fails)
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(SessionBusyError):
+            await store.purge_inactive(timedelta(days=1))
+        [gone] = [
+            k
+            for k in first
+            if k not in await _item_keks(db_url, "n1") | await _item_keks(db_url, "n2")
+        ]
+        assert (directory / f"{gone}.key").exists()  # retired by the committed batch
+        monkeypatch.undo()
+        await store.delete_session("nothing here")
+        assert not (directory / f"{gone}.key").exists()
+        assert gone not in await _owner_keys(db_url)
+
+
 class FailingSecond(KeyDirectory):
     """A key directory whose second `destroy` fails."""
 

@@ -166,9 +166,13 @@ class Management:
             if "inactive_for" not in where:
                 own = None if owners is None else await self._sessions.own_owners(condition)
             early, done = await self._owners.destroy_first(own)
-            sessions, items, keys = await self._sessions.delete_sessions(
-                condition, DELETE_BATCH, owners, session_id
-            )
+            try:
+                sessions, items, keys = await self._sessions.delete_sessions(
+                    condition, DELETE_BATCH, owners, session_id
+                )
+            except BaseException:  # the batches it committed retired their keys
+                self._owners.left_some()
+                raise
             destroyed = first.and_then(early).and_then(await self._owners.destroyed(keys, done))
         return Removed(sessions=sessions, items=items), destroyed
 

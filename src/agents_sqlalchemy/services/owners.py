@@ -587,13 +587,18 @@ class Owners:
         try:
             last = await self._destroy_rows(codec, left, delete=False)
         except BaseException:
-            self._leftovers = True  # retired, not destroyed: the next deletion looks again
+            self.left_some()  # retired, not destroyed
             raise
         await self._rows.delete(row.key_id for row in rows)
         self._current.clear()
         if last is None:
             return Destroyed(len(left), None, None)
         return Destroyed(len(left), last.status, last.at)
+
+    def left_some(self) -> None:
+        """A deletion stopped part-way: keys its committed batches retired may be left
+        undestroyed; this store's next deletion looks (`finish_erasures`)."""
+        self._leftovers = True
 
     async def finish_erasures(self, *, strict: bool = True) -> None:
         """Destroy the keys a deletion retired with their owner's last session and left (its
