@@ -39,7 +39,7 @@ from ..search import (
 from ..telemetry import current
 from ..types import Appended, IndexEntry, NewItem, Scope, SessionKey, StoredItem, Unindexed
 from ..validation import check_range
-from .background import Background
+from .background import Background, on_worker_thread
 from .opener import Opener
 from .owners import Owners
 
@@ -204,7 +204,7 @@ class Indexer:
         if (operation := current()) is not None:
             operation.indexed(len(items))
         texts = [item_text(item, max_chars=MAX_INDEXED_CHARS) for item in items]
-        past = 0 if sum(map(len, texts)) > OFF_LOOP_CHARS else OFF_LOOP_ITEMS
+        past = _off_loop_past(len(texts), heavy=sum(map(len, texts)) > OFF_LOOP_CHARS)
         hashing = embedder if isinstance(embedder, HashingEmbedder) else None
 
         def hashed() -> tuple[list[bytes | None], Sequence[bytes | None]]:
@@ -316,14 +316,13 @@ class Indexer:
                     break
                 after = read[-1].stored.seq if scope.session is not None else read[-1].item_pk
                 await self._owners.load((row.stored.kek_id for row in read), erased_too=True)
+                past = _off_loop_past(len(read))
                 batch, items = await off_loop(
-                    len(read), opened_rows, codec, read, removals, past=OFF_LOOP_ITEMS
+                    len(read), opened_rows, codec, read, removals, past=past
                 )
                 entries = await self.index(items, codec)
                 moved = [row.item_pk for row in batch] if moving else []
-                rows = await off_loop(
-                    len(batch), reindexed_rows, codec, batch, entries, past=OFF_LOOP_ITEMS
-                )
+                rows = await off_loop(len(batch), reindexed_rows, codec, batch, entries, past=past)
                 only_as = None if moving else model_id  # a reindex makes its model the one
                 if not await index.replace_index(rows, moved=moved, only_as=only_as):
                     await self.disagreed()
@@ -350,6 +349,15 @@ class Indexer:
             if limit is not None:  # at most `limit` in all
                 size = min(size, limit - done)
         return done
+
+
+def _off_loop_past(count: int, *, heavy: bool = False) -> int:
+    """`off_loop`'s `past` for an indexing batch of `count` items: from the app's loop,
+    `OFF_LOOP_ITEMS` (none if its text is `heavy`); on the store's worker thread, whose loop
+    waits on nothing else, all of them (no hop)."""
+    if on_worker_thread():
+        return count
+    return 0 if heavy else OFF_LOOP_ITEMS
 
 
 def _next_size(batch: Sequence[Unindexed], size: int, most: int) -> int:
