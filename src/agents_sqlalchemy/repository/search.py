@@ -534,9 +534,9 @@ class SearchIndex:
 
     @cached_property
     def _version_held(self) -> Select[Any]:
-        """The migrations' version row (one), which holds the database's model still: an
-        index write reads the model once it holds the row in share mode (then, in a
-        statement of its own, a snapshot taken after the wait), and a reindex's last step
+        """The migrations' version row (one), the lock on the database's model: an index
+        write reads the model once it holds the row in share mode (then, in a statement of
+        its own, a snapshot taken after the wait), and a reindex's last step
         (`drop_other_models`) holds it alone: it waits for the index writes that read the
         model before it, and those after it read its model. Without it, one that read the
         old model as the reindex ended wrote its rows after, and made it the database's

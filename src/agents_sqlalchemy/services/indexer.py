@@ -123,7 +123,7 @@ class Indexer:
         (`SearchModelWarning`, naming both models, once per model met) and indexes nothing
         with its own. Checked once while it agrees: a reindex elsewhere that makes another
         model the database's is met by the next indexing, which writes nothing then and
-        asks again (`disagreed`); while it does not agree, at every call (a reindex
+        asks again (`_replaced`); while it does not agree, at every call (a reindex
         elsewhere may have made the database's model its own).
         """
         if not self._agrees:
@@ -132,11 +132,17 @@ class Indexer:
                     self._agrees = await self._agree()
         return self._agrees
 
-    async def disagreed(self) -> bool:
-        """The database's model was not this store's as its indexing wrote: look again
-        (`model_agrees`)."""
+    async def _replaced(self, rows: list[tuple[int, int, NewItem]], moved: list[int]) -> bool:
+        """`SearchIndex.replace_index` of `rows`, only under the database's model (a reindex
+        makes its own the one, moving the items `moved`); where it is another, nothing is
+        written, and the store looks again which model it indexes with (`model_agrees`):
+        whether the rows went in."""
+        only_as = None if self.reindexing else self.indexed_as
+        if await self._index.replace_index(rows, moved=moved, only_as=only_as):
+            return True
         self._agrees = None
-        return await self.model_agrees()
+        await self.model_agrees()
+        return False
 
     async def _agree(self) -> bool:
         await self._opener.ready()
@@ -187,10 +193,8 @@ class Indexer:
                     (session_pk, item.seq, codec.reindexed(key, item, entry))
                     for (session_pk, item), entry in zip(chunk, entries, strict=True)
                 ]
-                only_as = None if self.reindexing else self.indexed_as
-                if not await self._index.replace_index(rows, only_as=only_as):
-                    await self.disagreed()  # a store that switches model: a search catches up
-                    return
+                if not await self._replaced(rows, []):
+                    return  # a store that switches model: a search catches up
 
     async def index(self, items: list[Any], codec: Codec) -> list[IndexEntry]:
         """Packed terms and a vector per item (an item with no text: no terms, no vector).
@@ -323,9 +327,7 @@ class Indexer:
                 entries = await self.index(items, codec)
                 moved = [row.item_pk for row in batch] if moving else []
                 rows = await off_loop(len(batch), reindexed_rows, codec, batch, entries, past=past)
-                only_as = None if moving else model_id  # a reindex makes its model the one
-                if not await index.replace_index(rows, moved=moved, only_as=only_as):
-                    await self.disagreed()
+                if not await self._replaced(rows, moved):
                     break
             done += len(batch)
             if progress is not None:

@@ -156,7 +156,7 @@ class Management:
             # fails then leaves everything to try again (after the sessions, the rows that
             # name the key would be gone, and the key alive). So do the keys of sessions
             # without a user (their own owners) that the deletion takes whatever happens
-            # meanwhile (one session, every session): their rows then go with the sessions.
+            # meanwhile (one session, every session): their rows go just after the sessions.
             # Those of a condition a write can end (inactive_for) go after their sessions,
             # as does a key made meanwhile for a new session: the deletion retires them (no
             # write seals under them), and a key store that fails leaves them retired, for

@@ -603,12 +603,13 @@ class Owners:
     async def finish_erasures(self, *, strict: bool = True) -> None:
         """Destroy the keys a deletion retired with their owner's last session and left (its
         key store failed, or its process ended, before it destroyed them), then delete their
-        rows: retired keys that no live key replaces (a rotation's old keys have one). Run
-        before each deletion and rotation: without a row, nothing would name these keys
-        again, and every copy of the database taken before would still open. Not `strict`
-        (a deletion): looked for at a store's first deletion, and after one of its own left
-        some (the look scans the owner keys table); a key the key store still refuses
-        is logged (its id) and left for the next, so that it stops no erasure of others."""
+        rows: retired keys that no live key replaces (a rotation's old keys have one).
+        Without a row, nothing would name these keys again, and every copy of the database
+        taken before would still open. Run before each rotation (`strict`: a key its key
+        store refuses raises), and not `strict` before a store's deletions: its first, and
+        one after its own left some (the look scans the owner keys table); a key its key
+        store refuses is then logged (its id) and left for the next, so that it stops no
+        erasure of others."""
         codec = await self._codec()
         if codec is None or (not strict and self._leftovers is False):
             return
