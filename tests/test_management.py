@@ -265,6 +265,40 @@ async def test_a_removal_in_batches_goes_on_past_a_session_deleted_meanwhile(
         assert len(archived) == (0 if removal == "delete_user" else 4)
 
 
+@pytest.mark.dialects("postgresql", "mariadb")
+@pytest.mark.parametrize("removal", ["delete_user", "archive_inactive"])
+async def test_a_removal_stopped_after_a_batch_says_what_its_batches_did(
+    db_url: str, removal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A removal whose second batch waited past lock_timeout said "nothing was changed",
+    though its first batch had committed."""
+    from agents_sqlalchemy import SessionBusyError
+
+    monkeypatch.setattr(management_module, "DELETE_BATCH", 2)
+    async with SessionStore(db_url, create_tables=True, search=False, lock_timeout=1) as store:
+        for i in range(4):
+            await store.session(f"a{i}", user_id="alice").add_items([message("x")])
+        travel(monkeypatch, timedelta(days=31))
+        engine = create_async_engine(normalize_url(db_url))
+        try:
+            async with engine.begin() as other:  # holds a3, in the second batch
+                last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'a3'"
+                pk = (await other.execute(text(last))).scalar_one()
+                by_pk = f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE"
+                await other.execute(text(by_pk))  # only that row (a scan locks all on MariaDB)
+                with pytest.raises(SessionBusyError) as raised:
+                    if removal == "delete_user":
+                        await store.delete_user("alice")
+                    else:
+                        await store.archive_inactive(timedelta(days=30))
+        finally:
+            await engine.dispose()
+        done = "deleted" if removal == "delete_user" else "archived"
+        assert "the batches before it committed: 2 sessions" in str(raised.value)
+        assert f"were {done}; run it again to finish" in str(raised.value)
+        assert len(await store.list_sessions(user_id="alice")) == 2  # a2 and a3 are left
+
+
 async def test_times_are_utc_and_aware(db_url: str) -> None:
     before = datetime.now(timezone.utc)
     async with SessionStore(db_url, create_tables=True) as store:

@@ -30,7 +30,9 @@ The tree::
         └── MissingExtraError (ImportError) .. an optional package is not installed
 
 Nothing that raises one of these has changed what is stored, save a `DatabaseError` whose
-message says the connection failed while committing (the write may then have been saved).
+message says the connection failed while committing (the write may then have been saved),
+and an error of one batch of a deletion, archiving or purge whose earlier batches committed:
+its message ends by saying what they did (`after_batches`).
 
 Beside the tree, two warnings (each a `UserWarning`): `SdkHistoryWarning`, when the Agents
 SDK's own tables hold history that this library's tables do not (import it with
@@ -109,7 +111,10 @@ class ConstraintError(DatabaseError, sa_exc.IntegrityError):
     ) -> None:
         sa_exc.IntegrityError.__init__(self, statement, params, orig)
         self.args = (message,)
-        self.message = message
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
 
     def __str__(self) -> str:
         return self.message
@@ -204,3 +209,19 @@ class SdkHistoryWarning(UserWarning):
     Copy it once with `agents-sqlalchemy import-sdk` or `import_sdk(...)`; the warning names
     both. Turn it into an error with `warnings.simplefilter("error", SdkHistoryWarning)`.
     """
+
+
+def after_batches(exc: AgentsSQLAlchemyError, done: str) -> None:
+    """Add to `exc`'s message, raised by one batch of an operation whose earlier batches
+    committed, what those did (`done`), and that running it again finishes it.
+
+    >>> exc = DatabaseError("the server went away, nothing was changed")
+    >>> after_batches(exc, "3 sessions were deleted")
+    >>> print(exc)  # doctest: +NORMALIZE_WHITESPACE
+    the server went away, nothing was changed (in this batch; the batches before it
+    committed: 3 sessions were deleted; run it again to finish)
+    """
+    exc.args = (
+        f"{exc} (in this batch; the batches before it committed: {done}; run it again to finish)",
+        *exc.args[1:],
+    )

@@ -27,6 +27,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..database.units import Unchanged
+from ..errors import AgentsSQLAlchemyError, after_batches
 from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
@@ -356,7 +357,12 @@ class Sessions:
 
         total = 0
         while True:
-            count = await self._schema.db.write(one_batch, session_id=session_id)
+            try:
+                count = await self._schema.db.write(one_batch, session_id=session_id)
+            except AgentsSQLAlchemyError as exc:
+                if total:
+                    after_batches(exc, f"{total} sessions were {'' if archive else 'un'}archived")
+                raise
             total += count
             if count < batch:
                 return total
@@ -383,19 +389,25 @@ class Sessions:
         also: frozenset[str] = frozenset()  # owners whose keys the batch locks first too
         starts = 0
         while True:
-            hashes = await self._next_hashes(where, batch)
-            done = await self._schema.db.write(
-                functools.partial(
-                    self._delete_batch,
-                    where=where,
-                    batch=batch,
-                    owners=owners,
-                    hashes=hashes,
-                    also=also,
-                    relock=starts < RELOCKS,
-                ),
-                session_id=session_id,
-            )
+            try:
+                hashes = await self._next_hashes(where, batch)
+                done = await self._schema.db.write(
+                    functools.partial(
+                        self._delete_batch,
+                        where=where,
+                        batch=batch,
+                        owners=owners,
+                        hashes=hashes,
+                        also=also,
+                        relock=starts < RELOCKS,
+                    ),
+                    session_id=session_id,
+                )
+            except AgentsSQLAlchemyError as exc:
+                if total_sessions:
+                    deleted = f"{total_sessions} sessions ({total_items} items) were deleted"
+                    after_batches(exc, deleted)
+                raise
             if isinstance(done, _Relock):  # rolled back: start it again, those keys first
                 also, starts = also | done.owners, starts + 1
                 continue
@@ -540,7 +552,12 @@ class Sessions:
         """Delete expired items in batches; return how many."""
         total = 0
         while True:
-            removed = await self._schema.db.write(lambda conn: self._purge_batch(conn, batch))
+            try:
+                removed = await self._schema.db.write(lambda conn: self._purge_batch(conn, batch))
+            except AgentsSQLAlchemyError as exc:
+                if total:
+                    after_batches(exc, f"{total} expired items were deleted")
+                raise
             total += removed
             if removed < batch:
                 return total
