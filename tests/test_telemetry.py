@@ -537,6 +537,35 @@ async def test_counts_agree_written_and_read_and_removals_are_counted(
     assert len(out.named("rotate_owner_keys")) == (key is not None)
 
 
+@pytest.mark.parametrize("key", [None, "a passphrase"], ids=["plaintext", "encrypted"])
+async def test_only_the_callers_reads_count_as_read(sqlite_url: str, key: str | None) -> None:
+    """The library's own reads counted as the operation's: an encrypted store counted the
+    turns a pop on a branched session or a new branch looked up (a pop read 2 items), a
+    plaintext one the items its indexing read; a compaction snapshot counted none."""
+    out = Exported()
+    turn = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    async with SessionStore(
+        sqlite_url, create_tables=True, key=key, telemetry=out.telemetry()
+    ) as store:
+        session = store.session("s")
+        await session.add_items(turn + turn)
+        await store.flush()
+        snapshot = await session._get_compaction_snapshot(3)
+        assert len(snapshot.items) == 3
+        await session.create_branch_from_turn(2, "b")
+        await session.switch_to_branch("main")
+        assert await session.pop_item() == turn[1]
+    counts = {
+        span.name.split()[0]: (span.attributes or {}).get("agents_sqlalchemy.items")
+        for span in out.spans()
+    }
+    assert counts["compaction_snapshot"] == 3
+    assert counts["create_branch"] is None and counts["pop"] == 1
+    [index] = out.named("index")
+    assert (index.attributes or {}).get("agents_sqlalchemy.items") is None
+    assert out.total("agents_sqlalchemy.items.read") == 3
+
+
 async def test_erasure_and_search_spans_carry_what_the_docs_say(sqlite_url: str) -> None:
     """`erase_user` had neither the items it removed nor the user, and named the items
     table where `delete_user` names the sessions table; a search's mode was recorded as the

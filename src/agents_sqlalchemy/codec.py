@@ -246,12 +246,15 @@ class Codec(Protocol):
         *,
         whole: bool = False,
         since: int | None = None,
+        counted: bool = True,
     ) -> list[Any]:
         """The items of rows laid out as `StoredItem` (seq, body, ...), in order. A row
         whose kek_id is None was wrapped by `usual_kek` (by default the store's key).
         `whole`: the rows are the session's whole main line (a sealed codec keeps them, to
         answer the next whole read: `WholeReads`). `since`: `removals` before the rows were
-        fetched (a removal since then may have forgotten some of them: nothing is kept)."""
+        fetched (a removal since then may have forgotten some of them: nothing is kept).
+        `counted`: the operation's telemetry counts them as read (not the library's own
+        reads: indexing, a line's turns looked up for a pop or a new branch)."""
         ...
 
     def reindexed(self, key: SessionKey, stored: StoredItem, entry: IndexEntry) -> NewItem: ...
@@ -317,8 +320,9 @@ class PlainCodec:
         *,
         whole: bool = False,
         since: int | None = None,
+        counted: bool = True,
     ) -> list[Any]:
-        if (operation := current()) is not None:
+        if counted and (operation := current()) is not None:
             operation.read(len(rows), json_size(row[1] or "" for row in rows))
         try:  # the whole batch at once; a row that fails is named by `item`, below
             items = [from_json(row[1], allow_inf_nan=False) for row in rows]
@@ -585,8 +589,9 @@ class SealedCodec:
         *,
         whole: bool = False,
         since: int | None = None,
+        counted: bool = True,
     ) -> list[Any]:
-        if (operation := current()) is not None:
+        if counted and (operation := current()) is not None:
             # The JSON inside each sealed item: its sealed form less the version, nonce and tag.
             sealed = (len(row[1] or b"") - SEALED_OVERHEAD for row in rows)
             operation.read(len(rows), sum(size for size in sealed if size > 0))

@@ -17,7 +17,7 @@ span. Each carries `db.system.name` (`sqlite`, `postgresql`, `mariadb`, `mysql`)
 exception's class) on failure, and:
 
 ====================================  ==================================================
-`agents_sqlalchemy.items`              items written, read or removed by the operation
+`agents_sqlalchemy.items`              items written, read or removed for the caller
 `agents_sqlalchemy.bytes`              their JSON text in UTF-8, sealed or not
 `agents_sqlalchemy.search.mode`        `hybrid`, `vector` or `keyword`
 `agents_sqlalchemy.search.candidates`  items ranked by a search
@@ -36,7 +36,8 @@ Session and user ids are hashed by default (`Telemetry(ids="hashed")`: HMAC-SHA2
 
 Lock wait is the time spent for an in-process lock (the schema check, one indexer at a
 time), the time of a SQLite unit of work that met the file locked and waited for it in a
-worker thread, and `lock_timeout` for a write that gave up (`SessionBusyError`).
+worker thread, and for a write that gave up (`SessionBusyError`) the time it took (about
+`lock_timeout`; on MySQL and MariaDB, whose lock waits are whole seconds, at least one).
 
 Metrics
 -------

@@ -51,7 +51,9 @@ def _opener(codec: Codec, key: SessionKey) -> Opened:
         return [
             is_user(item)
             for start in range(0, len(stored), TURN_SLICE)
-            for item in codec.items(key, stored[start : start + TURN_SLICE], since=since)
+            for item in codec.items(
+                key, stored[start : start + TURN_SLICE], since=since, counted=False
+            )
         ]
 
     return opened

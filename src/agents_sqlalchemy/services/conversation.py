@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..aio import off_loop
-from ..codec import Codec, counted, encode_item, encode_items
+from ..codec import counted, encode_item, encode_items
 from ..crypto import OwnerKey
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
@@ -227,7 +227,7 @@ class Conversation:
         async def read(key: SessionKey) -> tuple[list[Any], Tail]:
             since = codec.removals
             tail = await self._compaction.tail(key, limit)
-            opened = await off_loop(len(tail.stored), _opened, codec, key, tail.stored, since)
+            opened = await off_loop(len(tail.stored), codec.items, key, tail.stored, since=since)
             return opened, tail
 
         return await self._owners.reading(key, read)
@@ -320,10 +320,6 @@ class Conversation:
             "nothing was changed, try again",
             key.session_id,
         )
-
-
-def _opened(codec: Codec, key: SessionKey, stored: list[StoredItem], since: int) -> list[Any]:
-    return [codec.item(key, item, since) for item in stored]
 
 
 def batch_key_of(idempotency_key: str) -> str:

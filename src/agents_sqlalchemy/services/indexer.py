@@ -188,7 +188,8 @@ class Indexer:
         )
         async with self._catching_up:
             while chunk := list(islice(places, CATCH_UP_BATCH)):
-                entries = await self.index(codec.items(key, [item for _, item in chunk]), codec)
+                items = codec.items(key, [item for _, item in chunk], counted=False)
+                entries = await self.index(items, codec)
                 rows = [
                     (session_pk, item.seq, codec.reindexed(key, item, entry))
                     for (session_pk, item), entry in zip(chunk, entries, strict=True)
