@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -404,10 +405,15 @@ async def test_the_sessions_methods_are_coroutine_functions_as_the_sdks_are(
     sqlite_url: str,
 ) -> None:
     """On Python before 3.12, asyncio (and so a mock made with autospec) did not take the
-    traced methods for coroutine functions: such a mock of a session was not awaitable."""
-    for name in ("get_items", "add_items", "pop_item", "clear_session"):
-        assert asyncio.iscoroutinefunction(getattr(SdkSession, name)), name
-        assert asyncio.iscoroutinefunction(getattr(SQLAlchemySession, name)), name
+    traced methods for coroutine functions: such a mock of a session was not awaitable. Nor
+    did inspect, as retry libraries ask it (tenacity's `retry` wrapped them as plain
+    functions, and retried nothing)."""
+    for name in ("get_items", "add_items", "pop_item", "clear_session", "search"):
+        for check in (asyncio.iscoroutinefunction, inspect.iscoroutinefunction):
+            if name != "search":
+                assert check(getattr(SdkSession, name)), name
+            assert check(getattr(SQLAlchemySession, name)), (name, check)
+            assert check(SessionStore.list_sessions), check
     mocked = create_autospec(SQLAlchemySession, instance=True)
     mocked.get_items.return_value = [message("mocked")]
     assert await mocked.get_items() == [message("mocked")]

@@ -84,7 +84,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import hashlib
@@ -738,8 +737,6 @@ def traced(
                     op.removed(removed(result))
                 return result
 
-        # Not a coroutine function itself: when nothing listens it hands back the method's
-        # own coroutine, so an operation costs no extra coroutine (half a microsecond).
         @functools.wraps(method)
         def operation(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, T]:
             providers = args[0]._services.db.telemetry.listening()  # type: ignore[attr-defined]
@@ -747,13 +744,19 @@ def traced(
                 return method(*args, **kwargs)
             return traced_call(providers, args, kwargs)
 
-        # A coroutine function as the inspect and asyncio modules tell (mocks made with
-        # autospec are then awaitable, as of the SDK's classes).
-        if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+
+        # A coroutine function as the inspect and asyncio modules tell, as the SDK's methods
+        # are (mocks made with autospec are then awaitable, retry libraries await it). From
+        # Python 3.12, `operation` marked as one: when nothing listens it hands back the
+        # method's own coroutine, and costs no coroutine of its own (half a microsecond).
+        if hasattr(inspect, "markcoroutinefunction"):
             inspect.markcoroutinefunction(operation)
-        else:
-            operation._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
-        return operation
+            return operation
+
+        @functools.wraps(method)
+        async def awaited(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await operation(*args, **kwargs)
+
+        return awaited
 
     return decorate
 
