@@ -24,7 +24,9 @@ def ids(page: list) -> list[str]:  # type: ignore[type-arg]
 async def test_create_session_mints_a_fresh_unguessable_id(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = await store.create_session(user_id="alice", metadata={"channel": "web"})
-        assert re.fullmatch(r"[A-Za-z0-9_-]{22,}", session.session_id)  # URL-safe, 128 bits
+        # 128 bits, URL-safe, and never a leading "-" (1 id in 64 was, which the command
+        # line took for an option)
+        assert re.fullmatch(r"[0-9a-f]{32}", session.session_id)
         [info] = await store.list_sessions(user_id="alice")  # listed before any item
         assert (info.session_id, info.metadata, info.item_count) == (
             session.session_id,
@@ -35,6 +37,7 @@ async def test_create_session_mints_a_fresh_unguessable_id(db_url: str) -> None:
         assert await store.session(session.session_id).get_items() == [message("hi")]
         others = {(await store.create_session()).session_id for _ in range(50)}
         assert len(others) == 50 and session.session_id not in others
+        assert not any(other.startswith("-") for other in others)
         with pytest.raises(ConfigurationError, match="user id"):
             await store.create_session(user_id="")
 

@@ -466,7 +466,8 @@ class SessionStore:
             )
         management = self._services.management
         while True:  # 128 random bits: a clash is not expected, but never overwrites
-            key = session_key(secrets.token_urlsafe(16), user_id, metadata)
+            # Hex: an id never starts with a dash, which a command line takes for an option.
+            key = session_key(secrets.token_hex(16), user_id, metadata)
             session = self.session(key.session_id, user_id=user_id, metadata=metadata, **options)
             if await management.create_as(key):
                 return session
