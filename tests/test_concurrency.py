@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
+import subprocess
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agents_sqlalchemy import SessionStore
+from agents_sqlalchemy import Removed, SessionStore
 from agents_sqlalchemy.errors import CorruptItemError
 from agents_sqlalchemy.search import item_text, term_counts
 from agents_sqlalchemy.search.postings import term_id, unpack_terms
@@ -51,6 +55,37 @@ async def test_eight_processes_never_lose_or_interleave_a_batch(db_url: str) -> 
 
 @pytest.mark.slow
 @pytest.mark.pgbouncer
+@pytest.mark.slow
+async def test_a_purge_never_deletes_what_another_process_wrote_after_it_chose(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite: a write unit's first SELECT ran outside its transaction (Python's sqlite3
+    begins one only before an INSERT, UPDATE or DELETE), so purge_inactive chose an idle
+    session, another process appended to it (and was told it was stored), and the purge
+    then deleted the session with the new items."""
+    async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+        await store.session("s1").add_items([message("old")])
+    await execute(sqlite_url, f"UPDATE {SESSIONS} SET updated_at = '2000-01-01 00:00:00'")
+    writer: list[subprocess.Popen[str]] = []
+
+    def another_process_writes(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not writer and statement.startswith("SELECT") and "updated_at <" in statement:
+            writer.append(spawn("write", sqlite_url, "s1", "7", "1"))
+            with contextlib.suppress(subprocess.TimeoutExpired):  # done, or waiting
+                writer[0].wait(timeout=8)
+
+    event.listen(Engine, "after_cursor_execute", another_process_writes)
+    try:
+        async with SessionStore(sqlite_url, search=False) as store:
+            removed = await store.purge_inactive(timedelta(days=1))
+            finish(writer[0])
+            items = await store.session("s1").get_items()
+    finally:
+        event.remove(Engine, "after_cursor_execute", another_process_writes)
+    assert removed == Removed(sessions=1, items=1)
+    assert [json.loads(item["content"]) for item in items] == [[7, 0, i] for i in range(3)]
+
+
 async def test_concurrent_pops_return_each_item_once(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("pops")

@@ -59,7 +59,7 @@ from .failures import (
     not_utf8,
     raised_by_trigger,
 )
-from .sqlite_file import Locked, SQLiteFile
+from .sqlite_file import Locked, SQLiteFile, begin_immediate
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
@@ -530,6 +530,8 @@ class Database:
         if write and not alone:
             leave_autocommit(conn)
             conn.begin()
+            if self.dialect_name == "sqlite":
+                begin_immediate(conn)
             result = self._bounded(conn, work)
             attempt.committing = True
             conn.commit()
