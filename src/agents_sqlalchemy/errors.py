@@ -31,8 +31,9 @@ The tree::
 
 Nothing that raises one of these has changed what is stored, save a `DatabaseError` whose
 message says the connection failed while committing (the write may then have been saved),
-and an error of one batch of a deletion, archiving or purge whose earlier batches committed:
-its message ends by saying what they did (`after_batches`).
+and an error of a deletion, archiving or purge that had done some of its work for good
+(earlier batches, each its own transaction; an erased user's keys): its message ends by
+saying what (`partly_done`).
 
 Beside the tree, two warnings (each a `UserWarning`): `SdkHistoryWarning`, when the Agents
 SDK's own tables hold history that this library's tables do not (import it with
@@ -211,17 +212,15 @@ class SdkHistoryWarning(UserWarning):
     """
 
 
-def after_batches(exc: AgentsSQLAlchemyError, done: str) -> None:
-    """Add to `exc`'s message, raised by one batch of an operation whose earlier batches
-    committed, what those did (`done`), and that running it again finishes it.
+def partly_done(exc: AgentsSQLAlchemyError, done: str) -> None:
+    """Add to `exc`'s message what its operation had done for good before it failed
+    (`done`: earlier batches, each its own transaction; keys destroyed), and that running
+    it again finishes it.
 
     >>> exc = DatabaseError("the server went away, nothing was changed")
-    >>> after_batches(exc, "3 sessions were deleted")
+    >>> partly_done(exc, "3 sessions were deleted")
     >>> print(exc)  # doctest: +NORMALIZE_WHITESPACE
-    the server went away, nothing was changed (in this batch; the batches before it
-    committed: 3 sessions were deleted; run it again to finish)
+    the server went away, nothing was changed (in this step; before it, 3 sessions were
+    deleted: run it again to finish)
     """
-    exc.args = (
-        f"{exc} (in this batch; the batches before it committed: {done}; run it again to finish)",
-        *exc.args[1:],
-    )
+    exc.args = (f"{exc} (in this step; before it, {done}: run it again to finish)", *exc.args[1:])

@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..database.units import Unchanged
-from ..errors import AgentsSQLAlchemyError, after_batches
+from ..errors import AgentsSQLAlchemyError, partly_done
 from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
@@ -361,7 +361,7 @@ class Sessions:
                 count = await self._schema.db.write(one_batch, session_id=session_id)
             except AgentsSQLAlchemyError as exc:
                 if total:
-                    after_batches(exc, f"{total} sessions were {'' if archive else 'un'}archived")
+                    partly_done(exc, f"{total} sessions were {'' if archive else 'un'}archived")
                 raise
             total += count
             if count < batch:
@@ -406,7 +406,7 @@ class Sessions:
             except AgentsSQLAlchemyError as exc:
                 if total_sessions:
                     deleted = f"{total_sessions} sessions ({total_items} items) were deleted"
-                    after_batches(exc, deleted)
+                    partly_done(exc, deleted)
                 raise
             if isinstance(done, _Relock):  # rolled back: start it again, those keys first
                 also, starts = also | done.owners, starts + 1
@@ -556,7 +556,7 @@ class Sessions:
                 removed = await self._schema.db.write(lambda conn: self._purge_batch(conn, batch))
             except AgentsSQLAlchemyError as exc:
                 if total:
-                    after_batches(exc, f"{total} expired items were deleted")
+                    partly_done(exc, f"{total} expired items were deleted")
                 raise
             total += removed
             if removed < batch:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..errors import ConfigurationError, OwnerKeyError
+from ..errors import AgentsSQLAlchemyError, ConfigurationError, OwnerKeyError, partly_done
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
 from ..repository import SearchIndex, Sessions
 from ..types import SessionKey, owner_of
@@ -170,8 +170,11 @@ class Management:
                 sessions, items, keys = await self._sessions.delete_sessions(
                     condition, DELETE_BATCH, owners, session_id
                 )
-            except BaseException:  # the batches it committed retired their keys
+            except BaseException as exc:  # the batches it committed retired their keys
                 self._owners.left_some()
+                if isinstance(exc, AgentsSQLAlchemyError) and (gone := first.and_then(early).keys):
+                    were = "1 owner key was" if gone == 1 else f"{gone} owner keys were"
+                    partly_done(exc, f"{were} destroyed: the items under them cannot be read")
                 raise
             destroyed = first.and_then(early).and_then(await self._owners.destroyed(keys, done))
         return Removed(sessions=sessions, items=items), destroyed
