@@ -125,6 +125,22 @@ def test_show_keeps_an_owner_on_one_line(sqlite_url: str) -> None:
     assert [line for line in header if line.startswith("Items")] == ["Items     1"]
 
 
+def test_two_ids_never_look_alike_and_nothing_missing_is_healthy(sqlite_url: str) -> None:
+    """The id holding a NUL and the id of the four characters `\x00` showed alike in
+    `sessions list` and `show`; `sessions check` of a session not there said "healthy"."""
+    seed(sqlite_url, {"nul\x00id": [USER], r"nul\x00id": [USER]}, user_id=r"a\b")
+    listed = cli("sessions", "list", "--url", sqlite_url)
+    assert listed.exit_code == 0, listed.output
+    assert "nul\\x00id " in listed.output and "nul\\\\x00id " in listed.output
+    shown = cli("sessions", "show", r"nul\x00id", "--url", sqlite_url)
+    assert shown.exit_code == 0, shown.output
+    header = shown.output.splitlines()
+    assert "Session   nul\\\\x00id" in header and "Owner     a\\\\b" in header
+    missing = cli("sessions", "check", "nosuch", "--url", sqlite_url)
+    assert missing.exit_code == 1 and "healthy" not in missing.output
+    assert "Checked 0 sessions\n" in missing.output
+
+
 def test_db_downgrade_takes_a_relative_revision(sqlite_url: str) -> None:
     assert cli("db", "upgrade", "--url", sqlite_url).exit_code == 0
     head = head_revision()

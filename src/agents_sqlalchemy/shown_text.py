@@ -5,6 +5,7 @@ Example::
 
     clean("red\\x1b[31m")             # 'red\\\\x1b[31m': no colour change on a terminal
     one_line("alice\\nforged\\u202e")  # 'alice\\\\x0aforged\\\\u202e': one line, no reversal
+    one_id("a\\\\b")                   # 'a\\\\\\\\b': an id's backslash doubled
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def one_line(text: str) -> str:
     'alice\\\\x0aSession   forged\\\\u202e'
     """
     return UNSAFE_LINE.sub(escaped, text)
+
+
+def one_id(text: str) -> str:
+    r"""An id (a session's, a user's) as `one_line` shows it, its backslashes doubled: the
+    id of the four characters `\x00` and the id holding a NUL then look different.
+
+    >>> print(one_id(r"nul\x00id"), one_id("nul\x00id"))
+    nul\\x00id nul\x00id
+    """
+    return one_line(text.replace("\\", "\\\\"))
 
 
 def escaped(match: re.Match[str]) -> str:

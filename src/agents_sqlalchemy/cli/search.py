@@ -30,7 +30,7 @@ from ..search import (
     builtin_for,
     index_id,
 )
-from ..shown_text import clean, one_line
+from ..shown_text import clean, one_id
 from ..tables import TableNames
 from .layout import ProgressBar, counted
 from .options import (
@@ -176,7 +176,7 @@ def hit_lines(rank: int, hit: SearchHit, max_chars: int) -> list[str]:
     """
     signals = [f"vector {hit.vector:.3f}"] if hit.vector is not None else []
     signals += [f"keyword {hit.keyword:.2f}"] if hit.keyword else []
-    header = f"{rank}. {one_line(hit.session_id)} [{hit.seq}]  score {hit.score:.4f}"
+    header = f"{rank}. {one_id(hit.session_id)} [{hit.seq}]  score {hit.score:.4f}"
     header += f"  ({', '.join(signals)})" if signals else ""
     entry = describe(hit.item, max_chars)
     body = clean(f"{entry.label} {entry.body}").split("\n")

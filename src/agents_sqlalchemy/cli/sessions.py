@@ -22,7 +22,7 @@ from ..metadata_text import format_meta, meta_pair
 from ..records import SessionInfo, UsageReport
 from ..services import Services
 from ..session import StoreSession
-from ..shown_text import one_line
+from ..shown_text import one_id, one_line
 from ..tables import TableNames
 from .layout import fit, minute, second, table
 from .options import (
@@ -212,8 +212,8 @@ def _table(infos: list[SessionInfo], *, fixed: bool = False) -> list[str]:
     be, so that tables printed one after another line up."""
     rows = [
         [
-            fit(info.session_id, SESSION_WIDTH),
-            fit(info.user_id, USER_WIDTH) if info.user_id is not None else "-",
+            fit(one_id(info.session_id), SESSION_WIDTH),
+            fit(one_id(info.user_id), USER_WIDTH) if info.user_id is not None else "-",
             str(info.item_count),
             minute(info.updated_at),
             minute(info.created_at),
@@ -268,8 +268,8 @@ def show(
     total = counts.get(branch or "main", len(items))
     count = f"{total}" if len(items) >= total else f"{total} (showing the latest {len(items)})"
     header = [
-        ("Session", one_line(info.session_id)),
-        ("Owner", one_line(info.user_id) if info.user_id is not None else "-"),
+        ("Session", one_id(info.session_id)),
+        ("Owner", one_id(info.user_id) if info.user_id is not None else "-"),
         ("Metadata", one_line(format_meta(info.metadata)) or "-"),
         ("Created", f"{second(info.created_at)} UTC"),
         ("Updated", f"{second(info.updated_at)} UTC"),

@@ -104,8 +104,10 @@ def check(url: str, tables: TableNames, key: Key | None, session_ids: tuple[str,
     for session_id, report in reports:
         if session_ids or not report.ok:
             _print_report(session_id, report)
-    verdict = f"{counted(len(unhealthy), 'to repair', 'to repair')}" if unhealthy else "healthy"
-    click.echo(f"Checked {counted(len(reports), 'session')}: {verdict}")
+    verdict = f": {counted(len(unhealthy), 'to repair', 'to repair')}" if unhealthy else ""
+    if reports and not unhealthy:
+        verdict = ": healthy"  # not said of nothing (a session named that is not there)
+    click.echo(f"Checked {counted(len(reports), 'session')}{verdict}")
     if unhealthy:
         repair = tables.command_line("repair", shown(url), program="agents-sqlalchemy sessions")
         click.echo(f"Fix with: {repair_command(repair, unhealthy)}")

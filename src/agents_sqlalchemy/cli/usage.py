@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import TokenUsage, UsageReport
-from ..shown_text import clean
+from ..shown_text import clean, one_id
 from .layout import counted, fit, table
 
 USER_WIDTH = 24
@@ -52,7 +52,7 @@ def report_lines(report: UsageReport) -> list[str]:
     rows = [
         [
             row.day.isoformat(),
-            fit(row.user_id, USER_WIDTH) if row.user_id is not None else "-",
+            fit(one_id(row.user_id), USER_WIDTH) if row.user_id is not None else "-",
             f"{row.usage.turns:,}",
             *figures(row.usage),
         ]
