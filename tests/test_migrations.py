@@ -281,6 +281,15 @@ def test_table_names_from_the_api_x_arguments_and_an_app_ini_section(
     assert HEAD in current.stdout
     bad = alembic_cli(ini, "-n", "agents_sqlalchemy", "-x", "prefx=typo", "current")
     assert bad.returncode != 0 and "prefx" in bad.stderr
+    # Misspelt in a section, it made the default tables (no prefix) without a word.
+    ini.write_text(
+        ini.read_text() + section.replace("[agents_sqlalchemy]", "[typo]") + "prefx = t_\n"
+    )
+    misspelt = alembic_cli(ini, "-n", "typo", "upgrade", "head")
+    assert (
+        misspelt.returncode != 0
+        and "unknown option 'prefx' in [typo]: 'prefix'?" in misspelt.stderr
+    )
 
 
 @pytest.mark.slow
@@ -989,4 +998,40 @@ async def test_a_stamp_back_from_head_on_head_tables_is_refused(db_url: str) -> 
     await migrate.downgrade(db_url, "0001")
     await migrate.stamp(db_url, "0001")  # on 0001's tables, a stamp of what is there
     await migrate.upgrade(db_url)
+    assert (await migrate.check(db_url)).at_head
+
+
+async def test_migrators_of_two_mariadb_databases_do_not_wait_for_each_other(
+    mariadb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MySQL's named locks are the server's: a migrator of one database held the lock of
+    every database's tables of the same names, and another database's upgrade waited for
+    it (up to 300 s), then failed."""
+    monkeypatch.setattr(scripts_config, "MYSQL_LOCK_WAIT", 1)
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    await mariadb_admin(mariadb_url, f"CREATE DATABASE {name}")
+    other = create_async_engine(make_url(mariadb_url).set(database=name))
+    try:
+        async with other.connect() as conn:  # a migrator of the other database, under way
+            await conn.run_sync(scripts_config._take_mysql_lock, TableNames())
+            await migrate.upgrade(mariadb_url)
+        assert (await migrate.check(mariadb_url)).at_head
+    finally:
+        await other.dispose()
+        await mariadb_admin(mariadb_url, f"DROP DATABASE {name}")
+
+
+async def test_a_stamp_back_on_untracked_head_tables_is_refused(db_url: str) -> None:
+    """Head's tables made by an app's `create_all` (no version row) took `stamp 0001`:
+    every upgrade then failed making the owner keys table, which was there."""
+    engine = create_async_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(build_models(TableNames()).metadata.create_all)
+    finally:
+        await engine.dispose()
+    with pytest.raises(SchemaError, match=r"those of 0002 \(head\).*stamp 0002"):
+        await migrate.stamp(db_url, "0001")
+    assert (await migrate.check(db_url)).state == "untracked"
+    await migrate.stamp(db_url, "head")
     assert (await migrate.check(db_url)).at_head

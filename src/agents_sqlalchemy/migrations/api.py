@@ -325,24 +325,30 @@ async def stamp(
         # A revision whose tables are not all there (head on 0001's tables) is undone and
         # refused: it left a schema every command refused, stamp and upgrade too. (Undone
         # by a stamp back: MySQL and MariaDB have committed it.)
-        # So is a stamp back from head on head's tables: every upgrade from there failed,
-        # making a table that is there.
+        # So is a stamp back from head on head's tables, tracked or not (an app's
+        # `create_all`): every upgrade from there failed, making a table that is there.
         status = await conn.run_sync(schema_status, names)
-        back_from_head = before.state == "current" and status.state == "behind"
+        back_from_head = status.state == "behind" and not status.tables_seen
         if status.state == "incomplete" or back_from_head:
             back = list(before.found) or ["base"]
             await run_command(conn, names, lambda cfg: command.stamp(cfg, back, purge=True))
             where = url.render_as_string(hide_password=True)
-            raise SchemaError(
-                f"refusing to stamp {revision}: the tables in {where} are those of "
-                f"{before.expected} (head), which an upgrade from {revision} would make "
-                f"again; nothing was changed (`downgrade` takes them back to {revision})"
-                if back_from_head
-                else f"refusing to stamp {revision}: its tables "
-                f"{', '.join(status.tables_seen)} are not in {where}; nothing was changed "
-                "(`upgrade` makes them)",
-                state=status.state,
+            message = (
+                f"refusing to stamp {revision}: its tables {', '.join(status.tables_seen)} "
+                f"are not in {where}; nothing was changed (`upgrade` makes them)"
             )
+            if back_from_head:
+                undo = (
+                    f"`downgrade` takes them back to {revision}"
+                    if before.state == "current"
+                    else f"stamp {before.expected}, the revision they are at"
+                )
+                message = (
+                    f"refusing to stamp {revision}: the tables in {where} are those of "
+                    f"{before.expected} (head), which an upgrade from {revision} would make "
+                    f"again; nothing was changed ({undo})"
+                )
+            raise SchemaError(message, state=status.state)
 
 
 def checked_revision(revision: object) -> str:

@@ -140,13 +140,15 @@ def release_connection(connection: Connection, tables: TableNames) -> None:
     """
     if connection.dialect.name in ("mysql", "mariadb"):
         connection.exec_driver_sql("COMMIT")
-        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": _mysql_lock_name(tables)})
+        connection.execute(
+            text("SELECT RELEASE_LOCK(:name)"), {"name": _mysql_lock_name(connection, tables)}
+        )
 
 
 def _take_mysql_lock(connection: Connection, tables: TableNames) -> None:
     taken = connection.execute(
         text("SELECT GET_LOCK(:name, :wait)"),
-        {"name": _mysql_lock_name(tables), "wait": MYSQL_LOCK_WAIT},
+        {"name": _mysql_lock_name(connection, tables), "wait": MYSQL_LOCK_WAIT},
     ).scalar()
     if taken != 1:
         raise ConfigurationError("migrations: another migrator held the lock for too long")
@@ -156,10 +158,13 @@ def _lock_name(tables: TableNames) -> str:
     return f"agents_sqlalchemy:{tables.schema or ''}.{tables.version_table}"
 
 
-def _mysql_lock_name(tables: TableNames) -> str:
-    """The lock's name hashed into MySQL's 64 characters."""
-    digest = hashlib.blake2b(_lock_name(tables).encode(), digest_size=16).hexdigest()
-    return f"agents_sqlalchemy:{digest}"
+def _mysql_lock_name(connection: Connection, tables: TableNames) -> str:
+    """The lock's name hashed into MySQL's 64 characters. A named lock is the server's, not
+    a database's: the name holds the database (the URL's, without a schema), so that the
+    migrators of two databases do not wait for each other."""
+    database = tables.schema or connection.engine.url.database or ""
+    name = f"agents_sqlalchemy:{database}.{tables.version_table}"
+    return f"agents_sqlalchemy:{hashlib.blake2b(name.encode(), digest_size=16).hexdigest()}"
 
 
 def drop_version_table_at_base(tables: TableNames) -> Callable[..., None]:

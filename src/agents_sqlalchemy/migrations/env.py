@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
+from difflib import get_close_matches
 from logging.config import fileConfig
 from typing import Any
 
@@ -43,6 +44,13 @@ def table_names() -> TableNames:
     given = config.attributes.get(TABLES_KEY)
     if isinstance(given, TableNames):
         return given
+    # The section holds Alembic's own keys too: a key that is none of ours but near one is
+    # a misspelling (`prefx`), refused as an -x option's is, rather than left unused.
+    for key in config.get_section(config.config_ini_section, {}):
+        if key not in OPTION_KEYS and (near := get_close_matches(key, OPTION_KEYS, 1, 0.8)):
+            raise ConfigurationError(
+                f"unknown option {key!r} in [{config.config_ini_section}]: {near[0]!r}?"
+            )
     from_ini = {key: value for key in OPTION_KEYS if (value := config.get_main_option(key))}
     return TableNames.from_options({**from_ini, **x_args}, strict=True)
 
