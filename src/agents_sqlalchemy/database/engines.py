@@ -12,6 +12,7 @@ no prepared statement outlives its transaction or meets another client's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import math
@@ -19,7 +20,7 @@ import os
 import threading
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -377,6 +378,10 @@ class EngineSource:
             weakref.WeakKeyDictionary()
         )
         self._unbound: AsyncEngine | None = None
+        # Per loop, what closes its engine as `asyncio.run` ends it (`_closing_at_end`).
+        self._at_end: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncGenerator[None, None]
+        ] = weakref.WeakKeyDictionary()
         self._lock_timeout = lock_timeout
         self._may_create = may_create
         # Behind a transaction pooler: set by the URL's `pgbouncer=true`.
@@ -423,7 +428,33 @@ class EngineSource:
                 self._unbound = None
                 self._engines[loop] = engine
                 self._threads[loop] = threading.current_thread()
+                self._at_end[loop] = self._closing_at_end(loop, engine)
             return engine
+
+    def _closing_at_end(
+        self, loop: asyncio.AbstractEventLoop, engine: AsyncEngine
+    ) -> AsyncGenerator[None, None]:
+        """An async generator begun on `loop`, which closes `engine` as the loop ends.
+
+        The connections of a loop that has ended cannot be closed from another: they stayed
+        open until Python's garbage collector freed them (two per `asyncio.run` in a thread
+        per request, until the server refused more). `asyncio.run`, and every runner that
+        calls the loop's `shutdown_asyncgens`, closes the async generators begun on the loop
+        while it still runs: this one's `finally` then closes the engine there."""
+
+        async def closing() -> AsyncGenerator[None, None]:
+            try:
+                yield
+            finally:
+                with self._lock:
+                    if self._engines.get(loop) is engine:
+                        del self._engines[loop]
+                await engine.dispose()
+
+        keeper = closing()
+        with contextlib.suppress(StopIteration):  # run to its `yield`, here, on this loop
+            keeper.asend(None).send(None)
+        return keeper
 
     def engines(self) -> list[AsyncEngine]:
         """The engines in use (the app's, or those made here), for pool gauges."""
