@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import itertools
 import math
@@ -350,6 +351,46 @@ def refuse_streaming(options: Any, given: str) -> None:
         )
 
 
+class ClosedAtLoopEnd:
+    """Closes an engine as `asyncio.run` ends the loop that made it, while the loop still
+    runs: the connections of a loop that has ended cannot be closed from another, and
+    stayed open until Python's garbage collector freed them (two per request handled by
+    `asyncio.run` in a thread of its own, until the server refused more).
+
+    An async generator begun on the loop does it: `asyncio.run`, as every runner that
+    calls the loop's `shutdown_asyncgens`, closes those begun on it, and this one's
+    `finally` closes the engine. Made inside the loop (`EngineSource.get`).
+
+    Example::
+
+        closer = ClosedAtLoopEnd(engine, forget)   # forget(engine) as the loop ends
+        closer.cancel()                              # the engine went otherwise
+    """
+
+    def __init__(self, engine: AsyncEngine, forget: Callable[[AsyncEngine], None]) -> None:
+        self._engine: AsyncEngine | None = engine
+        self._forget = forget
+        self._keeper = self._closing()
+        with contextlib.suppress(StopIteration):  # run to its `yield`, here, on this loop
+            self._keeper.asend(None).send(None)
+
+    async def _closing(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            if (engine := self._engine) is not None:
+                self._engine = None
+                self._forget(engine)
+                await engine.dispose()
+
+    def cancel(self) -> None:
+        """Nothing to close at the loop's end: the generator ends now, without waiting
+        (left to the loop, one that never runs again would hold its `aclose` unawaited)."""
+        self._engine = None
+        with contextlib.suppress(StopIteration):
+            self._keeper.aclose().send(None)
+
+
 class EngineSource:
     """Hands out the engine for the running event loop.
 
@@ -378,10 +419,8 @@ class EngineSource:
             weakref.WeakKeyDictionary()
         )
         self._unbound: AsyncEngine | None = None
-        # Per loop, what closes its engine as `asyncio.run` ends it (`_closing_at_end`).
-        self._at_end: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, AsyncGenerator[None, None]
-        ] = weakref.WeakKeyDictionary()
+        # Per loop, what closes its engine as `asyncio.run` ends the loop.
+        self._at_end: dict[asyncio.AbstractEventLoop, ClosedAtLoopEnd] = {}
         self._lock_timeout = lock_timeout
         self._may_create = may_create
         # Behind a transaction pooler: set by the URL's `pgbouncer=true`.
@@ -428,33 +467,15 @@ class EngineSource:
                 self._unbound = None
                 self._engines[loop] = engine
                 self._threads[loop] = threading.current_thread()
-                self._at_end[loop] = self._closing_at_end(loop, engine)
+                self._at_end[loop] = ClosedAtLoopEnd(engine, functools.partial(self._ended, loop))
             return engine
 
-    def _closing_at_end(
-        self, loop: asyncio.AbstractEventLoop, engine: AsyncEngine
-    ) -> AsyncGenerator[None, None]:
-        """An async generator begun on `loop`, which closes `engine` as the loop ends.
-
-        The connections of a loop that has ended cannot be closed from another: they stayed
-        open until Python's garbage collector freed them (two per `asyncio.run` in a thread
-        per request, until the server refused more). `asyncio.run`, and every runner that
-        calls the loop's `shutdown_asyncgens`, closes the async generators begun on the loop
-        while it still runs: this one's `finally` then closes the engine there."""
-
-        async def closing() -> AsyncGenerator[None, None]:
-            try:
-                yield
-            finally:
-                with self._lock:
-                    if self._engines.get(loop) is engine:
-                        del self._engines[loop]
-                await engine.dispose()
-
-        keeper = closing()
-        with contextlib.suppress(StopIteration):  # run to its `yield`, here, on this loop
-            keeper.asend(None).send(None)
-        return keeper
+    def _ended(self, loop: asyncio.AbstractEventLoop, engine: AsyncEngine) -> None:
+        """Forget `loop`'s `engine`, which its end closes (`ClosedAtLoopEnd`)."""
+        with self._lock:
+            self._at_end.pop(loop, None)
+            if self._engines.get(loop) is engine:
+                del self._engines[loop]
 
     def engines(self) -> list[AsyncEngine]:
         """The engines in use (the app's, or those made here), for pool gauges."""
@@ -529,13 +550,19 @@ class EngineSource:
                 # Its connections cannot be closed from here; drop them.
                 engine.sync_engine.dispose(close=False)
                 del self._engines[loop]
+                if (closer := self._at_end.pop(loop, None)) is not None:
+                    closer.cancel()
 
     async def release_loop(self) -> None:
         """Dispose the running loop's engine, if one was made here (its loop is ending)."""
         if self._given is not None:
             return
+        loop = asyncio.get_running_loop()
         with self._lock:
-            engine = self._engines.pop(asyncio.get_running_loop(), None)
+            engine = self._engines.pop(loop, None)
+            closer = self._at_end.pop(loop, None)
+        if closer is not None:
+            closer.cancel()
         if engine is not None:
             await engine.dispose()
 
@@ -546,7 +573,10 @@ class EngineSource:
         with self._lock:
             engines = dict(self._engines)
             self._engines.clear()
+            closers, self._at_end = list(self._at_end.values()), {}
             unbound, self._unbound = self._unbound, None
+        for closer in closers:
+            closer.cancel()
         current = asyncio.get_running_loop()
         for loop, engine in engines.items():
             if loop is current:
