@@ -41,6 +41,7 @@ from agents_sqlalchemy.errors import (
     WrongKeyError,
 )
 from agents_sqlalchemy.services import keys as keys_module
+from agents_sqlalchemy.types import SessionKey
 
 from .support.clock import travel
 from .support.disk import found_on_disk, on_disk, sqlite_path
@@ -1232,3 +1233,22 @@ async def test_an_item_whose_kek_id_was_altered_is_named(db_url: str, key: bytes
         assert await session.get_items(limit=1) == [message("c")]
         with pytest.raises(KeyringError, match="the vector of item #2 of the session whose"):
             await session.search("b", mode="vector")  # opening the candidates' vectors
+
+
+async def test_a_tampered_vector_names_its_item_and_session(db_url: str, key: str) -> None:
+    """A vector whose sealed bytes were altered failed every search, with an error that
+    named its item's place but not the session, among all the store's."""
+    async with SessionStore(db_url, create_tables=True, key=key) as store:
+        await store.session("s1").add_items([message("the cat sat"), message("on the mat")])
+        await store.flush()
+    index = "agents_sqlalchemy_search_index"
+    sealed = await raw_rows(db_url, f"SELECT item_pk, vector FROM {index} WHERE vector IS NOT NULL")
+    pk, vector = sealed[0]
+    altered = bytes(vector)[:-1] + bytes([bytes(vector)[-1] ^ 1])  # type: ignore[arg-type]
+    await execute(
+        db_url, f"UPDATE {index} SET vector = :v WHERE item_pk = :pk", {"v": altered, "pk": pk}
+    )
+    prefix = SessionKey.of("s1").hash[:16]
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(DecryptionError, match=f"of the session whose hash starts {prefix}"):
+            await store.search("cat", mode="vector")

@@ -564,8 +564,9 @@ class SealedCodec:
                     f"starts {candidates.session_hashes[i][:16]}"
                 )
                 wrapper = self.wrapper(candidates.kek_ids[i], named=named)
-                vector = self._open_vector(wrapper, wrapped_key, sealed, place, model_id)
-                out[i] = opened[wrapped_key] = vector
+                data_key = unwrap_data_key(wrapper, wrapped_key, place, where=named)
+                purpose = place.for_purpose(f"embedding:{model_id}")
+                out[i] = opened[wrapped_key] = data_key.open(sealed, purpose, where=named)
         if opened:
             with self._opened_lock:
                 if self._may_keep(since):
@@ -573,13 +574,6 @@ class SealedCodec:
                         self._opened[model_id] = Weighed(VECTOR_CACHE, VECTOR_BYTES, lengths)
                     self._opened[model_id].add(opened)
         return out
-
-    def _open_vector(
-        self, wrapper: Wrapper, wrapped_key: bytes, sealed: bytes, place: Place, model_id: str
-    ) -> bytes:
-        where_ = f"vector of item #{place.seq}"
-        data_key = unwrap_data_key(wrapper, wrapped_key, place, where=where_)
-        return data_key.open(sealed, place.for_purpose(f"embedding:{model_id}"), where=where_)
 
     def items(
         self,
