@@ -39,6 +39,7 @@ from agents_sqlalchemy.tables import ROLES
 from .support.app_alembic import alembic_cli, app_revision, make_app, objects, rows, table_names
 from .support.items import message
 from .support.servers import mariadb_admin
+from .support.tables import raw_rows
 
 # The shipped head, and the revision a newer release would add after it.
 HEAD = scripts_config.head_revision()
@@ -1023,7 +1024,8 @@ async def test_migrators_of_two_mariadb_databases_do_not_wait_for_each_other(
 
 async def test_a_stamp_back_on_untracked_head_tables_is_refused(db_url: str) -> None:
     """Head's tables made by an app's `create_all` (no version row) took `stamp 0001`:
-    every upgrade then failed making the owner keys table, which was there."""
+    every upgrade then failed making the owner keys table, which was there. Stamped head,
+    they had no messages view (create_all makes none), and nothing said so."""
     engine = create_async_engine(db_url)
     try:
         async with engine.begin() as conn:
@@ -1035,3 +1037,7 @@ async def test_a_stamp_back_on_untracked_head_tables_is_refused(db_url: str) -> 
     assert (await migrate.check(db_url)).state == "untracked"
     await migrate.stamp(db_url, "head")
     assert (await migrate.check(db_url)).at_head
+    async with SessionStore(db_url) as store:
+        await store.session("s").add_items([message("seen in the view")])
+    view = "SELECT session_id, message_data FROM agents_sqlalchemy_messages_view"
+    assert [row[0] for row in await raw_rows(db_url, view)] == ["s"]

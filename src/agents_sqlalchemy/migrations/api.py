@@ -22,6 +22,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.operations import Operations
+from alembic.runtime.migration import MigrationContext
 from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -33,14 +35,16 @@ from ..errors import ConfigurationError, DatabaseError, SchemaError
 from ..tables import TableNames, table_names
 from ..telemetry import Probe, Telemetry
 from .config import (
+    REVISION_OPTION,
     alembic_config,
     head_revision,
     mysql_migration_lock,
     prepare_connection,
+    revision_options,
     script_directory,
 )
 from .logs import quiet_alembic
-from .status import SchemaStatus, at_head, schema_status
+from .status import SchemaStatus, at_head, existing_view, schema_status
 
 __all__ = [
     "SchemaStatus",
@@ -305,7 +309,9 @@ async def stamp(
     *,
     tables: TableNames | None = None,
 ) -> None:
-    """Record `revision` in the version table without running anything (adopting tables).
+    """Record `revision` in the version table without running a migration (adopting
+    tables); the messages view, which the models' `metadata.create_all` does not make, is
+    made where it is missing.
 
     Refused (`SchemaError`, nothing changed) where these tables do not exist or are not
     this library's, where the revision's tables are not all there, and back from head on
@@ -349,6 +355,18 @@ async def stamp(
                     f"again; nothing was changed ({undo})"
                 )
             raise SchemaError(message, state=status.state)
+        if status.found and not await conn.run_sync(existing_view, names):
+            await conn.run_sync(_make_view, names)
+
+
+def _make_view(connection: Connection, tables: TableNames) -> None:
+    """Make the messages view of tables that lack it, as revision 0001 makes it (the
+    models' `metadata.create_all` makes tables, no view: stamped, they had none)."""
+    context = MigrationContext.configure(
+        connection, opts={REVISION_OPTION: revision_options(tables)}
+    )
+    with Operations.context(context):
+        script_directory().get_revision("0001").module.messages_view()
 
 
 def checked_revision(revision: object) -> str:

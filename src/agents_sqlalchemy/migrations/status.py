@@ -250,7 +250,7 @@ def schema_status(connection: Connection, tables: TableNames) -> SchemaStatus:
     absent = tuple(name for name in ours if name not in existing)
     expected = head_revision()
     if not found:
-        if not existing and (view := _view(connection, tables)):
+        if not existing and (view := existing_view(connection, tables)):
             # Read after the tables and the version row: a migrator that committed between
             # them shows its view alone. Tables there now are its work: read it all again.
             if _existing(connection, tables, ours):
@@ -331,7 +331,7 @@ def _ours(tables: TableNames) -> list[str]:
     return [tables.name(role) for role in ROLES if role != "version"]
 
 
-def _view(connection: Connection, tables: TableNames) -> tuple[str, ...]:
+def existing_view(connection: Connection, tables: TableNames) -> tuple[str, ...]:
     """The view's name, if a view or table has it (an upgrade would fail creating it)."""
     inspector, name = inspect(connection), tables.messages_view_name
     views = inspector.get_view_names(tables.schema)
