@@ -541,7 +541,8 @@ async def test_counts_agree_written_and_read_and_removals_are_counted(
 async def test_only_the_callers_reads_count_as_read(sqlite_url: str, key: str | None) -> None:
     """The library's own reads counted as the operation's: an encrypted store counted the
     turns a pop on a branched session or a new branch looked up (a pop read 2 items), a
-    plaintext one the items its indexing read; a compaction snapshot counted none."""
+    plaintext one the items its indexing read; a compaction snapshot counted none, nor did
+    a branch's deletion count the items that went with it."""
     out = Exported()
     turn = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     async with SessionStore(
@@ -553,14 +554,17 @@ async def test_only_the_callers_reads_count_as_read(sqlite_url: str, key: str | 
         snapshot = await session._get_compaction_snapshot(3)
         assert len(snapshot.items) == 3
         await session.create_branch_from_turn(2, "b")
+        await session.add_items([{"role": "user", "content": "on b only"}])
         await session.switch_to_branch("main")
         assert await session.pop_item() == turn[1]
+        await session.delete_branch("b")
     counts = {
         span.name.split()[0]: (span.attributes or {}).get("agents_sqlalchemy.items")
         for span in out.spans()
     }
     assert counts["compaction_snapshot"] == 3
     assert counts["create_branch"] is None and counts["pop"] == 1
+    assert counts["delete_branch"] == 1  # the item no other line holds
     [index] = out.named("index")
     assert (index.attributes or {}).get("agents_sqlalchemy.items") is None
     assert out.total("agents_sqlalchemy.items.read") == 3

@@ -770,14 +770,14 @@ class Branches:
         query = branched(self._schema, self._schema.session_pk(key).scalar_subquery())
         return bool(await self._schema.db.read(lambda conn: conn.execute(query).scalar()))
 
-    async def delete_branch(self, key: SessionKey, name: str) -> bool:
-        """Delete a branch (not main) that holds items; False if there is none such.
+    async def delete_branch(self, key: SessionKey, name: str) -> int | None:
+        """Delete a branch (not main) that holds items; how many items went with it (those
+        no line holds any more), None if there is no such branch.
 
-        Its references and usage go, and the items no line holds any more; its row stays,
-        deleted, so the name is never used again.
+        Its references and usage go; its row stays, deleted, so the name is never used again.
         """
 
-        def work(conn: Connection) -> bool:
+        def work(conn: Connection) -> int | None:
             now = self._schema.now()
             session_pk = self._schema.lock_existing(conn, key, now)
             branch_pk = self._lines.branch_pk(conn, session_pk, name) if session_pk else None
@@ -788,20 +788,20 @@ class Branches:
             )
             holds = exists().where(refs.c.branch_pk == branch_pk)
             if session_pk is None or branch_pk is None or not conn.execute(select(holds)).scalar():
-                return False
+                return None
             companion = self._lines.companion(conn, key, session_pk)
             ours = select(refs.c.item_pk).where(refs.c.branch_pk == branch_pk)
             elsewhere = exists().where(refs.c.item_pk == items.c.id, refs.c.branch_pk != branch_pk)
-            conn.execute(
+            removed = conn.execute(
                 delete(items).where(
                     items.c.session_pk == companion, items.c.id.in_(ours), ~elsewhere
                 )
-            )
+            ).rowcount
             conn.execute(delete(refs).where(refs.c.branch_pk == branch_pk))
             usage = self._schema.turn_usage
             conn.execute(delete(usage).where(usage.c.branch_pk == branch_pk))
             conn.execute(update(branches).where(branches.c.id == branch_pk).values(deleted_at=now))
-            return True
+            return int(removed)
 
         return await self._schema.db.write(work, session_id=key.session_id)
 

@@ -29,6 +29,7 @@ from ..crypto import OwnerKey
 from ..errors import BranchError
 from ..records import DailyUsage, TokenUsage, UsageReport
 from ..repository import GONE, Gone, Opened, Usage
+from ..telemetry import current
 from ..turns import MAIN, Turn, is_user
 from ..types import Appended, BranchSummary, SessionKey, Written
 from ..validation import check_moment, check_range, check_user_id, item_list, storable
@@ -197,7 +198,10 @@ class Branches:
             return False
         await self._opener.ready()
         async with self._opener.scrubbing():
-            return await self._branches.delete_branch(key, name)
+            removed = await self._branches.delete_branch(key, name)
+        if removed is not None and (operation := current()) is not None:
+            operation.removed(removed)
+        return removed is not None
 
     async def summaries(self, key: SessionKey) -> list[BranchSummary]:
         """The branches that hold live items."""
