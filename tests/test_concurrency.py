@@ -54,8 +54,6 @@ async def test_eight_processes_never_lose_or_interleave_a_batch(db_url: str) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.pgbouncer
-@pytest.mark.slow
 async def test_a_purge_never_deletes_what_another_process_wrote_after_it_chose(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +84,8 @@ async def test_a_purge_never_deletes_what_another_process_wrote_after_it_chose(
     assert [json.loads(item["content"]) for item in items] == [[7, 0, i] for i in range(3)]
 
 
+@pytest.mark.slow
+@pytest.mark.pgbouncer
 async def test_concurrent_pops_return_each_item_once(db_url: str) -> None:
     async with SessionStore(db_url, create_tables=True) as store:
         session = store.session("pops")

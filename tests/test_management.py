@@ -293,40 +293,46 @@ async def test_a_removal_stopped_after_a_batch_says_what_its_batches_did(
                         await store.archive_inactive(timedelta(days=30))
         finally:
             await engine.dispose()
-        done = "deleted" if removal == "delete_user" else "archived"
-        assert "before it, 2 sessions" in str(raised.value)
-        assert f"were {done}: run it again to finish" in str(raised.value)
+        done = "2 sessions (2 items) deleted" if removal == "delete_user" else "2 sessions archived"
+        assert f"before it: {done}. Run it again to finish)" in str(raised.value)
         assert len(await store.list_sessions(user_id="alice")) == 2  # a2 and a3 are left
 
 
 @pytest.mark.dialects("postgresql", "mariadb")
-async def test_an_erasure_stopped_after_destroying_the_keys_says_so(db_url: str) -> None:
+async def test_an_erasure_stopped_after_destroying_the_keys_says_so(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """erase_user destroys the user's owner key first, then deletes the sessions: when the
     deletion waited past lock_timeout, its error said "nothing was changed", though the
-    user's items could no longer be read."""
+    user's items could no longer be read (and a batch had gone)."""
     from agents_sqlalchemy import OwnerKeyError, SessionBusyError
 
+    monkeypatch.setattr(management_module, "DELETE_BATCH", 2)
     async with SessionStore(db_url, create_tables=True, key="pass", search=False) as store:
-        for session_id in ("v1", "v2"):
-            await store.session(session_id, user_id="victim").add_items([message("x")])
+        for n in range(4):
+            await store.session(f"v{n}", user_id="victim").add_items([message("x")])
     engine = create_async_engine(normalize_url(db_url))
     try:
         async with (
             engine.begin() as other,
             SessionStore(db_url, key="pass", search=False, lock_timeout=1) as store,
         ):
-            last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'v2'"
+            last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'v3'"
             pk = (await other.execute(text(last))).scalar_one()
             by_pk = f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE"
-            await other.execute(text(by_pk))
+            await other.execute(text(by_pk))  # in the second batch
             with pytest.raises(SessionBusyError) as raised:
                 await store.erase_user("victim")
     finally:
         await engine.dispose()
-    assert "before it, 1 owner key was destroyed" in str(raised.value)
+    said = (
+        "(in this step; before it: 1 owner key destroyed, whose items cannot be read; "
+        "2 sessions (2 items) deleted. Run it again to finish)"
+    )
+    assert str(raised.value).endswith(said)
     async with SessionStore(db_url, key="pass", search=False) as store:
         with pytest.raises(OwnerKeyError):
-            await store.session("v1").get_items()
+            await store.session("v2").get_items()
         await store.erase_user("victim")  # run again: it ends
         assert await store.list_sessions(user_id="victim") == SessionPage([], None)
 

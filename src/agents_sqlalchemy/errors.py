@@ -212,15 +212,25 @@ class SdkHistoryWarning(UserWarning):
     """
 
 
-def partly_done(exc: AgentsSQLAlchemyError, done: str) -> None:
-    """Add to `exc`'s message what its operation had done for good before it failed
-    (`done`: earlier batches, each its own transaction; keys destroyed), and that running
-    it again finishes it.
+def partly_done(exc: AgentsSQLAlchemyError, done: str, *, first: bool = False) -> None:
+    """Note in `exc`'s message what its operation had done for good before it failed
+    (`done`: earlier batches, each its own transaction, or keys destroyed; `first`: done
+    before what a note already there says), and that running it again finishes it. The
+    notes of one error go in one sentence; a `SchemaError`'s command-line message has it too.
 
     >>> exc = DatabaseError("the server went away, nothing was changed")
-    >>> partly_done(exc, "3 sessions were deleted")
+    >>> partly_done(exc, "3 sessions deleted")
+    >>> partly_done(exc, "1 owner key destroyed", first=True)
     >>> print(exc)  # doctest: +NORMALIZE_WHITESPACE
-    the server went away, nothing was changed (in this step; before it, 3 sessions were
-    deleted: run it again to finish)
+    the server went away, nothing was changed (in this step; before it: 1 owner key
+    destroyed; 3 sessions deleted. Run it again to finish)
     """
-    exc.args = (f"{exc} (in this step; before it, {done}: run it again to finish)", *exc.args[1:])
+    notes: list[str] = exc.__dict__.setdefault("_done_before", [])
+    if not notes:  # the messages as they were, before any note
+        exc.__dict__["_said"] = (str(exc), getattr(exc, "cli_message", None))
+    notes.insert(0, done) if first else notes.append(done)
+    note = f" (in this step; before it: {'; '.join(notes)}. Run it again to finish)"
+    message, cli_message = exc.__dict__["_said"]
+    exc.args = (message + note, *exc.args[1:])
+    if cli_message is not None:
+        exc.cli_message = cli_message + note  # type: ignore[attr-defined]

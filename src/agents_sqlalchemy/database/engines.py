@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import itertools
 import math
@@ -352,24 +351,25 @@ def refuse_streaming(options: Any, given: str) -> None:
 
 
 class ClosedAtLoopEnd:
-    """Closes an engine as `asyncio.run` ends the loop that made it, while the loop still
-    runs: the connections of a loop that has ended cannot be closed from another, and
+    """Closes an engine's connections as `asyncio.run` ends the loop that made it, while
+    the loop still runs: those of a loop that has ended cannot be closed from another, and
     stayed open until Python's garbage collector freed them (two per request handled by
     `asyncio.run` in a thread of its own, until the server refused more).
 
     An async generator begun on the loop does it: `asyncio.run`, as every runner that
     calls the loop's `shutdown_asyncgens`, closes those begun on it, and this one's
-    `finally` closes the engine. Made inside the loop (`EngineSource.get`).
+    `finally` disposes the engine. The engine stays the loop's: a unit of an app's own
+    generator closed at the same time still runs (on a connection left to the collector,
+    as before). Made inside the loop (`EngineSource.get`).
 
     Example::
 
-        closer = ClosedAtLoopEnd(engine, forget)   # forget(engine) as the loop ends
-        closer.cancel()                              # the engine went otherwise
+        closer = ClosedAtLoopEnd(engine)
+        closer.cancel()                   # the engine went otherwise
     """
 
-    def __init__(self, engine: AsyncEngine, forget: Callable[[AsyncEngine], None]) -> None:
+    def __init__(self, engine: AsyncEngine) -> None:
         self._engine: AsyncEngine | None = engine
-        self._forget = forget
         self._keeper = self._closing()
         with contextlib.suppress(StopIteration):  # run to its `yield`, here, on this loop
             self._keeper.asend(None).send(None)
@@ -380,7 +380,6 @@ class ClosedAtLoopEnd:
         finally:
             if (engine := self._engine) is not None:
                 self._engine = None
-                self._forget(engine)
                 await engine.dispose()
 
     def cancel(self) -> None:
@@ -467,15 +466,8 @@ class EngineSource:
                 self._unbound = None
                 self._engines[loop] = engine
                 self._threads[loop] = threading.current_thread()
-                self._at_end[loop] = ClosedAtLoopEnd(engine, functools.partial(self._ended, loop))
+                self._at_end[loop] = ClosedAtLoopEnd(engine)
             return engine
-
-    def _ended(self, loop: asyncio.AbstractEventLoop, engine: AsyncEngine) -> None:
-        """Forget `loop`'s `engine`, which its end closes (`ClosedAtLoopEnd`)."""
-        with self._lock:
-            self._at_end.pop(loop, None)
-            if self._engines.get(loop) is engine:
-                del self._engines[loop]
 
     def engines(self) -> list[AsyncEngine]:
         """The engines in use (the app's, or those made here), for pool gauges."""

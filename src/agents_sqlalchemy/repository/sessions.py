@@ -361,7 +361,7 @@ class Sessions:
                 count = await self._schema.db.write(one_batch, session_id=session_id)
             except AgentsSQLAlchemyError as exc:
                 if total:
-                    partly_done(exc, f"{total} sessions were {'' if archive else 'un'}archived")
+                    partly_done(exc, f"{total} sessions {'' if archive else 'un'}archived")
                 raise
             total += count
             if count < batch:
@@ -405,7 +405,7 @@ class Sessions:
                 )
             except AgentsSQLAlchemyError as exc:
                 if total_sessions:
-                    deleted = f"{total_sessions} sessions ({total_items} items) were deleted"
+                    deleted = f"{total_sessions} sessions ({total_items} items) deleted"
                     partly_done(exc, deleted)
                 raise
             if isinstance(done, _Relock):  # rolled back: start it again, those keys first
@@ -556,7 +556,7 @@ class Sessions:
                 removed = await self._schema.db.write(lambda conn: self._purge_batch(conn, batch))
             except AgentsSQLAlchemyError as exc:
                 if total:
-                    partly_done(exc, f"{total} expired items were deleted")
+                    partly_done(exc, f"{total} expired items deleted")
                 raise
             total += removed
             if removed < batch:

@@ -162,21 +162,24 @@ class Management:
             # write seals under them), and a key store that fails leaves them retired, for
             # the next deletion or rotation to finish (`finish_erasures`).
             first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
-            own: list[str] | None = []
-            if "inactive_for" not in where:
-                own = None if owners is None else await self._sessions.own_owners(condition)
-            early, done = await self._owners.destroy_first(own)
+            early = Destroyed(0, None, None)
             try:
+                own: list[str] | None = []
+                if "inactive_for" not in where:
+                    own = None if owners is None else await self._sessions.own_owners(condition)
+                early, done = await self._owners.destroy_first(own)
                 sessions, items, keys = await self._sessions.delete_sessions(
                     condition, DELETE_BATCH, owners, session_id
                 )
-            except BaseException as exc:  # the batches it committed retired their keys
-                self._owners.left_some()
-                if isinstance(exc, AgentsSQLAlchemyError) and (gone := first.and_then(early).keys):
-                    were = "1 owner key was" if gone == 1 else f"{gone} owner keys were"
-                    partly_done(exc, f"{were} destroyed: the items under them cannot be read")
+                destroyed = first.and_then(early)
+                destroyed = destroyed.and_then(await self._owners.destroyed(keys, done))
+            except BaseException as exc:
+                self._owners.left_some()  # the batches it committed retired their keys
+                gone = first.and_then(early).keys
+                if gone and isinstance(exc, AgentsSQLAlchemyError):  # which is for good
+                    keys_gone = f"{gone} owner key{'s' if gone > 1 else ''} destroyed"
+                    partly_done(exc, f"{keys_gone}, whose items cannot be read", first=True)
                 raise
-            destroyed = first.and_then(early).and_then(await self._owners.destroyed(keys, done))
         return Removed(sessions=sessions, items=items), destroyed
 
     async def _refuse_keys_of_others(self, condition: Any, user_id: str) -> None:
