@@ -18,6 +18,13 @@ async def test_too_many_items_in_one_call_are_refused(sqlite_url: str) -> None:
         with pytest.raises(ItemError, match="at most 100,000 items"):
             await session.add_items(too_many)
         assert await session.get_items() == [{"role": "user", "content": "kept"}]
+        # nor did the SDK's compaction hook bound what replaces a history (300,000 went in)
+        with pytest.raises(ItemError, match="replacement takes at most 100,000 items"):
+            await session._atomic_replace_items(too_many)
+        assert await session.get_items() == [{"role": "user", "content": "kept"}]
+        branch = await session.create_branch_from_turn(1, "b")  # (encoded off the loop)
+        await session.add_items([{"role": "user", "content": f"b{i}"} for i in range(2_000)])
+        assert len(await session.get_items(branch_id=branch)) == 2_000
 
 
 async def test_too_much_json_in_one_call_is_refused(

@@ -234,18 +234,18 @@ def json_object(value: object, what: str = "metadata") -> dict[str, Any] | None:
 MAX_BATCH_ITEMS = 100_000
 
 
-def item_list(items: object) -> Sequence[Any]:
-    """The items given to `add_items`: a list (or tuple) of items, never one item alone,
-    at most `MAX_BATCH_ITEMS` of them."""
+def item_list(items: object, call: str = "add_items") -> Sequence[Any]:
+    """The items given to `add_items` (or another `call` that writes them): a list (or
+    tuple) of items, never one item alone, at most `MAX_BATCH_ITEMS` of them."""
     if isinstance(items, (list, tuple)):
         if len(items) > MAX_BATCH_ITEMS:
             raise ItemError(
-                f"add_items takes at most {MAX_BATCH_ITEMS:,} items a call, got {len(items):,}: "
+                f"{call} takes at most {MAX_BATCH_ITEMS:,} items a call, got {len(items):,}: "
                 "split them into several calls (each is all-or-nothing); nothing was written"
             )
         return items
     raise ItemError(
-        f"add_items takes a list of items, got {type(items).__name__}"
+        f"{call} takes a list of items, got {type(items).__name__}"
         + (": wrap one item in a list" if isinstance(items, Mapping) else "")
     )
 

@@ -116,7 +116,7 @@ class Branches:
         written) when the branch is dead, or, `importing`, when the session is no longer
         marked as being imported. Only the main line is indexed for search."""
         given = item_list(items)  # as the main line's appends check it: not an iterator
-        payloads = encode_items(given)
+        payloads = await off_loop(len(given), encode_items, given)
         if not payloads:
             return True
 

@@ -255,7 +255,7 @@ class Conversation:
         expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
         if not expected:
             return False
-        payloads = encode_items(output)
+        payloads = await off_loop(len(output), encode_items, output)
         codec = await self._opener.ready()
 
         async def write(key: SessionKey, sealer: OwnerKey | None) -> bool:
@@ -282,12 +282,13 @@ class Conversation:
     async def replace_all(self, key: SessionKey, items: list[Any], ttl: timedelta | None) -> bool:
         """Replace every item of the session by `items`, in one transaction; False, and
         nothing changed, if the session has branches."""
-        payloads = encode_items(items)
+        given = item_list(items, "a compaction's replacement")
+        payloads = await off_loop(len(given), encode_items, given)
         codec = await self._opener.ready()
 
         async def write(key: SessionKey, sealer: OwnerKey | None) -> bool:
             build = functools.partial(codec.rows, key, payloads, sealer=sealer)
-            return await self._compaction.replace_all(key, len(items), build, ttl or self.ttl)
+            return await self._compaction.replace_all(key, len(given), build, ttl or self.ttl)
 
         async with self._opener.scrubbing():
             replaced = await self._owners.writing(key, write)
