@@ -80,6 +80,28 @@ async def test_snapshot_then_replace_suffix(db_url: str, key: bytes | None) -> N
         assert await session.get_items() == old[:4] + SUMMARY
 
 
+async def test_a_long_tail_is_read_a_page_at_a_time_the_same(
+    db_url: str, key: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot of a long tail (the SDK asks for the whole history) was read in one
+    statement, whose rows an async driver made on the loop: 200,000 held it a second on
+    PostgreSQL. Read a page at a time, in one snapshot, it is the same."""
+    from agents_sqlalchemy.repository import compaction
+
+    monkeypatch.setattr(compaction, "TAIL_PAGE", 3)
+    async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
+        session = store.session("s")
+        items = history("item", 10)
+        await session.add_items(items)
+        await session.pop_item()  # a gap in the places
+        await session.add_items(items[9:])
+        for limit in (1, 2, 3, 4, 6, 9, 10, 11, 30):
+            snapshot = await session._get_compaction_snapshot(limit)
+            assert snapshot.items == items[-limit:], limit
+            assert snapshot.complete == (limit >= 10), limit
+        assert (await session.repair()).ok and await session.get_items() == items
+
+
 async def test_a_moved_tail_is_refused_and_nothing_changes(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

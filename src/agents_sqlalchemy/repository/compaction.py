@@ -25,6 +25,9 @@ from .schema import Claimed, Schema, built_rows
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
+#: Rows of a tail read per statement: between two, an async driver's loop runs its other
+#: tasks (200,000 rows at once held it a second on PostgreSQL).
+TAIL_PAGE = 2000
 
 Build = Callable[[int], Sequence[NewItem]]
 
@@ -48,23 +51,31 @@ class Compaction:
         self._schema = schema
 
     async def tail(self, key: SessionKey, limit: int) -> Tail:
-        """The latest `limit` live items in order; `complete` when no older one is live."""
-        return await self._schema.db.read(lambda conn: self._tail(conn, key, limit))
+        """The latest `limit` live items in order; `complete` when no older one is live.
+        Read `TAIL_PAGE` rows at a time, in one snapshot."""
+        return await self._schema.db.read(
+            lambda conn: self._tail(conn, key, limit), snapshot=limit >= TAIL_PAGE
+        )
 
     def _tail(self, conn: Connection, key: SessionKey, limit: int) -> Tail:
         items = self._schema.items
-        query = (
+        newest_first = (
             self._schema.item_columns()
             .where(
                 items.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
                 self._schema.live(self._schema.now()),
             )
             .order_by(items.c.seq.desc())
-            .limit(limit + 1)  # one more row says whether anything older exists
         )
-        rows = conn.execute(query).all()
-        kept = rows[:limit][::-1]
-        return Tail([self._schema.stored(row) for row in kept], len(rows) <= limit)
+        stored: list[StoredItem] = []
+        wanted = limit + 1  # one more row says whether anything older exists
+        while True:
+            page = min(TAIL_PAGE, wanted - len(stored))
+            older = newest_first.where(items.c.seq < stored[-1].seq) if stored else newest_first
+            rows = conn.execute(older.limit(page)).all()
+            stored += map(self._schema.stored, rows)
+            if len(rows) < page or len(stored) == wanted:
+                return Tail(stored[:limit][::-1], len(stored) <= limit)
 
     async def replace_tail(
         self,
