@@ -85,10 +85,14 @@ async def test_a_long_tail_is_read_a_page_at_a_time_the_same(
 ) -> None:
     """A snapshot of a long tail (the SDK asks for the whole history) was read in one
     statement, whose rows an async driver made on the loop: 200,000 held it a second on
-    PostgreSQL. Read a page at a time, in one snapshot, it is the same."""
-    from agents_sqlalchemy.repository import compaction
+    PostgreSQL (and its records, four full garbage collections). Read a page at a time,
+    in one snapshot (on PostgreSQL a page of arrays), it is the same."""
+    from agents_sqlalchemy.repository import compaction, schema
+    from agents_sqlalchemy.repository import items as items_module
 
-    monkeypatch.setattr(compaction, "TAIL_PAGE", 3)
+    monkeypatch.setattr(compaction, "TAIL_PAGE", 3)  # and on PostgreSQL, pages of arrays:
+    for module in (compaction, items_module, schema):
+        monkeypatch.setattr(module, "ARRAY_ROWS", 3)
     async with SessionStore(db_url, create_tables=True, key=key, search=False) as store:
         session = store.session("s")
         items = history("item", 10)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from itertools import groupby
+from itertools import groupby, starmap
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from ..turns import MAIN
 from ..types import NewItem, SessionKey, StoredItem, Tail
 from .lines import branched, count_again, uncount
-from .schema import Claimed, Schema, built_rows
+from .schema import ARRAY_ROWS, Claimed, Schema, built_rows, page_rows
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
@@ -67,6 +67,8 @@ class Compaction:
             )
             .order_by(items.c.seq.desc())
         )
+        if limit >= TAIL_PAGE and self._schema.statements.read_page is not None:
+            return self._tail_in_arrays(conn, key, limit, newest_first)
         stored: list[StoredItem] = []
         wanted = limit + 1  # one more row says whether anything older exists
         while True:
@@ -76,6 +78,31 @@ class Compaction:
             stored += map(self._schema.stored, rows)
             if len(rows) < page or len(stored) == wanted:
                 return Tail(stored[:limit][::-1], len(stored) <= limit)
+
+    def _tail_in_arrays(
+        self, conn: Connection, key: SessionKey, limit: int, newest_first: Any
+    ) -> Tail:
+        """PostgreSQL: a long tail as `get_items` reads a whole session, a page of arrays at
+        a time (`Statements.read_page`), after the place of the newest row left out. Its
+        rows as records held the loop, and brought the garbage collector's full collections
+        (four of 0.2 s for 200,000)."""
+        items = self._schema.items
+        older = newest_first.with_only_columns(items.c.seq).offset(limit).limit(1)
+        before = conn.execute(older).scalar()
+        page = self._schema.statements.read_page
+        assert page is not None
+        params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": None}
+        stored: list[StoredItem] = []
+        after = -1 if before is None else before
+        while True:
+            [arrays] = page.run(conn, params | {"after": after})
+            if arrays[0] is None:
+                break
+            stored += starmap(StoredItem, page_rows(arrays, self._schema.sealed))
+            if len(arrays[0]) < ARRAY_ROWS:
+                break
+            after = stored[-1].seq
+        return Tail(stored, before is None)
 
     async def replace_tail(
         self,
