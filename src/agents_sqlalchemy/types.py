@@ -112,7 +112,8 @@ class StoredItem(NamedTuple):
     kek_id: str | None = None
 
 
-#: Where a row laid out as `StoredItem` holds its kek_id (sealed rows only).
+#: Where a row laid out as `StoredItem` holds its place, and its kek_id (sealed rows only).
+SEQ = StoredItem._fields.index("seq")
 KEK_ID = StoredItem._fields.index("kek_id")
 
 
@@ -121,9 +122,13 @@ class Tail:
     """The latest live items of a session as a compaction read them, and whether nothing
     older was there (`complete`). A replacement checks their numbers are still the tail's:
     a `seq` is never handed out twice (row ids can be, on SQLite).
+
+    Its rows are laid out as `StoredItem`, as plain tuples: the garbage collector stops
+    following a tuple of numbers, text and bytes, never a named tuple (200,000 of them, the
+    whole history the SDK's compaction reads, brought its full collections).
     """
 
-    stored: list[StoredItem]
+    stored: list[tuple[Any, ...]]
     complete: bool
 
 

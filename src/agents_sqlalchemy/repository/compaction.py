@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from itertools import groupby, starmap
+from itertools import groupby
 from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
-from ..types import NewItem, SessionKey, StoredItem, Tail
+from ..types import SEQ, NewItem, SessionKey, StoredItem, Tail
 from .lines import branched, count_again, uncount
 from .schema import ARRAY_ROWS, Claimed, Schema, built_rows, page_rows
 
@@ -44,7 +44,7 @@ class Compaction:
 
         compaction = Compaction(schema)
         tail = await compaction.tail(key, 20)
-        done = await compaction.replace_tail(key, [item.seq for item in tail.stored], 1, build)
+        done = await compaction.replace_tail(key, [row[SEQ] for row in tail.stored], 1, build)
     """
 
     def __init__(self, schema: Schema) -> None:
@@ -69,13 +69,13 @@ class Compaction:
         )
         if limit >= TAIL_PAGE and self._schema.statements.read_page is not None:
             return self._tail_in_arrays(conn, key, limit, newest_first)
-        stored: list[StoredItem] = []
+        stored: list[tuple[Any, ...]] = []
         wanted = limit + 1  # one more row says whether anything older exists
         while True:
             page = min(TAIL_PAGE, wanted - len(stored))
-            older = newest_first.where(items.c.seq < stored[-1].seq) if stored else newest_first
+            older = newest_first.where(items.c.seq < stored[-1][SEQ]) if stored else newest_first
             rows = conn.execute(older.limit(page)).all()
-            stored += map(self._schema.stored, rows)
+            stored += (tuple(row[1:]) for row in rows)  # without the id
             if len(rows) < page or len(stored) == wanted:
                 return Tail(stored[:limit][::-1], len(stored) <= limit)
 
@@ -92,16 +92,16 @@ class Compaction:
         page = self._schema.statements.read_page
         assert page is not None
         params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": None}
-        stored: list[StoredItem] = []
+        stored: list[tuple[Any, ...]] = []
         after = -1 if before is None else before
         while True:
             [arrays] = page.run(conn, params | {"after": after})
             if arrays[0] is None:
                 break
-            stored += starmap(StoredItem, page_rows(arrays, self._schema.sealed))
+            stored += page_rows(arrays, self._schema.sealed)
             if len(arrays[0]) < ARRAY_ROWS:
                 break
-            after = stored[-1].seq
+            after = stored[-1][SEQ]
         return Tail(stored, before is None)
 
     async def replace_tail(

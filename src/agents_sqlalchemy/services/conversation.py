@@ -26,7 +26,7 @@ from ..errors import AgentsSQLAlchemyError, ConfigurationError, SessionBusyError
 from ..history_check import HistoryReport, check_history, repaired
 from ..repository import Compaction, Items, Sessions, is_importing
 from ..turns import is_user
-from ..types import KEK_ID, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
+from ..types import KEK_ID, SEQ, WHOLE, Appended, SessionKey, StoredItem, Tail, Written
 from ..validation import check_range, check_user_id, item_list, json_object, state_name
 from .opener import Opener
 from .owners import Owners
@@ -252,7 +252,7 @@ class Conversation:
         replaced item's creation and the last expiry (a compaction's summary). `users`: the
         places of the replaced user messages, which a repair's output holds again.
         """
-        expected = [stored.seq for stored in tail.stored[max(start, 0) :]]
+        expected = [row[SEQ] for row in tail.stored[max(start, 0) :]]
         if not expected:
             return False
         payloads = await off_loop(len(output), encode_items, output)
@@ -311,7 +311,9 @@ class Conversation:
         for _ in range(REPAIR_ATTEMPTS):
             items, tail = await self.tail(key, WHOLE)
             fix = await off_loop(len(items), repaired, items)
-            users = [row.seq for row, item in zip(tail.stored, items, strict=True) if is_user(item)]
+            users = [
+                row[SEQ] for row, item in zip(tail.stored, items, strict=True) if is_user(item)
+            ]
             if not fix.changed or await self.replace_tail(
                 key, tail, 0, fix.items, origins=fix.origins, users=users
             ):
