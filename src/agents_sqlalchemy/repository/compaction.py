@@ -15,13 +15,14 @@ from datetime import datetime, timedelta
 from itertools import groupby
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.engine import Connection
 
 from ..turns import MAIN
 from ..types import SEQ, NewItem, SessionKey, StoredItem, Tail
 from .lines import branched, count_again, uncount
-from .schema import ARRAY_ROWS, Claimed, Schema, built_rows, page_rows
+from .prepared import prepared
+from .schema import ARRAY_ROWS, MAX_SEQ, Claimed, Schema, built_rows, page_rows
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
@@ -58,36 +59,45 @@ class Compaction:
         )
 
     def _tail(self, conn: Connection, key: SessionKey, limit: int) -> Tail:
-        items = self._schema.items
-        newest_first = (
-            self._schema.item_columns()
-            .where(
-                items.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
-                self._schema.live(self._schema.now()),
-            )
-            .order_by(items.c.seq.desc())
-        )
         if limit >= TAIL_PAGE and self._schema.statements.read_page is not None:
-            return self._tail_in_arrays(conn, key, limit, newest_first)
+            return self._tail_in_arrays(conn, key, limit)
         stored: list[tuple[Any, ...]] = []
         wanted = limit + 1  # one more row says whether anything older exists
+        params = {"session_hash": key.hash, "now": self._schema.now(), "last": MAX_SEQ}
         while True:
             page = min(TAIL_PAGE, wanted - len(stored))
-            older = newest_first.where(items.c.seq < stored[-1][SEQ]) if stored else newest_first
-            rows = conn.execute(older.limit(page)).all()
-            stored += (tuple(row[1:]) for row in rows)  # without the id
+            rows = self._newest.run(conn, params | {"page": page})  # the driver's tuples
+            stored += rows
             if len(rows) < page or len(stored) == wanted:
                 return Tail(stored[:limit][::-1], len(stored) <= limit)
+            params["last"] = rows[-1][SEQ] - 1
 
-    def _tail_in_arrays(
-        self, conn: Connection, key: SessionKey, limit: int, newest_first: Any
-    ) -> Tail:
+    @prepared
+    def _newest(self) -> Any:
+        """A session's newest `page` live items at places up to `last`, newest first."""
+        schema, items = self._schema, self._schema.items
+        live = schema.live(bindparam("now", type_=items.c.expires_at.type))
+        session_pk = (
+            select(schema.sessions.c.id)
+            .where(schema.sessions.c.session_hash == bindparam("session_hash"))
+            .scalar_subquery()
+        )
+        last = bindparam("last", type_=items.c.seq.type)
+        return schema.newest(
+            schema.item_columns(with_id=False).where(live), session_pk, bindparam("page"), last
+        )
+
+    def _tail_in_arrays(self, conn: Connection, key: SessionKey, limit: int) -> Tail:
         """PostgreSQL: a long tail as `get_items` reads a whole session, a page of arrays at
         a time (`Statements.read_page`), after the place of the newest row left out. Its
         rows as records held the loop, and brought the garbage collector's full collections
         (four of 0.2 s for 200,000)."""
         items = self._schema.items
-        older = newest_first.with_only_columns(items.c.seq).offset(limit).limit(1)
+        newest_first = select(items.c.seq).where(
+            items.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
+            self._schema.live(self._schema.now()),
+        )
+        older = newest_first.order_by(items.c.seq.desc()).offset(limit).limit(1)
         before = conn.execute(older).scalar()
         page = self._schema.statements.read_page
         assert page is not None
