@@ -92,16 +92,16 @@ class Compaction:
         a time (`Statements.read_page`), after the place of the newest row left out. Its
         rows as records held the loop, and brought the garbage collector's full collections
         (four of 0.2 s for 200,000)."""
-        items = self._schema.items
-        newest_first = select(items.c.seq).where(
+        items, now = self._schema.items, self._schema.now()  # one `now`: the same items live
+        live_places = select(items.c.seq).where(
             items.c.session_pk == self._schema.session_pk(key).scalar_subquery(),
-            self._schema.live(self._schema.now()),
+            self._schema.live(now),
         )
-        older = newest_first.order_by(items.c.seq.desc()).offset(limit).limit(1)
+        older = live_places.order_by(items.c.seq.desc()).offset(limit).limit(1)
         before = conn.execute(older).scalar()
         page = self._schema.statements.read_page
         assert page is not None
-        params = {"session_hash": key.hash, "now": self._schema.now(), "current_kek": None}
+        params = {"session_hash": key.hash, "now": now, "current_kek": None}
         stored: list[tuple[Any, ...]] = []
         after = -1 if before is None else before
         while True:
