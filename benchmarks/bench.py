@@ -45,9 +45,11 @@ Workloads (``workloads.py``, ``search_workload.py``), in this order on one datab
 Then single measurements (``oneoffs.py``): opening an encrypted store, ``list_sessions``
 over 100 and 100,000 sessions, appends without pause for 8 s with search off and on (their
 p50, p99 and longest, and the full garbage collections meanwhile), an encrypted pop behind
-a long SQLite reader, and a first search with a cold semantic model
+a long SQLite reader, a first search with a cold semantic model
 (``--semantic-embedder``, default ``minilm``; skipped with a note when
-``embedder_by_name`` does not know it) in a fresh process.
+``embedder_by_name`` does not know it) in a fresh process, and on PostgreSQL where an
+append's time goes: the floor's statement, the library's own append statement on the bare
+driver, and the library's append, in alternating rounds.
 
 Each workload is prepared on every backend, then sampled in rounds that visit the backends
 in turn, rotating who goes first (5 rounds, ``--quick`` too; the short calls, reads,

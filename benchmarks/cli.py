@@ -29,6 +29,7 @@ from .databases import (
 )
 from .markdown import MarkdownPage
 from .oneoffs import (
+    append_statement_cost,
     listing_cost,
     pop_behind_reader,
     sealed_memory_held,
@@ -96,6 +97,8 @@ async def one_offs(database: Database, keys: set[str], s: Settings) -> tuple[Res
         if database.key == "sqlite":
             chosen.append(("the pop behind a reader", pop_behind_reader(database)))
             chosen.append(("memory held", sealed_memory_held(database, s)))
+    if database.key == "postgres" and {"floor", "ours_nosearch"} <= keys:
+        chosen.append(("where an append goes", _lines_only(append_statement_cost(database, s))))
     if "ours" in keys:
         chosen.append(("listing sessions", _lines_only(listing_cost(database))))
         chosen.append(("sustained appends", _lines_only(sustained_appends(database, s))))

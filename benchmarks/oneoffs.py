@@ -15,6 +15,7 @@ import sqlite3
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,75 @@ async def sealed_memory_held(database: Database, s: Settings) -> tuple[Results, 
         f"{'' if right else '; CHECK FAILED: wrong items read'}"
     )
     return {"ours_encrypted": {"held_after_reads": max(held)}}, line
+
+
+async def append_statement_cost(database: Database, s: Settings) -> str:
+    """PostgreSQL: where an append's time goes, in alternating rounds of 4-item turns: the
+    floor's statement, the library's own append statement run bare (prepared on one
+    ``asyncpg`` connection, as the floor), and the library's append (search off). The
+    first ratio is what the statement costs the server (it claims the places in the
+    session's row too); the rest is the library's Python: the pool, the greenlet bridge,
+    the adapter, and its own work.
+    """
+    import asyncpg  # type: ignore[import-untyped]
+
+    from agents_sqlalchemy import SessionStore
+    from agents_sqlalchemy.types import SessionKey
+
+    from .backends import asyncpg_dsn
+    from .floor import _postgres_sessions
+
+    turns, rounds = (100, 5) if s.quick else (300, 7)
+    items = make_items(4)
+    async with database.fresh("append_cost") as location:
+        conn = await asyncpg.connect(asyncpg_dsn(location.url))
+        store = SessionStore(location.url, create_tables=True, search=False)
+        try:
+            floor_session = await _postgres_sessions(conn)
+            session = store.session("ours")
+            await session.add_items(items)
+            # The statement the store just ran, as its repository compiled it.
+            schema = store._services.conversation._items._schema
+            statement = store._services.conversation._items._at_once
+            assert statement is not None  # plaintext, on PostgreSQL
+            compiled = statement._by_dialect["postgresql", "asyncpg"]
+            payloads = [json.dumps(item, separators=(",", ":")) for item in items]
+            bare_session = SessionKey.of("bare")
+
+            async def bare() -> None:
+                values = schema.claim_values(bare_session, len(payloads), schema.now())
+                values |= {"expires_at": None, "payloads": payloads}
+                await conn.fetch(compiled.sql, *statement._parameters(compiled, values))
+
+            floor = floor_session("floor")
+            calls: dict[str, Callable[[], Awaitable[object]]] = {
+                "floor": lambda: floor.add_items(items),
+                "bare": bare,
+                "ours": lambda: session.add_items(items),
+            }
+            figures: dict[str, list[float]] = {name: [] for name in calls}
+            for number in range(rounds):
+                for name in list(calls)[number % 3 :] + list(calls)[: number % 3]:
+                    started = time.perf_counter()
+                    for _ in range(turns):
+                        await calls[name]()
+                    figures[name].append((time.perf_counter() - started) * 1000.0 / turns)
+        finally:
+            await store.close()
+            await conn.close()
+    ms = {name: statistics.median(values) for name, values in figures.items()}
+
+    def ratio(a: str, b: str) -> str:
+        each = [x / y for x, y in zip(figures[a], figures[b], strict=True)]
+        return f"{statistics.median(each):.2f}x ({min(each):.2f}\u2013{max(each):.2f})"
+
+    return (
+        f"where a PostgreSQL append goes (4-item turns, search off, {rounds} alternating "
+        f"rounds): floor {ms['floor']:.3f} ms; the library's append statement on the bare "
+        f"driver {ms['bare']:.3f} ms ({ratio('bare', 'floor')} the floor: the server's "
+        f"work); the library {ms['ours']:.3f} ms ({ratio('ours', 'bare')} its statement "
+        f"bare: the pool, the greenlet bridge, the adapter and its own Python)"
+    )
 
 
 async def sustained_appends(database: Database, s: Settings) -> str:
