@@ -11,6 +11,8 @@ from collections.abc import AsyncGenerator
 import pytest
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
 
 from agents_sqlalchemy import (
     AgentsSQLAlchemyError,
@@ -24,6 +26,15 @@ from agents_sqlalchemy.aio import run_blocking
 
 from .support.items import message
 from .support.tables import raw_rows
+
+#: What counts the other connections to the test's database, by dialect.
+CONNECTIONS = {
+    "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid()",
+    "mysql": "SELECT count(*) FROM information_schema.processlist WHERE db = database() "
+    "AND id <> connection_id()",
+}
+CONNECTIONS["mariadb"] = CONNECTIONS["mysql"]
 
 
 def replying(*replies: str) -> Agent:
@@ -101,13 +112,7 @@ def test_asyncio_run_in_threads_leaves_no_server_connection_open(db_url: str) ->
     """The connections of a loop that `asyncio.run` ended stayed open until Python's
     garbage collector freed them: two idle on the server per request handled with
     `asyncio.run` in a thread of its own, until the server refused more."""
-    count = (
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid <> pg_backend_pid()"
-        if db_url.startswith("postgresql")
-        else "SELECT count(*) FROM information_schema.processlist WHERE db = database() "
-        "AND id <> connection_id()"
-    )
+    count = CONNECTIONS[db_url.split(":")[0].split("+")[0]]
 
     async def request(n: int) -> None:
         session = store.session(f"r{n}")
@@ -156,6 +161,70 @@ def test_a_write_as_asyncio_run_closes_the_apps_generators_is_stored(db_url: str
             for n in range(3):
                 items = asyncio.run(store.session(f"s{n}").get_items())
                 assert [item["content"] for item in items] == ["first", "closing"]
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+# The write's connection is left to the collector, as a loop closed without
+# shutdown_asyncgens leaves its connections (which the collector reports unclosed).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_apps_generator_first_to_use_the_store_on_its_loop_writes_as_it_closes(
+    db_url: str,
+) -> None:
+    """The same generator, the only use of the store on its loop: the store began its
+    closer while `asyncio.run` was closing the loop's generators already (a
+    ResourceWarning, an error where warnings are), and the write was refused."""
+
+    async def reply(session: SQLAlchemySession) -> AsyncGenerator[int, None]:
+        try:
+            yield 1
+        finally:
+            await session.add_items([message("closing")])
+
+    open_replies = []
+
+    async def request(session: SQLAlchemySession) -> None:
+        open_replies.append(reply(session))
+        await open_replies[-1].__anext__()  # left open: asyncio.run closes it as it ends
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with SessionStore(db_url, create_tables=True, search=False) as store:
+            asyncio.run(store.session("warm").add_items([message("x")]))
+            for n in range(3):
+                asyncio.run(request(store.session(f"s{n}")))
+            for n in range(3):
+                items = asyncio.run(store.session(f"s{n}").get_items())
+                assert [item["content"] for item in items] == ["closing"]
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+def test_close_while_another_threads_asyncio_run_closes_its_engine(db_url: str) -> None:
+    """`close()` while `asyncio.run` in another thread was closing its loop's engine (a
+    slow network) raised "aclose(): asynchronous generator is already running", and left
+    the other engines open."""
+    worker_closing, go_on = threading.Event(), threading.Event()
+
+    def slow_close(dbapi_connection: object, record: object) -> None:
+        if threading.current_thread() is worker:  # the worker loop's engine, disposed
+            worker_closing.set()
+            go_on.wait(10)
+
+    store = SessionStore(db_url, create_tables=True, search=False)
+    asyncio.run(store.session("main").add_items([message("x")]))  # an engine of its own
+    worker = threading.Thread(
+        target=asyncio.run, args=(store.session("s").add_items([message("y")]),)
+    )
+    event.listen(Pool, "close", slow_close)
+    try:
+        worker.start()
+        assert worker_closing.wait(10)
+        store.__exit__(None, None, None)  # raised here
+        assert store.closed
+    finally:
+        go_on.set()
+        worker.join()
+        event.remove(Pool, "close", slow_close)
+    assert asyncio.run(raw_rows(db_url, CONNECTIONS[db_url.split(":")[0].split("+")[0]])) == [(0,)]
 
 
 def test_drop_in_session_with_run_sync(db_url: str) -> None:

@@ -384,10 +384,20 @@ class ClosedAtLoopEnd:
 
     def cancel(self) -> None:
         """Nothing to close at the loop's end: the generator ends now, without waiting
-        (left to the loop, one that never runs again would hold its `aclose` unawaited)."""
+        (left to the loop, one that never runs again would hold its `aclose` unawaited).
+        One its loop is closing already (`asyncio.run` ending in another thread) is left to
+        it: that loop disposes the engine."""
         self._engine = None
-        with contextlib.suppress(StopIteration):
+        with contextlib.suppress(StopIteration, RuntimeError):  # RuntimeError: "already running"
             self._keeper.aclose().send(None)
+
+    @staticmethod
+    def may_begin(loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether a closer can still be begun on `loop`: not once its `shutdown_asyncgens`
+        has started (a unit of an app's generator closed by it: the loop warns of a
+        generator begun then, an error where warnings are; its engine is then left to the
+        garbage collector, as a loop closed without that call leaves it)."""
+        return not getattr(loop, "_asyncgens_shutdown_called", False)
 
 
 class EngineSource:
@@ -466,7 +476,8 @@ class EngineSource:
                 self._unbound = None
                 self._engines[loop] = engine
                 self._threads[loop] = threading.current_thread()
-                self._at_end[loop] = ClosedAtLoopEnd(engine)
+                if ClosedAtLoopEnd.may_begin(loop):
+                    self._at_end[loop] = ClosedAtLoopEnd(engine)
             return engine
 
     def engines(self) -> list[AsyncEngine]:
