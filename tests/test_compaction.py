@@ -6,7 +6,9 @@ The SDK drives them in test_compaction_sdk.py; here each guarantee is checked di
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -104,6 +106,56 @@ async def test_a_long_tail_is_read_a_page_at_a_time_the_same(
             assert snapshot.items == items[-limit:], limit
             assert snapshot.complete == (limit >= 10), limit
         assert (await session.repair()).ok and await session.get_items() == items
+
+
+@pytest.mark.dialects("sqlite", "postgresql", "mariadb", "pgbouncer")
+async def test_a_long_tail_read_in_pages_is_one_snapshot(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's clear and new items between two pages of a long tail: on SQLite
+    (whose reads begin no transaction) and on MariaDB reading committed, the later pages
+    saw the new state, and the snapshot held a third of the old history, said complete."""
+    from agents_sqlalchemy.repository import compaction, schema
+    from agents_sqlalchemy.repository import items as items_module
+    from agents_sqlalchemy.repository.prepared import Prepared
+
+    monkeypatch.setattr(compaction, "TAIL_PAGE", 3)
+    for module in (compaction, items_module, schema):
+        monkeypatch.setattr(module, "ARRAY_ROWS", 3)
+    read_committed = {"isolation_level": "READ COMMITTED"} if "mysql" in db_url else None
+    pages: list[int] = []
+    real_run = Prepared.run
+
+    def run(self: Prepared, conn: Any, params: Any) -> list[Any]:
+        found = real_run(self, conn, params)
+        if reading and ("page" in params or "after" in params):  # a page of the tail
+            pages.append(len(found))
+            if len(pages) == 1:  # another writer, between the first page and the next
+                writer = threading.Thread(target=asyncio.run, args=(rewrite(),))
+                writer.start()
+                writer.join()
+        return found
+
+    async def rewrite() -> None:
+        await other.session("s").clear_session()
+        await other.session("s").add_items(history("new", 2))
+
+    reading = False
+    monkeypatch.setattr(Prepared, "run", run)
+    store = SessionStore(db_url, create_tables=True, search=False, engine_kwargs=read_committed)
+    other = SessionStore(db_url, search=False)
+    try:
+        old = history("old", 10)
+        await store.session("s").add_items(old)
+        reading = True
+        snapshot = await store.session("s")._get_compaction_snapshot(50)
+        reading = False
+        assert len(pages) > 1  # read in pages, the writer between them
+        assert (snapshot.items, snapshot.complete) == (old, True)
+        assert await store.session("s").get_items() == history("new", 2)
+    finally:
+        await store.close()
+        await other.close()
 
 
 async def test_a_moved_tail_is_refused_and_nothing_changes(

@@ -164,8 +164,9 @@ class SQLiteFile:
                 raise Locked(str(exc.orig)) from exc
             raise
 
-    def run_in_thread(self, work: Work[T], write: bool) -> T:
-        """Run a unit of work (in a worker thread: it may wait for the lock)."""
+    def run_in_thread(self, work: Work[T], write: bool, snapshot: bool = False) -> T:
+        """Run a unit of work (in a worker thread: it may wait for the lock); a read in one
+        `snapshot` if asked."""
         if write and self._file is not None:
             self._file.check()
         with (
@@ -174,6 +175,8 @@ class SQLiteFile:
         ):
             if write:
                 begin_immediate(conn)
+            elif snapshot:
+                return in_one_snapshot(conn, work)
             return work(conn)
 
     def _checkpoint_wal(self, mode: str) -> None:
@@ -221,19 +224,38 @@ def begin_immediate(conn: Connection) -> None:
     Python's sqlite3 begins a transaction only before the first INSERT, UPDATE or DELETE:
     a write whose first statements read (the sessions a deletion takes) read outside it,
     and then deleted a session another process had just written to. A transaction begun
-    already (an app engine's `begin` listener) is left as it is. Sent to the driver as
-    Python's own BEGIN is (a third of the cost through SQLAlchemy), its failure wrapped as
-    SQLAlchemy wraps the others' ("database is locked": busy)."""
+    already (an app engine's `begin` listener) is left as it is."""
+    _begin(conn, "BEGIN IMMEDIATE")
+
+
+def in_one_snapshot(conn: Connection, work: Work[T]) -> T:
+    """`work`, a read, in a deferred transaction (`BEGIN`), rolled back: its first read
+    fixes what the others see. Python's sqlite3 begins none for a read, and each statement
+    of a read in pages saw the file as it then was (a compaction tail read half of one
+    history and half of the next)."""
+    began = _begin(conn, "BEGIN")
+    try:
+        return work(conn)
+    finally:
+        if began:
+            conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+
+
+def _begin(conn: Connection, statement: str) -> bool:
+    """Send `statement` (a BEGIN) unless a transaction is begun already; whether it was.
+    Sent to the driver as Python's own BEGIN is (a third of the cost through SQLAlchemy),
+    its failure wrapped as SQLAlchemy wraps the others' ("database is locked": busy)."""
     if conn.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
-        return
+        return False
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
-        cursor.execute("BEGIN IMMEDIATE")
+        cursor.execute(statement)
     except dbapi_error as exc:
-        raise DBAPIError.instance("BEGIN IMMEDIATE", None, exc, dbapi_error) from exc
+        raise DBAPIError.instance(statement, None, exc, dbapi_error) from exc
     finally:
         cursor.close()
+    return True
 
 
 class SameFile:

@@ -272,11 +272,12 @@ class Database:
         snapshot (on a server, not one transaction for all of them).
 
         `small`: a few rows, known in advance (a SQLite file may read them on this thread).
-        `snapshot`: on PostgreSQL, all of `work`'s statements see one snapshot, as reads
-        that must agree with each other need (a read in pages): a transaction begun
-        REPEATABLE READ, which takes no lock, so no writer waits for it (and not READ ONLY,
-        which would fail an app's `begin` listener that writes).
-        Other databases ignore it: only PostgreSQL reads in pages.
+        `snapshot`: all of `work`'s statements see one snapshot, as reads that must agree
+        with each other need (a read in pages): a transaction begun REPEATABLE READ on
+        PostgreSQL, MySQL and MariaDB (an app's engine may read committed), which takes no
+        lock, so no writer waits for it (and not READ ONLY, which would fail an app's
+        `begin` listener that writes); on SQLite a deferred transaction, whose first read
+        fixes what the others see (Python's sqlite3 begins none for a read).
         """
         return await self.run(work, write=False, small=small, snapshot=snapshot)
 
@@ -359,7 +360,7 @@ class Database:
                             return await self._waited(locked, work, write)
                     loop = asyncio.get_running_loop()
                     run = in_context(self._sync.run_in_thread)  # under the caller's span
-                    done = loop.run_in_executor(None, run, work, write)
+                    done = loop.run_in_executor(None, run, work, write, snapshot)
                     # A write's future is settled as it is: no task is made to wrap it.
                     return await (settle(done) if write else done)
                 return await asyncio.wait_for(
@@ -451,8 +452,9 @@ class Database:
             and self._source.sets_lock_timeout
             and self.statement_timeout is None
         )
-        # One snapshot: a transaction, which only PostgreSQL's reads need to be asked for.
-        snapshot = snapshot and not write and self.dialect_name == "postgresql"
+        # One snapshot: a transaction begun REPEATABLE READ (MySQL's reads run in one
+        # already, but an app's engine may read committed).
+        snapshot = snapshot and not write
         return await greenlet_spawn(self._unit, engine, work, write, attempt, alone, snapshot)
 
     def _unit(
@@ -492,10 +494,10 @@ class Database:
 
     @staticmethod
     def _in_snapshot(conn: Connection, work: Work[T]) -> T:
-        """PostgreSQL: `work` in a transaction that reads one snapshot, begun so (asyncpg's
-        BEGIN names the level: a query an app's `begin` listener runs would fix a snapshot
-        before any SET TRANSACTION), rolled back. The pool restores the connection's level
-        as it goes back."""
+        """`work` in a transaction that reads one snapshot, begun so (asyncpg's BEGIN names
+        the level: a query an app's `begin` listener runs would fix a snapshot before any
+        SET TRANSACTION; on MySQL the level is the session's until the pool restores it),
+        rolled back. The pool restores the connection's level as it goes back."""
         conn.execution_options(isolation_level="REPEATABLE READ")
         conn.begin()
         try:

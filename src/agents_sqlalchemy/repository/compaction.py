@@ -26,8 +26,9 @@ from .schema import ARRAY_ROWS, MAX_SEQ, Claimed, Schema, built_rows, page_rows
 
 #: Rows of a prefix examined per statement while pruning it.
 PRUNE_BATCH = 500
-#: Rows of a tail read per statement: between two, an async driver's loop runs its other
-#: tasks (200,000 rows at once held it a second on PostgreSQL).
+#: Rows of a tail read per statement (on PostgreSQL, `ARRAY_ROWS` a page of arrays):
+#: between two, an async driver's loop runs its other tasks (200,000 rows at once held it
+#: a second on PostgreSQL); a SQLite file's read runs in a worker thread whole.
 TAIL_PAGE = 2000
 
 Build = Callable[[int], Sequence[NewItem]]
@@ -53,7 +54,7 @@ class Compaction:
 
     async def tail(self, key: SessionKey, limit: int) -> Tail:
         """The latest `limit` live items in order; `complete` when no older one is live.
-        Read `TAIL_PAGE` rows at a time, in one snapshot."""
+        Read in pages (`TAIL_PAGE`), in one snapshot."""
         return await self._schema.db.read(
             lambda conn: self._tail(conn, key, limit), snapshot=limit >= TAIL_PAGE
         )
