@@ -337,6 +337,40 @@ async def test_an_erasure_stopped_after_destroying_the_keys_says_so(
         assert await store.list_sessions(user_id="victim") == SessionPage([], None)
 
 
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_a_deletion_stopped_before_its_key_rows_go_destroyed_no_key(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions without a user: their keys, kept in the database, go with their rows after
+    the sessions. A deletion stopped in its second batch said "4 owner keys destroyed,
+    whose items cannot be read", and the sessions it left read as they did."""
+    from agents_sqlalchemy import SessionBusyError
+
+    monkeypatch.setattr(management_module, "DELETE_BATCH", 2)
+    async with SessionStore(db_url, create_tables=True, key="pass", search=False) as store:
+        for n in range(4):
+            await store.session(f"v{n}").add_items([message("x")])
+    engine = create_async_engine(normalize_url(db_url))
+    try:
+        async with (
+            engine.begin() as other,
+            SessionStore(db_url, key="pass", search=False, lock_timeout=1) as store,
+        ):
+            last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'v3'"
+            pk = (await other.execute(text(last))).scalar_one()
+            by_pk = f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE"
+            await other.execute(text(by_pk))  # in the second batch
+            with pytest.raises(SessionBusyError) as raised:
+                await store.delete_all(confirm=True)
+    finally:
+        await engine.dispose()
+    said = "(in this step; before it: 2 sessions (2 items) deleted. Run it again to finish)"
+    assert str(raised.value).endswith(said)
+    async with SessionStore(db_url, key="pass", search=False) as store:
+        for n in (2, 3):
+            assert await store.session(f"v{n}").get_items() == [message("x")]
+
+
 async def test_times_are_utc_and_aware(db_url: str) -> None:
     before = datetime.now(timezone.utc)
     async with SessionStore(db_url, create_tables=True) as store:

@@ -33,6 +33,7 @@ from agents_sqlalchemy import (
     WrongKeyError,
 )
 from agents_sqlalchemy.crypto import OwnerKey
+from agents_sqlalchemy.database.engines import normalize_url
 from agents_sqlalchemy.errors import ConfigurationError, DecryptionError
 from agents_sqlalchemy.repository.keyring import KeyringRows
 from agents_sqlalchemy.repository.owner_keys import OwnerKeyRows
@@ -549,6 +550,72 @@ async def test_a_key_left_by_a_deletion_stops_no_other_erasure(
     async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
         await store.delete_session("nothing here")  # its first deletion finishes it
     assert await _owner_keys(db_url) == {}
+
+
+async def test_a_key_store_failing_after_the_sessions_went_says_they_went(
+    db_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """A purge deletes the sessions, then destroys the keys they leave unused: when the key
+    store failed then, the error did not say the sessions were gone."""
+    directory = tmp_path / "owner-keys"
+    async with SessionStore(
+        db_url, create_tables=True, key=key, owner_keys=KeyDirectory(directory)
+    ) as store:
+        for name in ("idle 1", "idle 2"):  # no user: each its own owner, with a key
+            await store.session(name).add_items([message("nobody's")])
+        await store.session("b", user_id="bob").add_items([message("bob's")])
+    idle_keys = await _item_keks(db_url, "idle 1") | await _item_keks(db_url, "idle 2")
+    idle = f"UPDATE {SESSIONS} SET updated_at = '2000-01-01 00:00:00' WHERE user_id IS NULL"
+    await execute(db_url, idle)
+    refusing = Refusing(directory)
+    refusing.refused = frozenset(idle_keys)
+    async with SessionStore(db_url, key=key, owner_keys=refusing) as store:
+        with pytest.raises(KeyProviderError) as raised:
+            await store.purge_inactive(timedelta(days=1))
+        said = "(in this step; before it: 2 sessions (2 items) deleted. Run it again to finish)"
+        assert str(raised.value).endswith(said)
+        assert [info.session_id for info in await store.list_sessions()] == ["b"]
+    assert all((directory / f"{k}.key").exists() for k in idle_keys)  # left for the next
+
+
+@pytest.mark.dialects("postgresql", "mariadb")
+async def test_an_erasure_stopped_after_its_key_store_destroyed_the_key_says_so(
+    db_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """An erasure destroys the user's key in the key store, then deletes its row: when that
+    deletion waited past lock_timeout, the error said "nothing was changed", though the
+    user's items could no longer be read."""
+    from agents_sqlalchemy import SessionBusyError
+
+    directory = tmp_path / "owner-keys"
+    await alice_and_bob(db_url, key, directory)
+    [alice_key] = await _item_keks(db_url, "a")
+    engine = create_async_engine(normalize_url(db_url))
+    try:
+        async with (
+            engine.begin() as other,
+            SessionStore(
+                db_url, key=key, owner_keys=KeyDirectory(directory), lock_timeout=1
+            ) as store,
+        ):
+            held = f"SELECT key_id FROM {OWNER_KEYS} WHERE key_id = '{alice_key}' FOR UPDATE"
+            await other.execute(text(held))
+            with pytest.raises(SessionBusyError) as raised:
+                await store.erase_user("alice")
+    finally:
+        await engine.dispose()
+    said = (
+        "(in this step; before it: 1 owner key destroyed, whose items cannot be read. "
+        "Run it again to finish)"
+    )
+    assert str(raised.value).endswith(said)
+    assert not (directory / f"{alice_key}.key").exists()
+    async with SessionStore(db_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(OwnerKeyError):
+            await store.session("a").get_items()
+        receipt = await store.erase_user("alice")  # run again: it ends
+        assert receipt.sessions == 1
+        assert await store.session("b").get_items() == [message("bob's")]
 
 
 async def test_a_key_left_by_a_deletion_is_no_unfinished_rotation(tmp_path: Path) -> None:

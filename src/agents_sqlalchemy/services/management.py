@@ -27,7 +27,7 @@ from ..validation import (
     older_than,
 )
 from .opener import Opener
-from .owners import Destroyed, Owners
+from .owners import Destroyed, Owners, note_keys_destroyed
 
 DELETE_BATCH = 500
 
@@ -162,7 +162,7 @@ class Management:
             # write seals under them), and a key store that fails leaves them retired, for
             # the next deletion or rotation to finish (`finish_erasures`).
             first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
-            early = Destroyed(0, None, None)
+            early, removed = Destroyed(0, None, None), None
             try:
                 own: list[str] | None = []
                 if "inactive_for" not in where:
@@ -171,16 +171,21 @@ class Management:
                 sessions, items, keys = await self._sessions.delete_sessions(
                     condition, DELETE_BATCH, owners, session_id
                 )
+                removed = Removed(sessions=sessions, items=items)
                 destroyed = first.and_then(early)
                 destroyed = destroyed.and_then(await self._owners.destroyed(keys, done))
             except BaseException as exc:
                 self._owners.left_some()  # the batches it committed retired their keys
-                gone = first.and_then(early).keys
-                if gone and isinstance(exc, AgentsSQLAlchemyError):  # which is for good
-                    keys_gone = f"{gone} owner key{'s' if gone > 1 else ''} destroyed"
-                    partly_done(exc, f"{keys_gone}, whose items cannot be read", first=True)
+                # What is done for good: the keys destroyed before (those destroyed first
+                # in the database go only with their rows, after the sessions), and the
+                # sessions deleted (a failure between batches notes its own).
+                kept_outside = self._owners.kept_outside
+                note_keys_destroyed(exc, first.keys + (early.keys if kept_outside else 0))
+                if removed is not None and isinstance(exc, AgentsSQLAlchemyError):
+                    gone = f"{removed.sessions} sessions ({removed.items} items) deleted"
+                    partly_done(exc, gone)
                 raise
-        return Removed(sessions=sessions, items=items), destroyed
+        return removed, destroyed
 
     async def _refuse_keys_of_others(self, condition: Any, user_id: str) -> None:
         """Raise `OwnerKeyError`, nothing deleted, if the user's items are wrapped by a key

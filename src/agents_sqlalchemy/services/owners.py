@@ -50,6 +50,7 @@ from ..errors import (
     OwnerKeyError,
     TamperedItemError,
     WrongKeyError,
+    partly_done,
 )
 from ..repository import OwnerKeyRows, Sessions
 from ..types import SessionKey, is_owner_key_id, owner_of
@@ -81,6 +82,14 @@ class Destroyed:
         """Both destructions as one: the keys of both, the status and time of the last."""
         last = later if later.at is not None else self
         return Destroyed(self.keys + later.keys, last.status, last.at)
+
+
+def note_keys_destroyed(exc: BaseException, count: int) -> None:
+    """Note in `exc`, one of ours, that `count` owner keys were destroyed for good before it
+    (`errors.partly_done`): their items cannot be read, whatever else failed."""
+    if count and isinstance(exc, AgentsSQLAlchemyError):
+        keys = f"{count} owner key{'s' if count > 1 else ''} destroyed"
+        partly_done(exc, f"{keys}, whose items cannot be read", first=True)
 
 
 class Owners:
@@ -510,25 +519,37 @@ class Owners:
                 "opened, destroyed or deleted"
             )
 
+    @property
+    def kept_outside(self) -> bool:
+        """Whether owner keys are kept in an app's key store, where destroying one is for
+        good at once; in the database a key goes with its row."""
+        return self._given is not None
+
     async def _destroy_rows(
         self, codec: SealedCodec, rows: list[Any], *, delete: bool = True
     ) -> Destruction | None:
         """Destroy the keys of `rows` in the key store (all or none: a key kept where this
-        store cannot reach is refused first), then, with `delete`, their rows."""
+        store cannot reach is refused first), then, with `delete`, their rows. A failure
+        midway says how many keys it destroyed for good (`note_keys_destroyed`)."""
         self._refuse_kept_elsewhere(rows)
-        keeper, last = self._keeper(codec), None
-        for row in rows:
-            kept = None if row.kept is None else bytes(row.kept)
-            done = await call_store(keeper, "destroy", row.key_id, row.owner, kept)
-            if not isinstance(done, Destruction):
-                raise KeyProviderError(f"owner key store {keeper!r}.destroy returned {done!r}")
-            # Forgotten at once: a key store failing on a later key leaves this store
-            # sealing nothing under a key no other store, nor a restart, can open.
-            codec.owner_keys.pop(row.key_id, None)
-            self._current.pop(row.owner, None)
-            last = done if last is None or done.at >= last.at else last
-        if delete:
-            await self._rows.delete(row.key_id for row in rows)
+        keeper, last, destroyed = self._keeper(codec), None, 0
+        try:
+            for row in rows:
+                kept = None if row.kept is None else bytes(row.kept)
+                done = await call_store(keeper, "destroy", row.key_id, row.owner, kept)
+                if not isinstance(done, Destruction):
+                    raise KeyProviderError(f"owner key store {keeper!r}.destroy returned {done!r}")
+                destroyed += self.kept_outside
+                # Forgotten at once: a key store failing on a later key leaves this store
+                # sealing nothing under a key no other store, nor a restart, can open.
+                codec.owner_keys.pop(row.key_id, None)
+                self._current.pop(row.owner, None)
+                last = done if last is None or done.at >= last.at else last
+            if delete:
+                await self._rows.delete(row.key_id for row in rows)
+        except BaseException as exc:
+            note_keys_destroyed(exc, destroyed)
+            raise
         return last
 
     async def give(self, key: SessionKey, user_id: str | None) -> None:
@@ -589,7 +610,11 @@ class Owners:
         except BaseException:
             self.left_some()  # retired, not destroyed
             raise
-        await self._rows.delete(row.key_id for row in rows)
+        try:
+            await self._rows.delete(row.key_id for row in rows)
+        except BaseException as exc:
+            note_keys_destroyed(exc, len(left) if self.kept_outside else 0)
+            raise
         self._current.clear()
         if last is None:
             return Destroyed(len(left), None, None)
