@@ -130,6 +130,14 @@ def test_asyncio_run_in_threads_leaves_no_server_connection_open(db_url: str) ->
         gc.enable()
 
 
+async def closing_reply(session: SQLAlchemySession) -> AsyncGenerator[int, None]:
+    """An app's reply, a generator that writes as it is closed (its client stopped reading)."""
+    try:
+        yield 1
+    finally:
+        await session.add_items([message("closing")])
+
+
 @pytest.mark.dialects("postgresql", "mariadb")
 # That write's connection, opened after the store closed the loop's, is left to the
 # collector as before (which reports it unclosed).
@@ -140,17 +148,11 @@ def test_a_write_as_asyncio_run_closes_the_apps_generators_is_stored(db_url: str
     store made a second closer then, too late for the loop (a ResourceWarning, an error
     where warnings are), and the write was refused."""
 
-    async def reply(session: SQLAlchemySession) -> AsyncGenerator[int, None]:
-        try:
-            yield 1
-        finally:
-            await session.add_items([message("closing")])
-
     open_replies = []
 
     async def request(session: SQLAlchemySession) -> None:
         await session.add_items([message("first")])
-        open_replies.append(reply(session))
+        open_replies.append(closing_reply(session))
         await open_replies[-1].__anext__()  # left open: asyncio.run closes it as it ends
 
     with warnings.catch_warnings():
@@ -174,16 +176,10 @@ def test_an_apps_generator_first_to_use_the_store_on_its_loop_writes_as_it_close
     closer while `asyncio.run` was closing the loop's generators already (a
     ResourceWarning, an error where warnings are), and the write was refused."""
 
-    async def reply(session: SQLAlchemySession) -> AsyncGenerator[int, None]:
-        try:
-            yield 1
-        finally:
-            await session.add_items([message("closing")])
-
     open_replies = []
 
     async def request(session: SQLAlchemySession) -> None:
-        open_replies.append(reply(session))
+        open_replies.append(closing_reply(session))
         await open_replies[-1].__anext__()  # left open: asyncio.run closes it as it ends
 
     with warnings.catch_warnings():

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from agents_sqlalchemy import ConfigurationError, ItemError, Removed, SessionPage, SessionStore
 from agents_sqlalchemy.database.engines import normalize_url
@@ -265,6 +265,37 @@ async def test_a_removal_in_batches_goes_on_past_a_session_deleted_meanwhile(
         assert len(archived) == (0 if removal == "delete_user" else 4)
 
 
+async def hold_session(other: AsyncConnection, session_id: str) -> None:
+    """Lock one session's row in `other`'s transaction: that row only, found by its id (a
+    scan locks every row it reads on MariaDB)."""
+    found = f"SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = '{session_id}'"
+    pk = (await other.execute(text(found))).scalar_one()
+    await other.execute(
+        text(f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE")
+    )
+
+
+async def stopped_in_the_second_batch(
+    db_url: str, erase: Callable[[SessionStore], Awaitable[object]]
+) -> str:
+    """`erase(store)`, an encrypted store's, while session v3 (in the second batch) is held
+    past its lock_timeout: the message of the `SessionBusyError` it raises."""
+    from agents_sqlalchemy import SessionBusyError
+
+    engine = create_async_engine(normalize_url(db_url))
+    try:
+        async with (
+            engine.begin() as other,
+            SessionStore(db_url, key="pass", search=False, lock_timeout=1) as store,
+        ):
+            await hold_session(other, "v3")
+            with pytest.raises(SessionBusyError) as raised:
+                await erase(store)
+    finally:
+        await engine.dispose()
+    return str(raised.value)
+
+
 @pytest.mark.dialects("postgresql", "mariadb")
 @pytest.mark.parametrize("removal", ["delete_user", "archive_inactive"])
 async def test_a_removal_stopped_after_a_batch_says_what_its_batches_did(
@@ -281,11 +312,8 @@ async def test_a_removal_stopped_after_a_batch_says_what_its_batches_did(
         travel(monkeypatch, timedelta(days=31))
         engine = create_async_engine(normalize_url(db_url))
         try:
-            async with engine.begin() as other:  # holds a3, in the second batch
-                last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'a3'"
-                pk = (await other.execute(text(last))).scalar_one()
-                by_pk = f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE"
-                await other.execute(text(by_pk))  # only that row (a scan locks all on MariaDB)
+            async with engine.begin() as other:
+                await hold_session(other, "a3")  # in the second batch
                 with pytest.raises(SessionBusyError) as raised:
                     if removal == "delete_user":
                         await store.delete_user("alice")
@@ -305,31 +333,18 @@ async def test_an_erasure_stopped_after_destroying_the_keys_says_so(
     """erase_user destroys the user's owner key first, then deletes the sessions: when the
     deletion waited past lock_timeout, its error said "nothing was changed", though the
     user's items could no longer be read (and a batch had gone)."""
-    from agents_sqlalchemy import OwnerKeyError, SessionBusyError
+    from agents_sqlalchemy import OwnerKeyError
 
     monkeypatch.setattr(management_module, "DELETE_BATCH", 2)
     async with SessionStore(db_url, create_tables=True, key="pass", search=False) as store:
         for n in range(4):
             await store.session(f"v{n}", user_id="victim").add_items([message("x")])
-    engine = create_async_engine(normalize_url(db_url))
-    try:
-        async with (
-            engine.begin() as other,
-            SessionStore(db_url, key="pass", search=False, lock_timeout=1) as store,
-        ):
-            last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'v3'"
-            pk = (await other.execute(text(last))).scalar_one()
-            by_pk = f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE"
-            await other.execute(text(by_pk))  # in the second batch
-            with pytest.raises(SessionBusyError) as raised:
-                await store.erase_user("victim")
-    finally:
-        await engine.dispose()
+    raised = await stopped_in_the_second_batch(db_url, lambda store: store.erase_user("victim"))
     said = (
         "(in this step; before it: 1 owner key destroyed, whose items cannot be read; "
         "2 sessions (2 items) deleted. Run it again to finish)"
     )
-    assert str(raised.value).endswith(said)
+    assert raised.endswith(said)
     async with SessionStore(db_url, key="pass", search=False) as store:
         with pytest.raises(OwnerKeyError):
             await store.session("v2").get_items()
@@ -344,28 +359,14 @@ async def test_a_deletion_stopped_before_its_key_rows_go_destroyed_no_key(
     """Sessions without a user: their keys, kept in the database, go with their rows after
     the sessions. A deletion stopped in its second batch said "4 owner keys destroyed,
     whose items cannot be read", and the sessions it left read as they did."""
-    from agents_sqlalchemy import SessionBusyError
 
     monkeypatch.setattr(management_module, "DELETE_BATCH", 2)
     async with SessionStore(db_url, create_tables=True, key="pass", search=False) as store:
         for n in range(4):
             await store.session(f"v{n}").add_items([message("x")])
-    engine = create_async_engine(normalize_url(db_url))
-    try:
-        async with (
-            engine.begin() as other,
-            SessionStore(db_url, key="pass", search=False, lock_timeout=1) as store,
-        ):
-            last = "SELECT id FROM agents_sqlalchemy_sessions WHERE session_id = 'v3'"
-            pk = (await other.execute(text(last))).scalar_one()
-            by_pk = f"SELECT id FROM agents_sqlalchemy_sessions WHERE id = {pk} FOR UPDATE"
-            await other.execute(text(by_pk))  # in the second batch
-            with pytest.raises(SessionBusyError) as raised:
-                await store.delete_all(confirm=True)
-    finally:
-        await engine.dispose()
+    raised = await stopped_in_the_second_batch(db_url, lambda store: store.delete_all(confirm=True))
     said = "(in this step; before it: 2 sessions (2 items) deleted. Run it again to finish)"
-    assert str(raised.value).endswith(said)
+    assert raised.endswith(said)
     async with SessionStore(db_url, key="pass", search=False) as store:
         for n in (2, 3):
             assert await store.session(f"v{n}").get_items() == [message("x")]
