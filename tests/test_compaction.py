@@ -13,8 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agents_sqlalchemy import ItemError, SessionStore, SQLAlchemySession
+from agents_sqlalchemy.database.engines import normalize_url, pgbouncer_mode, pgbouncer_options
 
 from .support.clock import travel
 from .support.compaction import SUMMARY
@@ -109,12 +112,14 @@ async def test_a_long_tail_is_read_a_page_at_a_time_the_same(
 
 
 @pytest.mark.dialects("sqlite", "postgresql", "mariadb", "pgbouncer")
+@pytest.mark.parametrize("given", ["url", "engine"])
 async def test_a_long_tail_read_in_pages_is_one_snapshot(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
+    db_url: str, given: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another writer's clear and new items between two pages of a long tail: on SQLite
     (whose reads begin no transaction) and on MariaDB reading committed, the later pages
-    saw the new state, and the snapshot held a third of the old history, said complete."""
+    saw the new state, and the snapshot held a third of the old history, said complete.
+    (An app's SQLite engine was then asked for REPEATABLE READ, which SQLite refuses.)"""
     from agents_sqlalchemy.repository import compaction, schema
     from agents_sqlalchemy.repository import items as items_module
     from agents_sqlalchemy.repository.prepared import Prepared
@@ -142,7 +147,15 @@ async def test_a_long_tail_read_in_pages_is_one_snapshot(
 
     reading = False
     monkeypatch.setattr(Prepared, "run", run)
-    store = SessionStore(db_url, create_tables=True, search=False, engine_kwargs=read_committed)
+    url, pooled = pgbouncer_mode(make_url(normalize_url(db_url)))
+    options: dict[str, Any] = read_committed or {}
+    if pooled:  # the app's engine made safe behind a transaction pooler, as the store's
+        url, options = pgbouncer_options(url, options)
+    engine = create_async_engine(url, **options)
+    if given == "engine":
+        store = SessionStore(engine, create_tables=True, search=False)
+    else:
+        store = SessionStore(db_url, create_tables=True, search=False, engine_kwargs=read_committed)
     other = SessionStore(db_url, search=False)
     try:
         old = history("old", 10)
@@ -156,6 +169,7 @@ async def test_a_long_tail_read_in_pages_is_one_snapshot(
     finally:
         await store.close()
         await other.close()
+        await engine.dispose()
 
 
 async def test_a_moved_tail_is_refused_and_nothing_changes(

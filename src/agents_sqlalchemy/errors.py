@@ -212,6 +212,15 @@ class SdkHistoryWarning(UserWarning):
     """
 
 
+def plural(count: int, noun: str) -> str:
+    """`count` `noun`s, as a note says them.
+
+    >>> plural(1, "session"), plural(3, "item")
+    ('1 session', '3 items')
+    """
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def partly_done(exc: AgentsSQLAlchemyError, done: str, *, first: bool = False) -> None:
     """Note in `exc`'s message what its operation had done for good before it failed
     (`done`: earlier batches, each its own transaction, or keys destroyed; `first`: done

@@ -59,7 +59,7 @@ from .failures import (
     not_utf8,
     raised_by_trigger,
 )
-from .sqlite_file import Locked, SQLiteFile, begin_immediate
+from .sqlite_file import Locked, SQLiteFile, begin_immediate, in_one_snapshot
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
@@ -494,11 +494,21 @@ class Database:
 
     @staticmethod
     def _in_snapshot(conn: Connection, work: Work[T]) -> T:
-        """`work` in a transaction that reads one snapshot, begun so (asyncpg's BEGIN names
-        the level: a query an app's `begin` listener runs would fix a snapshot before any
-        SET TRANSACTION; on MySQL the level is the session's until the pool restores it),
-        rolled back. The pool restores the connection's level as it goes back."""
-        conn.execution_options(isolation_level="REPEATABLE READ")
+        """`work` in a transaction that reads one snapshot, rolled back: begun REPEATABLE
+        READ unless the engine's level gives one snapshot already (MySQL's default, where
+        switching costs four statements; asyncpg's BEGIN names the level: a query an app's
+        `begin` listener runs would fix a snapshot before any SET TRANSACTION), the level
+        restored by the pool as the connection goes back; on SQLite, an app's engine here,
+        a deferred transaction."""
+        if conn.dialect.name == "sqlite":
+            return in_one_snapshot(conn, work)
+        level = (
+            conn.get_execution_options().get("isolation_level")
+            or getattr(conn.dialect, "isolation_level", None)
+            or conn.default_isolation_level
+        )
+        if level not in ("REPEATABLE READ", "SERIALIZABLE"):
+            conn.execution_options(isolation_level="REPEATABLE READ")
         conn.begin()
         try:
             return work(conn)

@@ -29,7 +29,7 @@ from .lines import GONE, Gone, Lines, Opened
 from .owner_keys import OwnerKeyRows
 from .schema import IMPORTING, Schema, is_importing
 from .search import SearchIndex
-from .sessions import Sessions
+from .sessions import Sessions, deleted_note
 from .usage import Usage
 
 __all__ = [
@@ -49,5 +49,6 @@ __all__ = [
     "SearchIndex",
     "Sessions",
     "Usage",
+    "deleted_note",
     "is_importing",
 ]

@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from ..database.units import Unchanged
-from ..errors import AgentsSQLAlchemyError, partly_done
+from ..errors import AgentsSQLAlchemyError, partly_done, plural
 from ..models import UTCDateTime
 from ..types import SessionKey, owner_of
 from .rows import insert_session_if_absent
@@ -43,6 +43,11 @@ class _Relock:
     """A deletion batch rolled back: these owners' keys are to be locked first."""
 
     owners: frozenset[str]
+
+
+def deleted_note(sessions: int, items: int) -> str:
+    """What a deletion did, as an error's note says it (`errors.partly_done`)."""
+    return f"{plural(sessions, 'session')} ({plural(items, 'item')}) deleted"
 
 
 class Sessions:
@@ -361,7 +366,9 @@ class Sessions:
                 count = await self._schema.db.write(one_batch, session_id=session_id)
             except AgentsSQLAlchemyError as exc:
                 if total:
-                    partly_done(exc, f"{total} sessions {'' if archive else 'un'}archived")
+                    partly_done(
+                        exc, f"{plural(total, 'session')} {'' if archive else 'un'}archived"
+                    )
                 raise
             total += count
             if count < batch:
@@ -405,8 +412,7 @@ class Sessions:
                 )
             except AgentsSQLAlchemyError as exc:
                 if total_sessions:
-                    deleted = f"{total_sessions} sessions ({total_items} items) deleted"
-                    partly_done(exc, deleted)
+                    partly_done(exc, deleted_note(total_sessions, total_items))
                 raise
             if isinstance(done, _Relock):  # rolled back: start it again, those keys first
                 also, starts = also | done.owners, starts + 1
@@ -556,7 +562,7 @@ class Sessions:
                 removed = await self._schema.db.write(lambda conn: self._purge_batch(conn, batch))
             except AgentsSQLAlchemyError as exc:
                 if total:
-                    partly_done(exc, f"{total} expired items deleted")
+                    partly_done(exc, f"{plural(total, 'expired item')} deleted")
                 raise
             total += removed
             if removed < batch:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import AgentsSQLAlchemyError, ConfigurationError, OwnerKeyError, partly_done
 from ..records import Removed, SessionInfo, SessionPage, decode_cursor, encode_cursor
-from ..repository import SearchIndex, Sessions
+from ..repository import SearchIndex, Sessions, deleted_note
 from ..types import SessionKey, owner_of
 from ..validation import (
     check_flag,
@@ -161,7 +161,9 @@ class Management:
             # as does a key made meanwhile for a new session: the deletion retires them (no
             # write seals under them), and a key store that fails leaves them retired, for
             # the next deletion or rotation to finish (`finish_erasures`).
-            first = await self._owners.destroy(owners) if owners else Destroyed(0, None, None)
+            first = Destroyed(0, None, None)
+            if owners:
+                first = await self._owners.destroy(owners, erasing=True)
             early, removed = Destroyed(0, None, None), None
             try:
                 own: list[str] | None = []
@@ -176,14 +178,15 @@ class Management:
                 destroyed = destroyed.and_then(await self._owners.destroyed(keys, done))
             except BaseException as exc:
                 self._owners.left_some()  # the batches it committed retired their keys
-                # What is done for good: the keys destroyed before (those destroyed first
-                # in the database go only with their rows, after the sessions), and the
-                # sessions deleted (a failure between batches notes its own).
-                kept_outside = self._owners.kept_outside
-                note_keys_destroyed(exc, first.keys + (early.keys if kept_outside else 0))
+                # What is done for good, in order: the keys destroyed before the sessions
+                # (those destroyed first in the database go only with their rows, after
+                # the sessions), then the sessions (a failure between batches notes its
+                # own), before any key destroyed after them (noted as it failed).
                 if removed is not None and isinstance(exc, AgentsSQLAlchemyError):
-                    gone = f"{removed.sessions} sessions ({removed.items} items) deleted"
-                    partly_done(exc, gone)
+                    partly_done(exc, deleted_note(removed.sessions, removed.items), first=True)
+                kept_outside = self._owners.kept_outside
+                before = first.keys + (early.keys if kept_outside else 0)
+                note_keys_destroyed(exc, before, first=True)
                 raise
         return removed, destroyed
 

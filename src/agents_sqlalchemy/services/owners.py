@@ -51,6 +51,7 @@ from ..errors import (
     TamperedItemError,
     WrongKeyError,
     partly_done,
+    plural,
 )
 from ..repository import OwnerKeyRows, Sessions
 from ..types import SessionKey, is_owner_key_id, owner_of
@@ -84,12 +85,13 @@ class Destroyed:
         return Destroyed(self.keys + later.keys, last.status, last.at)
 
 
-def note_keys_destroyed(exc: BaseException, count: int) -> None:
-    """Note in `exc`, one of ours, that `count` owner keys were destroyed for good before it
-    (`errors.partly_done`): their items cannot be read, whatever else failed."""
+def note_keys_destroyed(exc: BaseException, count: int, *, first: bool = False) -> None:
+    """Note in `exc`, one of ours, that an erasure destroyed `count` owner keys for good
+    before it (`errors.partly_done`, `first`: before what is noted already): their items
+    cannot be read, whatever else failed."""
     if count and isinstance(exc, AgentsSQLAlchemyError):
-        keys = f"{count} owner key{'s' if count > 1 else ''} destroyed"
-        partly_done(exc, f"{keys}, whose items cannot be read", first=True)
+        keys = plural(count, "owner key")
+        partly_done(exc, f"{keys} destroyed, whose items cannot be read", first=first)
 
 
 class Owners:
@@ -526,11 +528,11 @@ class Owners:
         return self._given is not None
 
     async def _destroy_rows(
-        self, codec: SealedCodec, rows: list[Any], *, delete: bool = True
+        self, codec: SealedCodec, rows: list[Any], *, delete: bool = True, erasing: bool = False
     ) -> Destruction | None:
         """Destroy the keys of `rows` in the key store (all or none: a key kept where this
-        store cannot reach is refused first), then, with `delete`, their rows. A failure
-        midway says how many keys it destroyed for good (`note_keys_destroyed`)."""
+        store cannot reach is refused first), then, with `delete`, their rows. An erasure's
+        failure midway says how many keys it destroyed for good (`note_keys_destroyed`)."""
         self._refuse_kept_elsewhere(rows)
         keeper, last, destroyed = self._keeper(codec), None, 0
         try:
@@ -548,7 +550,8 @@ class Owners:
             if delete:
                 await self._rows.delete(row.key_id for row in rows)
         except BaseException as exc:
-            note_keys_destroyed(exc, destroyed)
+            if erasing:
+                note_keys_destroyed(exc, destroyed)
             raise
         return last
 
@@ -606,7 +609,7 @@ class Owners:
             return Destroyed(0, None, None)
         left = [row for row in rows if row.key_id not in done]
         try:
-            last = await self._destroy_rows(codec, left, delete=False)
+            last = await self._destroy_rows(codec, left, delete=False, erasing=True)
         except BaseException:
             self.left_some()  # retired, not destroyed
             raise
@@ -663,19 +666,20 @@ class Owners:
         if codec is None or (owners is not None and not owners):
             return Destroyed(0, None, None), frozenset()
         rows = await (self._rows.every() if owners is None else self._rows.of_owners(owners))
-        last = await self._destroy_rows(codec, rows, delete=False)
+        last = await self._destroy_rows(codec, rows, delete=False, erasing=True)
         at = (None, None) if last is None else (last.status, last.at)
         return Destroyed(len(rows), *at), frozenset(row.key_id for row in rows)
 
-    async def destroy(self, owners: Iterable[str]) -> Destroyed:
+    async def destroy(self, owners: Iterable[str], *, erasing: bool = False) -> Destroyed:
         """Destroy every key of these owners (their items, everywhere, can no longer be
-        opened): in the key store first, then their rows."""
+        opened): in the key store first, then their rows. `erasing`: the owners' erasure,
+        whose error says what it destroyed for good."""
         codec = await self._codec()
         wanted = set(owners)
         if codec is None or not wanted:
             return Destroyed(0, None, None)
         rows = await self._rows.of_owners(wanted)
-        last = await self._destroy_rows(codec, rows)
+        last = await self._destroy_rows(codec, rows, erasing=erasing)
         for owner in wanted:
             self._current.pop(owner, None)
         if last is None:
