@@ -341,7 +341,7 @@ class Database:
             attempt, started = _Attempt(), time.perf_counter()
             try:
                 if self._sync is not None:
-                    if small:  # on this thread, unless the database is locked
+                    if small and not snapshot:  # on this thread, unless it is locked
                         try:
                             result = self._sync.run_here(work, write)
                         except Locked:

@@ -541,7 +541,7 @@ class Owners:
                 done = await call_store(keeper, "destroy", row.key_id, row.owner, kept)
                 if not isinstance(done, Destruction):
                     raise KeyProviderError(f"owner key store {keeper!r}.destroy returned {done!r}")
-                destroyed += self.kept_outside
+                destroyed += 1 if self.kept_outside else 0  # in the database: with its row
                 # Forgotten at once: a key store failing on a later key leaves this store
                 # sealing nothing under a key no other store, nor a restart, can open.
                 codec.owner_keys.pop(row.key_id, None)
