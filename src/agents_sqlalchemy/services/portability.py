@@ -706,17 +706,15 @@ async def _records(lines: Lines | str | bytes) -> AsyncIterator[tuple[int, dict[
             raise _bad(number, "not a JSON object")
         return record
 
-    if isinstance(source, AsyncIterable):
-        async for raw in source:
-            number += 1
-            if number % RECORD_SLICE == 0:
-                await asyncio.sleep(0)  # a source that never waits: the loop's tasks run
-            if (record := parsed(raw)) is not None:
-                yield number, record
-    else:
-        for raw in source:
-            number += 1
-            if number % RECORD_SLICE == 0:
-                await asyncio.sleep(0)  # between slices, the loop's other tasks run
-            if (record := parsed(raw)) is not None:
-                yield number, record
+    async for raw in source if isinstance(source, AsyncIterable) else _each(source):
+        number += 1
+        if number % RECORD_SLICE == 0:  # a source that never waits: the loop's tasks run
+            await asyncio.sleep(0)
+        if (record := parsed(raw)) is not None:
+            yield number, record
+
+
+async def _each(lines: Iterable[Any]) -> AsyncIterator[Any]:
+    """The lines of a plain iterable, one by one, as an async one gives them."""
+    for line in lines:
+        yield line
