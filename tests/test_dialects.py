@@ -308,6 +308,35 @@ async def test_a_mariadb_pop_reads_its_own_session_only(mariadb_url: str) -> Non
         assert len(await other.get_items()) == 500
 
 
+@pytest.mark.parametrize("returning", [True, False], ids=["mariadb", "mysql"])
+async def test_a_mariadb_append_claims_its_places_in_one_statement(
+    mariadb_url: str, returning: bool
+) -> None:
+    """MariaDB's upsert returns the session's row it locked: an append is that statement,
+    its insert and the commit. MySQL has no `RETURNING`, so there the row is read back
+    under its lock, one statement more; both number the items alike, writers at once."""
+    one_connection = {"pool_size": 1, "max_overflow": 0}
+    async with SessionStore(
+        mariadb_url, create_tables=True, search=False, engine_kwargs=one_connection
+    ) as store:
+        session = store.session("claimed")
+        await session.add_items([message("0")])  # the dialect learns the server's version
+        store.engine.sync_engine.dialect.insert_returning = returning
+        before = await _status(store, "Questions")
+        await session.add_items([message("1"), message("2")])
+        asked = await _status(store, "Questions") - before - 1  # less the status question
+        assert asked == (3 if returning else 4)
+        async with SessionStore(mariadb_url, search=False) as other:
+            await asyncio.gather(
+                *(store.session("claimed").add_items([message(f"a{n}")]) for n in range(5)),
+                *(other.session("claimed").add_items([message(f"b{n}")]) for n in range(5)),
+            )
+        items = await session.get_items()
+        assert len(items) == 13 and items[:3] == [message("0"), message("1"), message("2")]
+        written = {f"{writer}{n}" for writer in "ab" for n in range(5)}
+        assert {item["content"] for item in items[3:]} == written
+
+
 async def _rollbacks(store: SessionStore) -> int:
     """ROLLBACK statements the store's one connection has sent."""
     return await _status(store, "Com_rollback")
