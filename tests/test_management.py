@@ -112,6 +112,8 @@ async def test_listing_usage_and_state_refuse_arguments_of_the_wrong_kind(
             (lambda: store.usage(until=far_west), "until is out of range in UTC"),
             # Each made and listed a session, then raised (TypeError for the unknown one).
             (lambda: store.create_session(user_id="bob", ttl=-1), "ttl must be"),
+            # Under a microsecond rounds to none: not said to be "not positive".
+            (lambda: store.create_session(ttl=1e-7), "at least one microsecond, got 1e-07"),
             (lambda: store.create_session(user_id="bob", bogus=1), "unknown session options"),
             (lambda: store.create_session(user_id="bob", repair_on_read="y"), "repair_on_read"),
         ]
@@ -144,6 +146,37 @@ async def test_owner_and_metadata(db_url: str) -> None:
         with pytest.raises(ItemError):
             await session.update_metadata({"bad": object()})
         assert await session.get_metadata() == merged
+
+
+async def test_a_change_that_changes_nothing_writes_nothing(db_url: str) -> None:
+    """Metadata merged to what it was, a state value set to what it is, or a session given
+    to its own user, is no activity: the listing keeps its order. On a session with no row
+    yet, each makes the row, as a first write does."""
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        older, newer = store.session("older", user_id="alice"), store.session("newer")
+        await older.add_items([message("first")])
+        await older.update_metadata({"tier": 1})
+        await older.set_state("step", 3)
+        await newer.add_items([message("second")])
+        order = [info.session_id for info in await store.list_sessions()]
+        assert order == ["newer", "older"]
+        assert await older.update_metadata({"tier": 1, "missing": None}) == {"tier": 1}
+        await older.update_metadata({})
+        await older.set_user_id("alice")
+        await older.set_state("step", 3)
+        assert [info.session_id for info in await store.list_sessions()] == order
+        await older.update_metadata({"tier": 2})  # a change still is activity
+        assert [info.session_id for info in await store.list_sessions()] == ["older", "newer"]
+        await newer.set_state("step", 4)
+        assert [info.session_id for info in await store.list_sessions()] == order
+        await older.set_user_id("bob")
+        assert [info.session_id for info in await store.list_sessions(user_id="bob")] == ["older"]
+        made = store.session("made", user_id="carol", metadata={"topic": "x"})
+        await made.update_metadata({"topic": "x"})
+        assert await made.get_metadata() == {"topic": "x"}
+        given = store.session("given", user_id="dave")
+        await given.set_user_id("dave")
+        assert [info.session_id for info in await store.list_sessions(user_id="dave")] == ["given"]
 
 
 async def test_state(db_url: str) -> None:

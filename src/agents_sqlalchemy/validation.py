@@ -127,7 +127,7 @@ def ttl_delta(ttl: float | timedelta | None) -> timedelta | None:
         return None
     delta = _duration(ttl, "ttl")
     if delta <= timedelta(0):
-        raise ConfigurationError(f"ttl must be positive, got {ttl!r}")
+        raise ConfigurationError(f"ttl must be at least one microsecond, got {ttl!r}")
     return delta
 
 
@@ -144,7 +144,9 @@ def older_than(value: object) -> timedelta:
         raise ConfigurationError(f"older_than is seconds or a timedelta, got None{hint}")
     delta = _duration(value, "older_than")
     if delta <= timedelta(0):
-        raise ConfigurationError(f"older_than must be positive, got {value!r}{hint}")
+        raise ConfigurationError(
+            f"older_than must be at least one microsecond, got {value!r}{hint}"
+        )
     return delta
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 
 from ..database.units import Unchanged
 from ..errors import AgentsSQLAlchemyError, partly_done, plural
@@ -164,7 +165,8 @@ class Sessions:
         columns: tuple[str, ...],
     ) -> None:
         """Read `columns` of the session under its lock (creating its row), write `change(row)`;
-        a change of nothing (`{}`) rolls back, the row's making with it. What is sealed under
+        a change of nothing (`{}`, or the values the row holds already) rolls back, and with
+        it the touch of the row (no activity) or its making. What is sealed under
         `key.sealing` is checked live and the owner's in the same transaction (`OwnerKeyError`
         if the owner was erased or changed meanwhile)."""
         await self._schema.db.write(
@@ -181,10 +183,10 @@ class Sessions:
     ) -> None:
         sessions = self._schema.sessions
         claimed = self._schema.claim(conn, key, 0, self._schema.now())
-        chosen = select(*(sessions.c[name] for name in columns))
-        row = conn.execute(chosen.where(sessions.c.id == claimed.id)).one() if columns else None
+        chosen = select(*(sessions.c[name] for name in columns), *_stamps(sessions))
+        row = conn.execute(chosen.where(sessions.c.id == claimed.id)).one()
         values = change(row)  # a sealed state's owner is checked there, on the row read
-        if not values:
+        if not values or (not _made(row) and _holds(row, values)):
             raise Unchanged()
         conn.execute(update(sessions).where(sessions.c.id == claimed.id).values(**values))
 
@@ -201,7 +203,8 @@ class Sessions:
         state are re-wrapped by `rewrap(old_user, [(kek_id, wrapped)])` and
         `rewrap_state(old_user, blob)`, under owner key `sealing`, which is checked live and
         the new owner's (`OwnerKeyError` if not: destroyed meanwhile, its owner erased).
-        Returns the user it had."""
+        Returns the user it had; a session that had `user_id` already is left as it was
+        (no activity)."""
         return await self._schema.db.write(
             lambda conn: self._give(conn, key, user_id, rewrap, rewrap_state, sealing),
             session_id=key.session_id,
@@ -224,8 +227,12 @@ class Sessions:
         if sealing is not None and self._schema.mysql:  # after the row, as there
             self._schema.hold_owner_key(conn, sealing, owner)
         row = conn.execute(
-            select(sessions.c.user_id, sessions.c.sealed_state).where(sessions.c.id == session_pk)
+            select(sessions.c.user_id, sessions.c.sealed_state, *_stamps(sessions)).where(
+                sessions.c.id == session_pk
+            )
         ).one()
+        if row.user_id == user_id and not _made(row):  # no activity
+            raise Unchanged(user_id)
         owned = select(sessions.c.id).where(
             or_(sessions.c.id == session_pk, sessions.c.parent_pk == session_pk)
         )
@@ -592,3 +599,23 @@ def _mysql_json_equals(column: ColumnElement[Any], path: str, value: object) -> 
         return and_(json_type == "STRING", exact)
     numbers = ("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL")
     return and_(json_type.in_(numbers), extracted == value)
+
+
+def _stamps(sessions: Any) -> tuple[Any, Any]:
+    """A session row's `created_at` and `updated_at`, for `_made`."""
+    return sessions.c.created_at, sessions.c.updated_at
+
+
+def _made(row: Any) -> bool:
+    """Whether this transaction's claim made the session's row (stamped once: a claim of a
+    row that was there moves `updated_at` on)."""
+    return bool(row.created_at == row.updated_at)
+
+
+def _holds(row: Any, values: dict[str, Any]) -> bool:
+    """Whether `row` holds each of `values` already (an SQL expression never does)."""
+    fields = row._mapping
+    return all(
+        name in fields and not isinstance(value, ClauseElement) and fields[name] == value
+        for name, value in values.items()
+    )
