@@ -123,7 +123,7 @@ async def test_a_truncated_or_foreign_stream_is_refused(sqlite_url: str, tmp_pat
     target_url = f"sqlite+aiosqlite:///{tmp_path / 'target.db'}"
     async with SessionStore(target_url, create_tables=True) as target:
         cut = exported[: ends[0] + 3]  # the first session whole, the second begun
-        with pytest.raises(ConfigurationError, match=r"truncated.*1 whole sessions"):
+        with pytest.raises(ConfigurationError, match=r"truncated.*before it: 1 session imp"):
             await target.import_user(cut)
         page = await target.list_sessions(user_id="alice", archived=None)
         assert [info.session_id for info in page] == [json.loads(exported[1])["session_id"]]
@@ -515,6 +515,71 @@ async def test_branches_of_a_main_line_popped_empty_import_back(db_url: str) -> 
             *turn(1),
             message("question 2, kept"),
         ]
+
+
+async def test_a_branch_emptied_and_written_again_imports_with_its_numbers(db_url: str) -> None:
+    """A branch popped empty numbers what it is written next after the turn it was made
+    after: rebuilt from nothing, it numbered them from 1, its usage moved to other turns,
+    and a branch made from its turn 3 could not be made at all ("Turn 3 does not contain a
+    user message"), so the whole export could not be imported."""
+    async with (
+        SessionStore(db_url, create_tables=True) as source,
+        SessionStore(db_url, create_tables=True, tables=TableNames(prefix="copy_")) as target,
+    ):
+        chat = source.session("s", user_id="u")
+        await chat.add_items([*turn(1), *turn(2)])
+        await chat.create_branch_from_turn(2, "b1")
+        for _ in range(2):
+            await chat.pop_item()
+        for n in (3, 4):
+            await chat.add_items(turn(n))
+            await ran(chat, 1, n)
+        await chat.create_branch_from_turn(3, "b2")
+        await chat.add_items([message("question 5")])
+        exported = [json.loads(line) async for line in source.export_user("u")]
+        b1 = next(record for record in exported if record.get("name") == "b1")
+        assert [row["turn"] for row in b1["usage"]] == [2, 3]
+        report = await target.import_user([json.dumps(record) for record in exported])
+        assert (report.sessions, report.usage_left_out) == (1, 0)
+        again = [json.loads(line) async for line in target.export_user("u")]
+        assert by_session(again) == by_session(exported)
+        copy = target.session("s")
+        for name in ("main", "b1", "b2"):
+
+            def numbered(turns: list[dict[str, Any]]) -> list[tuple[int, str]]:
+                return [(turn["turn"], turn["content"]) for turn in turns]
+
+            turns = numbered(await copy.get_conversation_turns(branch_id=name))
+            assert turns == numbered(await chat.get_conversation_turns(branch_id=name))
+
+
+async def test_an_export_that_contradicts_itself_is_refused(sqlite_url: str) -> None:
+    """A user message in a turn it does not open (which put turn 1's usage on turn 2), a
+    state name the API refuses (stored, then neither read nor deleted), and a session twice
+    in one export (the second dropped silently by skip_existing) are refused; an error
+    after a session was imported says that one was."""
+    async with (
+        SessionStore(sqlite_url, create_tables=True) as source,
+        SessionStore(sqlite_url, create_tables=True, tables=TableNames(prefix="copy_")) as target,
+    ):
+        records = await branched_export(source)
+
+        def same_turn(r: list[dict[str, Any]]) -> None:
+            of_type(r, "item")[2]["turn"] = 1  # question 2, in turn 1
+
+        for change, said in [
+            (same_turn, "line 6 of the export: a user message in turn 1, which it does not open"),
+            (lambda r: r[1]["state"].update({"": 1}), "state names are non-empty strings"),
+        ]:
+            with pytest.raises(ConfigurationError, match=said):
+                await target.import_user(changed(records, change))
+        assert await target.list_sessions(archived=None) == []
+        twice = records[:-1] + records[1:]
+        lines = [json.dumps(record) + "\n" for record in twice]
+        with pytest.raises(ConfigurationError, match="a second session of the same id") as error:
+            await target.import_user(lines, skip_existing=True)
+        assert "before it: 1 session imported, which skip_existing=True skips" in str(error.value)
+        assert [info.session_id for info in await target.list_sessions(archived=None)] == ["s1"]
 
 
 async def test_the_counts_of_end_and_done_lines_are_checked(db_url: str) -> None:

@@ -320,9 +320,16 @@ class Lines:
             turns, seq = end
             conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": seq})
 
-    def number_after(self, conn: Connection, session_pk: int, turns: int) -> int:
-        """Number the main line's items after `turns` turns it does not hold (a history whose
-        first turns were purged before it was exported); main's pk."""
+    def number_after(self, conn: Connection, session_pk: int, turns: int, name: str = MAIN) -> int:
+        """Number the items of a line that holds none after `turns` turns it does not hold (a
+        history whose first turns were purged before it was exported, a branch emptied and
+        written again); the line's pk."""
+        if name != MAIN:
+            branches = self._schema.branches
+            branch_pk = self.branch_pk(conn, session_pk, name)
+            assert branch_pk is not None and self.last_ref(conn, branch_pk) is None
+            conn.execute(update(branches).where(branches.c.id == branch_pk).values(turns=turns))
+            return branch_pk
         main_pk = self.main_pk(conn, session_pk, self._schema.now())
         conn.execute(self._count_update, {"main_pk": main_pk, "new_turns": turns, "upto": 0})
         return main_pk

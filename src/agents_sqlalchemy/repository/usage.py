@@ -150,19 +150,20 @@ class Usage:
         return await self._schema.db.write(work, session_id=key.session_id, small=small)
 
     async def begin_after(
-        self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]]
+        self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]], name: str = MAIN
     ) -> bool:
-        """An imported session still without items: its main line numbered after `turns`
-        purged turns (`Lines.number_after`), with the usage of those turns (by turn); False
-        if the session is no longer marked as being imported (deleted meanwhile)."""
+        """A line of an imported session that holds no item yet: numbered after `turns`
+        turns it does not hold (`Lines.number_after`), with the usage of those turns (by
+        turn); False if the session is no longer marked as being imported (deleted
+        meanwhile)."""
 
         def work(conn: Connection) -> bool:
             session_pk = self._lines.lock(conn, key)
             if session_pk is None or not self._lines.marked(conn, key):
                 return False
-            main_pk = self._lines.number_after(conn, session_pk, turns)
+            line_pk = self._lines.number_after(conn, session_pk, turns, name)
             for turn, values in sorted(usage.items()):
-                self._put_usage(conn, session_pk, main_pk, turn, values)
+                self._put_usage(conn, session_pk, line_pk, turn, values)
             return True
 
         return await self._schema.db.write(work, session_id=key.session_id)

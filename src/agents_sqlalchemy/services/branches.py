@@ -254,12 +254,13 @@ class Branches:
         return await self._owners.reading(key, turns)
 
     async def begin_after(
-        self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]]
+        self, key: SessionKey, turns: int, usage: dict[int, dict[str, Any]], name: str = MAIN
     ) -> bool:
-        """A new session's main line numbered after `turns` turns purged before its export,
-        with their usage (an import); False if it is no longer marked as being imported."""
+        """A line of a session being imported, which holds no item yet, numbered after
+        `turns` turns it does not hold, with their usage; False if the session is no longer
+        marked as being imported."""
         await self._opener.ready()
-        return await self._usage.begin_after(key, turns, usage)
+        return await self._usage.begin_after(key, turns, usage, name)
 
     async def record(self, key: SessionKey, branch: str, usage: dict[str, Any]) -> bool | Gone:
         """Record a run's usage on a branch's current turn (False: the branch has none)."""

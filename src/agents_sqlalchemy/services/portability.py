@@ -51,13 +51,27 @@ from typing import Any
 from pydantic_core import from_json, to_json
 
 from ..codec import MAX_BATCH_BYTES, encode_item, utf8_size
-from ..errors import AgentsSQLAlchemyError, BranchError, ConfigurationError, ItemError
+from ..errors import (
+    AgentsSQLAlchemyError,
+    BranchError,
+    ConfigurationError,
+    ItemError,
+    partly_done,
+    plural,
+)
 from ..records import ErasureReceipt, ImportedUser, SessionInfo
 from ..repository import GONE, IMPORTING, is_importing
 from ..tables import ROLES, TableNames
 from ..turns import MAIN, Turn, is_user
 from ..types import SessionKey
-from ..validation import INT64_MAX, check_flag, check_range, check_user_id, session_key
+from ..validation import (
+    INT64_MAX,
+    check_flag,
+    check_range,
+    check_user_id,
+    session_key,
+    state_name,
+)
 from .branches import Branches, check_branch_name
 from .conversation import Conversation
 from .management import Management
@@ -244,46 +258,56 @@ class Portability:
         """Write the sessions of an export into this store; see `SessionStore.import_user`."""
         skip_existing = check_flag("skip_existing", skip_existing)
         report = ImportedUser()
-        number = total = 0  # items of the sessions read whole, skipped ones too
-        session: _Session | None = None
-        done = header = False
-        user_id = None  # the header's
-        async for number, record in _records(lines):
-            kind = record.get("type") if header else "header"
-            header = True
-            if done:
-                raise _bad(number, "a line after the final 'done' line")
-            if kind == "header":
-                user_id = _check_header(record, number)
-            elif kind == "session":
-                if session is not None:
-                    raise _bad(number, "a session starts before the previous one ended")
-                session = _new_session(record, number, user_id)
-            elif kind == "line" and session is not None:
-                _check_complete(session, number)
-                session.lines.append(_new_line(record, number, session))
-            elif kind == "item" and session is not None and session.lines:
-                _add_item(session.lines[-1], record, number)
-            elif kind == "end" and session is not None:
-                _check_end(session, record, number)
-                total += session.items
-                report = _add(report, await self._write(session, skip_existing))
-                session = None
-            elif kind == "done" and session is None:
-                if not _same(record.get("sessions"), report.sessions + report.skipped_sessions):
-                    raise _bad(number, "the export announces another number of sessions")
-                if not _same(record.get("items"), total):
-                    raise _bad(number, f"the export announces other than its {total} items")
-                done = True
-            else:
-                raise _bad(number, f"an unexpected {kind!r} line here")
-        if number == 0:
-            raise ConfigurationError("the export is empty: not an export of agents-sqlalchemy")
-        if not done:
-            raise ConfigurationError(
-                f"the export ends before its final 'done' line (truncated?): {report.sessions} "
-                "whole sessions were imported; the rest of the export was not"
-            )
+        try:
+            number = total = 0  # items of the sessions read whole, skipped ones too
+            session: _Session | None = None
+            done = header = False
+            user_id = None  # the header's
+            seen: set[str] = set()  # the sessions' hashes
+            async for number, record in _records(lines):
+                kind = record.get("type") if header else "header"
+                header = True
+                if done:
+                    raise _bad(number, "a line after the final 'done' line")
+                if kind == "header":
+                    user_id = _check_header(record, number)
+                elif kind == "session":
+                    if session is not None:
+                        raise _bad(number, "a session starts before the previous one ended")
+                    session = _new_session(record, number, user_id)
+                    if session.key.hash in seen:
+                        raise _bad(number, "a second session of the same id in the export")
+                    seen.add(session.key.hash)
+                elif kind == "line" and session is not None:
+                    _check_complete(session, number)
+                    session.lines.append(_new_line(record, number, session))
+                elif kind == "item" and session is not None and session.lines:
+                    _add_item(session.lines[-1], record, number)
+                elif kind == "end" and session is not None:
+                    _check_end(session, record, number)
+                    total += session.items
+                    report = _add(report, await self._write(session, skip_existing))
+                    session = None
+                elif kind == "done" and session is None:
+                    if not _same(record.get("sessions"), report.sessions + report.skipped_sessions):
+                        raise _bad(number, "the export announces another number of sessions")
+                    if not _same(record.get("items"), total):
+                        raise _bad(number, f"the export announces other than its {total} items")
+                    done = True
+                else:
+                    raise _bad(number, f"an unexpected {kind!r} line here")
+            if number == 0:
+                raise ConfigurationError("the export is empty: not an export of agents-sqlalchemy")
+            if not done:
+                raise ConfigurationError(
+                    "the export ends before its final 'done' line (truncated?): the rest of the "
+                    "export was not imported"
+                )
+        except AgentsSQLAlchemyError as exc:
+            if report.sessions:  # written for good, each session whole
+                imported = plural(report.sessions, "session")
+                partly_done(exc, f"{imported} imported, which skip_existing=True skips")
+            raise
         return report
 
     async def _write(self, session: _Session, skip_existing: bool) -> ImportedUser:
@@ -327,7 +351,9 @@ class Portability:
                     "was kept"
                 ) from None if isinstance(exc, _Deleted) else exc
             await self._undo(key)
-            if isinstance(exc, AgentsSQLAlchemyError) or not isinstance(exc, Exception):
+            # A branch the export holds that cannot be made again is this session's fault.
+            said = isinstance(exc, AgentsSQLAlchemyError) and not isinstance(exc, BranchError)
+            if said or not isinstance(exc, Exception):
                 raise
             raise ConfigurationError(
                 f"session {key.session_id[:80]!r} could not be imported "
@@ -427,6 +453,12 @@ class Portability:
             await self._branches.pop(key, MAIN)
         for _ in range(plan.start - plan.kept):  # the branch holds the source's `start` first
             await self._branches.pop(key, name)
+        # Emptied, it numbers its items after the turn it was made after; the export's may
+        # come later (the original was emptied by pops, then written again).
+        after = _purged_turns(line)
+        emptied = not plan.kept and line.items and after != plan.turn - 1
+        if emptied and not await self._branches.begin_after(key, after, {}, name):
+            raise _Deleted
         await self._fill(key, name, line, usage, plan.kept)
 
 
@@ -532,6 +564,11 @@ def _new_session(record: dict[str, Any], number: int, user_id: str | None) -> _S
         state = {}
     if not isinstance(state, dict):
         raise _bad(number, "a session's state is not an object")
+    for name in state:
+        try:
+            state_name(name)
+        except ConfigurationError as exc:
+            raise _bad(number, str(exc)) from exc
     _json(state, "its state", number)
     archived_at = record.get("archived_at")
     if archived_at is not None:
@@ -587,8 +624,11 @@ def _add_item(line: _Line, record: dict[str, Any], number: int) -> None:
     if not isinstance(turn, int) or not isinstance(item, dict):
         raise _bad(number, "an item line needs a turn number and an item object")
     turn = _int(turn, "an item's turn", number, MAX_TURN)
-    if line.items and turn < line.items[-1][0]:
-        raise _bad(number, f"an item of turn {turn} after one of turn {line.items[-1][0]}")
+    last = line.items[-1][0] if line.items else None
+    if last is not None and turn < last:
+        raise _bad(number, f"an item of turn {turn} after one of turn {last}")
+    if last is not None and turn == last and is_user(item):
+        raise _bad(number, f"a user message in turn {turn}, which it does not open")
     if len(line.items) == line.expected:
         raise _bad(
             number, f"line {line.name!r:.80} holds more than the {line.expected} items it announced"
@@ -628,8 +668,9 @@ def _check_end(session: _Session, record: dict[str, Any], number: int) -> None:
 
 
 def _purged_turns(line: _Line) -> int:
-    """The turns a line's first item comes after: those purged before the export (its
-    first item's turn, less one if a user message opens it there)."""
+    """The turns a line's first item comes after: those purged before the export, or a
+    branch's emptied by pops before it was written again (its first item's turn, less one
+    if a user message opens it there)."""
     if not line.items:
         return 0
     turn, item = line.items[0]
@@ -644,16 +685,13 @@ def _plan(session: _Session, index: int) -> _Branching | None:
     line = session.lines[index]
     if line.name == MAIN:
         return None
-    wanted = [item for _, item in line.items]
+    wanted = line.items  # (turn, item): a run is shared only if numbered alike
     best: tuple[int, int, str, int, int] | None = None  # (-pops, kept, source, turn, start)
     for source in session.lines[:index]:
-        items = [item for _, item in source.items]
-        same = _common(wanted, items)
-        turn = _purged_turns(source)
-        for start, item in enumerate(items):
+        same = _common(wanted, source.items)
+        for start, (turn, item) in enumerate(source.items):
             if not is_user(item):
                 continue
-            turn += 1  # the user message that opens turn `turn`
             pops = max(start - same, 0)
             kept = min(start, same)
             ends = line.items[kept - 1][0] if kept else None
@@ -663,7 +701,7 @@ def _plan(session: _Session, index: int) -> _Branching | None:
             if best is None or choice[:2] > best[:2]:
                 best = choice
     if best is None:  # no user message in any line before it: main takes one for a while
-        main = [item for _, item in session.lines[0].items]
+        main = session.lines[0].items
         after = _purged_turns(session.lines[0]) + 1
         return _Branching(MAIN, after, len(main), _common(wanted, main), anchor=True)
     _, kept, source_name, turn, start = best
