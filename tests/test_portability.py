@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 from datetime import timedelta
 from typing import Any
 
@@ -551,6 +552,65 @@ async def test_a_branch_emptied_and_written_again_imports_with_its_numbers(db_ur
 
             turns = numbered(await copy.get_conversation_turns(branch_id=name))
             assert turns == numbered(await chat.get_conversation_turns(branch_id=name))
+
+
+@pytest.mark.slow
+async def test_random_histories_round_trip(sqlite_url: str) -> None:
+    """Histories of random turns, pops, branches, switches and deletions of branches come
+    back from an import line for line: items, turn numbers and usage per turn (seed 78
+    empties a branch by pops and writes it again, which an import renumbered)."""
+    for seed in range(70, 100):
+        chance = random.Random(seed)
+        async with (
+            SessionStore(
+                sqlite_url, create_tables=True, tables=TableNames(prefix=f"a{seed}_")
+            ) as source,
+            SessionStore(
+                sqlite_url, create_tables=True, tables=TableNames(prefix=f"b{seed}_")
+            ) as target,
+        ):
+            chat = source.session("s", user_id="u")
+            for step in range(chance.randint(3, 25)):
+                await _random_step(chat, chance, step)
+            report = await target.import_user([line async for line in source.export_user("u")])
+            assert report.usage_left_out == 0, seed
+            assert await _lines(target.session("s")) == await _lines(chat), seed
+
+
+async def _random_step(chat: Any, chance: random.Random, step: int) -> None:
+    """One random change of `chat`: a turn with usage, an item, a pop, or a branch made,
+    switched to or deleted."""
+    branches = [branch["branch_id"] for branch in await chat.list_branches()]
+    kind = chance.choice(["turn", "turn", "item", "branch", "switch", "pop", "pop", "delete"])
+    if kind == "turn":
+        await chat.add_items(turn(step))
+        await ran(chat, 1, step)
+    elif kind == "item":
+        await chat.add_items([{"role": chance.choice(["assistant", "system"]), "content": "x"}])
+    elif kind == "pop":
+        await chat.pop_item()
+    elif kind == "branch" and (turns := await chat.get_conversation_turns()):
+        await chat.create_branch_from_turn(chance.choice(turns)["turn"], f"b{step}")
+    elif kind == "switch":
+        await chat.switch_to_branch(chance.choice([*branches, "main"]))
+    elif kind == "delete" and (others := [b for b in branches if b != "main"]):
+        await chat.switch_to_branch("main")
+        await chat.delete_branch(chance.choice(others))
+
+
+async def _lines(chat: Any) -> dict[str, Any]:
+    """Each line of history of `chat`: its items, numbered turns and usage per turn."""
+    found = {}
+    for branch in await chat.list_branches():
+        name = branch["branch_id"]
+        turns = await chat.get_conversation_turns(branch_id=name)
+        usage = await chat.get_turn_usage(branch_id=name)
+        found[name] = (
+            await chat.get_items(branch_id=name),
+            [(t["turn"], t["content"]) for t in turns],
+            [(row["user_turn_number"], row["total_tokens"]) for row in usage],
+        )
+    return found
 
 
 async def test_an_export_that_contradicts_itself_is_refused(sqlite_url: str) -> None:
