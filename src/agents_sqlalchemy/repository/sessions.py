@@ -597,8 +597,14 @@ def _mysql_json_equals(column: ColumnElement[Any], path: str, value: object) -> 
         unquoted = func.json_unquote(extracted)
         exact = exactly(unquoted, literal(value).collate("utf8mb4_bin"), mysql=True)
         return and_(json_type == "STRING", exact)
-    numbers = ("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL")
-    return and_(json_type.in_(numbers), extracted == value)
+    integers, fractions = ("INTEGER", "UNSIGNED INTEGER"), ("DOUBLE", "DECIMAL")
+    if not isinstance(value, float):
+        return and_(json_type.in_(integers + fractions), extracted == value)
+    # A float compared with a JSON integer is compared as a double: 2**53 + 1 matched 2.0**53.
+    match = and_(json_type.in_(fractions), extracted == value)
+    if value.is_integer() and abs(value) < 2.0**63:  # within what a JSON integer holds
+        return or_(match, and_(json_type.in_(integers), extracted == int(value)))
+    return match
 
 
 def _stamps(sessions: Any) -> tuple[Any, Any]:
