@@ -466,7 +466,7 @@ def test_an_encrypted_store_is_browsed_with_its_key(sqlite_url: str) -> None:
     try:
         with client(wrong) as http:
             refused = http.get("/sessions")
-        assert refused.status_code == 400 and "WrongKeyError" in refused.text
+        assert refused.status_code == 500 and "WrongKeyError" in refused.text  # not the request's
     finally:
         asyncio.run(wrong.close())
 
@@ -848,3 +848,290 @@ def test_search_hits_of_archived_sessions_are_marked(sqlite_url: str) -> None:
     heads = dict(re.findall(head, page.text))
     assert sorted(heads) == ["kept", "old"]
     assert "archived" in heads["old"] and "archived" not in heads["kept"]
+
+
+def test_a_read_only_browser_s_search_writes_search_index_rows_only(sqlite_url: str) -> None:
+    """A search first indexes the items not indexed yet (the library's search does, and
+    has no way to be asked not to): the guide said a read-only browser writes no row."""
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            await store.session("s", user_id="u").add_items(
+                [{"role": "user", "content": "the zanzibar plan"}]
+            )
+
+    async def tables() -> dict[str, list[tuple[object, ...]]]:
+        names = await raw_rows(sqlite_url, "SELECT name FROM sqlite_master WHERE type='table'")
+        return {str(n): sorted(await raw_rows(sqlite_url, f'SELECT * FROM "{n}"'), key=repr)
+                for (n,) in names}  # fmt: skip
+
+    asyncio.run(fill())
+    before = asyncio.run(tables())
+    store = SessionStore(sqlite_url)
+    try:
+        with client(store) as http:
+            found = http.get("/search", params={"q": "zanzibar"})
+    finally:
+        asyncio.run(store.close())
+    after = asyncio.run(tables())
+    assert found.status_code == 200 and "/session?id=s" in found.text
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed == {"agents_sqlalchemy_search_index"}  # nothing of the conversations
+    guide = (Path(__file__).parents[1] / "docs" / "guide" / "ui.md").read_text()
+    assert "Read-only means no row is written;" not in guide
+    assert "search index" in " ".join(guide.split())
+
+
+def form_values(html: str, action: str) -> dict[str, str]:
+    """The inputs of the form sent to `action`, as a browser reads them from the page."""
+    form = re.search(rf'<form[^>]*action="{re.escape(action)}"[^>]*>(.*?)</form>', html, re.S)
+    assert form is not None, action
+    inputs = re.findall(r'<input[^>]*?name="([^"]+)"[^>]*?value="([^"]*)"', form.group(1))
+    return {unescape(name): unescape(value) for name, value in inputs}
+
+
+def test_ids_holding_nul_cr_or_lf_come_back_from_the_forms_as_they_are(sqlite_url: str) -> None:
+    """A browser sends a form's NUL as U+FFFD and its CR or LF as CRLF (a text field drops
+    them): "search this session" said "no session", and the sessions' and charts' forms
+    lost their user. Such a value goes percent-encoded; an ordinary one as it is."""
+    from agents_sqlalchemy.shown_text import one_line
+
+    session_id, user = "a\r\nb\x00c", "u\r\nv"
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            for sid, owner in ((session_id, user), ("plain", "alice")):
+                await store.session(sid, user_id=owner).add_items(
+                    [{"role": "user", "content": f"the zanzibar plan of {owner}"}]
+                )
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url)
+    try:
+        with client(store) as http:
+            session = form_values(http.get("/session", params={"id": session_id}).text, "/search")
+            listed = form_values(http.get("/sessions", params={"user": user}).text, "/sessions")
+            charted = form_values(http.get("/charts", params={"user": user}).text, "/charts")
+            plain = form_values(http.get("/session?id=plain").text, "/search")
+            for sent in (session, listed, charted):  # nothing a browser would change
+                assert not re.search("[\x00\r\n]", "".join(sent.values())), sent
+            found = http.get("/search", params=session | {"q": "zanzibar"})
+            sessions = http.get("/sessions", params=listed)
+            charts = http.get("/charts", params=charted)
+    finally:
+        asyncio.run(store.close())
+    assert plain == {"session": "plain"}  # readable in the address
+    heading = " ".join(text_of(found.text).split())
+    assert found.status_code == 200 and f"Search in session {one_line(session_id)}" in heading
+    assert re.findall(r'session-link" href="([^"]+)"', found.text) == ["/session?id=a%0D%0Ab%00c"]
+    assert re.findall(r'session-link" href="([^"]+)"', sessions.text) == [
+        "/session?id=a%0D%0Ab%00c"
+    ]
+    assert f"Charts of {one_line(user)}" in " ".join(text_of(charts.text).split())
+
+
+def test_a_mounted_browser_keeps_every_path_under_its_mount(evil_store: SessionStore) -> None:
+    """Mounted under /browse (the guide says an app can mount it), its links, forms,
+    stylesheet and redirects named paths from the top of the site: each was a 404."""
+    from urllib.parse import quote
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    token = "t" * 24
+    inner = create_app(evil_store, allow_writes=True, token=token)
+    app = Starlette(routes=[Mount("/browse", app=inner)])
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        login = http.get(f"/browse/users?token={token}&archived=with", follow_redirects=False)
+        assert login.headers["location"] == "/browse/users?archived=with"
+        home = http.get("/browse/", follow_redirects=False)
+        assert home.status_code == 303 and home.headers["location"] == "/browse/sessions"
+        pages = [
+            http.get(f"/browse/{page}")
+            for page in (
+                "sessions",
+                "users",
+                f"session?id={quote(EVIL_ID)}",
+                "search?q=second",
+                "charts",
+                f"confirm?action=archive&target={quote(EVIL_ID)}",
+            )
+        ]
+        found = {
+            unescape(path)
+            for page in pages
+            for path in re.findall(r'(?:href|action)="([^"#][^"]*)"', page.text)
+        }
+        assert "/browse/static/style.css" in found and "/browse/charts" in found
+        assert all(path.startswith("/browse/") for path in found), found
+        assert all(http.get(path).status_code != 404 for path in found)
+        assert re.search(r'href="/browse/users" aria-current="page"', pages[1].text)
+        csrf = inner.state.ui.guard.csrf
+        form = {"csrf": csrf, "action": "archive", "confirm": "yes"}
+        done = http.post(
+            "/browse/act", params={"target": EVIL_ID}, data=form, follow_redirects=False
+        )
+    assert done.status_code == 303 and done.headers["location"].startswith("/browse/sessions?")
+
+
+def test_sessions_without_a_user_are_not_counted_as_a_user_named_like_them(
+    sqlite_url: str,
+) -> None:
+    """The tokens per user were summed by the label "(no user)": a user of that very id
+    was merged with the sessions that have none."""
+    from agents.run_context import RunContextWrapper
+    from agents.usage import Usage
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            for sid, owner, tokens in (("a", "(no user)", 5), ("b", None, 7)):
+                used = RunContextWrapper(None, usage=Usage(requests=1, total_tokens=tokens))
+                await store.session(sid, user_id=owner).add_items(
+                    [{"role": "user", "content": "hi"}], wrapper=used
+                )
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url, search=False)
+    try:
+        with client(store) as http:
+            charts = http.get("/charts").text
+    finally:
+        asyncio.run(store.close())
+    figure = re.search(r'id="tokens-per-user">.*?</figure>', charts, re.S)
+    assert figure is not None
+    points = re.findall(r'class="(point[^"]*)"[^>]*data-label="([^"]*)" data-value="(\d+)"',
+                        figure.group())  # fmt: skip
+    assert points == [("point unnamed", "", "7"), ("point", "(no user)", "5")]
+
+
+def test_chart_labels_show_control_and_reversing_characters_escaped(sqlite_url: str) -> None:
+    """A user id holding U+202E was drawn as it is in the tokens-per-user chart (its
+    label, its hover title), reading backwards, where every other place escapes it."""
+    from agents.run_context import RunContextWrapper
+    from agents.usage import Usage
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            used = RunContextWrapper(None, usage=Usage(requests=1, total_tokens=3))
+            await store.session("s", user_id="u\u202eser\x1b").add_items(
+                [{"role": "user", "content": "hi"}], wrapper=used
+            )
+
+    asyncio.run(fill())
+    store = SessionStore(sqlite_url, search=False)
+    try:
+        with client(store) as http:
+            charts = http.get("/charts").text
+    finally:
+        asyncio.run(store.close())
+    assert "\u202e" not in charts and "\x1b" not in charts
+    assert 'data-label="u\\u202eser\\x1b"' in charts
+    assert "<title>u\\u202eser\\x1b: 3 tokens</title>" in charts
+
+
+def test_an_unreadable_stored_item_is_a_server_error_not_a_bad_request(
+    sqlite_url: str,
+) -> None:
+    """An item altered in an encrypted store, or a key that does not open the keyring, was
+    answered 400, as if the request were wrong; a bad parameter still is."""
+    asyncio.run(fill_evil(sqlite_url, key="passphrase"))
+    change = f"UPDATE {ITEMS} SET ciphertext = :c WHERE ciphertext = :was"
+    for (first,) in asyncio.run(raw_rows(sqlite_url, f"SELECT ciphertext FROM {ITEMS}")):
+        assert isinstance(first, bytes)
+        asyncio.run(execute(sqlite_url, change, {"c": first[:-1] + b"!", "was": first}))
+    store = SessionStore(sqlite_url, key="passphrase")
+    try:
+        with client(store) as http:
+            tampered = http.get("/session", params={"id": EVIL_ID})
+            bad = http.get("/users", params={"prefix": "\x00"})
+    finally:
+        asyncio.run(store.close())
+    assert tampered.status_code == 500 and "TamperedItemError" in text_of(tampered.text)
+    assert bad.status_code == 400 and "ConfigurationError" in text_of(bad.text)
+
+
+def test_the_login_redirect_stays_on_this_server(evil_store: SessionStore) -> None:
+    """The address with the token, its path starting `//evil.example/`, redirected there
+    (`//host/...` names another host): off-site, with the rest of the query."""
+    token = "t" * 24
+    with client(evil_store, token=token) as http:
+        for path in ("//evil.example/x", "///evil.example/x", "/\\evil.example/x"):
+            answer = http.get(f"http://127.0.0.1{path}?token={token}&q=1", follow_redirects=False)
+            assert answer.status_code == 303
+            target = answer.headers["location"]
+            assert target.startswith("/") and target[1:2] not in ("/", "\\"), target
+            assert target.endswith("evil.example/x?q=1"), target
+
+
+def test_a_day_without_a_time_ends_a_window_whole(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`before=2025-12-08` took the day whole, `before=20251208` (the same date, as
+    Python reads it too) as its midnight: by the length of the text."""
+    from datetime import date
+
+    noon = datetime(2025, 12, 8, 12, tzinfo=timezone.utc)
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
+            monkeypatch.setattr(repository_module, "utcnow", lambda: noon)
+            await store.session("on-the-day").add_items([{"role": "user", "content": "hi"}])
+            monkeypatch.undo()
+
+    def readable(raw: str) -> bool:  # Python 3.11 reads more forms of a date than 3.10
+        try:
+            return bool(date.fromisoformat(raw))
+        except ValueError:
+            return False
+
+    asyncio.run(fill())
+    whole_day = [raw for raw in ("2025-12-08", "20251208", "2025-W50-1") if readable(raw)]
+    store = SessionStore(sqlite_url, search=False)
+    try:
+        with client(store) as http:
+            listed = {
+                raw: "on-the-day" in http.get("/sessions", params={"before": raw}).text
+                for raw in [*whole_day, "2025-12-08T00:00", "2025-12-07"]
+            }
+    finally:
+        asyncio.run(store.close())
+    assert listed == {raw: raw in whole_day for raw in listed}
+
+
+@pytest.mark.parametrize("host", ["::0", "0:0:0:0:0:0:0:0", "[::]", "0.0.0.0"])
+def test_every_spelling_of_every_address_serves_any_host_name(
+    evil_store: SessionStore, host: str
+) -> None:
+    """`0.0.0.0` and `::` served any Host (behind the token); `::0` and `0:0:0:0:0:0:0:0`,
+    the same address, refused every name but this machine's."""
+    token = "t" * 24
+    with client(evil_store, hosts=[host], token=token) as http:
+        answer = http.get(
+            "/sessions", headers={"Host": "10.1.2.3:8300", "Authorization": f"Bearer {token}"}
+        )
+    assert answer.status_code == 200
+
+
+async def test_the_users_prefix_filter_misses_no_id_on_every_database(db_url: str) -> None:
+    """Ids starting with the prefix were those below it + U+10FFFF: one whose next
+    character is U+10FFFF was missed. MariaDB's padding collation must not match "ab "."""
+    from agents_sqlalchemy.ui import queries
+
+    top = "\U0010ffff"
+    users = ["a", "ab", "ab ", f"ab{top}", f"ab{top}z", f"ab{top}{top}", "ac", "b"]
+    async with SessionStore(db_url, create_tables=True, search=False) as store:
+        for n, user in enumerate(users):
+            await store.session(f"s{n}", user_id=user).add_items(
+                [{"role": "user", "content": "hi"}]
+            )
+        found = {
+            prefix: sorted(owner.user_id for owner in (await queries.owners(
+                store, after=None, limit=50, prefix=prefix))[0])
+            for prefix in ("ab", f"ab{top}", "ab ", top)
+        }  # fmt: skip
+    assert found == {
+        "ab": sorted(["ab", "ab ", f"ab{top}", f"ab{top}z", f"ab{top}{top}"]),
+        f"ab{top}": sorted([f"ab{top}", f"ab{top}z", f"ab{top}{top}"]),
+        "ab ": ["ab "],
+        top: [],
+    }

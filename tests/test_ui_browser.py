@@ -287,3 +287,45 @@ def walk(driver: WebDriver, base: str, dialect: str) -> None:
     assert driver.find_element(By.ID, "done").text == "Done: archived"
     driver.get(f"{base}/sessions")
     assert "dog-names" not in texts(driver, "#sessions a.session-link")
+
+
+def submit(driver: WebDriver, css: str) -> None:
+    """Submit the form of the element `css` finds, and wait for the page it opens."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.CSS_SELECTOR, css).submit()
+    WebDriverWait(driver, 20).until(lambda d: old.id != d.find_element(By.TAG_NAME, "html").id)
+
+
+def test_ids_holding_nul_cr_or_lf_come_back_from_the_forms(
+    browser: WebDriver, sqlite_url: str, tmp_path: Path
+) -> None:
+    """A browser sends a form's NUL as U+FFFD and its CR or LF as CRLF: "search this
+    session" of such an id said "no session", and the sessions' filter lost its user."""
+    from agents_sqlalchemy import SessionStore
+    from agents_sqlalchemy.shown_text import one_line
+
+    session_id, user = "a\r\nb\x00c", "u\r\nv"
+
+    async def fill() -> None:
+        async with SessionStore(sqlite_url, create_tables=True) as store:
+            await store.session(session_id, user_id=user).add_items(
+                [{"role": "user", "content": "the zanzibar plan"}]
+            )
+
+    asyncio.run(fill())
+    server = Server(sqlite_url, tmp_path / "server.log")
+    try:
+        browser.get(f"{server.base}/session?id={quote(session_id)}")
+        browser.find_element(By.CSS_SELECTOR, "form.filters input[name=q]").send_keys("zanzibar")
+        submit(browser, "form.filters input[name=q]")
+        assert (
+            browser.find_element(By.TAG_NAME, "h1").text
+            == f"Search in session {one_line(session_id)}"
+        )
+        assert texts(browser, "article.hit a.session-link") == [one_line(session_id)]
+        browser.get(f"{server.base}/sessions?user={quote(user)}")
+        submit(browser, "form.filters input[name^=user]")
+        assert texts(browser, "#sessions a.session-link") == [one_line(session_id)]
+        assert browser.find_element(By.TAG_NAME, "h1").text == f"Sessions of {one_line(user)}"
+    finally:
+        server.stop()

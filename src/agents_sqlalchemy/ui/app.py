@@ -26,7 +26,8 @@ from tempfile import SpooledTemporaryFile
 from typing import IO, Any, Literal
 from urllib.parse import parse_qsl
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context, select_autoescape
+from jinja2.runtime import Context
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -37,7 +38,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..errors import AgentsSQLAlchemyError, DatabaseError
+from ..errors import (
+    AgentsSQLAlchemyError,
+    BranchError,
+    ConfigurationError,
+    DatabaseError,
+    ItemError,
+    QueryTooLongError,
+)
 from ..metadata_text import format_meta
 from ..records import SessionInfo
 from ..shown_text import one_line
@@ -45,15 +53,18 @@ from ..store import SessionStore
 from . import charts, queries
 from .fields import (
     BadRequest,
+    address,
     archived_filter,
     day,
-    link,
+    form_field,
     metadata_filter,
+    param,
+    route,
     size,
     when,
     whole,
 )
-from .security import LOCAL_HOSTS, Guard, check_token
+from .security import LOCAL_HOSTS, Guard, check_token, every_address
 from .transcript import describe, problems_at, shape, turn_numbers
 
 logger = logging.getLogger("agents_sqlalchemy.ui")
@@ -80,6 +91,8 @@ ACTIONS = {
 USER_ACTIONS = frozenset({"delete-user", "export-user", "erase-user"})
 # What a write's redirect says it did (`act`); any other `done=` is not shown.
 NOTICE = re.compile(r"(not )?(archived|restored)|deleted \d+ session\(s\), \d+ item\(s\)")
+# The library's errors that say what was asked cannot be (400); others are the server's.
+REQUEST_ERRORS = (ConfigurationError, BranchError, ItemError, QueryTooLongError)
 
 
 class NotFound(Exception):
@@ -102,7 +115,7 @@ class Browser:
             "title": self.title,
             "allow_writes": self.allow_writes,
             "csrf": self.guard.csrf,
-            "path": request.url.path,
+            "path": route(request),
         }
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
@@ -128,23 +141,35 @@ def _templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals |= {"link": link, "when": when, "size": size, "format_meta": format_meta}
+    env.globals |= {
+        "link": _link,
+        "form_field": form_field,
+        "when": when,
+        "size": size,
+        "format_meta": format_meta,
+    }
     env.filters["thousands"] = lambda value: f"{int(value or 0):,}"
     env.filters["shown"] = one_line  # ids and names: no control nor reversing character
     return Jinja2Templates(env=env)
+
+
+@pass_context
+def _link(context: Context, path: str, **params: Any) -> str:
+    """`link` in a template: under the path the app is mounted at."""
+    return address(context["request"], path, **params)
 
 
 # -- pages -----------------------------------------------------------------------------------
 
 
 async def home(request: Request) -> Response:
-    return RedirectResponse("/sessions", status_code=303)
+    return RedirectResponse(address(request, "/sessions"), status_code=303)
 
 
 async def sessions_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
     params = request.query_params
-    user = params.get("user") or None
+    user = param(request, "user") or None
     meta_raw = params.get("meta", "")
     archived = params.get("archived", "")
     limit = whole(request, "limit", 50, 1, 500)
@@ -181,7 +206,7 @@ async def sessions_page(request: Request) -> Response:
 async def users_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
     archived = request.query_params.get("archived") == "with"
-    prefix = request.query_params.get("prefix", "")
+    prefix = param(request, "prefix")
     limit = whole(request, "limit", 50, 1, 500)
     owners, after = await queries.owners(
         ui.store,
@@ -289,8 +314,8 @@ async def search_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
     params = request.query_params
     query = params.get("q", "").strip()
-    user = params.get("user") or None
-    session_id = params.get("session") or None
+    user = param(request, "user") or None
+    session_id = param(request, "session") or None
     mode = MODES.get(params.get("mode") or "hybrid")
     if mode is None:
         raise BadRequest("mode is hybrid, vector or keyword")
@@ -328,7 +353,7 @@ async def search_page(request: Request) -> Response:
 async def charts_page(request: Request) -> Response:
     ui: Browser = request.app.state.ui
     days = whole(request, "days", 30, 1, 3650)
-    user = request.query_params.get("user") or None
+    user = param(request, "user") or None
     since = queries.days_back(days)
     start = datetime.combine(since, datetime.min.time(), timezone.utc)
 
@@ -342,12 +367,12 @@ async def charts_page(request: Request) -> Response:
     sessions = await ui.cached(("sessions", days, user), lambda: made("sessions"))
     items = await ui.cached(("items", days, user), lambda: made("items"))
     per_day: dict[date, int] = {}
-    per_user: dict[str, int] = {}
+    per_user: dict[str | None, int] = {}  # None: sessions without a user
     for row in report.days:
         per_day[row.day] = per_day.get(row.day, 0) + row.usage.total_tokens
-        owner = row.user_id if row.user_id is not None else "(no user)"
-        per_user[owner] = per_user.get(owner, 0) + row.usage.total_tokens
-    top_users = sorted(per_user.items(), key=lambda kv: (-kv[1], kv[0]))[:15]
+        per_user[row.user_id] = per_user.get(row.user_id, 0) + row.usage.total_tokens
+    by_total = sorted(per_user.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or ""))
+    top_users = by_total[:15]
     titles = {
         "tokens-per-day": "Tokens per day (UTC)",
         "tokens-per-user": "Tokens per user (the top 15)",
@@ -362,6 +387,7 @@ async def charts_page(request: Request) -> Response:
             [(name, float(total)) for name, total in top_users],
             title=titles["tokens-per-user"],
             unit=" tokens",
+            unnamed="(no user)",
         ),
         "sessions-per-day": charts.columns(
             _daily(since, days, dict(sessions)), title=titles["sessions-per-day"]
@@ -457,7 +483,7 @@ async def act(request: Request) -> Response:
         done = f"deleted {removed.sessions} session(s), {removed.items} item(s)"
     ui.cache.clear()
     logger.info("write: %s", action)  # the action only: no id, nothing from the items
-    return RedirectResponse(link("/sessions", done=done, archived="with"), status_code=303)
+    return RedirectResponse(address(request, "/sessions", done=done, archived="with"), 303)
 
 
 async def _spooled(lines: AsyncIterator[str], sealed: bool) -> tuple[IO[bytes], int]:
@@ -518,7 +544,12 @@ async def _forbidden(request: Request, exc: Exception) -> Response:
 async def _library_error(request: Request, exc: Exception) -> Response:
     ui: Browser = request.app.state.ui
     logger.warning("%s on %s", type(exc).__name__, one_line(request.url.path))  # no message
-    status = 503 if isinstance(exc, DatabaseError) else 400  # the database, not the request
+    if isinstance(exc, DatabaseError):
+        status = 503  # the database
+    elif isinstance(exc, REQUEST_ERRORS):
+        status = 400  # what was asked
+    else:
+        status = 500  # the server's: a stored item that fails to open, a key that is not it
     return ui.page(request, "error.html", status, message=f"{type(exc).__name__}: {exc}")
 
 
@@ -561,7 +592,7 @@ def create_app(
     ]
     # Listening on every address (0.0.0.0, ::), the machine's names are not known: any Host
     # is served, behind the token the command line then requires.
-    wildcard = any(host in ("*", "0.0.0.0", "::") for host in hosts)
+    wildcard = any(host == "*" or every_address(host) for host in hosts)
     allowed = ["*"] if wildcard else sorted({*LOCAL_HOSTS, "[::1]", *hosts})
     app = Starlette(
         routes=routes,

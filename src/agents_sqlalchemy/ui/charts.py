@@ -1,12 +1,15 @@
 """Charts drawn on the server as SVG: no script, no external asset.
 
 Each data point is an element of class `point` with `data-label` and `data-value`, and a
-`<title>` a browser shows on hover; every label is escaped.
+`<title>` a browser shows on hover; every label is shown on one line (control and reversing
+characters escaped, as `shown_text.one_line` writes them) and escaped.
 
 >>> svg = columns([("2026-11-29", 350), ("2026-11-30", 7)], title="Tokens per day")
 >>> svg.count('class="point"')
 2
 >>> "&lt;b&gt;" in rows([("<b>", 1)], title="Tokens per user")
+True
+>>> 'data-label="a\\\\u202eb"' in rows([("a\\u202eb", 1)], title="Tokens per user")
 True
 """
 
@@ -18,7 +21,11 @@ from html import escape
 
 from markupsafe import Markup
 
+from ..shown_text import one_line
+
 Point = tuple[str, float]
+#: A point of `rows`: its label None is the one without a name (`unnamed`).
+Row = tuple[str | None, float]
 
 _LEFT, _BOTTOM, _TOP, _RIGHT = 64, 36, 28, 12
 
@@ -60,11 +67,16 @@ def _frame(width: int, height: int, title: str, body: list[str]) -> Markup:
     return Markup(head + "".join(body) + "</svg>")
 
 
-def _point(x: float, y: float, w: float, h: float, label: str, value: float, unit: str) -> str:
-    text = f"{label}: {value:,.0f}{unit}"
+def _point(
+    x: float, y: float, w: float, h: float, label: str | None, value: float, unit: str, name: str
+) -> str:
+    """A point's bar, named `name` on hover; `label` None (`rows`' unnamed point): in class
+    `unnamed`, its `data-label` empty."""
+    text = f"{name}: {value:,.0f}{unit}"
     return (
-        f'<rect class="point" x="{x:.1f}" y="{y:.1f}" width="{max(w, 1):.1f}" '
-        f'height="{max(h, 0):.1f}" data-label="{escape(label)}" data-value="{value:.0f}">'
+        f'<rect class="point{" unnamed" if label is None else ""}" x="{x:.1f}" y="{y:.1f}" '
+        f'width="{max(w, 1):.1f}" height="{max(h, 0):.1f}" '
+        f'data-label="{escape(one_line(label or ""))}" data-value="{value:.0f}">'
         f"<title>{escape(text)}</title></rect>"
     )
 
@@ -102,19 +114,32 @@ def columns(
     for index, (label, value) in enumerate(points):
         h = plot_h * value / top
         x = _LEFT + index * slot + slot * 0.15
-        body.append(_point(x, _TOP + plot_h - h, slot * 0.7, h, label, value, unit))
+        name = one_line(label)
+        body.append(_point(x, _TOP + plot_h - h, slot * 0.7, h, label, value, unit, name))
         if index % every == 0:
             body.append(
                 f'<text class="axis" x="{_LEFT + index * slot + slot / 2:.1f}" '
-                f'y="{height - _BOTTOM + 16}" text-anchor="middle">{escape(label)}</text>'
+                f'y="{height - _BOTTOM + 16}" text-anchor="middle">{escape(name)}</text>'
             )
     return _frame(width, height, title, body)
 
 
 def rows(
-    points: Sequence[Point], *, title: str, unit: str = "", width: int = 720, bar: int = 22
+    points: Sequence[Row],
+    *,
+    title: str,
+    unit: str = "",
+    width: int = 720,
+    bar: int = 22,
+    unnamed: str = "(none)",
 ) -> Markup:
-    """Horizontal bars, one per point, top to bottom (e.g. one per user)."""
+    """Horizontal bars, one per point, top to bottom (e.g. one per user). A point labelled
+    None (e.g. the sessions without a user) is named `unnamed`, in class `unnamed`
+    (italics), its `data-label` empty: told apart from a point of a label that reads alike.
+
+    >>> 'class="point unnamed" ' in rows([(None, 5)], title="Tokens", unnamed="(no user)")
+    True
+    """
     label_w = 180
     height = _TOP + max(len(points), 1) * (bar + 6) + 8
     top = nice_ceiling(max((value for _, value in points), default=0))
@@ -125,11 +150,13 @@ def rows(
     for index, (label, value) in enumerate(points):
         y = _TOP + index * (bar + 6)
         w = plot_w * value / top
-        shown = label if len(label) <= 24 else label[:23] + "…"
+        name = unnamed if label is None else one_line(label)
+        shown = name if len(name) <= 24 else name[:23] + "…"
+        kind = "axis unnamed" if label is None else "axis"
         body.append(
-            f'<text class="axis" x="{label_w - 8}" y="{y + bar * 0.7:.1f}" text-anchor="end">'
+            f'<text class="{kind}" x="{label_w - 8}" y="{y + bar * 0.7:.1f}" text-anchor="end">'
             f"{escape(shown)}</text>"
-            + _point(label_w, y, w, bar, label, value, unit)
+            + _point(label_w, y, w, bar, label, value, unit, name)
             + f'<text class="value" x="{label_w + w + 6:.1f}" y="{y + bar * 0.7:.1f}">'
             f"{escape(figure(value))}</text>"
         )

@@ -126,8 +126,9 @@ async def owners(
     """A page of owners in id order, after `after`; and the id to pass for the next page.
 
     Archived sessions are counted only with `archived=True`; with `prefix`, only the ids
-    that start with it (a range of the owners' index). Either, if not a user id (NUL, too
-    long), is a `ConfigurationError`: PostgreSQL's text could not even hold a NUL.
+    that start with it (a range of the owners' index, `_after_every`, and their first
+    characters equal to it). Either, if not a user id (NUL, too long), is a
+    `ConfigurationError`: PostgreSQL's text could not even hold a NUL.
     """
     check_user_id(after)
     check_user_id(prefix or None)
@@ -144,8 +145,10 @@ async def owners(
         later = and_(user == after, func.length(user) > func.length(literal(after)))
         conditions.append(or_(user > after, later) if mysql else user > after)
     if prefix:
-        conditions.append(sessions.c.user_id >= prefix)
-        conditions.append(sessions.c.user_id < prefix + "\U0010ffff")
+        conditions.append(user >= prefix)
+        if (bound := _after_every(prefix)) is not None:
+            conditions.append(user < bound)
+        conditions.append(exactly(func.substr(user, 1, len(prefix)), prefix, mysql))
     query = (
         select(user, func.count(), func.max(sessions.c.updated_at))
         .where(and_(*conditions))
@@ -157,6 +160,20 @@ async def owners(
         rows = (await conn.execute(query)).all()
     found = [Owner(str(row[0]), int(row[1]), _aware(row[2])) for row in rows[:limit]]
     return found, (found[-1].user_id if len(rows) > limit else None)
+
+
+def _after_every(prefix: str) -> str | None:
+    """The least text after every text that starts with `prefix`, in code point order: its
+    last character that can be, moved on by one (None: every character is the last one).
+
+    >>> _after_every("ab"), _after_every("a\U0010ffff"), _after_every("\ud7ff")
+    ('ac', 'b', '\ue000')
+    """
+    for end in range(len(prefix) - 1, -1, -1):
+        point = ord(prefix[end]) + 1
+        if point <= 0x10FFFF:
+            return prefix[:end] + chr(0xE000 if 0xD800 <= point <= 0xDFFF else point)
+    return None
 
 
 async def made_per_day(

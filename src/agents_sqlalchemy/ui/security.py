@@ -16,13 +16,14 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from ..errors import ConfigurationError
 from ..shown_text import one_line
+from .fields import root, route
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_COOKIE = "agents_sqlalchemy_ui_token"
@@ -77,6 +78,25 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a name
         return False
+
+
+def every_address(host: str) -> bool:
+    """Whether listening on `host` listens on every address: `0.0.0.0` or `::`, however
+    spelt (`::0`, `0:0:0:0:0:0:0:0`, `[::]`).
+
+    >>> every_address("::0"), every_address("0.0.0.0"), every_address("localhost")
+    (True, True, False)
+    """
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_unspecified
+    except ValueError:  # a name
+        return False
+
+
+def here(request: Request) -> str:
+    """The request's path as a path of this server, under the app's `root_path`, quoted:
+    one slash before it, whatever it starts with (`//host/...` would name another host)."""
+    return quote("/" + (root(request) + route(request)).lstrip("/\\"))
 
 
 def same(given: str | None, expected: str) -> bool:
@@ -169,7 +189,7 @@ class Guard:
         # the browser is logged in already (it was kept, and went into its history).
         if same(request.query_params.get("token"), self.token):
             rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            target = here(request) + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
             until = int(time.time()) + LOGIN_SECONDS
             value = self.cookie(until)
