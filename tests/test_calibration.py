@@ -20,11 +20,13 @@ from agents_sqlalchemy.search import (
     DEFAULT_VECTOR_WEIGHT,
     WEAK_VECTOR_WEIGHT,
     Embedder,
+    EmbedderError,
     HashingEmbedder,
     MiniLMEmbedder,
     Model2VecEmbedder,
     calibrate,
     embed_query,
+    embed_texts,
     evidence,
     fuse,
 )
@@ -100,6 +102,75 @@ async def test_a_model_is_measured_once_per_model_id() -> None:
     again = Undeclared(HashingEmbedder(), model_id="hashing-counted-once")
     assert await calibrate(again) == await calibrate(first)
     assert (first.texts, again.texts) == (80, 0)
+
+
+class Refusing(Undeclared):
+    """Returns NaN for the texts of `refused` (one row of a batch), and raises while `down`."""
+
+    def __init__(self, model_id: str, refused: set[str]) -> None:
+        super().__init__(HashingEmbedder(), model_id=model_id)
+        self.refused, self.down = refused, False
+
+    def embed(self, texts: list[str]) -> Any:
+        return self._rows(texts, super().embed(texts))
+
+    def embed_queries(self, texts: list[str]) -> Any:
+        return self._rows(texts, super().embed_queries(texts))
+
+    def _rows(self, texts: list[str], rows: Any) -> Any:
+        if self.down:
+            raise ConnectionError("the model's server went away")
+        rows = np.array(rows, dtype=np.float64)
+        rows[[text in self.refused for text in texts]] = np.nan
+        return rows
+
+
+async def test_a_model_refusing_some_calibration_texts_is_measured_on_the_rest(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A NaN for one of the 80 texts failed every hybrid search for good ("returned NaN or
+    infinite values"), each embedding the 80 texts again: the pairs it embeds are measured,
+    once."""
+    embedder = Refusing("hashing-refusing-two", {PAIRS[3][0], PAIRS[7][1]})
+    calibration = await calibrate(embedder)
+    kept = [pair for i, pair in enumerate(PAIRS) if i not in (3, 7)]
+    hashing = HashingEmbedder()
+    queries = await embed_texts(hashing, [q for q, _ in kept], queries=True)
+    expected = measure(queries, await embed_texts(hashing, [a for _, a in kept]))
+    assert calibration.measured and (calibration.noise_floor, calibration.recall) == expected
+    assert "no vector for 2 of the 80 calibration texts: measured on 38 pairs" in caplog.text
+    async with SessionStore(sqlite_url, create_tables=True, embedder=embedder) as store:
+        session = store.session("s")
+        await session.add_items([message(text) for text in BAKING])
+        await store.flush()
+        asked = embedder.texts
+        for _ in range(2):
+            assert await session.search("sourdough starter") != []
+        assert embedder.texts == asked + 2  # the queries alone: measured once
+
+
+async def test_a_model_that_embeds_too_few_pairs_is_not_measured_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedder = Refusing("hashing-refusing-answers", {a for _, a in PAIRS[: len(PAIRS) // 2 + 1]})
+    embedder.lexical = True  # type: ignore[attr-defined]  # even so: no floor
+    calibration = await calibrate(embedder)
+    assert not calibration.measured and not calibration.capable
+    assert calibration.floor is None and calibration.weight == WEAK_VECTOR_WEIGHT
+    assert "no vector for 21 of the 80 calibration texts: not measured" in caplog.text
+    asked = embedder.texts
+    assert await calibrate(embedder) == calibration and embedder.texts == asked
+
+
+async def test_a_calibration_whose_call_fails_says_so_and_is_tried_again() -> None:
+    """The embedder's own failure (a model down) read as any search's, and nothing tells
+    a calibration apart: it is named, and measured again by the next hybrid search."""
+    embedder = Refusing("hashing-down-at-first", set())
+    embedder.down = True
+    with pytest.raises(EmbedderError, match="calibrating the embedder 'hashing-down-at-first'"):
+        await calibrate(embedder)
+    embedder.down = False
+    assert (await calibrate(embedder)).measured
 
 
 async def test_a_sync_model_is_calibrated_off_the_event_loop() -> None:

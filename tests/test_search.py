@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -56,7 +56,7 @@ from agents_sqlalchemy.search.vocabulary import Vocabulary
 from agents_sqlalchemy.services import background as background_module
 from agents_sqlalchemy.services import indexer as indexer_module
 from agents_sqlalchemy.services.indexer import reindexed_rows
-from agents_sqlalchemy.types import Scope, SessionKey
+from agents_sqlalchemy.types import Scope, ScopeStamp, SessionKey
 
 from .search_eval.memory_index import MemoryIndex
 from .search_eval.queries import QUERIES
@@ -413,6 +413,18 @@ async def test_a_store_told_of_another_model_sees_the_reindex_that_makes_it_its_
     assert indexed[INDEX] == indexed[ITEMS] and len(indexed[ITEMS]) == 3
 
 
+async def test_the_model_warning_points_at_the_line_that_searched(sqlite_url: str) -> None:
+    """`SearchModelWarning` pointed into the library (its indexer): the app's line that
+    searched is the one to see, and to filter warnings by."""
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        await store.session("s").add_items([DEPLOY, LUNCH])
+    async with SessionStore(sqlite_url, embedder=HashingEmbedder(dim=64)) as app:
+        with pytest.warns(SearchModelWarning) as warned:
+            await app.session("s").search_hits("lunch friday")
+    [warning] = [w for w in warned if w.category is SearchModelWarning]
+    assert warning.filename == __file__
+
+
 async def test_a_reindex_elsewhere_is_not_undone_by_a_store_still_open(
     db_url: str, key: bytes | None
 ) -> None:
@@ -729,6 +741,62 @@ async def test_store_search_says_which_session_and_keeps_to_the_user(
         assert await sessions("2207", "alice") == {"a1", "b1"}
         # session.search keeps to its own session.
         assert {h.session_id for h in await store.session("a2").search_hits("invoice")} == {"a2"}
+
+
+async def test_items_appended_at_popped_row_ids_are_not_taken_for_the_popped_ones(
+    sqlite_url: str,
+) -> None:
+    """SQLite gives a removed last row's id again. Two items popped from one session and
+    one appended in each of two others, at numbers summing to the popped ones', left the
+    count and the sums of ids, numbers and sessions of a user's scope as they were: its
+    kept candidates were ranked, and neither new item was found."""
+    async with SessionStore(sqlite_url, create_tables=True) as store:
+        a, b, c = (store.session(name, user_id="alice") for name in "abc")
+        await a.add_items([message(f"note {n} about the garden") for n in range(1500)])
+        await b.add_items([message(f"entry {n} about the kitchen") for n in range(798)])
+        await c.add_items([message(f"line {n} about the garage") for n in range(97)])
+        await b.add_items([message("the newest two"), message("of session b")])  # 799, 800
+        for _ in range(2):  # the scope is large: its candidates are kept
+            assert await store.search("garden", user_id="alice", mode="keyword")
+        assert await b.pop_item() == message("of session b")
+        assert await b.pop_item() == message("the newest two")
+        await a.add_items([message("a zebracorn in the garden")])  # 1501: the row id of 799
+        await c.add_items([message("a zebracorn in the garage")])  # 98: that of 800
+        assert 1501 + 98 == 799 + 800
+        await store.flush()
+        hits = await store.search("zebracorn", user_id="alice", mode="keyword")
+        assert {(hit.session_id, hit.seq) for hit in hits} == {("a", 1501), ("c", 98)}
+
+
+async def test_the_stamp_s_mix_is_the_one_every_database_sums(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stamp's last sum is computed in SQL; `ScopeStamp.mix` says what it sums."""
+    stamps: list[ScopeStamp] = []
+    read_stamp = SearchIndex.stamp
+
+    async def stamp(self: SearchIndex, scope: Scope, *args: Any) -> ScopeStamp:
+        stamps.append(await read_stamp(self, scope, *args))
+        return stamps[-1]
+
+    monkeypatch.setattr(SearchIndex, "stamp", stamp)
+    async with SessionStore(db_url, create_tables=True) as store:
+        for name, count in (("a", 3), ("b", 2)):
+            await store.session(name, user_id="alice").add_items(
+                [message(f"note {n}") for n in range(count)]
+            )
+        await store.session("c", user_id="bob").add_items([message("other note")])
+        assert len(await store.search("note", user_id="alice", mode="keyword")) == 5
+    read = await raw_rows(
+        db_url,
+        f"SELECT i.id, i.seq, i.session_pk FROM {ITEMS} i JOIN agents_sqlalchemy_sessions s"
+        " ON s.id = i.session_pk WHERE s.user_id = 'alice'",
+    )
+    rows = [cast(tuple[int, int, int], row) for row in read]
+    [stamp] = stamps
+    assert stamp.live == len(rows) == 5
+    ids, seqs, sessions = (sum(column) for column in zip(*rows, strict=True))
+    assert stamp.sums == (ids, seqs, sessions, sum(ScopeStamp.mix(*row) for row in rows))
 
 
 async def test_candidates_read_as_many_small_arrays_rank_as_one_read(
@@ -1236,6 +1304,56 @@ async def test_a_model_that_fails_now_and_then_leaves_no_item_without_its_vector
         embedder.flaky = False
         hits = await session.search_hits("garden", mode="vector", limit=10)
         assert len(hits) == 6
+
+
+class Ragged(Choking):
+    """An embedder that returns no row for a text holding U+2063 (rows of unequal lengths)
+    or, `lazily`, a generator for a batch holding one."""
+
+    model_id = "ragged-v1"
+    lazily = False
+
+    def embed(self, texts: list[str]) -> Any:
+        rows = [[] if "\u2063" in t else [1.0, float(len(t)), 1.0] for t in texts]
+        if self.lazily and any("\u2063" in t for t in texts):
+            return (row for row in rows)
+        return rows
+
+
+@pytest.mark.parametrize("lazily", [False, True])
+async def test_an_embedder_returning_no_array_of_numbers_stops_no_search(
+    db_url: str, lazily: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rows of unequal lengths (none for one text) or a generator raised numpy's ValueError
+    or TypeError from every search of the store, keyword ones too, and left the items
+    unindexed: they are no vectors, like a wrong shape, and each text is asked alone."""
+    embedder = Ragged()
+    embedder.lazily = lazily
+    async with SessionStore(db_url, create_tables=True, embedder=embedder) as store:
+        session = store.session("m", user_id="mallory")
+        await session.add_items([message("invoice \u2063 poison"), message("invoice from mallory")])
+        await store.flush()
+        for mode in ("keyword", "hybrid"):
+            found = {(h.session_id, h.seq) for h in await store.search("invoice", mode=mode)}
+            assert found == {("m", 1), ("m", 2)}, mode
+        hits = await session.search_hits("invoice", mode="vector", limit=5)
+        assert [hit.seq for hit in hits] == [2]  # the item it gave a vector for
+        assert "failed on 1 of 2 items (EmbedderError)" in caplog.text
+
+
+@pytest.mark.parametrize("query", ["\x00", "\u200b", "\ufeff", " \u200b\u2028\t", "\x00 \x1f"])
+async def test_a_query_that_shows_nothing_finds_nothing(sqlite_url: str, query: str) -> None:
+    """A query of spaces found nothing, but one of NUL or zero-width characters was taken
+    for a question: an embedder gave it a vector, and a vector search returned every item,
+    a hybrid one those its vector stood out for."""
+    async with SessionStore(sqlite_url, create_tables=True, embedder=Choking()) as store:
+        session = store.session("s")
+        await session.add_items([message(f"note {n} about the garden") for n in range(5)])
+        await store.flush()
+        assert len(await session.search_hits("garden", mode="vector")) == 5
+        for mode in ("hybrid", "vector", "keyword"):
+            assert await session.search_hits(query, mode=mode) == [], mode
+            assert await store.search(query, mode=mode) == [], mode
 
 
 async def test_a_search_tokenises_a_long_item_off_the_event_loop(

@@ -31,9 +31,13 @@ from agents_sqlalchemy.search import (
     Model2VecEmbedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
+    blank,
+    call_failed,
+    check_embedder,
     content_words,
     embed_documents,
     embed_query,
+    fuse,
     item_text,
     normalize,
     pack_vectors,
@@ -41,6 +45,7 @@ from agents_sqlalchemy.search import (
     tokenize,
     unpack_vectors,
 )
+from agents_sqlalchemy.search.embedders import declared_weight
 
 from .support import items as sdk
 
@@ -118,6 +123,57 @@ async def test_bad_embedder_output_and_input_raise_embedder_error() -> None:
     with pytest.raises(EmbedderError, match="empty"):
         await embed_documents(SyncEmbedder(), ["fine", "  "])
     assert issubclass(EmbedderError, AgentsSQLAlchemyError)
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        lambda texts: [[1.0, 2.0, 3.0]] * (len(texts) - 1) + [[]],  # no row for one text
+        lambda texts: ([1.0, 2.0, 3.0] for _ in texts),  # a generator
+        lambda texts: [["1", "2", "3"] for _ in texts],  # text
+        lambda texts: {"vectors": [[1.0, 2.0, 3.0] for _ in texts]},
+        lambda texts: [[1j, 2.0, 3.0] for _ in texts],
+        lambda texts: None,
+    ],
+)
+async def test_what_is_no_array_of_numbers_is_an_embedder_error_of_the_output(
+    returned: Any,
+) -> None:
+    """Rows of unequal lengths or a generator raised numpy's ValueError or TypeError, which
+    no caller expects (the indexer's retry one text at a time, a search's catch-up): they
+    are no vectors, as a wrong shape is, and not a failed call (`call_failed`)."""
+
+    class Returning(SyncEmbedder):
+        def embed(self, texts: list[str]) -> Any:
+            return returned(texts)
+
+    with pytest.raises(EmbedderError, match=r"expected (shape )?\(2, 3\)") as raised:
+        await embed_documents(Returning(), ["one", "two"])
+    assert not call_failed(raised.value)
+
+
+async def test_huge_and_tiny_components_give_unit_vectors() -> None:
+    """Components of 1e30 overflowed float32 in the norm (a zero vector: no vector hits),
+    of 1e-30 underflowed it (a vector of length 1e-30, cosines of 1e-30)."""
+
+    class Scaled(SyncEmbedder):
+        scale = 1.0
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [[self.scale * v for v in row] for row in super().embed(texts)]
+
+        def embed_queries(self, texts: list[str]) -> list[list[float]]:
+            return self.embed(texts)
+
+    for scale in (1e30, 1e-30, 1e38, 1e-38):
+        embedder = Scaled()
+        embedder.scale = scale
+        query = await embed_query(embedder, "abc")
+        assert np.allclose(query, np.array([3.0, 1.0, 0.0]) / math.sqrt(10)), scale
+        vectors = unpack_vectors(await embed_documents(embedder, ["abc"]), 3)
+        assert float(vectors[0] @ query) == pytest.approx(1.0, abs=0.002), scale
+    matrix = normalize(np.array([[3e30, 4e30], [3e-30, 4e-30], [0.0, 0.0], [0.3, 0.4]]))
+    assert np.allclose(matrix, [[0.6, 0.8], [0.6, 0.8], [0.0, 0.0], [0.6, 0.8]])
 
 
 def test_vectors_round_trip_and_a_foreign_length_is_refused() -> None:
@@ -289,6 +345,13 @@ def test_tokenising_in_pieces_gives_the_terms_of_the_whole_text() -> None:
         assert tokenize(text) == whole(text), text
 
 
+def test_a_query_of_controls_formats_and_separators_is_blank() -> None:
+    for query in ("", " ", "\x00", "\u200b", "\u2028\u2029\xa0", "\ufeff\t\r\n", "\u2060"):
+        assert blank(query), repr(query)
+    for query in ("a", "\u200ba", "\x00 1", "?", "\u0301", "\ue000"):
+        assert not blank(query), repr(query)
+
+
 def test_content_words_drop_stopwords_and_punctuation() -> None:
     assert content_words("Why did the release break?") == "release break"
     assert content_words("the of") == "the of"
@@ -454,6 +517,38 @@ def test_an_embedder_declaring_what_cannot_be_used_is_refused_when_the_store_is_
         setattr(embedder, name, value)
     with pytest.raises(ConfigurationError, match=said):
         SessionStore(str(tmp_path / "s.db"), embedder=embedder)
+
+
+async def test_numbers_of_numpy_are_numbers(tmp_path: Path) -> None:
+    """`min_score=np.float32(0.1)` and `fusion_weight = np.float32(0.5)` were refused ("must
+    be a finite number"), where `limit=np.int64(3)` was taken."""
+    embedder = _Declared()
+    embedder.fusion_weight = np.float32(0.5)  # type: ignore[attr-defined]
+    assert declared_weight(embedder) == 0.5
+    keys, vector = [0, 1], np.array([0.2, 0.05])
+    assert [
+        hit.key for hit in fuse(keys, vector=vector, mode="vector", min_score=np.float32(0.1))
+    ] == [0]
+    async with SessionStore(str(tmp_path / "s.db"), create_tables=True, embedder=embedder) as st:
+        session = st.session("s")
+        await session.add_items([sdk.message("hello there")])
+        hits = await session.search_hits("hello", limit=np.int64(3), min_score=np.float32(0.1))
+        assert [hit.seq for hit in hits] == [1]
+        assert await st.search("hello", min_score=np.float64(0.1)) != []
+    for bad in (np.float32("nan"), np.bool_(True), "0.1"):
+        with pytest.raises(ConfigurationError, match="min_score must be a finite number"):
+            fuse(keys, vector=vector, min_score=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("missing", [("embed_queries",), ("model_id", "embed")])
+def test_an_object_lacking_members_of_the_protocol_is_told_which(missing: tuple[str, ...]) -> None:
+    """It was told it must be "an Embedder or a name", not what it lacks."""
+    members = {"dim": 8, "metric": "cosine", "model_id": "m", "embed": _Declared.embed}
+    members["embed_queries"] = _Declared.embed_queries
+    partial = type("Partial", (), {k: v for k, v in members.items() if k not in missing})()
+    with pytest.raises(ConfigurationError, match=f"Partial without {', '.join(missing)} "):
+        check_embedder(partial)
+    assert check_embedder(_Declared()).model_id == "declared-test"
 
 
 async def test_an_embedder_that_fails_is_an_embedder_error(tmp_path: Path) -> None:

@@ -50,6 +50,10 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
+import warnings
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -210,6 +214,24 @@ class SdkHistoryWarning(UserWarning):
     Copy it once with `agents-sqlalchemy import-sdk` or `import_sdk(...)`; the warning names
     both. Turn it into an error with `warnings.simplefilter("error", SdkHistoryWarning)`.
     """
+
+
+#: Where this package's files are, and asyncio's (`warn`).
+_PACKAGE = os.path.join(os.path.dirname(__file__), "")
+_ASYNCIO = os.path.join(os.path.dirname(asyncio.__file__), "")
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """Warn `message`, pointed at the app's line that called the library: the first frame
+    outside this package (a filter by module or line then applies to the app's code). Where
+    that is asyncio's, the call came from a task of the library's own: the warning points at
+    the library's line that gave it."""
+    level, frame = 2, sys._getframe(1)  # 2: `warn`'s caller
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back
+    if frame.f_code.co_filename.startswith(_ASYNCIO):
+        level = 2
+    warnings.warn(message, category, stacklevel=level)
 
 
 def plural(count: int, noun: str) -> str:

@@ -776,10 +776,8 @@ def embedder_option(search: bool, embedder: Embedder | str | None) -> Embedder |
         raise ConfigurationError(f"search must be True or False, got {search!r}")
     if isinstance(embedder, str):
         embedder = embedder_by_name(embedder)
-    if embedder is not None and not isinstance(embedder, Embedder):
-        raise ConfigurationError(f"embedder must be an Embedder or a name, got {embedder!r}")
     if embedder is not None:
-        check_embedder(embedder)
+        embedder = check_embedder(embedder)  # an object lacking members is told which
     if not search:
         return None
     return embedder or HashingEmbedder()

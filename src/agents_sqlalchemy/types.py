@@ -145,28 +145,48 @@ class Scope:
         return (None if self.session is None else self.session.hash, self.user_id)
 
 
+#: A prime under 2**31: `ScopeStamp.mix` keeps each factor below it.
+MIX_MODULUS = 2_147_483_647
+#: What `ScopeStamp.mix` multiplies an item's session row id by before adding its number.
+MIX_FACTOR = 1_000_003
+
+
 @dataclass(frozen=True)
 class ScopeStamp:
     """A scope's live items on its main lines (what search indexes), in a few numbers: how
-    many there are, and the sums of their row ids, sequence numbers and session row ids;
-    with them `newest`, the largest row id (0: none), up to which a search catches up.
+    many there are, and the sums of their row ids, sequence numbers and session row ids,
+    and of a mix of the three per item (`mix`); with them `newest`, the largest row id
+    (0: none), up to which a search catches up.
 
     A session never hands out a sequence number twice, nor a database a session row id: an
     item written, removed or expired in the scope changes the stamp, short of changes that
-    cancel out in all four numbers at once (a write and a removal in the same session
-    never do: the written item's number is larger).
+    cancel out in all five numbers at once (a write and a removal in the same session
+    never do: the written item's number is larger). The first four alone did, SQLite
+    giving a removed last row's id again: two items popped from one session, and one
+    appended in each of two others, which took the popped ids, at numbers summing to theirs.
     """
 
     live: int
-    sums: tuple[int, int, int]
+    sums: tuple[int, ...]
     newest: int = 0
 
     def plus(self, added: ScopeStamp) -> ScopeStamp:
         """This stamp with the items of `added` (a stamp of items newer than its newest)."""
-        ids, seqs, sessions = (a + b for a, b in zip(self.sums, added.sums, strict=True))
-        return ScopeStamp(
-            self.live + added.live, (ids, seqs, sessions), max(self.newest, added.newest)
-        )
+        sums = tuple(a + b for a, b in zip(self.sums, added.sums, strict=True))
+        return ScopeStamp(self.live + added.live, sums, max(self.newest, added.newest))
+
+    @staticmethod
+    def mix(item_id: int, seq: int, session_pk: int) -> int:
+        """What an item adds to the stamp's last sum, besides its id, number and session:
+        its id times a number of its place, each modulo `MIX_MODULUS` (the SQL of
+        `SearchIndex.stamp` computes the same), so that the products stay in 63 bits and a
+        sum of them in 64 for 2**32 items.
+
+        >>> ScopeStamp.mix(7, 3, 2)
+        14000063
+        """
+        m = MIX_MODULUS
+        return (session_pk % m * MIX_FACTOR + seq % m) % m * (item_id % m) % m
 
     def may_follow(self, older: ScopeStamp) -> bool:
         """Whether items may only have been added since `older` (more of them, and a

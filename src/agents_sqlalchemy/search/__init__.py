@@ -42,8 +42,10 @@ from .calibration import Calibration, calibrate
 from .embedders import (
     MAX_MODEL_ID_CHARS,
     Embedder,
+    call_failed,
     check_embedder,
     check_model_id,
+    check_real,
     embed_documents,
     embed_query,
     embed_texts,
@@ -71,7 +73,7 @@ from .minilm import MiniLMEmbedder
 from .model2vec_embedder import Model2VecEmbedder
 from .openai_embedder import OpenAIEmbedder
 from .postings import pack_terms, postings, term_id
-from .query import MAX_QUERY_CHARS, check_query, literal_terms, named_terms
+from .query import MAX_QUERY_CHARS, blank, check_query, literal_terms, named_terms
 from .ranking import bm25_postings, cosine_scores, recency_scores
 from .sentence_transformers_embedder import SentenceTransformerEmbedder
 from .text import (
@@ -115,13 +117,16 @@ __all__ = [
     "SearchError",
     "SearchMode",
     "SentenceTransformerEmbedder",
+    "blank",
     "bm25_postings",
     "builtin_for",
     "builtin_indexing_as",
     "calibrate",
+    "call_failed",
     "check_embedder",
     "check_model_id",
     "check_query",
+    "check_real",
     "content_words",
     "cosine_scores",
     "embed_documents",

@@ -33,7 +33,12 @@ static model used to get a capable model's weight, and its worst row was 0.19 be
 better signal.
 
 The measurement is cached per `model_id` for the process: the first hybrid search with a
-model embeds these 80 short texts once (two calls, for a remote model).
+model embeds these 80 short texts once (two calls, for a remote model). An embedder that
+returns no vector for some of them (a NaN, the wrong shape) is asked for each alone, and
+measured on the pairs it embeds both texts of, if that is at least `MIN_PAIRS`; with fewer
+it is not measured (`Calibration.measured`): not capable, no floor, and that is cached
+too. A call that fails (a model down) raises `EmbedderError` saying it was the
+calibration, and the next hybrid search measures again.
 
 Example::
 
@@ -45,12 +50,17 @@ Example::
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
-from .embedders import Embedder, Matrix, embed_texts
+from ..errors import EmbedderError
+from .embedders import Embedder, Matrix, call_failed, embed_texts
 from .fusion import fusion_weight
+
+logger = logging.getLogger("agents_sqlalchemy")
 
 #: A question and the item that answers it in other words, each pair on a topic of its own.
 PAIRS: tuple[tuple[str, str], ...] = (
@@ -162,6 +172,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
 SIGNIFICANCE = 0.95
 #: A model whose noise floor at least this share of the true answers clears is capable.
 CAPABLE_RECALL = 0.8
+#: The fewest pairs a model is measured on (those it embeds both texts of).
+MIN_PAIRS = len(PAIRS) // 2
 
 
 @dataclass(frozen=True)
@@ -169,7 +181,8 @@ class Calibration:
     """What `fuse` takes from an embedder: its vector `weight`, and `floor`, the cosine a
     hybrid hit without a keyword needs: the measured `noise_floor` if the model is
     `capable` (`recall`, the share of true answers above it, reaches `CAPABLE_RECALL`) or
-    declares itself `lexical`, else None (see the module docstring).
+    declares itself `lexical`, else None (see the module docstring). A model that embedded
+    too few pairs is not `measured`: its `noise_floor` is None and its `recall` 0.
 
     Example::
 
@@ -178,9 +191,14 @@ class Calibration:
     """
 
     weight: float
-    noise_floor: float
+    noise_floor: float | None
     recall: float
     lexical: bool = False
+
+    @property
+    def measured(self) -> bool:
+        """Whether the model embedded enough of the pairs (`MIN_PAIRS`) to be measured."""
+        return self.noise_floor is not None
 
     @property
     def capable(self) -> bool:
@@ -193,17 +211,25 @@ class Calibration:
         return self.noise_floor if self.capable or self.lexical else None
 
 
-_measured: dict[str, tuple[float, float]] = {}
+_measured: dict[str, tuple[float | None, float]] = {}
 
 
 async def calibrate(embedder: Embedder) -> Calibration:
     """The embedder's calibration, measured once per `model_id` in the process; a declared
-    `fusion_weight` is kept, and a declared `lexical = True` (see the module docstring)."""
+    `fusion_weight` is kept, and a declared `lexical = True` (see the module docstring).
+    A call of the embedder that fails raises `EmbedderError`, and nothing is cached."""
     model_id = embedder.model_id
     if model_id not in _measured:
-        queries = await embed_texts(embedder, [q for q, _ in PAIRS], queries=True)
-        documents = await embed_texts(embedder, [a for _, a in PAIRS])
-        _measured[model_id] = measure(queries, documents)
+        try:
+            queries = await _embedded(embedder, [q for q, _ in PAIRS], queries=True)
+            documents = await _embedded(embedder, [a for _, a in PAIRS], queries=False)
+        except EmbedderError as failure:
+            raise EmbedderError(
+                f"calibrating the embedder {model_id!r} for hybrid search failed: "
+                f"{type(failure.__cause__).__name__} (the embedder's own exception is this "
+                "one's __cause__)"
+            ) from failure.__cause__
+        _measured[model_id] = _measure_embedded(model_id, queries, documents)
     noise_floor, recall = _measured[model_id]
     weight = fusion_weight(embedder, capable=recall >= CAPABLE_RECALL)
     lexical = getattr(embedder, "lexical", False) is True
@@ -220,3 +246,49 @@ def measure(queries: Matrix, documents: Matrix) -> tuple[float, float]:
     unrelated = cosines[~np.eye(len(cosines), dtype=bool)]
     floor = float(np.quantile(unrelated, SIGNIFICANCE))
     return floor, float((np.diag(cosines) > floor).mean())
+
+
+async def _embedded(
+    embedder: Embedder, texts: list[str], *, queries: bool
+) -> list[npt.NDArray[np.float32] | None]:
+    """The unit vector of each text, or None where the embedder returned none: the texts
+    in one call, or, where what it returned for them is no vectors (a NaN, the wrong
+    shape), each alone. A call that fails raises (`call_failed`)."""
+    try:
+        return list(await embed_texts(embedder, texts, queries=queries))
+    except EmbedderError as failure:
+        if call_failed(failure):
+            raise
+    vectors: list[npt.NDArray[np.float32] | None] = []
+    for text in texts:
+        try:
+            vectors.append((await embed_texts(embedder, [text], queries=queries))[0])
+        except EmbedderError as failure:
+            if call_failed(failure):
+                raise
+            vectors.append(None)
+    return vectors
+
+
+def _measure_embedded(
+    model_id: str,
+    queries: list[npt.NDArray[np.float32] | None],
+    documents: list[npt.NDArray[np.float32] | None],
+) -> tuple[float | None, float]:
+    """`measure` on the pairs whose texts both embedded, if at least `MIN_PAIRS`; else
+    (None, 0.0): not measured. Pairs left out are logged."""
+    pairs = [(q, d) for q, d in zip(queries, documents, strict=True) if q is not None is not d]
+    if len(pairs) < len(PAIRS):
+        logger.warning(
+            "the embedder %r returned no vector for %d of the %d calibration texts: %s",
+            model_id,
+            sum(vector is None for vector in queries + documents),
+            2 * len(PAIRS),
+            f"measured on {len(pairs)} pairs of {len(PAIRS)}"
+            if len(pairs) >= MIN_PAIRS
+            else "not measured (hybrid search gives its vectors no floor and, unless it "
+            "declares a fusion_weight, the weak weight)",
+        )
+    if len(pairs) < MIN_PAIRS:
+        return None, 0.0
+    return measure(np.stack([q for q, _ in pairs]), np.stack([d for _, d in pairs]))

@@ -30,7 +30,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import numbers
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -121,11 +123,22 @@ def check_model_id(model_id: object) -> str:
     )
 
 
-def check_embedder(embedder: Embedder) -> Embedder:
-    """`embedder` if what it declares can be used: its `model_id` (`check_model_id`), a
+#: What an object needs to be an `Embedder`.
+MEMBERS = ("dim", "metric", "model_id", "embed", "embed_queries")
+
+
+def check_embedder(embedder: object) -> Embedder:
+    """`embedder` if it has every member of the protocol (else `ConfigurationError` naming
+    those it lacks) and what it declares can be used: its `model_id` (`check_model_id`), a
     `dim` of 1 to `MAX_DIM`, the "cosine" metric, and, when it declares them, a `fusion_weight`
     (`declared_weight`) and a `lexical` flag (True or False); else `ConfigurationError`,
     when the store is made rather than at its first search."""
+    missing = [name for name in MEMBERS if not hasattr(embedder, name)]
+    if missing or not isinstance(embedder, Embedder):
+        raise ConfigurationError(
+            f"embedder must be an Embedder or a name, got a {type(embedder).__name__:.80} "
+            f"without {', '.join(missing)} (an embedder has {', '.join(MEMBERS)})"
+        )
     check_model_id(embedder.model_id)
     check_range("the embedder's dim", embedder.dim, 1, MAX_DIM)
     if embedder.metric != "cosine":
@@ -142,17 +155,38 @@ def declared_weight(embedder: object) -> float | None:
     declared = getattr(embedder, "fusion_weight", None)
     if declared is None:
         return None
-    weight = check_finite("fusion_weight", declared)
+    weight = check_real("fusion_weight", declared)
     if weight < 0:
         raise ConfigurationError(f"fusion_weight must be >= 0, not {declared!r}")
     return weight
+
+
+def check_real(name: str, value: object) -> float:
+    """`value` as a float if it is a finite real number (`check_finite`), numpy's too
+    (`np.float32(0.5)`, which is no float); not a boolean, not a string.
+
+    >>> check_real("min_score", np.float32(0.5))
+    0.5
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, (int, float)):
+        with contextlib.suppress(OverflowError):  # then refused as it is
+            value = float(value)
+    return check_finite(name, value)
+
+
+def call_failed(failure: EmbedderError) -> bool:
+    """Whether the embedder's call raised (`embed_texts` chains its exception), rather than
+    returned what no index takes (no vector of a text, or vectors of the wrong shape)."""
+    return failure.__cause__ is not None
 
 
 async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool = False) -> Matrix:
     """Call the embedder (sync or async) and return a checked, L2-normalised float32 matrix.
 
     Sync embedders embed in a worker thread so a large batch does not stall the event loop;
-    a single query is embedded inline (one short text).
+    a single query is embedded inline (one short text). A call that raises is an
+    `EmbedderError` with the embedder's exception as its cause (`call_failed`); what is no
+    `(len(texts), dim)` array of finite numbers is one without a cause.
     """
     texts = list(texts)
     if not texts:
@@ -177,10 +211,25 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, queries: bool
             f"embedder {embedder.model_id!r} failed: {type(exc).__name__} (the embedder's own "
             "exception is this one's __cause__)"
         ) from exc
-    return _check(np.asarray(result, dtype=np.float32), len(texts), embedder)
+    return _check(result, len(texts), embedder)
 
 
-def _check(matrix: Matrix, count: int, embedder: Embedder) -> Matrix:
+def _check(result: object, count: int, embedder: Embedder) -> Matrix:
+    """What the embedder returned, as a unit float32 matrix if it is `count` rows of `dim`
+    finite numbers; else `EmbedderError` (rows of unequal lengths, text, a generator)."""
+    try:
+        array = np.asarray(result)
+        if array.dtype.kind == "O":  # numbers of other types (Decimal), or no numbers
+            array = array.astype(np.float64)
+    except Exception:  # rows of unequal lengths, a generator, an object numpy cannot read
+        array = None
+    if array is None or array.dtype.kind not in "iuf":
+        raise EmbedderError(
+            f"embedder {embedder.model_id!r} returned no array of numbers (a "
+            f"{type(result).__name__:.80}), expected shape ({count}, {embedder.dim})"
+        )
+    with np.errstate(over="ignore"):  # a number past float32's range: infinite, refused
+        matrix = array.astype(np.float32, copy=False)
     if matrix.shape != (count, embedder.dim):
         raise EmbedderError(
             f"embedder {embedder.model_id!r} returned shape {matrix.shape}, "
@@ -191,10 +240,35 @@ def _check(matrix: Matrix, count: int, embedder: Embedder) -> Matrix:
     return normalize(matrix)
 
 
+#: A row whose squared norm is below this (a norm under 1e-6) is scaled before it is
+#: normalised (`normalize`): past it, no float32 square of its largest component is subnormal.
+_SMALLEST_SQUARE = 2.0**-40
+
+
 def normalize(matrix: npt.NDArray[Any]) -> Matrix:
-    """Rows scaled to unit length (zero rows stay zero), as a new float32 matrix."""
+    """Rows scaled to unit length (zero rows stay zero), as a new float32 matrix.
+
+    A row whose squared norm would overflow float32 (components about 1e19 and beyond) or
+    lose its precision below it is first divided by its largest component, as
+    `pack_vectors` does (unscaled, components of 1e30 made a zero vector and of 1e-30 one
+    of length 1e-30); any other row is left as it is, and divided by its norm.
+
+    >>> print(normalize(np.array([[3e30, 4e30], [3e-30, 4e-30], [0.0, 0.0]])).round(3))
+    [[0.6 0.8]
+     [0.6 0.8]
+     [0.  0. ]]
+    """
     out = np.array(matrix, dtype=np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    with np.errstate(over="ignore", under="ignore"):
+        squares = np.einsum("ij,ij->i", out, out)
+    extreme = ~(squares >= _SMALLEST_SQUARE) | np.isinf(squares)
+    if extreme.any():
+        rows = out[extreme]
+        peak = np.abs(rows).max(axis=1, keepdims=True)
+        np.divide(rows, peak, out=rows, where=peak > 0)
+        out[extreme] = rows
+        squares[extreme] = np.einsum("ij,ij->i", rows, rows)
+    norms = np.sqrt(squares)
     norms[norms == 0] = 1.0
     out /= norms[:, None]
     return out

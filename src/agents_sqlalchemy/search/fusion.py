@@ -109,8 +109,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigurationError
-from ..validation import check_finite
-from .embedders import Embedder, declared_weight
+from .embedders import Embedder, check_real, declared_weight
 
 K = TypeVar("K", bound=Hashable)
 SearchMode = Literal["hybrid", "vector", "keyword"]
@@ -252,16 +251,16 @@ def fuse(
     if not vec.shape == kw.shape == rec.shape == (n,):
         raise ConfigurationError("vector, keyword and recency must be aligned with keys")
     if min_score is not None:
-        min_score = check_finite("min_score", min_score)
+        min_score = check_real("min_score", min_score)
     if vector_floor is not None:
-        vector_floor = check_finite("vector_floor", vector_floor)
+        vector_floor = check_real("vector_floor", vector_floor)
     has_vec, has_kw = ~np.isnan(vec), kw > 0
     if mode == "vector":
         score, keep = np.where(has_vec, vec, -np.inf), has_vec
     elif mode == "keyword":
         score, keep = kw, has_kw
     elif mode == "hybrid":
-        weight = check_finite(
+        weight = check_real(
             "vector_weight", DEFAULT_VECTOR_WEIGHT if vector_weight is None else vector_weight
         )
         if weight < 0:

@@ -1,4 +1,5 @@
-"""A search query: its length bound, and the literal terms only keywords can find.
+"""A search query: its length bound, whether it asks anything, and the literal terms only
+keywords can find.
 
 `check_query` bounds what one search costs: a query longer than `MAX_QUERY_CHARS`
 characters raises `QueryTooLongError` (a question, a name, a pasted error line fit; a
@@ -21,6 +22,7 @@ keywords first (see `fusion.py`) when some candidate holds one of them whole
 Example::
 
     check_query("why did the release break?")    # returns the query
+    blank(" \u200b")                             # True: nothing asked, nothing found
     literal_terms("what was the cause of INC-81233?")   # ('INC-81233',)
     literal_terms("which drink gives me headaches?")    # ()
 """
@@ -28,6 +30,7 @@ Example::
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from ..errors import ConfigurationError, QueryTooLongError
 from .text import term_counts
@@ -35,6 +38,9 @@ from .text import term_counts
 #: The longest query `check_query` accepts, in characters.
 MAX_QUERY_CHARS = 2_000
 
+#: The Unicode categories of characters that show nothing: controls (NUL, a tab), formats
+#: (a zero-width space) and separators (spaces, line and paragraph separators).
+INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 _PUNCTUATION = "?!,.;:'\"()[]{}<>`*"
 _DIGIT = re.compile(r"\d")
 _JOINED = re.compile(r"[^\W_][_.:@/#+][^\W_]|[a-z][A-Z]|_")
@@ -89,6 +95,16 @@ def check_query(query: str) -> str:
             "searched: ask with a sentence or an identifier from the text"
         )
     return query
+
+
+def blank(query: str) -> bool:
+    """Whether the query shows nothing (its characters all `INVISIBLE`): it asks for
+    nothing, and a search for it finds nothing, whatever an embedder makes of it.
+
+    >>> blank(" \\x00\\u200b\\n"), blank("\\u200bdisk")
+    (True, False)
+    """
+    return all(unicodedata.category(char) in INVISIBLE for char in query)
 
 
 def literal_terms(query: str) -> tuple[str, ...]:

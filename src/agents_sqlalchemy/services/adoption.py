@@ -21,7 +21,6 @@ Example::
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -29,7 +28,7 @@ from typing import Any, NamedTuple
 from ..codec import Codec, encode_item
 from ..crypto import Wrapper
 from ..database.units import Database, database_errors
-from ..errors import ItemError, SdkHistoryError, SdkHistoryWarning
+from ..errors import ItemError, SdkHistoryError, SdkHistoryWarning, warn
 from ..repository import Imports, SdkSource, Sessions
 from ..repository.imports import Order
 from ..tables import TableNames
@@ -101,11 +100,10 @@ class Adoption:
                 "it without them (and names each)"
             ) from None
         if left_out := beyond_main(beyond):
-            warnings.warn(
+            warn(
                 f"session {key.session_id[:80]!r} was imported from the Agents SDK's tables "
                 f"with its main line only: {'; '.join(left_out)}",
                 SdkHistoryWarning,
-                stacklevel=2,
             )
 
     async def _sdk_source(self) -> tuple[SdkSource, Order] | None:

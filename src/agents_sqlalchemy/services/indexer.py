@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
 
 from ..aio import FairLock, off_loop
 from ..codec import Codec, MissingOwnerKeys
-from ..errors import EmbedderError, OwnerKeyError, SearchModelWarning
+from ..errors import EmbedderError, OwnerKeyError, SearchModelWarning, warn
 from ..repository import SearchIndex
 from ..search import (
     MAX_INDEXED_CHARS,
@@ -31,6 +30,7 @@ from ..search import (
     Embedder,
     HashingEmbedder,
     builtin_indexing_as,
+    call_failed,
     embed_documents,
     index_id,
     item_text,
@@ -154,14 +154,13 @@ class Indexer:
             return True
         if indexed != self._warned:
             self._warned = indexed
-            warnings.warn(
+            warn(
                 f"the database was indexed with the embedding model {indexed!r}, this store's "
                 f"is {self.indexed_as!r}: until `store.reindex()` (or `agents-sqlalchemy "
                 "reindex --embedder NAME`) re-indexes every item with it, this store searches "
                 "by keyword only and indexes nothing (open it with the database's embedder "
                 "instead)",
                 SearchModelWarning,
-                stacklevel=2,
             )
         return False
 
@@ -240,14 +239,14 @@ class Indexer:
         try:
             return list(await embed_documents(self.embedder, texts))
         except EmbedderError as failure:
-            if len(texts) < 2 or _call_failed(failure):
+            if len(texts) < 2 or call_failed(failure):
                 raise
             alone: list[bytes | None] = []
             for text in texts:
                 try:
                     alone += await embed_documents(self.embedder, [text])
                 except EmbedderError as each:
-                    if _call_failed(each):
+                    if call_failed(each):
                         raise
                     alone.append(None)
             failed = alone.count(None)
@@ -368,12 +367,6 @@ def _next_size(batch: Sequence[Unindexed], size: int, most: int) -> int:
     items are light, fewer when they weigh more than `CATCH_UP_BYTES`, at most `most`."""
     weight = sum(len(row.stored.body or b"") for row in batch)
     return max(1, min(most, 2 * size, size * CATCH_UP_BYTES // max(weight, 1)))
-
-
-def _call_failed(failure: EmbedderError) -> bool:
-    """Whether the embedder's call raised (`embed_texts` chains its exception), rather than
-    returned what no index takes."""
-    return failure.__cause__ is not None
 
 
 def reindexed_rows(

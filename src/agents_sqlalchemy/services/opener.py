@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -30,7 +29,7 @@ from ..crypto import (
     open_kek,
 )
 from ..database.units import Database
-from ..errors import KeyringError, SdkHistoryWarning, WrongKeyError
+from ..errors import KeyringError, SdkHistoryWarning, WrongKeyError, warn
 from ..migrations.api import ensure_schema
 from ..repository import Imports, KeyringRows
 from ..repository.imports import COUNT_CAP
@@ -267,11 +266,10 @@ async def announce_sdk_history(imports: Imports, url: URL, tables: TableNames) -
     count = f"{COUNT_CAP:,}+" if rows >= COUNT_CAP else f"{rows:,}"
     command = tables.command_line(f"--from '{where}'", where, program=IMPORT_COMMAND)
     option = "" if not tables.overrides() else f", tables={tables!r}"
-    warnings.warn(
+    warn(
         f"{where} holds {count} message rows of the Agents SDK's own SQLAlchemySession "
         f"({SDK_SESSIONS}/{SDK_MESSAGES}) and this library's tables hold no session: that "
         f"history is not shown until it is copied once, with `{command}` or "
         f"`await agents_sqlalchemy.import_sdk('{where}', '{where}'{option})`",
         SdkHistoryWarning,
-        stacklevel=2,
     )

@@ -27,9 +27,11 @@ from ..search import (
     SEARCH_MODES,
     Embedder,
     SearchMode,
+    blank,
     bm25_postings,
     calibrate,
     check_query,
+    check_real,
     cosine_scores,
     embed_query,
     fuse,
@@ -40,7 +42,7 @@ from ..search import (
 )
 from ..telemetry import current
 from ..types import Candidates, Scope, ScopeStamp
-from ..validation import check_finite, check_range
+from ..validation import check_range
 from .background import Background
 from .indexer import CATCH_UP_BATCH, Indexer
 from .opener import Opener
@@ -92,9 +94,9 @@ class Searcher:
         check_range("limit", limit, 1, 1000)
         check_query(query)
         if min_score is not None:
-            min_score = check_finite("min_score", min_score)
+            min_score = check_real("min_score", min_score)
         codec = await self._opener.ready()
-        if not query.strip():
+        if blank(query):  # spaces, controls, zero-width characters: nothing asked
             return []
         if not await self._indexer.model_agrees():  # vectors of another model: keywords only
             if mode == "vector":
