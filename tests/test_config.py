@@ -110,6 +110,27 @@ async def test_an_app_engine_is_used_and_left_open(db_url: str) -> None:
         await engine.dispose()
 
 
+async def test_an_app_engine_s_connections_opened_before_are_set_up_too(
+    sqlite_url: str,
+) -> None:
+    """A SQLite connection an app's engine opened before it gave the engine to a store kept
+    its own settings: no WAL (the scrub of removals did nothing), no foreign keys."""
+    engine = create_async_engine(sqlite_url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.connect() as conn:  # pooled, before the store sees the engine
+            await conn.execute(text("SELECT 1"))
+        async with SessionStore(engine, create_tables=True, key="k") as store:
+            await store.session("s").add_items([message("sealed")])
+            async with store.engine.connect() as conn:
+                settings = [
+                    (await conn.execute(text(f"PRAGMA {name}"))).scalar()
+                    for name in ("journal_mode", "foreign_keys", "secure_delete")
+                ]
+        assert settings == ["wal", 1, 1]
+    finally:
+        await engine.dispose()
+
+
 @pytest.mark.parametrize("key", [None, "passphrase"], ids=["plain", "sealed"])
 async def test_an_app_engine_in_autocommit_still_writes_each_batch_whole(
     db_url: str, key: str | None

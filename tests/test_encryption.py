@@ -1025,6 +1025,22 @@ async def test_a_rotation_that_meets_an_altered_item_changes_nothing(
             f"UPDATE {ITEMS} SET kek_id = :k, wrapped_key = :w WHERE id = {item_id}",
             {"k": kek_id, "w": wrapped},
         )
+    # A state's wrapped key altered passed the check unopened, then stopped the rotation
+    # halfway: neither key opened the store, and resuming met the same state.
+    ((state,),) = await raw_rows(db_url, f"SELECT sealed_state FROM {SESSIONS} WHERE id = 2")
+    state = bytes(state)
+    cut = 2 + state[1] + 5  # a byte of the wrapped data key, past the version and key id
+    await execute(
+        db_url,
+        f"UPDATE {SESSIONS} SET sealed_state = :s WHERE id = 2",
+        {"s": state[:cut] + bytes([state[cut] ^ 1]) + state[cut + 1 :]},
+    )
+    before = await dump(db_url)
+    async with SessionStore(db_url, key=key) as store:
+        with pytest.raises(DecryptionError, match="the state of session 's2' does not unwrap"):
+            await store.rotate_key(os.urandom(32))
+    assert await dump(db_url) == before
+    await execute(db_url, f"UPDATE {SESSIONS} SET sealed_state = :s WHERE id = 2", {"s": state})
     new_key = os.urandom(32)
     async with SessionStore(db_url, key=key) as store:
         assert await store.rotate_key(new_key) == 3
@@ -1083,8 +1099,8 @@ async def test_rotation_rewraps_resumes_and_retires_the_old_key(
         with pytest.raises(KeyringError, match="previous key"):
             await store.rotate_key(new_key)
     async with SessionStore(db_url, key=key) as store:  # and the same new key
-        with pytest.raises(WrongKeyError):
-            await store.rotate_key(os.urandom(32))
+        with pytest.raises(WrongKeyError, match="run rotate_key again with the new key it was"):
+            await store.rotate_key(os.urandom(32))  # it blamed the store's key
 
     # Resumed on a store opened with the old key (one that has just been refused, even).
     reports: list[tuple[int, int]] = []

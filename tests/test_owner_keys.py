@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sqlite3
 import threading
 from contextlib import closing
@@ -344,6 +345,63 @@ async def test_a_key_file_of_another_owner_is_refused(
     (directory / f"{bob_key}.key").write_bytes(whole)
     async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
         assert await store.session("b").get_items() == [message("bob's")]
+
+
+async def test_an_erasure_leaves_a_key_file_of_another_owner(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """A key row relabelled outside the library as another user's made that user's erasure
+    destroy it: the file says whose it is, and is not destroyed for someone else, so bob's
+    items stay readable (in every copy of the database too)."""
+    directory = tmp_path / "keys"
+    await alice_and_bob(sqlite_url, key, directory)
+    [bob_key] = await _item_keks(sqlite_url, "b")
+    alice_owner = owner_of("alice", "")
+    await execute(
+        sqlite_url,
+        f"UPDATE {OWNER_KEYS} SET owner = :o WHERE key_id = :k",
+        {"o": alice_owner, "k": bob_key},
+    )
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(KeyProviderError, match=f"{bob_key} belongs to another owner"):
+            await store.erase_user("alice")
+    assert (directory / f"{bob_key}.key").exists()
+    await execute(
+        sqlite_url,
+        f"UPDATE {OWNER_KEYS} SET owner = :o WHERE key_id = :k",
+        {"o": owner_of("bob", ""), "k": bob_key},
+    )
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert await store.session("b").get_items() == [message("bob's")]
+
+
+async def test_an_empty_key_directory_takes_no_key_where_the_database_has_some(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """A volume not mounted leaves its mount point, an empty directory: new owners' keys
+    went there, and their items could not be read once the volume came back. A directory
+    found empty where the database names keys kept outside it now takes none."""
+    directory = tmp_path / "keys"
+    await alice_and_bob(sqlite_url, key, directory)
+    mounted = tmp_path / "volume"
+    directory.rename(mounted)
+    directory.mkdir(mode=0o700)  # the mount point, the volume not mounted
+    before = await _owner_keys(sqlite_url)
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        with pytest.raises(ConfigurationError, match="is its volume mounted"):
+            await store.session("c", user_id="carol").add_items([message("carol's")])
+    assert await _owner_keys(sqlite_url) == before
+    assert [path.name for path in directory.iterdir()] == ["destroyed"]
+    shutil.rmtree(directory)
+    mounted.rename(directory)
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        await store.session("c", user_id="carol").add_items([message("carol's")])
+        assert await store.session("b").get_items() == [message("bob's")]
+    # A new directory for a new database takes keys, checked once.
+    fresh = tmp_path / "fresh"
+    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    await alice_and_bob(url, key, fresh)
+    assert len(list(fresh.glob("*.key"))) == 2
 
 
 async def test_a_key_directory_that_never_held_a_key_does_not_call_it_erased(

@@ -194,15 +194,17 @@ class KeyDirectory:
         self.path = Path(path)
         self._log = self.path / self.LOG
         try:
-            # Its parent must exist: a mistyped path or a volume not mounted fails here,
-            # where a whole new tree would have taken new owners' keys without a word.
+            # Its parent must exist: a mistyped path or a volume not mounted (its mount point
+            # gone) fails here, where a whole new tree would have taken new owners' keys.
             self.path.mkdir(mode=0o700, exist_ok=True)
             if os.name == "posix" and self.path.stat().st_mode & 0o022:
                 raise ConfigurationError(
                     f"owner key directory {self.path} is writable by other users, who could "
                     f"delete or replace its keys: make it the app's own (chmod go-w {self.path})"
                 )
-            if not any(self.path.iterdir()):
+            # Found empty: new, or not the one the keys are in (`Owners` looks at the rows).
+            self.made_empty = not any(self.path.iterdir())
+            if self.made_empty:
                 self._log.touch(mode=0o600)
                 self._sync()
         except OSError as exc:
@@ -246,6 +248,17 @@ class KeyDirectory:
 
     def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Destruction:
         file = self._file(key_id)
+        try:
+            written_for = file.read_bytes().partition(b"\n")[0]
+        except FileNotFoundError:
+            written_for = None
+        if written_for is not None and written_for != owner.encode("ascii"):
+            # Its row was changed outside the library: destroyed, another owner's data would
+            # be gone from every copy of the database, backups too.
+            raise KeyProviderError(
+                f"owner key file {key_id} belongs to another owner than the one its row names: "
+                "not destroyed (the row was changed outside the library)"
+            )
         if self._log.exists() and not self._destroyed(key_id):
             if not file.exists():
                 raise self._unknown(key_id, f"not destroyed: delete {file.name} where it is kept")

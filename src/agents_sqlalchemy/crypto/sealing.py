@@ -355,6 +355,14 @@ def rewrap_state(sealed: bytes, old: Wrapper, new: Wrapper) -> bytes:
     return _state_header(new.kek_id, rewrap(wrapped, old, new, where="a sealed state")) + body
 
 
+def check_state_key(sealed: bytes, wrapper: Wrapper, *, where: str) -> None:
+    """Unwrap a sealed state's data key under `wrapper`, as a rotation will (`rewrap_state`
+    returns a state under its new key unchanged, unwrapping nothing), or raise naming
+    `where`."""
+    _, wrapped, _ = _split_state(sealed, state_place(""), where)
+    rewrap(wrapped, wrapper, wrapper, where=where)
+
+
 def _state_header(kek_id: str, wrapped: bytes) -> bytes:
     ident = kek_id.encode()
     return VERSION + len(ident).to_bytes(1, "big") + ident + wrapped

@@ -20,6 +20,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 _PREPARED: weakref.WeakSet[Engine] = weakref.WeakSet()
+#: A pooled connection's `info` key: set up by `sqlite_pragmas`.
+_SET_UP = "agents_sqlalchemy_pragmas"
 
 
 def sqlite_pragmas(
@@ -29,7 +31,10 @@ def sqlite_pragmas(
     lock_timeout: float,
     checkpoint: bool = True,
 ) -> None:
-    """Set every new SQLite connection of `engine` up: lock waits, foreign keys, WAL.
+    """Set every SQLite connection of `engine` up: lock waits, foreign keys, WAL, secure
+    deletes. A new one as it connects; one an app's engine opened before it was given to
+    a store, at its first checkout by the store (without WAL the scrub of removals did
+    nothing, and foreign keys were off).
 
     `synchronous` ("NORMAL", "FULL", ...) is set only on engines the library made;
     `lock_timeout=0` makes a locked database fail at once, `checkpoint=False` leaves the
@@ -40,8 +45,14 @@ def sqlite_pragmas(
     _PREPARED.add(engine)
     busy_ms = max(1, round(lock_timeout * 1000)) if lock_timeout > 0 else 0
 
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if not record.info.get(_SET_UP):
+            _on_connect(dbapi_connection, record)
+
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        record.info[_SET_UP] = True
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")

@@ -46,6 +46,12 @@ class OwnerKeyRows:
         )
         return await self._schema.db.read(lambda conn: list(conn.execute(query)))
 
+    async def any_kept_outside(self) -> bool:
+        """Whether a row names a key kept in an app's key store (none of it here)."""
+        table = self._table
+        query = select(exists().where(table.c.kept.is_(None)))
+        return bool(await self._schema.db.read(lambda conn: conn.execute(query).scalar()))
+
     async def named(self, key_ids: Iterable[str]) -> set[str]:
         """Which of these keys items still name (their data keys wrapped by them)."""
         items, wanted = self._schema.items, sorted(set(key_ids))

@@ -18,6 +18,7 @@ from ..crypto import (
     KeyringRecord,
     OwnerKey,
     Wrapper,
+    check_state_key,
     create_kek,
     open_kek,
     rewrap,
@@ -72,7 +73,14 @@ class KeyRotation:
         pending = [row for row in rows if row["retired_at"] is None and row["kek_id"] != old.kek_id]
         opened: dict[str, OwnerKey] = {}
         if pending:  # a rotation was interrupted: `new_key` must open its new keyring row
-            new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
+            try:
+                new = await open_kek(new_key, KeyringRecord.from_row(pending[-1]))
+            except WrongKeyError:
+                raise WrongKeyError(
+                    "a key rotation to another key is unfinished: run rotate_key again with "
+                    "the new key it was started with (the store's key opens this database); "
+                    "nothing was changed"
+                ) from None
         else:
             await self._refuse_to_start(
                 new_key, [row for row in rows if row["kek_id"] == old.kek_id]
@@ -184,13 +192,14 @@ class KeyRotation:
         while after is not None:
             states, after = await keyring.sealed_states(after, batch_size, last_session)
             for session_id, state in states:
+                where = f"the state of session {session_id[:80]!r}"
                 wrapper = await wrapper_of(state_kek_id(state))
                 if wrapper is None:
                     raise KeyringError(
-                        f"the state of session {session_id[:80]!r} names no key this store "
-                        "holds: it was altered; nothing was changed"
+                        f"{where} names no key this store holds: it was altered; nothing was "
+                        "changed"
                     )
-                rewrap_state(state, wrapper, wrapper)
+                check_state_key(state, wrapper, where=where)
 
     async def _walk(
         self,

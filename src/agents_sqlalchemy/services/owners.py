@@ -33,6 +33,7 @@ from ..codec import Codec, MissingOwnerKeys, SealedCodec
 from ..crypto import (
     Destruction,
     InDatabase,
+    KeyDirectory,
     KeyEncryptionKey,
     OwnerKey,
     OwnerKeyStore,
@@ -44,6 +45,7 @@ from ..crypto import rewrap_state as rewrap_state_blob
 from ..crypto.kdf import KEY_BYTES
 from ..errors import (
     AgentsSQLAlchemyError,
+    ConfigurationError,
     DecryptionError,
     KeyProviderError,
     KeyringError,
@@ -213,6 +215,8 @@ class Owners:
         rotation's successor of `replaces`)."""
         sealing = sealing or codec.next_kek or codec.kek
         keeper = self._given if self._given is not None else InDatabase(sealing)
+        if isinstance(keeper, KeyDirectory) and keeper.made_empty:
+            await self._refuse_an_empty_directory(keeper)
         key_id, material = new_key_id(), os.urandom(KEY_BYTES)
         kept = await call_store(keeper, "keep", key_id, owner, material)
         if kept is not None and not isinstance(kept, (bytes, bytearray, memoryview)):
@@ -233,6 +237,19 @@ class Owners:
         opened = OwnerKey(key_id, owner, material)
         codec.owner_keys[key_id] = opened
         return opened
+
+    async def _refuse_an_empty_directory(self, directory: KeyDirectory) -> None:
+        """Refuse to keep a new key in a key directory that was empty when opened where the
+        database names keys kept outside it: it is not the directory that keeps them (its
+        volume not mounted, the empty mount point left), and a key kept there would be lost
+        when the volume comes back. Looked at once: then it holds this store's keys."""
+        if await self._rows.any_kept_outside():
+            raise ConfigurationError(
+                f"owner key directory {directory.path} was empty when this store opened it, "
+                "yet the database names owner keys kept outside it: it is not the directory "
+                "that keeps them (is its volume mounted?); no key was made, nothing written"
+            )
+        directory.made_empty = False
 
     async def _open(
         self, codec: SealedCodec, row: Any, keeper: OwnerKeyStore | None = None
