@@ -638,7 +638,10 @@ async def test_an_export_that_contradicts_itself_is_refused(sqlite_url: str) -> 
         lines = [json.dumps(record) + "\n" for record in twice]
         with pytest.raises(ConfigurationError, match="a second session of the same id") as error:
             await target.import_user(lines, skip_existing=True)
-        assert "before it: 1 session imported, which skip_existing=True skips" in str(error.value)
+        assert str(error.value).endswith(
+            "(before it: 1 session imported. Import the export again, corrected, with "
+            "skip_existing=True)"
+        )
         assert [info.session_id for info in await target.list_sessions(archived=None)] == ["s1"]
 
 

@@ -26,6 +26,8 @@ from sqlalchemy.engine import make_url
 from agents_sqlalchemy import (
     BranchError,
     ConfigurationError,
+    CorruptItemError,
+    InvalidSessionIdError,
     SchemaError,
     SessionBusyError,
     SessionStore,
@@ -34,6 +36,7 @@ from agents_sqlalchemy import (
 )
 
 from .support.locks import holding_the_lock
+from .support.tables import ITEMS, execute
 from .support.telemetry import Exported
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -568,6 +571,42 @@ async def test_only_the_callers_reads_count_as_read(sqlite_url: str, key: str | 
     [index] = out.named("index")
     assert (index.attributes or {}).get("agents_sqlalchemy.items") is None
     assert out.total("agents_sqlalchemy.items.read") == 3
+
+
+async def test_what_fails_counts_nothing_and_its_ids_are_the_calls_to_refuse(
+    sqlite_url: str,
+) -> None:
+    """A read that failed on a corrupt row counted the rows it had fetched, and its counters
+    took `error.type`; a branch made from content was three operations, counting the turns
+    it looked in; an id of the wrong type raised AttributeError from the telemetry, not
+    the call's own error."""
+    out = Exported()
+    turn = [{"role": "user", "content": "the secret word"}, {"role": "assistant", "content": "ok"}]
+    async with SessionStore(sqlite_url, create_tables=True, telemetry=out.telemetry()) as store:
+        session = store.session("s")
+        await session.add_items(turn + turn)
+        await session.create_branch_from_content("secret", "b")
+        for call, error in [
+            (lambda: store.session_info(123), InvalidSessionIdError),
+            (lambda: store.session_info("a\ud800b"), InvalidSessionIdError),
+            (lambda: store.list_sessions(user_id=7), ConfigurationError),
+            (lambda: store.session("s").set_user_id(5), ConfigurationError),
+        ]:
+            with pytest.raises(error):
+                await call()
+        await execute(sqlite_url, f"UPDATE {ITEMS} SET payload = '{{not json' WHERE seq = 4")
+        with pytest.raises(CorruptItemError):
+            await store.session("s").get_items(branch_id="main")
+    names = [span.name.split()[0] for span in out.spans()]
+    assert names.count("create_branch") == 1 and "find_turns_by_content" not in names
+    [failed] = [span for span in out.named("read") if span.status.status_code is StatusCode.ERROR]
+    assert (failed.attributes or {}).get("agents_sqlalchemy.items") is None
+    assert out.total("agents_sqlalchemy.items.read") == 0
+    metrics = out.metrics()
+    typed = {
+        name for name, points in metrics.items() for p in points if "error.type" in p.attributes
+    }
+    assert typed == {"db.client.operation.duration"}, typed
 
 
 async def test_erasure_and_search_spans_carry_what_the_docs_say(sqlite_url: str) -> None:

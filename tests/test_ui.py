@@ -1114,11 +1114,12 @@ def test_every_spelling_of_every_address_serves_any_host_name(
 
 async def test_the_users_prefix_filter_misses_no_id_on_every_database(db_url: str) -> None:
     """Ids starting with the prefix were those below it + U+10FFFF: one whose next
-    character is U+10FFFF was missed. MariaDB's padding collation must not match "ab "."""
+    character is U+10FFFF was missed. MariaDB's padding collation must not match "ab ",
+    and there "ab\t1" sorts before "ab": it was missed too."""
     from agents_sqlalchemy.ui import queries
 
     top = "\U0010ffff"
-    users = ["a", "ab", "ab ", f"ab{top}", f"ab{top}z", f"ab{top}{top}", "ac", "b"]
+    users = ["a", "ab", "ab ", "ab\t1", f"ab{top}", f"ab{top}z", f"ab{top}{top}", "ac", "b"]
     async with SessionStore(db_url, create_tables=True, search=False) as store:
         for n, user in enumerate(users):
             await store.session(f"s{n}", user_id=user).add_items(
@@ -1130,7 +1131,7 @@ async def test_the_users_prefix_filter_misses_no_id_on_every_database(db_url: st
             for prefix in ("ab", f"ab{top}", "ab ", top)
         }  # fmt: skip
     assert found == {
-        "ab": sorted(["ab", "ab ", f"ab{top}", f"ab{top}z", f"ab{top}{top}"]),
+        "ab": sorted(["ab", "ab ", "ab\t1", f"ab{top}", f"ab{top}z", f"ab{top}{top}"]),
         f"ab{top}": sorted([f"ab{top}", f"ab{top}z", f"ab{top}{top}"]),
         "ab ": ["ab "],
         top: [],

@@ -243,11 +243,14 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
-def partly_done(exc: AgentsSQLAlchemyError, done: str, *, first: bool = False) -> None:
+def partly_done(
+    exc: AgentsSQLAlchemyError, done: str, *, first: bool = False, then: str | None = None
+) -> None:
     """Note in `exc`'s message what its operation had done for good before it failed
     (`done`: earlier batches, each its own transaction, or keys destroyed; `first`: done
-    before what a note already there says), and that running it again finishes it. The
-    notes of one error go in one sentence; a `SchemaError`'s command-line message has it too.
+    before what a note already there says), and that running it again finishes it (or
+    what to do instead: `then`). The notes of one error go in one sentence; a
+    `SchemaError`'s command-line message has it too.
 
     >>> exc = DatabaseError("the server went away, nothing was changed")
     >>> partly_done(exc, "3 sessions deleted")
@@ -260,7 +263,11 @@ def partly_done(exc: AgentsSQLAlchemyError, done: str, *, first: bool = False) -
     if not notes:  # the messages as they were, before any note
         exc.__dict__["_said"] = (str(exc), getattr(exc, "cli_message", None))
     notes.insert(0, done) if first else notes.append(done)
-    note = f" (in this step; before it: {'; '.join(notes)}. Run it again to finish)"
+    if then is not None:
+        exc.__dict__["_then"] = then
+    then = exc.__dict__.get("_then")
+    step = "in this step; " if then is None else ""
+    note = f" ({step}before it: {'; '.join(notes)}. {then or 'Run it again to finish'})"
     message, cli_message = exc.__dict__["_said"]
     exc.args = (message + note, *exc.args[1:])
     if cli_message is not None:

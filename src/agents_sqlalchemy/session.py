@@ -40,7 +40,7 @@ from .records import SearchHit, TokenUsage
 from .repository import GONE
 from .search import SEARCH_MODES, SearchMode
 from .services import Services
-from .telemetry import current, traced
+from .telemetry import current, detached, traced
 from .turns import (
     MAIN,
     Turn,
@@ -551,6 +551,21 @@ class StoreSession:
         session, even after its branch is deleted. Raises `BranchError` if the turn has no
         user message or the name was used.
         """
+        return await self._branch_from(turn_number, branch_name)
+
+    @traced("create_branch")
+    async def create_branch_from_content(
+        self, search_term: str, branch_name: str | None = None
+    ) -> str:
+        """Start a branch from the first user turn containing `search_term`."""
+        with detached():  # the turns it looks in are not read for the caller
+            matches = await self.find_turns_by_content(search_term)
+        if not matches:
+            raise BranchError(f"No user turns found containing '{search_term}'")
+        return await self._branch_from(matches[0]["turn"], branch_name)
+
+    async def _branch_from(self, turn_number: int, branch_name: str | None) -> str:
+        """`create_branch_from_turn`, within the operation that calls it."""
         branches = self._live().branches
         source = self._branch
         name, used_source = await branches.create(self._key, source, turn_number, branch_name)
@@ -559,16 +574,6 @@ class StoreSession:
         self._logger.debug("created branch %r from turn %s of %r", name, turn_number, used_source)
         self._branch = name
         return name
-
-    @traced("create_branch")
-    async def create_branch_from_content(
-        self, search_term: str, branch_name: str | None = None
-    ) -> str:
-        """Start a branch from the first user turn containing `search_term`."""
-        matches = await self.find_turns_by_content(search_term)
-        if not matches:
-            raise BranchError(f"No user turns found containing '{search_term}'")
-        return await self.create_branch_from_turn(matches[0]["turn"], branch_name)
 
     @traced("switch_branch")
     async def switch_to_branch(self, branch_id: str) -> None:

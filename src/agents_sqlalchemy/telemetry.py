@@ -84,6 +84,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -155,7 +156,7 @@ class Telemetry:
                     f"got {provider!r:.80}"
                 )
 
-    def identify(self, value: str | None) -> str | None:
+    def identify(self, value: object) -> str | None:
         """What spans show of an id: its keyed hash, itself, or nothing.
 
         >>> Telemetry(ids="plain").identify("chat-1"), Telemetry(ids="none").identify("chat-1")
@@ -163,12 +164,16 @@ class Telemetry:
         >>> len(Telemetry().identify("chat-1") or "")
         16
         """
-        if value is None or self.ids == "none":
+        if not isinstance(value, str) or self.ids == "none":
+            return None  # None, or what the call itself refuses (an id of another type)
+        try:
+            text = value.encode()
+        except UnicodeEncodeError:  # a lone surrogate, which the call refuses too
             return None
         if self.ids == "plain":
             return value
         salt = self.salt.encode() if isinstance(self.salt, str) else self.salt
-        return hmac.new(salt or DEFAULT_SALT, value.encode(), hashlib.sha256).hexdigest()[:16]
+        return hmac.new(salt or DEFAULT_SALT, text, hashlib.sha256).hexdigest()[:16]
 
 
 def telemetry_option(value: Telemetry | bool | None) -> Telemetry:
@@ -433,7 +438,7 @@ class Probe:
     ) -> Operation:
         """A span (and metrics) around one operation; a no-op when nothing listens."""
         providers = providers or self.listening()
-        if providers is None:
+        if providers is None or _CURRENT.get() is _NOTHING:  # nothing listens, or `detached`
             return _NOTHING
         tracing, metering = providers
         instruments = None
@@ -461,7 +466,7 @@ class Probe:
     ) -> Callable[[], Coroutine[Any, Any, T]]:
         """`job` to run later on the worker thread, under the caller's current span, as an
         operation `kind` of its own; `job` itself when nothing listens."""
-        if _CURRENT.get() is None:
+        if _CURRENT.get() in (None, _NOTHING):
             return job
         parent = _Api.context.get_current()
         submitted = time.perf_counter()
@@ -536,18 +541,22 @@ class Operation:
         assert self._tokens is not None
         otel_token, token = self._tokens
         _CURRENT.reset(token)
-        if exc_type is not None:
-            self.attributes["error.type"] = _error_type(exc_type)
+        # A failed operation counts no item nor byte (a read may have counted the rows it
+        # fetched before one failed to open); its class goes on the span and the duration.
+        failed = None if exc_type is None else _error_type(exc_type)
+        if failed is not None:
+            self.items_written = self.items_read = self.items_removed = 0
+            self.bytes_written = self.bytes_read = 0
         if self._span is not None:
             self._span.set_attributes(self._counts())
-            if exc_type is not None:
-                self._span.set_attribute("error.type", self.attributes["error.type"])
+            if failed is not None:
+                self._span.set_attribute("error.type", failed)
                 # The status says only the class: an exception's message may quote content.
                 self._span.set_status(_Api.trace.StatusCode.ERROR)
             self._span.end()
             _Api.context.detach(otel_token)
         if self._instruments is not None:
-            self._record(self._instruments, elapsed)
+            self._record(self._instruments, elapsed, failed)
 
     def _counts(self) -> dict[str, Any]:
         counts: dict[str, Any] = {}
@@ -562,9 +571,10 @@ class Operation:
             counts[PREFIX + "retries"] = self.retries
         return counts
 
-    def _record(self, instruments: _Instruments, elapsed: float) -> None:
+    def _record(self, instruments: _Instruments, elapsed: float, failed: str | None) -> None:
         attributes = self.attributes
-        instruments.duration.record(elapsed, attributes)
+        failure = {} if failed is None else {"error.type": failed}
+        instruments.duration.record(elapsed, {**attributes, **failure})
         if self.items_written:
             instruments.items_written.add(self.items_written, attributes)
             instruments.bytes_written.add(self.bytes_written, attributes)
@@ -573,7 +583,7 @@ class Operation:
             instruments.bytes_read.add(self.bytes_read, attributes)
         if self.lock_wait:
             instruments.lock_wait.record(self.lock_wait, attributes)
-        if self._search:
+        if self._search and failed is None:
             instruments.search_duration.record(elapsed, {**attributes, **self._search})
 
     def set(self, **values: Any) -> None:
@@ -651,6 +661,18 @@ _CURRENT: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
 def current() -> Operation | None:
     """The operation under way in this context, if anything listens (else None)."""
     return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def detached() -> Iterator[None]:
+    """Work of the operation under way that is neither an operation of its own nor counted:
+    a public method the library calls for itself (the turns a branch made from content
+    looks up)."""
+    token = _CURRENT.set(_NOTHING)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def _lock_waited(seconds: float) -> None:

@@ -98,9 +98,10 @@ def stamp(url: str, tables: TableNames, revision: str) -> None:
 
 
 @command.command()
-@database_options(may_create=True)
+@database_options
 def current(url: str, tables: TableNames) -> None:
-    """Show the revision the database is at, and the one this version expects."""
+    """Show the revision the database is at, and the one this version expects (a SQLite
+    file that does not exist is said to be missing, and not made)."""
     status = status_of(url, tables)
     click.echo(f"{shown(url)}: {status.describe()}")
     if status.state == "missing" and status.others:

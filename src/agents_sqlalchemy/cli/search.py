@@ -121,7 +121,8 @@ def search(
 ) -> None:
     """The stored items that best answer QUERY, best first, and where each is.
 
-    Searches every session, one user's (--user) or one session (--session).
+    Searches every session, one user's (--user) or one session (--session). Items in
+    that scope not indexed yet are indexed first: their search-index rows are written.
 
     \b
     Example:

@@ -598,13 +598,16 @@ def _mysql_json_equals(column: ColumnElement[Any], path: str, value: object) -> 
         exact = exactly(unquoted, literal(value).collate("utf8mb4_bin"), mysql=True)
         return and_(json_type == "STRING", exact)
     integers, fractions = ("INTEGER", "UNSIGNED INTEGER"), ("DOUBLE", "DECIMAL")
-    if not isinstance(value, float):
+    if not isinstance(value, float) or not value.is_integer():
         return and_(json_type.in_(integers + fractions), extracted == value)
-    # A float compared with a JSON integer is compared as a double: 2**53 + 1 matched 2.0**53.
-    match = and_(json_type.in_(fractions), extracted == value)
-    if value.is_integer() and abs(value) < 2.0**63:  # within what a JSON integer holds
-        return or_(match, and_(json_type.in_(integers), extracted == int(value)))
-    return match
+    # A JSON integer compared with a float is compared as a double: 2**53 + 1 matched
+    # 2.0**53. One within 64 bits (signed or not) is compared with the integer it is; past
+    # them, MariaDB calls 1e+20 an integer too, and only a double can compare.
+    whole = int(value) if -(2**63) <= value < 2**64 else value
+    return or_(
+        and_(json_type.in_(fractions), extracted == value),
+        and_(json_type.in_(integers), extracted == whole),
+    )
 
 
 def _stamps(sessions: Any) -> tuple[Any, Any]:
@@ -619,9 +622,18 @@ def _made(row: Any) -> bool:
 
 
 def _holds(row: Any, values: dict[str, Any]) -> bool:
-    """Whether `row` holds each of `values` already (an SQL expression never does)."""
+    """Whether `row` holds each of `values` already, as JSON tells values apart (1, 1.0 and
+    true are three; Python's `==` took them for one, and the change was lost); an SQL
+    expression never does."""
     fields = row._mapping
     return all(
-        name in fields and not isinstance(value, ClauseElement) and fields[name] == value
+        name in fields
+        and not isinstance(value, ClauseElement)
+        and _as_json(fields[name]) == _as_json(value)
         for name, value in values.items()
     )
+
+
+def _as_json(value: Any) -> str:
+    """`value` as canonical JSON text (other values by their repr, told apart by type)."""
+    return json.dumps(value, sort_keys=True, default=lambda other: f"{type(other)}{other!r}")

@@ -305,8 +305,8 @@ class Portability:
                 )
         except AgentsSQLAlchemyError as exc:
             if report.sessions:  # written for good, each session whole
-                imported = plural(report.sessions, "session")
-                partly_done(exc, f"{imported} imported, which skip_existing=True skips")
+                then = "Import the export again, corrected, with skip_existing=True"
+                partly_done(exc, f"{plural(report.sessions, 'session')} imported", then=then)
             raise
         return report
 

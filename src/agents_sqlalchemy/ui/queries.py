@@ -144,8 +144,8 @@ async def owners(
     if after is not None:  # on MySQL, 'a ' is after 'a' by its length alone
         later = and_(user == after, func.length(user) > func.length(literal(after)))
         conditions.append(or_(user > after, later) if mysql else user > after)
-    if prefix:
-        conditions.append(user >= prefix)
+    if prefix:  # MySQL pads with spaces: 'a\t1' sorts before 'a', not before 'a\x01'
+        conditions.append(user >= (prefix + "\x01" if mysql else prefix))
         if (bound := _after_every(prefix)) is not None:
             conditions.append(user < bound)
         conditions.append(exactly(func.substr(user, 1, len(prefix)), prefix, mysql))
