@@ -979,24 +979,8 @@ def test_sessions_without_a_user_are_not_counted_as_a_user_named_like_them(
 ) -> None:
     """The tokens per user were summed by the label "(no user)": a user of that very id
     was merged with the sessions that have none."""
-    from agents.run_context import RunContextWrapper
-    from agents.usage import Usage
 
-    async def fill() -> None:
-        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
-            for sid, owner, tokens in (("a", "(no user)", 5), ("b", None, 7)):
-                used = RunContextWrapper(None, usage=Usage(requests=1, total_tokens=tokens))
-                await store.session(sid, user_id=owner).add_items(
-                    [{"role": "user", "content": "hi"}], wrapper=used
-                )
-
-    asyncio.run(fill())
-    store = SessionStore(sqlite_url, search=False)
-    try:
-        with client(store) as http:
-            charts = http.get("/charts").text
-    finally:
-        asyncio.run(store.close())
+    charts = _charts_of(sqlite_url, [("a", "(no user)", 5), ("b", None, 7)])
     figure = re.search(r'id="tokens-per-user">.*?</figure>', charts, re.S)
     assert figure is not None
     points = re.findall(r'class="(point[^"]*)"[^>]*data-label="([^"]*)" data-value="(\d+)"',
@@ -1007,26 +991,33 @@ def test_sessions_without_a_user_are_not_counted_as_a_user_named_like_them(
 def test_chart_labels_show_control_and_reversing_characters_escaped(sqlite_url: str) -> None:
     """A user id holding U+202E was drawn as it is in the tokens-per-user chart (its
     label, its hover title), reading backwards, where every other place escapes it."""
+
+    charts = _charts_of(sqlite_url, [("s", "u\u202eser\x1b", 3)])
+    assert "\u202e" not in charts and "\x1b" not in charts
+    assert 'data-label="u\\u202eser\\x1b"' in charts
+    assert "<title>u\\u202eser\\x1b: 3 tokens</title>" in charts
+
+
+def _charts_of(url: str, runs: list[tuple[str, str | None, int]]) -> str:
+    """The charts page of a database holding one run per (session, user, tokens)."""
     from agents.run_context import RunContextWrapper
     from agents.usage import Usage
 
     async def fill() -> None:
-        async with SessionStore(sqlite_url, create_tables=True, search=False) as store:
-            used = RunContextWrapper(None, usage=Usage(requests=1, total_tokens=3))
-            await store.session("s", user_id="u\u202eser\x1b").add_items(
-                [{"role": "user", "content": "hi"}], wrapper=used
-            )
+        async with SessionStore(url, create_tables=True, search=False) as store:
+            for session_id, owner, tokens in runs:
+                used = RunContextWrapper(None, usage=Usage(requests=1, total_tokens=tokens))
+                await store.session(session_id, user_id=owner).add_items(
+                    [{"role": "user", "content": "hi"}], wrapper=used
+                )
 
     asyncio.run(fill())
-    store = SessionStore(sqlite_url, search=False)
+    store = SessionStore(url, search=False)
     try:
         with client(store) as http:
-            charts = http.get("/charts").text
+            return str(http.get("/charts").text)
     finally:
         asyncio.run(store.close())
-    assert "\u202e" not in charts and "\x1b" not in charts
-    assert 'data-label="u\\u202eser\\x1b"' in charts
-    assert "<title>u\\u202eser\\x1b: 3 tokens</title>" in charts
 
 
 def test_an_unreadable_stored_item_is_a_server_error_not_a_bad_request(

@@ -57,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import EmbedderError
-from .embedders import Embedder, Matrix, call_failed, embed_texts
+from .embedders import Embedder, Matrix, call_failed, embed_alone, embed_texts
 from .fusion import fusion_weight
 
 logger = logging.getLogger("agents_sqlalchemy")
@@ -252,22 +252,14 @@ async def _embedded(
     embedder: Embedder, texts: list[str], *, queries: bool
 ) -> list[npt.NDArray[np.float32] | None]:
     """The unit vector of each text, or None where the embedder returned none: the texts
-    in one call, or, where what it returned for them is no vectors (a NaN, the wrong
-    shape), each alone. A call that fails raises (`call_failed`)."""
+    in one call, or, where what it returned for them is no vectors, each alone
+    (`embed_alone`). A call that fails raises (`call_failed`)."""
     try:
         return list(await embed_texts(embedder, texts, queries=queries))
     except EmbedderError as failure:
         if call_failed(failure):
             raise
-    vectors: list[npt.NDArray[np.float32] | None] = []
-    for text in texts:
-        try:
-            vectors.append((await embed_texts(embedder, [text], queries=queries))[0])
-        except EmbedderError as failure:
-            if call_failed(failure):
-                raise
-            vectors.append(None)
-    return vectors
+    return await embed_alone(embedder, texts, queries=queries)
 
 
 def _measure_embedded(

@@ -274,6 +274,23 @@ def normalize(matrix: npt.NDArray[Any]) -> Matrix:
     return out
 
 
+async def embed_alone(
+    embedder: Embedder, texts: Sequence[str], *, queries: bool = False
+) -> list[npt.NDArray[np.float32] | None]:
+    """Each text's unit vector, the texts embedded one at a time: None for one the embedder
+    returns no vector for (a NaN, the wrong shape), after a batch of them returned what no
+    index takes. A call that fails (`call_failed`) raises."""
+    vectors: list[npt.NDArray[np.float32] | None] = []
+    for text in texts:
+        try:
+            vectors.append((await embed_texts(embedder, [text], queries=queries))[0])
+        except EmbedderError as failure:
+            if call_failed(failure):
+                raise
+            vectors.append(None)
+    return vectors
+
+
 async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> list[bytes]:
     """One stored vector (`dim` bytes) per text, ready for an index row.
 

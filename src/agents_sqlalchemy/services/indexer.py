@@ -31,6 +31,7 @@ from ..search import (
     HashingEmbedder,
     builtin_indexing_as,
     call_failed,
+    embed_alone,
     embed_documents,
     index_id,
     item_text,
@@ -241,14 +242,8 @@ class Indexer:
         except EmbedderError as failure:
             if len(texts) < 2 or call_failed(failure):
                 raise
-            alone: list[bytes | None] = []
-            for text in texts:
-                try:
-                    alone += await embed_documents(self.embedder, [text])
-                except EmbedderError as each:
-                    if call_failed(each):
-                        raise
-                    alone.append(None)
+            vectors = await embed_alone(self.embedder, texts)
+            alone = [None if v is None else pack_vectors(v.reshape(1, -1))[0] for v in vectors]
             failed = alone.count(None)
             if failed == len(texts):
                 raise failure
