@@ -375,21 +375,24 @@ async def test_an_erasure_leaves_a_key_file_of_another_owner(
         assert await store.session("b").get_items() == [message("bob's")]
 
 
-async def test_an_empty_key_directory_takes_no_key_where_the_database_has_some(
+async def test_a_key_directory_holding_none_of_the_keys_takes_no_key(
     sqlite_url: str, key: bytes, tmp_path: Path
 ) -> None:
     """A volume not mounted leaves its mount point, an empty directory: new owners' keys
     went there, and their items could not be read once the volume came back. A directory
-    found empty where the database names keys kept outside it now takes none."""
+    that holds none of the keys the database names as kept outside it takes none, however
+    often it is opened; a new directory shared by two stores takes keys from both."""
     directory = tmp_path / "keys"
     await alice_and_bob(sqlite_url, key, directory)
     mounted = tmp_path / "volume"
     directory.rename(mounted)
     directory.mkdir(mode=0o700)  # the mount point, the volume not mounted
     before = await _owner_keys(sqlite_url)
-    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
-        with pytest.raises(ConfigurationError, match="is its volume mounted"):
-            await store.session("c", user_id="carol").add_items([message("carol's")])
+    for _ in range(2):  # a restart: the directory is no longer empty (its log), still not it
+        keys = KeyDirectory(directory)
+        async with SessionStore(sqlite_url, key=key, owner_keys=keys) as store:
+            with pytest.raises(ConfigurationError, match="is its volume mounted"):
+                await store.session("c", user_id="carol").add_items([message("carol's")])
     assert await _owner_keys(sqlite_url) == before
     assert [path.name for path in directory.iterdir()] == ["destroyed"]
     shutil.rmtree(directory)
@@ -397,11 +400,30 @@ async def test_an_empty_key_directory_takes_no_key_where_the_database_has_some(
     async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
         await store.session("c", user_id="carol").add_items([message("carol's")])
         assert await store.session("b").get_items() == [message("bob's")]
-    # A new directory for a new database takes keys, checked once.
-    fresh = tmp_path / "fresh"
-    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
-    await alice_and_bob(url, key, fresh)
+    # A new deployment: two stores open the new directory, then each makes a key.
+    fresh, url = tmp_path / "fresh", f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    async with (
+        SessionStore(url, create_tables=True, key=key, owner_keys=KeyDirectory(fresh)) as one,
+        SessionStore(url, create_tables=True, key=key, owner_keys=KeyDirectory(fresh)) as other,
+    ):
+        await other.session("b", user_id="bob").add_items([message("bob's")])
+        await one.session("a", user_id="alice").add_items([message("alice's")])
     assert len(list(fresh.glob("*.key"))) == 2
+
+
+async def test_a_damaged_key_file_is_destroyed_by_an_erasure(
+    sqlite_url: str, key: bytes, tmp_path: Path
+) -> None:
+    """A key file cut short holds no key: an erasure destroys it, as before a file's owner
+    was checked (its empty first line read as another owner's)."""
+    directory = tmp_path / "keys"
+    await alice_and_bob(sqlite_url, key, directory)
+    [alice_key] = await _item_keks(sqlite_url, "a")
+    (directory / f"{alice_key}.key").write_bytes(b"")
+    async with SessionStore(sqlite_url, key=key, owner_keys=KeyDirectory(directory)) as store:
+        assert (await store.erase_user("alice")).owner_keys_destroyed == 1
+        assert await store.session("b").get_items() == [message("bob's")]
+    assert not (directory / f"{alice_key}.key").exists()
 
 
 async def test_a_key_directory_that_never_held_a_key_does_not_call_it_erased(

@@ -609,6 +609,21 @@ async def test_what_fails_counts_nothing_and_its_ids_are_the_calls_to_refuse(
     assert typed == {"db.client.operation.duration"}, typed
 
 
+async def test_an_import_failing_part_way_counts_what_it_wrote(sqlite_url: str) -> None:
+    """The sessions an import wrote for good before a bad line count as written, as those
+    a retry with skip_existing then skips are never written again."""
+    async with SessionStore(sqlite_url, create_tables=True) as source:
+        await source.session("s", user_id="u").add_items([{"role": "user", "content": "hi"}] * 3)
+        lines = [line async for line in source.export_user("u")]
+    lines[-1] = lines[-1].replace('"items":3', '"items":4')  # the "done" line
+    out = Exported()
+    url = sqlite_url.replace(".db", "-copy.db")
+    async with SessionStore(url, create_tables=True, telemetry=out.telemetry()) as target:
+        with pytest.raises(ConfigurationError, match="before it: 1 session imported"):
+            await target.import_user(lines)
+    assert out.total("agents_sqlalchemy.items.written") == 3
+
+
 async def test_erasure_and_search_spans_carry_what_the_docs_say(sqlite_url: str) -> None:
     """`erase_user` had neither the items it removed nor the user, and named the items
     table where `delete_user` names the sessions table; a search's mode was recorded as the

@@ -541,12 +541,13 @@ class Operation:
         assert self._tokens is not None
         otel_token, token = self._tokens
         _CURRENT.reset(token)
-        # A failed operation counts no item nor byte (a read may have counted the rows it
-        # fetched before one failed to open); its class goes on the span and the duration.
+        # A failed operation counts nothing read (a read may have counted the rows it had
+        # fetched before one failed to open), and what it wrote or removed for good (the
+        # batches an import or a purge committed before the one that failed); its class
+        # goes on the span and the duration.
         failed = None if exc_type is None else _error_type(exc_type)
         if failed is not None:
-            self.items_written = self.items_read = self.items_removed = 0
-            self.bytes_written = self.bytes_read = 0
+            self.items_read = self.bytes_read = 0
         if self._span is not None:
             self._span.set_attributes(self._counts())
             if failed is not None:

@@ -34,6 +34,7 @@ import inspect
 import os
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -202,9 +203,7 @@ class KeyDirectory:
                     f"owner key directory {self.path} is writable by other users, who could "
                     f"delete or replace its keys: make it the app's own (chmod go-w {self.path})"
                 )
-            # Found empty: new, or not the one the keys are in (`Owners` looks at the rows).
-            self.made_empty = not any(self.path.iterdir())
-            if self.made_empty:
+            if not any(self.path.iterdir()):
                 self._log.touch(mode=0o600)
                 self._sync()
         except OSError as exc:
@@ -246,13 +245,27 @@ class KeyDirectory:
             raise KeyProviderError(f"owner key file {key_id} belongs to another owner")
         return material
 
+    def holds_any(self, key_ids: Iterable[str]) -> bool:
+        """Whether this directory keeps, or destroyed, any of these keys: where the database
+        names keys kept outside it, one that holds none of them is not theirs (a volume not
+        mounted, its mount point left empty)."""
+        wanted = list(key_ids)
+        if any(self._file(key_id).exists() for key_id in wanted):
+            return True
+        try:
+            logged = self._log.read_bytes()
+        except FileNotFoundError:  # a directory made before the log: it cannot tell
+            return True
+        return any(key_id.encode("ascii") + b"\n" in logged for key_id in wanted)
+
     def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Destruction:
         file = self._file(key_id)
         try:
-            written_for = file.read_bytes().partition(b"\n")[0]
+            written_for, newline, material = file.read_bytes().partition(b"\n")
         except FileNotFoundError:
-            written_for = None
-        if written_for is not None and written_for != owner.encode("ascii"):
+            newline = b""
+        whole = newline and len(material) == KEY_BYTES  # a damaged one holds no key: it goes
+        if whole and written_for != owner.encode("ascii"):
             # Its row was changed outside the library: destroyed, another owner's data would
             # be gone from every copy of the database, backups too.
             raise KeyProviderError(

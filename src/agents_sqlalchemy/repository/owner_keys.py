@@ -46,11 +46,17 @@ class OwnerKeyRows:
         )
         return await self._schema.db.read(lambda conn: list(conn.execute(query)))
 
-    async def any_kept_outside(self) -> bool:
-        """Whether a row names a key kept in an app's key store (none of it here)."""
+    async def kept_outside(self, limit: int) -> list[str]:
+        """Ids of up to `limit` keys the rows name as kept in an app's key store (none of
+        them here), newest first."""
         table = self._table
-        query = select(exists().where(table.c.kept.is_(None)))
-        return bool(await self._schema.db.read(lambda conn: conn.execute(query).scalar()))
+        query = (
+            select(table.c.key_id)
+            .where(table.c.kept.is_(None))
+            .order_by(table.c.created_at.desc(), table.c.key_id)
+            .limit(limit)
+        )
+        return await self._schema.db.read(lambda conn: list(conn.execute(query).scalars()))
 
     async def named(self, key_ids: Iterable[str]) -> set[str]:
         """Which of these keys items still name (their data keys wrapped by them)."""

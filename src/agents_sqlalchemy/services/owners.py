@@ -70,6 +70,8 @@ ATTEMPTS = 10
 # (an erasure destroys the keys first): 3.2 s in all, within `ATTEMPTS` (0.8 s was too
 # short for an erasure on a busy server: a write for the user failed with OwnerKeyError).
 ERASURE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+# The database's newest keys kept outside it, of which a key directory must hold one.
+DIRECTORY_SAMPLE = 16
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class Owners:
         # it without knowing that key, by session hash.
         self._read_under: dict[str, str] = {}
         self._making = FairLock()  # from every event loop the store is used on
+        # Whether a key directory given was found to hold the database's keys (`_make`).
+        self._directory_checked = False
         # Whether keys a deletion retired may be left undestroyed (None: not looked yet);
         # see `finish_erasures`.
         self._leftovers: bool | None = None
@@ -215,8 +219,8 @@ class Owners:
         rotation's successor of `replaces`)."""
         sealing = sealing or codec.next_kek or codec.kek
         keeper = self._given if self._given is not None else InDatabase(sealing)
-        if isinstance(keeper, KeyDirectory) and keeper.made_empty:
-            await self._refuse_an_empty_directory(keeper)
+        if isinstance(keeper, KeyDirectory) and not self._directory_checked:
+            await self._refuse_another_directory(keeper)
         key_id, material = new_key_id(), os.urandom(KEY_BYTES)
         kept = await call_store(keeper, "keep", key_id, owner, material)
         if kept is not None and not isinstance(kept, (bytes, bytearray, memoryview)):
@@ -238,18 +242,19 @@ class Owners:
         codec.owner_keys[key_id] = opened
         return opened
 
-    async def _refuse_an_empty_directory(self, directory: KeyDirectory) -> None:
-        """Refuse to keep a new key in a key directory that was empty when opened where the
-        database names keys kept outside it: it is not the directory that keeps them (its
-        volume not mounted, the empty mount point left), and a key kept there would be lost
-        when the volume comes back. Looked at once: then it holds this store's keys."""
-        if await self._rows.any_kept_outside():
+    async def _refuse_another_directory(self, directory: KeyDirectory) -> None:
+        """Refuse to keep a new key in a key directory that holds none of the keys the
+        database names as kept outside it (nor their destruction): it is not theirs (a
+        volume not mounted, its mount point left empty), and a key kept there would be lost
+        when the volume comes back. Once it passes, this store looks no more."""
+        sample = await self._rows.kept_outside(DIRECTORY_SAMPLE)
+        if sample and not directory.holds_any(sample):
             raise ConfigurationError(
-                f"owner key directory {directory.path} was empty when this store opened it, "
-                "yet the database names owner keys kept outside it: it is not the directory "
-                "that keeps them (is its volume mounted?); no key was made, nothing written"
+                f"owner key directory {directory.path} holds none of the owner keys the "
+                "database names as kept outside it: it is not the directory that keeps them "
+                "(is its volume mounted?); no key was made, nothing written"
             )
-        directory.made_empty = False
+        self._directory_checked = True
 
     async def _open(
         self, codec: SealedCodec, row: Any, keeper: OwnerKeyStore | None = None
