@@ -39,6 +39,16 @@ def client(store: SessionStore, **options: Any) -> TestClient:
     return TestClient(create_app(store, **options), base_url="http://127.0.0.1")
 
 
+def fetched(url: str, path: str, params: dict[str, str] | None = None, **options: Any) -> Any:
+    """The response to one GET of the browser, on a store opened (`options`) for it alone."""
+    store = SessionStore(url, **options)
+    try:
+        with client(store) as http:
+            return http.get(path, params=params)
+    finally:
+        asyncio.run(store.close())
+
+
 def act(http: TestClient, form: dict[str, str], **options: Any) -> Any:
     """POST /act as the confirmation page's form does: its target in the address."""
     fields = dict(form)
@@ -838,12 +848,7 @@ def test_search_hits_of_archived_sessions_are_marked(sqlite_url: str) -> None:
             await store.archive_session("old")
 
     asyncio.run(fill())
-    store = SessionStore(sqlite_url)
-    try:
-        with client(store) as http:
-            page = http.get("/search", params={"q": "zanzibar"})
-    finally:
-        asyncio.run(store.close())
+    page = fetched(sqlite_url, "/search", {"q": "zanzibar"})
     head = r'session-link" href="/session\?id=(\w+)">\w+</a>(.*?)<span class="muted">item seq'
     heads = dict(re.findall(head, page.text))
     assert sorted(heads) == ["kept", "old"]
@@ -867,12 +872,7 @@ def test_a_read_only_browser_s_search_writes_search_index_rows_only(sqlite_url: 
 
     asyncio.run(fill())
     before = asyncio.run(tables())
-    store = SessionStore(sqlite_url)
-    try:
-        with client(store) as http:
-            found = http.get("/search", params={"q": "zanzibar"})
-    finally:
-        asyncio.run(store.close())
+    found = fetched(sqlite_url, "/search", {"q": "zanzibar"})
     after = asyncio.run(tables())
     assert found.status_code == 200 and "/session?id=s" in found.text
     changed = {name for name in after if after[name] != before.get(name)}
@@ -1012,12 +1012,7 @@ def _charts_of(url: str, runs: list[tuple[str, str | None, int]]) -> str:
                 )
 
     asyncio.run(fill())
-    store = SessionStore(url, search=False)
-    try:
-        with client(store) as http:
-            return str(http.get("/charts").text)
-    finally:
-        asyncio.run(store.close())
+    return str(fetched(url, "/charts", search=False).text)
 
 
 def test_an_unreadable_stored_item_is_a_server_error_not_a_bad_request(

@@ -234,13 +234,14 @@ class KeyDirectory:
                 return None
             unknown = self._unknown(key_id, "its items are not erased, and nothing was changed")
             raise unknown from None
-        written_for, newline, material = content.partition(b"\n")
-        if not newline or len(material) != KEY_BYTES:  # as `keep` writes it, or damaged
+        written = _written(content)
+        if written is None:
             raise KeyProviderError(
                 f"owner key file {self._file(key_id)} is damaged ({len(content)} bytes, not "
                 f"its owner's line and {KEY_BYTES} bytes of key): restore it from where it "
                 "was kept; the items it wraps are intact"
             )
+        written_for, material = written
         if written_for != owner.encode("ascii"):
             raise KeyProviderError(f"owner key file {key_id} belongs to another owner")
         return material
@@ -250,22 +251,15 @@ class KeyDirectory:
         names keys kept outside it, one that holds none of them is not theirs (a volume not
         mounted, its mount point left empty)."""
         wanted = list(key_ids)
-        if any(self._file(key_id).exists() for key_id in wanted):
-            return True
-        try:
-            logged = self._log.read_bytes()
-        except FileNotFoundError:  # a directory made before the log: it cannot tell
-            return True
-        return any(key_id.encode("ascii") + b"\n" in logged for key_id in wanted)
+        return any(self._file(key_id).exists() for key_id in wanted) or self._destroyed(*wanted)
 
     def destroy(self, key_id: str, owner: str, kept: bytes | None) -> Destruction:
         file = self._file(key_id)
         try:
-            written_for, newline, material = file.read_bytes().partition(b"\n")
+            written = _written(file.read_bytes())  # None: a damaged one holds no key, it goes
         except FileNotFoundError:
-            newline = b""
-        whole = newline and len(material) == KEY_BYTES  # a damaged one holds no key: it goes
-        if whole and written_for != owner.encode("ascii"):
+            written = None
+        if written is not None and written[0] != owner.encode("ascii"):
             # Its row was changed outside the library: destroyed, another owner's data would
             # be gone from every copy of the database, backups too.
             raise KeyProviderError(
@@ -285,13 +279,13 @@ class KeyDirectory:
         self._sync()
         return Destruction("destroyed", datetime.now(timezone.utc))
 
-    def _destroyed(self, key_id: str) -> bool:
-        """Whether the log names `key_id` (with no log, any key without a file is)."""
+    def _destroyed(self, *key_ids: str) -> bool:
+        """Whether the log names any of `key_ids` (with no log, any key without a file is)."""
         try:
             logged = self._log.read_bytes()
         except FileNotFoundError:
             return True
-        return key_id.encode("ascii") + b"\n" in logged
+        return any(key_id.encode("ascii") + b"\n" in logged for key_id in key_ids)
 
     def _unknown(self, key_id: str, so: str) -> KeyProviderError:
         return KeyProviderError(
@@ -309,6 +303,13 @@ class KeyDirectory:
 
     def __repr__(self) -> str:
         return f"KeyDirectory({str(self.path)!r})"
+
+
+def _written(content: bytes) -> tuple[bytes, bytes] | None:
+    """A key file's owner line and key, as `KeyDirectory.keep` writes them; None if it is
+    not so (damaged)."""
+    written_for, newline, material = content.partition(b"\n")
+    return (written_for, material) if newline and len(material) == KEY_BYTES else None
 
 
 #: A `fetch` that fails is tried again after each of these pauses (s): one passing failure
